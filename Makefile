@@ -1,0 +1,47 @@
+# udpconduit — see README.md. `make test` is the README's test command and what CI runs.
+GO      ?= go
+export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
+PROGS   := hello amudprun testam testexit testcore
+STATICCHECK_VERSION ?= 2025.1.1
+
+.PHONY: all build demo test unit e2e bench fuzz deps lint vet fmt clean
+
+all: build
+
+build:
+	@mkdir -p bin
+	$(GO) build -o bin/ $(addprefix ./cmd/,$(PROGS))
+
+demo: build
+	GASNET_SPAWNFN=L ./bin/hello 4 a b c
+
+# Unit tests, then the end-to-end tests (which build the programs themselves).
+test: vet
+	$(GO) test -count=1 -timeout 15m ./...
+
+unit:
+	$(GO) test -count=1 -short ./amudp/... ./retransmit/... ./spawn/... ./conduit/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=2s ./amudp/
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime=30s ./amudp/
+
+# System packages the tests need on a fresh Debian machine (root).
+deps:
+	@command -v gcc >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc; }
+	$(GO) mod download
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -l -w .
+
+lint: vet
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+clean:
+	rm -rf bin

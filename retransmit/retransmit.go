@@ -1,0 +1,113 @@
+package retransmit
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Time is a monotonic timestamp in nanoseconds from an origin the caller
+// chooses. It is a plain integer so that the hot path carries 8 bytes, not a
+// 24-byte time.Time (see STYLE.md §6).
+type Time int64
+
+// Add returns t+d.
+func (t Time) Add(d time.Duration) Time { return t + Time(d) }
+
+// Sub returns t-u as a duration.
+func (t Time) Sub(u Time) time.Duration { return time.Duration(t - u) }
+
+// maxScheduleTerms bounds the reference schedule when Backoff is 1, where the
+// "waits no longer than Max" rule alone would never end.
+const maxScheduleTerms = 64
+
+// Config holds the retransmission knobs. The names and meanings are those of
+// GASNet's udp-conduit (DESIGN.md §5):
+//
+//   - Initial is GASNET_REQUESTTIMEOUT_INITIAL: the wait before the first
+//     retransmission when no round-trip estimate exists yet, and the upper bound
+//     of the estimate-derived timeout.
+//   - Backoff is GASNET_REQUESTTIMEOUT_BACKOFF: each further wait is the
+//     previous one times Backoff.
+//   - Max is GASNET_REQUESTTIMEOUT_MAX: no single wait is longer than Max, and a
+//     request is undeliverable once the reference schedule is used up (see
+//     GiveUpAfter). Max = 0 means never give up; waits are then capped at
+//     InfiniteCap.
+//   - MinRTO is ours: the floor of the estimate-derived timeout, so that a lost
+//     datagram on a 20 µs link is resent after about a millisecond.
+type Config struct {
+	Initial time.Duration
+	Backoff uint32
+	Max     time.Duration
+	MinRTO  time.Duration
+}
+
+// InfiniteCap caps each wait when Config.Max is 0 (never give up). It is the
+// reference default of GASNET_REQUESTTIMEOUT_MAX.
+const InfiniteCap = 30 * time.Second
+
+// DefaultConfig returns the reference defaults: 100 ms, ×2, 30 s, and a 1 ms
+// floor for estimate-derived timeouts.
+func DefaultConfig() Config {
+	return Config{Initial: 100 * time.Millisecond, Backoff: 2, Max: 30 * time.Second, MinRTO: time.Millisecond}
+}
+
+// ErrConfig is wrapped by every validation error of Config.
+var ErrConfig = errors.New("retransmit: invalid config")
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	switch {
+	case c.Initial <= 0:
+		return fmt.Errorf("%w: initial timeout %v must be > 0", ErrConfig, c.Initial)
+	case c.Backoff < 1:
+		return fmt.Errorf("%w: backoff %d must be >= 1", ErrConfig, c.Backoff)
+	case c.Max < 0:
+		return fmt.Errorf("%w: max timeout %v must be >= 0 (0 = never give up)", ErrConfig, c.Max)
+	case c.MinRTO < 0:
+		return fmt.Errorf("%w: minimum timeout %v must be >= 0", ErrConfig, c.MinRTO)
+	}
+	return nil
+}
+
+// waitCap is the longest single wait.
+func (c Config) waitCap() time.Duration {
+	if c.Max == 0 {
+		return InfiniteCap
+	}
+	return c.Max
+}
+
+// GiveUpAfter is the time from a request's first transmission until it is
+// declared undeliverable, or 0 when Max is 0 (never). It follows the reference
+// schedule: the waits Initial, Initial·Backoff, Initial·Backoff², … for as long
+// as they do not exceed Max, then one last wait of Max. With the defaults that
+// is 9 retransmissions and 0.1+0.2+…+25.6+30 = 81.1 s, the AMUDP figure.
+// The actual waits may be much shorter (they start from the RTT estimate), but
+// the give-up time stays this one, so a fast link does not make requests
+// undeliverable sooner than the configuration says.
+func (c Config) GiveUpAfter() time.Duration {
+	if c.Max == 0 {
+		return 0
+	}
+	var total time.Duration
+	w := c.Initial
+	for i := 0; i < maxScheduleTerms && w <= c.Max; i++ {
+		total += w
+		w *= time.Duration(c.Backoff)
+	}
+	return total + c.Max
+}
+
+// Retries is the number of retransmissions of the reference schedule before
+// giving up (9 with the defaults), or -1 when Max is 0.
+func (c Config) Retries() int {
+	if c.Max == 0 {
+		return -1
+	}
+	n := 0
+	for w := c.Initial; n < maxScheduleTerms && w <= c.Max; w *= time.Duration(c.Backoff) {
+		n++
+	}
+	return n
+}
