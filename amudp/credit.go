@@ -1,0 +1,51 @@
+package amudp
+
+// slotPool hands out a peer's credit instances (slots 0..depth-1): a request
+// holds one from transmission until its reply arrives, so at most depth
+// requests are outstanding to the peer (GASNET_NETWORKDEPTH, DESIGN.md §6).
+// It is pure bookkeeping; the endpoint guards it with its mutex.
+type slotPool struct {
+	free []uint16 // a stack of free slots
+}
+
+func newSlotPool(depth int) slotPool {
+	p := slotPool{free: make([]uint16, depth)}
+	for i := range p.free {
+		p.free[i] = uint16(depth - 1 - i) // slot 0 on top
+	}
+	return p
+}
+
+func (p *slotPool) acquire() (uint16, bool) {
+	n := len(p.free)
+	if n == 0 {
+		return 0, false
+	}
+	s := p.free[n-1]
+	p.free = p.free[:n-1]
+	return s, true
+}
+
+func (p *slotPool) release(s uint16) {
+	if len(p.free) == cap(p.free) {
+		panic("amudp: slot released twice") // an invariant of the endpoint, not input
+	}
+	p.free = append(p.free, s)
+}
+
+func (p *slotPool) available() int { return len(p.free) }
+
+// sendCredits bounds the requests outstanding over all peers
+// (GASNET_SENDDEPTH); limit < 0 means unlimited.
+type sendCredits struct {
+	limit, out int
+}
+
+func (c *sendCredits) canSend() bool { return c.limit < 0 || c.out < c.limit }
+func (c *sendCredits) take()         { c.out++ }
+func (c *sendCredits) give() {
+	if c.out == 0 {
+		panic("amudp: send credit returned twice")
+	}
+	c.out--
+}

@@ -1,0 +1,1037 @@
+package amudp
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"udpconduit/retransmit"
+)
+
+// Handler runs an active message. args are the message's arguments. For a
+// Medium message payload is a temporary buffer valid only during the call;
+// for a Long one it is the slice of the receiver's segment the payload was
+// written to; for a Short one it is nil. A request handler may reply once
+// through t; when it returns without replying, an automatic reply frees the
+// requester's credit. Handlers must not block and must not send requests.
+type Handler func(t *Token, args []uint32, payload []byte)
+
+// Returned describes a request that could not be delivered: refused by its
+// receiver, or given up after the retransmission time (DESIGN.md §5).
+type Returned struct {
+	Reason  Reason
+	Dest    int // the rank the request was sent to
+	Addr    netip.AddrPort
+	Kind    Kind  // the kind of the returned message
+	Handler uint8 // the handler index it named
+}
+
+// ReturnedHandler is handler 0: it receives requests that could not be
+// delivered. It runs on the polling goroutine.
+type ReturnedHandler func(r Returned)
+
+// ReturnedError is what Poll and the waiting calls return when a request was
+// returned and no ReturnedHandler is set.
+type ReturnedError struct{ Returned }
+
+func (e *ReturnedError) Error() string {
+	return fmt.Sprintf("amudp: %s to rank %d (%v) handler %d returned: %s",
+		e.Kind, e.Dest, e.Addr, e.Handler, e.Reason)
+}
+
+// Timeout reports whether the request was undeliverable within the request
+// timeout (net.Error).
+func (e *ReturnedError) Timeout() bool { return e.Reason == ReasonTimeout }
+
+// Temporary is false: net.Error.
+func (e *ReturnedError) Temporary() bool { return false }
+
+// Unwrap makes a closed-endpoint return match net.ErrClosed.
+func (e *ReturnedError) Unwrap() error {
+	if e.Reason == ReasonClosed {
+		return net.ErrClosed
+	}
+	return nil
+}
+
+var _ net.Error = (*ReturnedError)(nil)
+
+// Errors of the sending calls.
+var (
+	ErrTooManyArgs    = errors.New("amudp: more than 16 arguments")
+	ErrPayloadTooBig  = errors.New("amudp: payload longer than 65000 bytes")
+	ErrBadHandler     = errors.New("amudp: handler index must be 1..255")
+	ErrBadRank        = errors.New("amudp: destination rank outside the job")
+	ErrNotInHandler   = errors.New("amudp: reply outside a request handler")
+	ErrAlreadyReplied = errors.New("amudp: second reply to one request")
+	ErrNoSegment      = errors.New("amudp: no segment attached")
+	ErrOutOfSegment   = errors.New("amudp: long payload outside the segment")
+	ErrNoPeers        = errors.New("amudp: peer table not set")
+)
+
+// Config configures an Endpoint. A zero field means its default.
+type Config struct {
+	// Rank is this endpoint's rank.
+	Rank int
+	// Secret is the job secret; the tag of every datagram is derived from it
+	// and the destination rank, and other datagrams are dropped.
+	Secret []byte
+	// NetworkDepth is the number of outstanding requests per peer
+	// (GASNET_NETWORKDEPTH, default 128, 1..1024).
+	NetworkDepth int
+	// SendDepth bounds outstanding requests over all peers (GASNET_SENDDEPTH);
+	// default depth × min(max(1, N−1), 4); -1 = unlimited.
+	SendDepth int
+	// RecvDepth bounds the messages handled per poll (GASNET_RECVDEPTH);
+	// default 2 × depth × min(max(1, N−1), 4), at most 65534.
+	RecvDepth int
+	// Retransmit holds the request timeouts; zero means the defaults.
+	Retransmit retransmit.Config
+	// SocketBufferMax bounds the growth of the kernel socket buffers
+	// (GASNET_SOCKETBUFFER_MAX, default 4 MiB).
+	SocketBufferMax int
+	// Spin is how long a blocking wait polls before it sleeps in the kernel.
+	// Negative: spin forever (lowest latency, burns a core).
+	Spin time.Duration
+}
+
+// DefaultSpin is the default busy-poll time of a blocking wait.
+const DefaultSpin = 100 * time.Microsecond
+
+// maxBlock caps one sleep in the kernel, so progress never depends on a
+// missed wakeup.
+const maxBlock = 20 * time.Millisecond
+
+// Tag returns the 64-bit tag that datagrams to rank carry in a job with the
+// given secret.
+func Tag(secret []byte, rank int) uint64 {
+	h := sha256.New()
+	h.Write(secret)
+	var r [4]byte
+	binary.LittleEndian.PutUint32(r[:], uint32(rank))
+	h.Write(r[:])
+	var sum [sha256.Size]byte
+	return binary.LittleEndian.Uint64(h.Sum(sum[:0]))
+}
+
+// Stats counts what an endpoint dropped or repeated.
+type Stats struct {
+	Sent, Received, Retransmits, ReplyResends uint64
+	DupRequests, DupReplies, Stale            uint64
+	BadDatagrams, BadTag, BadSource, BadSlot  uint64
+	Returned                                  uint64
+}
+
+type statCounters struct {
+	sent, received, retransmits, replyResends atomic.Uint64
+	dupRequests, dupReplies, stale            atomic.Uint64
+	badDatagrams, badTag, badSource, badSlot  atomic.Uint64
+	returned                                  atomic.Uint64
+}
+
+// reqSlot is one credit instance at the requester.
+type reqSlot struct {
+	seq       uint16
+	inflight  bool
+	freeLater bool  // reply came while a send was in progress
+	sending   int32 // sends of buf in progress
+	h         int   // tracker handle
+	kind      Kind
+	handler   uint8
+	buf       []byte // the encoded request, kept for retransmission
+}
+
+// rxSlot is one credit instance of a peer, at the receiver.
+type rxSlot struct {
+	seq        uint16
+	replied    bool
+	resentPass uint64
+	reply      []byte // the encoded reply, re-sent for a retransmitted request
+}
+
+// peerState is allocated on first contact (DESIGN.md §6).
+type peerState struct {
+	rank  int
+	addr  netip.AddrPort
+	tag   uint64 // tag of datagrams to this peer
+	rtt   retransmit.RTT
+	pool  slotPool
+	slots []reqSlot
+	rx    []rxSlot // owned by the poller
+}
+
+type slotRef struct {
+	peer int32
+	slot uint16
+}
+
+// Endpoint sends and receives active messages over one Transport. It is safe
+// for concurrent use by many goroutines. Handlers run on whichever goroutine
+// polls; one goroutine polls at a time.
+type Endpoint struct {
+	tr     Transport
+	rank   int
+	myTag  uint64
+	secret []byte
+	depth  int
+	spin   time.Duration
+	rcfg   retransmit.Config
+	origin time.Time
+	bufMax int
+
+	mu       sync.Mutex // guards the fields below, up to pollMu
+	handlers [NumHandlers]Handler
+	onRet    ReturnedHandler
+	retErr   error
+	addrs    []netip.AddrPort
+	peers    []*peerState
+	tracker  *retransmit.Tracker
+	owner    []slotRef // tracker handle -> slot
+	send     sendCredits
+	recvMax  int
+	segment  []byte
+	closed   bool
+
+	pollMu  sync.Mutex // held by the poller; guards the fields below
+	rbuf    []byte
+	msg     Message
+	tok     Token
+	pass    uint64
+	resends []slotRef
+	gaveUp  []Returned
+	drained int
+	bufSize int
+
+	waitMu  sync.Mutex
+	waitCv  *sync.Cond
+	gen     uint64
+	waiters atomic.Int32
+	blocked atomic.Bool
+	stats   statCounters
+}
+
+// NewEndpoint returns an endpoint on tr. The peer table is set later with
+// SetPeers; handlers are registered with Register.
+func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
+	if cfg.NetworkDepth == 0 {
+		cfg.NetworkDepth = DefaultNetworkDepth
+	}
+	if cfg.NetworkDepth < 1 || cfg.NetworkDepth > MaxNetworkDepth {
+		return nil, fmt.Errorf("amudp: network depth %d: accepted 1..%d", cfg.NetworkDepth, MaxNetworkDepth)
+	}
+	if cfg.Retransmit == (retransmit.Config{}) {
+		cfg.Retransmit = retransmit.DefaultConfig()
+	}
+	if err := cfg.Retransmit.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.RecvDepth < 0 || cfg.RecvDepth > MaxRecvDepth {
+		return nil, fmt.Errorf("amudp: receive depth %d: accepted 1..%d", cfg.RecvDepth, MaxRecvDepth)
+	}
+	if cfg.SendDepth < -1 {
+		return nil, fmt.Errorf("amudp: send depth %d: accepted -1 (unlimited) or more", cfg.SendDepth)
+	}
+	if cfg.Rank < 0 || cfg.Rank >= MaxPeers {
+		return nil, fmt.Errorf("amudp: rank %d outside 0..%d", cfg.Rank, MaxPeers-1)
+	}
+	if cfg.Spin == 0 {
+		cfg.Spin = DefaultSpin
+	}
+	if cfg.SocketBufferMax == 0 {
+		cfg.SocketBufferMax = DefaultSocketBufferMax
+	}
+	e := &Endpoint{
+		tr: tr, rank: cfg.Rank, secret: append([]byte(nil), cfg.Secret...),
+		depth: cfg.NetworkDepth, spin: cfg.Spin, rcfg: cfg.Retransmit, origin: time.Now(),
+		bufMax:  cfg.SocketBufferMax,
+		tracker: retransmit.NewTracker(cfg.Retransmit),
+		rbuf:    make([]byte, MaxDatagram+1),
+	}
+	e.myTag = Tag(e.secret, e.rank)
+	e.send.limit = cfg.SendDepth
+	e.recvMax = cfg.RecvDepth
+	e.waitCv = sync.NewCond(&e.waitMu)
+	return e, nil
+}
+
+// Rank returns this endpoint's rank.
+func (e *Endpoint) Rank() int { return e.rank }
+
+// LocalAddr returns the address peers send to.
+func (e *Endpoint) LocalAddr() netip.AddrPort { return e.tr.LocalAddr() }
+
+// SetPeers sets the address of every rank in the job; addrs[Rank()] is this
+// endpoint. It fills in the depth defaults that depend on the job size.
+func (e *Endpoint) SetPeers(addrs []netip.AddrPort) error {
+	if len(addrs) <= e.rank || len(addrs) > MaxPeers {
+		return fmt.Errorf("amudp: peer table of %d entries for rank %d: accepted %d..%d", len(addrs), e.rank, e.rank+1, MaxPeers)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.addrs = append([]netip.AddrPort(nil), addrs...)
+	e.peers = make([]*peerState, len(addrs))
+	f := min(max(1, len(addrs)-1), 4)
+	if e.send.limit == 0 {
+		e.send.limit = e.depth * f
+	}
+	if e.recvMax == 0 {
+		e.recvMax = min(2*e.depth*f, MaxRecvDepth)
+	}
+	return nil
+}
+
+// Size returns the number of ranks in the peer table.
+func (e *Endpoint) Size() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.addrs)
+}
+
+// Register installs h at index 1..255 (index 0 is the returned-message
+// handler: see SetReturnedHandler). A nil h unregisters.
+func (e *Endpoint) Register(index int, h Handler) error {
+	if index < 1 || index >= NumHandlers {
+		return fmt.Errorf("%w (got %d)", ErrBadHandler, index)
+	}
+	e.mu.Lock()
+	e.handlers[index] = h
+	e.mu.Unlock()
+	return nil
+}
+
+// SetReturnedHandler installs handler 0. Without one, the first returned
+// request is reported as a *ReturnedError by Poll and the waiting calls.
+func (e *Endpoint) SetReturnedHandler(h ReturnedHandler) {
+	e.mu.Lock()
+	e.onRet = h
+	e.mu.Unlock()
+}
+
+// SetSegment attaches the memory that Long messages write into.
+func (e *Endpoint) SetSegment(seg []byte) {
+	e.mu.Lock()
+	e.segment = seg
+	e.mu.Unlock()
+}
+
+// Segment returns the attached segment.
+func (e *Endpoint) Segment() []byte {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.segment
+}
+
+// Stats returns the endpoint's counters.
+func (e *Endpoint) Stats() Stats {
+	s := &e.stats
+	return Stats{
+		Sent: s.sent.Load(), Received: s.received.Load(), Retransmits: s.retransmits.Load(),
+		ReplyResends: s.replyResends.Load(), DupRequests: s.dupRequests.Load(),
+		DupReplies: s.dupReplies.Load(), Stale: s.stale.Load(), BadDatagrams: s.badDatagrams.Load(),
+		BadTag: s.badTag.Load(), BadSource: s.badSource.Load(), BadSlot: s.badSlot.Load(),
+		Returned: s.returned.Load(),
+	}
+}
+
+// Outstanding returns the number of requests awaiting their reply.
+func (e *Endpoint) Outstanding() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.send.out
+}
+
+// RTT returns the smoothed round-trip estimate to rank, if any.
+func (e *Endpoint) RTT(rank int) (time.Duration, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if rank < 0 || rank >= len(e.peers) || e.peers[rank] == nil {
+		return 0, false
+	}
+	return e.peers[rank].rtt.Smoothed()
+}
+
+func (e *Endpoint) now() retransmit.Time { return retransmit.Time(time.Since(e.origin)) }
+
+// peerLocked returns rank's state, allocating it on first contact.
+func (e *Endpoint) peerLocked(rank int) *peerState {
+	p := e.peers[rank]
+	if p == nil {
+		p = &peerState{rank: rank, addr: e.addrs[rank], tag: Tag(e.secret, rank),
+			pool: newSlotPool(e.depth), slots: make([]reqSlot, e.depth), rx: make([]rxSlot, e.depth)}
+		e.peers[rank] = p
+	}
+	return p
+}
+
+func checkMessage(cat Category, handler int, payload []byte, args []uint32) error {
+	if handler < 1 || handler >= NumHandlers {
+		return fmt.Errorf("%w (got %d)", ErrBadHandler, handler)
+	}
+	if len(args) > MaxArgs {
+		return fmt.Errorf("%w (got %d)", ErrTooManyArgs, len(args))
+	}
+	if cat != Short && len(payload) > MaxMedium {
+		return fmt.Errorf("%w (got %d)", ErrPayloadTooBig, len(payload))
+	}
+	return nil
+}
+
+// RequestShort sends a Short request to dest's handler.
+func (e *Endpoint) RequestShort(dest, handler int, args ...uint32) error {
+	return e.request(dest, Short, handler, nil, 0, args)
+}
+
+// RequestMedium sends a Medium request; payload is copied before return.
+func (e *Endpoint) RequestMedium(dest, handler int, payload []byte, args ...uint32) error {
+	return e.request(dest, Medium, handler, payload, 0, args)
+}
+
+// RequestLong sends a Long request that writes payload into dest's segment
+// at offset before its handler runs; payload is copied before return.
+func (e *Endpoint) RequestLong(dest, handler int, payload []byte, offset uint64, args ...uint32) error {
+	return e.request(dest, Long, handler, payload, offset, args)
+}
+
+func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, off uint64, args []uint32) error {
+	if err := checkMessage(cat, handler, payload, args); err != nil {
+		return err
+	}
+	if dest == e.rank {
+		return e.selfRequest(cat, handler, payload, off, args)
+	}
+	// Every request polls first (DESIGN.md §3).
+	if e.pollMu.TryLock() {
+		err := e.pollLocked()
+		e.pollMu.Unlock()
+		e.notify()
+		if err != nil {
+			return err
+		}
+	}
+	e.mu.Lock()
+	if e.addrs == nil {
+		e.mu.Unlock()
+		return ErrNoPeers
+	}
+	if dest < 0 || dest >= len(e.addrs) {
+		n := len(e.addrs)
+		e.mu.Unlock()
+		return fmt.Errorf("%w: rank %d, job of %d", ErrBadRank, dest, n)
+	}
+	p := e.peerLocked(dest)
+	for !(e.send.canSend() && p.pool.available() > 0) {
+		e.mu.Unlock()
+		if err := e.waitOnce(func() bool { return e.hasCredit(p) }); err != nil {
+			return err
+		}
+		e.mu.Lock()
+	}
+	if e.closed {
+		e.mu.Unlock()
+		return net.ErrClosed
+	}
+	slot, _ := p.pool.acquire()
+	e.send.take()
+	s := &p.slots[slot]
+	s.seq++
+	m := Message{Header: Header{Kind: requestKind(cat), Handler: uint8(handler), NArgs: uint8(len(args)),
+		Tag: p.tag, Src: uint32(e.rank), Slot: slot, Seq: s.seq, Offset: off}, Payload: payload}
+	copy(m.Args[:], args)
+	var err error
+	if s.buf, err = m.Append(s.buf[:0]); err != nil {
+		p.pool.release(slot)
+		e.send.give()
+		e.mu.Unlock()
+		return err
+	}
+	s.inflight, s.freeLater, s.sending = true, false, 1
+	s.kind, s.handler = m.Kind, m.Handler
+	s.h = e.tracker.Add(e.now(), p.rtt.Timeout(e.rcfg))
+	for len(e.owner) <= s.h {
+		e.owner = append(e.owner, slotRef{})
+	}
+	e.owner[s.h] = slotRef{peer: int32(dest), slot: slot}
+	buf, addr := s.buf, p.addr
+	e.mu.Unlock()
+
+	err = e.tr.Send(buf, addr)
+	e.stats.sent.Add(1)
+
+	e.mu.Lock()
+	e.sendDoneLocked(p, slot)
+	e.mu.Unlock()
+	if e.blocked.Load() {
+		e.tr.Wake() // the sleeping poller must see the new retransmit deadline
+	}
+	return err
+}
+
+func (e *Endpoint) hasCredit(p *peerState) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed || (e.send.canSend() && p.pool.available() > 0)
+}
+
+// sendDoneLocked ends one send of a slot's buffer, freeing the slot when its
+// reply already came.
+func (e *Endpoint) sendDoneLocked(p *peerState, slot uint16) {
+	s := &p.slots[slot]
+	s.sending--
+	if s.sending == 0 && s.freeLater {
+		s.freeLater = false
+		p.pool.release(slot)
+		e.send.give()
+	}
+}
+
+// completeLocked ends a request: acknowledged, refused or given up.
+func (e *Endpoint) completeLocked(p *peerState, slot uint16) {
+	s := &p.slots[slot]
+	s.inflight = false
+	if s.sending > 0 {
+		s.freeLater = true
+		return
+	}
+	p.pool.release(slot)
+	e.send.give()
+}
+
+// selfRequest runs a request to this endpoint at once, without the network.
+func (e *Endpoint) selfRequest(cat Category, handler int, payload []byte, off uint64, args []uint32) error {
+	e.mu.Lock()
+	h, seg := e.handlers[handler], e.segment
+	e.mu.Unlock()
+	if h == nil {
+		return fmt.Errorf("%w: no handler registered at %d", ErrBadHandler, handler)
+	}
+	payload, err := placeLocal(cat, seg, payload, off)
+	if err != nil {
+		return err
+	}
+	t := &Token{ep: e, src: e.rank, isReq: true, active: true, self: true}
+	h(t, args, payload)
+	t.active = false
+	if e.blocked.Load() {
+		e.tr.Wake()
+	}
+	return nil
+}
+
+// placeLocal writes a Long payload into seg and returns the handler's view.
+func placeLocal(cat Category, seg, payload []byte, off uint64) ([]byte, error) {
+	switch cat {
+	case Short:
+		return nil, nil
+	case Long:
+		if seg == nil {
+			return nil, ErrNoSegment
+		}
+		if off > uint64(len(seg)) || uint64(len(payload)) > uint64(len(seg))-off {
+			return nil, fmt.Errorf("%w: %d bytes at offset %d, segment of %d", ErrOutOfSegment, len(payload), off, len(seg))
+		}
+		dst := seg[off : off+uint64(len(payload))]
+		copy(dst, payload)
+		return dst, nil
+	}
+	return payload, nil
+}
+
+// Token identifies the message a handler is running for, and replies to it.
+// It is valid only during the handler.
+type Token struct {
+	ep      *Endpoint
+	peer    *peerState
+	src     int
+	slot    uint16
+	seq     uint16
+	isReq   bool
+	active  bool
+	replied bool
+	self    bool
+}
+
+// Source returns the rank of the message's sender.
+func (t *Token) Source() int { return t.src }
+
+// IsRequest reports whether the handler runs for a request.
+func (t *Token) IsRequest() bool { return t.isReq }
+
+// ReplyShort replies with a Short message.
+func (t *Token) ReplyShort(handler int, args ...uint32) error {
+	return t.reply(Short, handler, nil, 0, args)
+}
+
+// ReplyMedium replies with a Medium message.
+func (t *Token) ReplyMedium(handler int, payload []byte, args ...uint32) error {
+	return t.reply(Medium, handler, payload, 0, args)
+}
+
+// ReplyLong replies with a Long message into the requester's segment.
+func (t *Token) ReplyLong(handler int, payload []byte, offset uint64, args ...uint32) error {
+	return t.reply(Long, handler, payload, offset, args)
+}
+
+func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, args []uint32) error {
+	if t == nil || !t.active || !t.isReq {
+		return ErrNotInHandler
+	}
+	if t.replied {
+		return ErrAlreadyReplied
+	}
+	if err := checkMessage(cat, handler, payload, args); err != nil {
+		return err
+	}
+	e := t.ep
+	if t.self {
+		e.mu.Lock()
+		h, seg := e.handlers[handler], e.segment
+		e.mu.Unlock()
+		if h == nil {
+			return fmt.Errorf("%w: no handler registered at %d", ErrBadHandler, handler)
+		}
+		p, err := placeLocal(cat, seg, payload, off)
+		if err != nil {
+			return err
+		}
+		t.replied = true
+		rt := &Token{ep: e, src: e.rank, active: true, self: true}
+		h(rt, args, p)
+		rt.active = false
+		return nil
+	}
+	m := Message{Header: Header{Kind: replyKind(cat), Handler: uint8(handler), NArgs: uint8(len(args)),
+		Tag: t.peer.tag, Src: uint32(e.rank), Slot: t.slot, Seq: t.seq, Offset: off}, Payload: payload}
+	copy(m.Args[:], args)
+	t.replied = true
+	return e.sendReply(t.peer, t.slot, &m)
+}
+
+// sendReply encodes m into the slot's stored reply and sends it. Poller only.
+func (e *Endpoint) sendReply(p *peerState, slot uint16, m *Message) error {
+	r := &p.rx[slot]
+	var err error
+	if r.reply, err = m.Append(r.reply[:0]); err != nil {
+		return err
+	}
+	r.replied = true
+	e.stats.sent.Add(1)
+	return e.tr.Send(r.reply, p.addr)
+}
+
+// Poll handles pending messages (at most the receive depth) and due
+// retransmissions. It returns at once when another goroutine is polling.
+func (e *Endpoint) Poll() error {
+	if !e.pollMu.TryLock() {
+		return nil
+	}
+	err := e.pollLocked()
+	e.pollMu.Unlock()
+	e.notify()
+	return err
+}
+
+// pollLocked is one poll pass; the caller holds pollMu.
+func (e *Endpoint) pollLocked() error {
+	e.pass++
+	e.drained = 0
+	e.mu.Lock()
+	limit, err := e.recvMax, e.retErr
+	e.retErr = nil
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if limit == 0 {
+		limit = 1
+	}
+	bytes := 0
+	for i := 0; i < limit; i++ {
+		n, from, err := e.tr.Recv(e.rbuf)
+		if err == ErrNoData {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		e.drained++
+		bytes += n
+		e.stats.received.Add(1)
+		e.handleDatagram(e.rbuf[:n], from)
+	}
+	e.growBuffers(bytes)
+	e.fireTimers()
+	e.mu.Lock()
+	err = e.retErr
+	e.retErr = nil
+	e.mu.Unlock()
+	return err
+}
+
+// growBuffers doubles the socket buffers, up to the maximum, when one drain
+// took more than half of them (DESIGN.md §6).
+func (e *Endpoint) growBuffers(drained int) {
+	if e.bufSize == 0 {
+		if rcv, _, err := e.tr.SetBuffers(0); err == nil {
+			e.bufSize = max(rcv/2, 1)
+		}
+	}
+	if drained < e.bufSize/2 || e.bufSize >= e.bufMax {
+		return
+	}
+	if rcv, _, err := e.tr.SetBuffers(min(2*e.bufSize, e.bufMax)); err == nil {
+		e.bufSize = max(rcv/2, e.bufSize+1)
+	}
+}
+
+// BufferSize returns the kernel receive buffer size in force, as read back.
+func (e *Endpoint) BufferSize() int {
+	e.pollMu.Lock()
+	defer e.pollMu.Unlock()
+	rcv, _, _ := e.tr.SetBuffers(0)
+	return rcv
+}
+
+func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort) {
+	m := &e.msg
+	if len(b) > MaxDatagram || Decode(b, m) != nil {
+		e.stats.badDatagrams.Add(1)
+		return
+	}
+	if m.Tag != e.myTag {
+		e.stats.badTag.Add(1)
+		return
+	}
+	if int(m.Slot) >= e.depth {
+		e.stats.badSlot.Add(1)
+		return
+	}
+	e.mu.Lock()
+	src := int(m.Src)
+	if src >= len(e.addrs) || src == e.rank || e.addrs[src] != from {
+		e.mu.Unlock()
+		e.stats.badSource.Add(1)
+		return
+	}
+	if m.Kind.IsRequest() {
+		e.handleRequest(m, src)
+	} else {
+		e.handleReply(m, src)
+	}
+}
+
+// handleRequest runs a request exactly once; called with mu held, returns
+// with it released.
+func (e *Endpoint) handleRequest(m *Message, src int) {
+	p := e.peerLocked(src)
+	r := &p.rx[m.Slot]
+	switch m.Seq {
+	case r.seq + 1: // new
+	case r.seq: // a retransmission of the last accepted request
+		e.mu.Unlock()
+		e.stats.dupRequests.Add(1)
+		if r.replied && r.resentPass != e.pass {
+			r.resentPass = e.pass
+			e.stats.replyResends.Add(1)
+			e.stats.sent.Add(1)
+			_ = e.tr.Send(r.reply, p.addr)
+		}
+		return
+	default:
+		e.mu.Unlock()
+		e.stats.stale.Add(1)
+		return
+	}
+	r.seq, r.replied = m.Seq, false
+	h, seg := e.handlers[m.Handler], e.segment
+	e.mu.Unlock()
+
+	reason := ReasonNone
+	payload := m.Payload
+	switch {
+	case h == nil:
+		reason = ReasonBadHandler
+	case m.Kind == KindLongRequest:
+		if seg == nil {
+			reason = ReasonNoSegment
+		} else if m.Offset > uint64(len(seg)) || uint64(len(payload)) > uint64(len(seg))-m.Offset {
+			reason = ReasonBadOffset
+		} else {
+			dst := seg[m.Offset : m.Offset+uint64(len(payload))]
+			copy(dst, payload)
+			payload = dst
+		}
+	case m.Kind == KindShortRequest:
+		payload = nil
+	}
+	if reason != ReasonNone {
+		ret := Message{Header: Header{Kind: KindReturned, Handler: m.Handler, NArgs: 1, Tag: p.tag,
+			Src: uint32(e.rank), Slot: m.Slot, Seq: m.Seq}}
+		ret.Args[0] = uint32(reason)
+		_ = e.sendReply(p, m.Slot, &ret)
+		return
+	}
+	t := &e.tok
+	*t = Token{ep: e, peer: p, src: src, slot: m.Slot, seq: m.Seq, isReq: true, active: true}
+	h(t, m.Args[:m.NArgs], payload)
+	t.active = false
+	if !t.replied {
+		auto := Message{Header: Header{Kind: KindAutoReply, Tag: p.tag, Src: uint32(e.rank), Slot: m.Slot, Seq: m.Seq}}
+		_ = e.sendReply(p, m.Slot, &auto)
+	}
+}
+
+// handleReply completes a request; called with mu held, returns with it
+// released.
+func (e *Endpoint) handleReply(m *Message, src int) {
+	p := e.peers[src]
+	if p == nil {
+		e.mu.Unlock()
+		e.stats.dupReplies.Add(1)
+		return
+	}
+	s := &p.slots[m.Slot]
+	if !s.inflight || s.seq != m.Seq {
+		e.mu.Unlock()
+		e.stats.dupReplies.Add(1)
+		return
+	}
+	if d, ok := e.tracker.Ack(s.h, e.now()); ok {
+		p.rtt.Sample(d)
+	}
+	kind, handler := s.kind, s.handler
+	e.completeLocked(p, m.Slot)
+	h, seg := e.handlers[m.Handler], e.segment
+	e.mu.Unlock()
+
+	switch m.Kind {
+	case KindAutoReply:
+		return
+	case KindReturned:
+		e.returned(Returned{Reason: Reason(m.Args[0]), Dest: src, Addr: p.addr, Kind: kind, Handler: handler})
+		return
+	}
+	payload := m.Payload
+	bad := ReasonNone
+	switch {
+	case h == nil:
+		bad = ReasonBadHandler
+	case m.Kind == KindLongReply:
+		if seg == nil {
+			bad = ReasonNoSegment
+		} else if m.Offset > uint64(len(seg)) || uint64(len(payload)) > uint64(len(seg))-m.Offset {
+			bad = ReasonBadOffset
+		} else {
+			dst := seg[m.Offset : m.Offset+uint64(len(payload))]
+			copy(dst, payload)
+			payload = dst
+		}
+	case m.Kind == KindShortReply:
+		payload = nil
+	}
+	if bad != ReasonNone {
+		// The reply cannot run here: hand it to handler 0 as returned.
+		e.returned(Returned{Reason: bad, Dest: src, Addr: p.addr, Kind: m.Kind, Handler: m.Handler})
+		return
+	}
+	t := &e.tok
+	*t = Token{ep: e, peer: p, src: src, active: true}
+	h(t, m.Args[:m.NArgs], payload)
+	t.active = false
+}
+
+// returned hands a returned request to handler 0, or keeps it as the error
+// of the next poll.
+func (e *Endpoint) returned(r Returned) {
+	e.stats.returned.Add(1)
+	e.mu.Lock()
+	h := e.onRet
+	if h == nil && e.retErr == nil {
+		e.retErr = &ReturnedError{r}
+	}
+	e.mu.Unlock()
+	if h != nil {
+		h(r)
+	}
+}
+
+// fireTimers retransmits due requests and gives up on expired ones. Poller
+// only; sends happen without the lock.
+func (e *Endpoint) fireTimers() {
+	e.mu.Lock()
+	if dl, ok := e.tracker.NextDeadline(); !ok || dl > e.now() {
+		e.mu.Unlock()
+		return
+	}
+	now := e.now()
+	e.resends, e.gaveUp = e.resends[:0], e.gaveUp[:0]
+	for {
+		h, resend, ok := e.tracker.Expire(now)
+		if !ok {
+			break
+		}
+		ref := e.owner[h]
+		p := e.peers[ref.peer]
+		s := &p.slots[ref.slot]
+		if resend {
+			s.sending++
+			e.resends = append(e.resends, ref)
+			continue
+		}
+		e.completeLocked(p, ref.slot)
+		e.gaveUp = append(e.gaveUp, Returned{Reason: ReasonTimeout, Dest: p.rank, Addr: p.addr, Kind: s.kind, Handler: s.handler})
+	}
+	e.mu.Unlock()
+	for _, ref := range e.resends {
+		p := e.peers[ref.peer] // peers entries never change once set
+		_ = e.tr.Send(p.slots[ref.slot].buf, p.addr)
+		e.stats.retransmits.Add(1)
+		e.stats.sent.Add(1)
+	}
+	if len(e.resends) > 0 {
+		e.mu.Lock()
+		for _, ref := range e.resends {
+			e.sendDoneLocked(e.peers[ref.peer], ref.slot)
+		}
+		e.mu.Unlock()
+	}
+	for _, r := range e.gaveUp {
+		e.returned(r)
+	}
+}
+
+// notify tells goroutines waiting for a poll pass that one ended.
+func (e *Endpoint) notify() {
+	if e.waiters.Load() == 0 {
+		return
+	}
+	e.waitMu.Lock()
+	e.gen++
+	e.waitCv.Broadcast()
+	e.waitMu.Unlock()
+}
+
+// Wake makes a goroutine sleeping in a blocking wait re-check its condition.
+// Call it after changing state that a WaitUntil condition reads, from outside
+// a handler.
+func (e *Endpoint) Wake() {
+	if e.blocked.Load() {
+		e.tr.Wake()
+	}
+	e.notify()
+}
+
+// WaitUntil services the network until cond returns true: it polls, spinning
+// for the configured time, then sleeps in the kernel until a datagram, a
+// Wake or the next retransmission deadline. cond is called often and from
+// this goroutine only; it must be cheap and must not block.
+func (e *Endpoint) WaitUntil(cond func() bool) error {
+	for !cond() {
+		if err := e.waitOnce(cond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitOnce makes progress once: a poll pass (spinning, then sleeping when
+// nothing arrives) if this goroutine can poll, else waits for the poller's
+// next pass.
+func (e *Endpoint) waitOnce(cond func() bool) error {
+	if e.pollMu.TryLock() {
+		err := e.spinOrBlock(cond)
+		e.pollMu.Unlock()
+		e.notify()
+		return err
+	}
+	e.waiters.Add(1)
+	defer e.waiters.Add(-1)
+	e.waitMu.Lock()
+	if e.pollMu.TryLock() { // the poller left meanwhile
+		e.waitMu.Unlock()
+		err := e.spinOrBlock(cond)
+		e.pollMu.Unlock()
+		e.notify()
+		return err
+	}
+	g := e.gen
+	for g == e.gen {
+		e.waitCv.Wait()
+	}
+	e.waitMu.Unlock()
+	return nil
+}
+
+// spinOrBlock polls until something happens or cond holds, spinning for
+// e.spin, then sleeps once in the kernel. The caller holds pollMu.
+func (e *Endpoint) spinOrBlock(cond func() bool) error {
+	start := time.Now()
+	for {
+		if err := e.pollLocked(); err != nil {
+			return err
+		}
+		if e.drained > 0 || cond() {
+			return nil
+		}
+		if e.isClosed() {
+			return net.ErrClosed
+		}
+		if e.spin < 0 || time.Since(start) < e.spin {
+			if e.waiters.Load() > 0 {
+				return nil // let a waiting goroutine re-check its condition
+			}
+			continue
+		}
+		break
+	}
+	timeout := maxBlock
+	e.mu.Lock()
+	if dl, ok := e.tracker.NextDeadline(); ok {
+		timeout = min(timeout, dl.Sub(e.now()))
+	}
+	e.mu.Unlock()
+	if timeout <= 0 {
+		return nil
+	}
+	e.blocked.Store(true)
+	defer e.blocked.Store(false)
+	if cond() { // a Wake between our check and blocked=true
+		return nil
+	}
+	return e.tr.Wait(timeout)
+}
+
+func (e *Endpoint) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+// Drain waits until every request this endpoint sent has been answered or
+// returned.
+func (e *Endpoint) Drain() error {
+	return e.WaitUntil(func() bool { return e.Outstanding() == 0 })
+}
+
+// Close releases the endpoint's socket. Requests still in flight are
+// abandoned; calls after Close return net.ErrClosed.
+func (e *Endpoint) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return net.ErrClosed
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.tr.Wake()
+	e.pollMu.Lock()
+	err := e.tr.Close()
+	e.pollMu.Unlock()
+	e.notify()
+	return err
+}

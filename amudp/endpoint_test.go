@@ -1,0 +1,457 @@
+package amudp
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"udpconduit/retransmit"
+)
+
+var loopback = netip.MustParseAddrPort("127.0.0.1:0")
+
+// newJob makes n endpoints on loopback UDP sockets that know each other.
+func newJob(t testing.TB, n int, cfg Config) []*Endpoint {
+	t.Helper()
+	eps := make([]*Endpoint, n)
+	addrs := make([]netip.AddrPort, n)
+	for i := range eps {
+		u, err := ListenUDP(loopback, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cfg
+		c.Rank = i
+		if c.Secret == nil {
+			c.Secret = []byte("test secret")
+		}
+		if eps[i], err = NewEndpoint(u, c); err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = u.LocalAddr()
+	}
+	for _, e := range eps {
+		if err := e.SetPeers(addrs); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+	}
+	return eps
+}
+
+// serve polls e in the background until the test ends.
+func serve(t testing.TB, e *Endpoint) {
+	t.Helper()
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = e.WaitUntil(stop.Load)
+	}()
+	t.Cleanup(func() { stop.Store(true); e.Wake(); <-done })
+}
+
+func waitFor(t testing.TB, e *Endpoint, what string, cond func() bool) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- e.WaitUntil(cond) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+type got struct {
+	Src     int
+	Args    []uint32
+	Payload []byte
+}
+
+func TestEveryKindBothDirections(t *testing.T) {
+	for _, cat := range []Category{Short, Medium, Long} {
+		t.Run(cat.String(), func(t *testing.T) {
+			eps := newJob(t, 2, Config{})
+			var mu sync.Mutex
+			var reqs, reps []got
+			payload := bytes.Repeat([]byte("xyz"), 1000)
+			for i, e := range eps {
+				e.SetSegment(make([]byte, 8192))
+				e.Register(130, func(tk *Token, args []uint32, p []byte) {
+					mu.Lock()
+					reqs = append(reqs, got{tk.Source(), append([]uint32(nil), args...), append([]byte(nil), p...)})
+					mu.Unlock()
+					if !tk.IsRequest() {
+						t.Error("request handler token says reply")
+					}
+					var err error
+					switch cat {
+					case Short:
+						err = tk.ReplyShort(131, args[0]+1)
+					case Medium:
+						err = tk.ReplyMedium(131, p[:10], args[0]+1)
+					case Long:
+						err = tk.ReplyLong(131, p[:10], 4000, args[0]+1)
+					}
+					if err != nil {
+						t.Errorf("reply: %v", err)
+					}
+				})
+				e.Register(131, func(tk *Token, args []uint32, p []byte) {
+					mu.Lock()
+					reps = append(reps, got{tk.Source(), append([]uint32(nil), args...), append([]byte(nil), p...)})
+					mu.Unlock()
+					if tk.IsRequest() {
+						t.Error("reply handler token says request")
+					}
+					if err := tk.ReplyShort(131); !errors.Is(err, ErrNotInHandler) {
+						t.Errorf("reply from a reply handler: %v", err)
+					}
+				})
+				_ = i
+			}
+			for from := 0; from < 2; from++ {
+				to := 1 - from
+				serve(t, eps[to])
+				var err error
+				switch cat {
+				case Short:
+					err = eps[from].RequestShort(to, 130, uint32(10*from), 7)
+				case Medium:
+					err = eps[from].RequestMedium(to, 130, payload, uint32(10*from), 7)
+				case Long:
+					err = eps[from].RequestLong(to, 130, payload, 100, uint32(10*from), 7)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, eps[from], "reply", func() bool { mu.Lock(); defer mu.Unlock(); return len(reps) == from+1 })
+			}
+			var wantReq, wantRep []got
+			for from := 0; from < 2; from++ {
+				var p, rp []byte
+				if cat != Short {
+					p, rp = payload, payload[:10]
+				}
+				wantReq = append(wantReq, got{from, []uint32{uint32(10 * from), 7}, p})
+				wantRep = append(wantRep, got{1 - from, []uint32{uint32(10*from) + 1}, rp})
+			}
+			if d := cmp.Diff(wantReq, reqs, cmp.Comparer(bytes.Equal)); d != "" {
+				t.Errorf("requests (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(wantRep, reps, cmp.Comparer(bytes.Equal)); d != "" {
+				t.Errorf("replies (-want +got):\n%s", d)
+			}
+			if cat == Long {
+				for i, e := range eps {
+					seg := e.Segment()
+					if !bytes.Equal(seg[100:100+len(payload)], payload) {
+						t.Errorf("rank %d: long request payload not in segment", i)
+					}
+					if !bytes.Equal(seg[4000:4010], payload[:10]) {
+						t.Errorf("rank %d: long reply payload not in segment", i)
+					}
+				}
+			}
+			for i, e := range eps {
+				if n := e.Outstanding(); n != 0 {
+					t.Errorf("rank %d: %d requests outstanding", i, n)
+				}
+			}
+		})
+	}
+}
+
+func TestSelfSendRunsAtOnce(t *testing.T) {
+	eps := newJob(t, 2, Config{})
+	e := eps[0]
+	e.SetSegment(make([]byte, 64))
+	var order []string
+	e.Register(140, func(tk *Token, args []uint32, p []byte) {
+		order = append(order, "request")
+		if tk.Source() != 0 {
+			t.Errorf("self request source %d", tk.Source())
+		}
+		if err := tk.ReplyMedium(141, []byte("back"), args...); err != nil {
+			t.Error(err)
+		}
+		if err := tk.ReplyShort(141); !errors.Is(err, ErrAlreadyReplied) {
+			t.Errorf("second reply: %v", err)
+		}
+	})
+	e.Register(141, func(tk *Token, args []uint32, p []byte) {
+		order = append(order, "reply:"+string(p))
+	})
+	if err := e.RequestShort(0, 140, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"request", "reply:back"}, order); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	if err := e.RequestLong(0, 140, []byte("abcd"), 60); err != nil {
+		t.Fatal(err)
+	}
+	if string(e.Segment()[60:64]) != "abcd" {
+		t.Error("self long not written to the segment")
+	}
+	if err := e.RequestLong(0, 140, []byte("abcde"), 60); !errors.Is(err, ErrOutOfSegment) {
+		t.Errorf("self long past the segment: %v", err)
+	}
+	if s := e.Stats(); s.Sent != 0 {
+		t.Errorf("self requests used the network: %+v", s)
+	}
+}
+
+func TestAutoReplyFreesCredit(t *testing.T) {
+	eps := newJob(t, 2, Config{NetworkDepth: 2})
+	var ran atomic.Int32
+	eps[1].Register(150, func(*Token, []uint32, []byte) { ran.Add(1) })
+	serve(t, eps[1])
+	for i := 0; i < 50; i++ { // 25× the depth: only possible if credits come back
+		if err := eps[0].RequestShort(1, 150); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, eps[0], "drain", func() bool { return eps[0].Outstanding() == 0 })
+	if ran.Load() != 50 {
+		t.Errorf("handler ran %d times, want 50", ran.Load())
+	}
+}
+
+func TestSendErrors(t *testing.T) {
+	eps := newJob(t, 2, Config{})
+	e := eps[0]
+	big := make([]byte, MaxMedium+1)
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"17 args", e.RequestShort(1, 130, make([]uint32, 17)...), ErrTooManyArgs},
+		{"medium too big", e.RequestMedium(1, 130, big), ErrPayloadTooBig},
+		{"long too big", e.RequestLong(1, 130, big, 0), ErrPayloadTooBig},
+		{"handler 0", e.RequestShort(1, 0), ErrBadHandler},
+		{"handler 256", e.RequestShort(1, 256), ErrBadHandler},
+		{"rank -1", e.RequestShort(-1, 130), ErrBadRank},
+		{"rank 2", e.RequestShort(2, 130), ErrBadRank},
+		{"self unregistered", e.RequestShort(0, 199), ErrBadHandler},
+		{"self long without segment", func() error {
+			e.Register(199, func(*Token, []uint32, []byte) {})
+			return e.RequestLong(0, 199, []byte{1}, 0)
+		}(), ErrNoSegment},
+		{"register 0", e.Register(0, nil), ErrBadHandler},
+		{"nil token reply", (*Token)(nil).ReplyShort(130), ErrNotInHandler},
+	}
+	for _, tc := range tests {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, tc.err, tc.want)
+		}
+	}
+	if e.Outstanding() != 0 {
+		t.Errorf("refused sends hold %d credits", e.Outstanding())
+	}
+}
+
+func TestReplyAfterHandlerReturns(t *testing.T) {
+	eps := newJob(t, 2, Config{})
+	var kept *Token
+	eps[1].Register(130, func(tk *Token, _ []uint32, _ []byte) { kept = tk })
+	serve(t, eps[1])
+	eps[0].RequestShort(1, 130)
+	waitFor(t, eps[0], "auto reply", func() bool { return eps[0].Outstanding() == 0 })
+	eps[1].mu.Lock() // handlers are done; the token must refuse
+	eps[1].mu.Unlock()
+	if kept == nil {
+		t.Fatal("handler did not run")
+	}
+}
+
+func TestReturnedToHandlerZero(t *testing.T) {
+	eps := newJob(t, 2, Config{})
+	eps[1].SetSegment(make([]byte, 100))
+	eps[1].Register(130, func(*Token, []uint32, []byte) {})
+	var mu sync.Mutex
+	var rets []Returned
+	eps[0].SetReturnedHandler(func(r Returned) { mu.Lock(); rets = append(rets, r); mu.Unlock() })
+	serve(t, eps[1])
+	eps[0].RequestShort(1, 177)                      // not registered there
+	eps[0].RequestLong(1, 130, make([]byte, 50), 60) // past the end
+	waitFor(t, eps[0], "returns", func() bool { mu.Lock(); defer mu.Unlock(); return len(rets) == 2 })
+	addr := eps[1].LocalAddr()
+	want := []Returned{
+		{Reason: ReasonBadHandler, Dest: 1, Addr: addr, Kind: KindShortRequest, Handler: 177},
+		{Reason: ReasonBadOffset, Dest: 1, Addr: addr, Kind: KindLongRequest, Handler: 130},
+	}
+	if d := cmp.Diff(want, rets, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	if eps[0].Outstanding() != 0 {
+		t.Error("returned requests still hold credit")
+	}
+}
+
+func TestUndeliverableAfterTimeout(t *testing.T) {
+	rc := retransmit.Config{Initial: 2 * time.Millisecond, Backoff: 2, Max: 8 * time.Millisecond, MinRTO: time.Millisecond}
+	eps := newJob(t, 2, Config{Retransmit: rc})
+	dead := eps[1].LocalAddr()
+	eps[1].Close() // nobody answers any more
+	start := time.Now()
+	if err := eps[0].RequestShort(1, 130); err != nil {
+		t.Fatal(err)
+	}
+	err := eps[0].Drain()
+	var re *ReturnedError
+	if !errors.As(err, &re) || !re.Timeout() || re.Dest != 1 || re.Addr != dead {
+		t.Fatalf("Drain = %v, want a timeout naming rank 1 at %v", err, dead)
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Error("not a net.Error timeout")
+	}
+	if el := time.Since(start); el < rc.GiveUpAfter() {
+		t.Errorf("gave up after %v, before the configured %v", el, rc.GiveUpAfter())
+	}
+	if s := eps[0].Stats(); s.Retransmits != uint64(rc.Retries()) {
+		t.Errorf("%d retransmissions, want %d", s.Retransmits, rc.Retries())
+	}
+}
+
+// TestGarbageDatagramsDropped sends malformed and forged datagrams from a raw
+// socket: none runs a handler, each is counted.
+func TestGarbageDatagramsDropped(t *testing.T) {
+	eps := newJob(t, 2, Config{NetworkDepth: 4})
+	var ran atomic.Int32
+	eps[1].Register(130, func(*Token, []uint32, []byte) { ran.Add(1) })
+	serve(t, eps[1])
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(eps[1].LocalAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	good := Message{Header: Header{Kind: KindShortRequest, Handler: 130, Tag: Tag([]byte("test secret"), 1), Src: 0, Slot: 0, Seq: 1}}
+	enc := func(m Message) []byte {
+		b, err := m.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	wrongTag, unknownRank, badSlot, forgedSource := good, good, good, good
+	wrongTag.Tag++
+	unknownRank.Src = 9
+	badSlot.Slot = 4
+	forgedSource.Src = 0 // right tag and rank, but from another address
+	for _, b := range [][]byte{{1, 2, 3}, enc(good)[:20], enc(wrongTag), enc(unknownRank), enc(badSlot), enc(forgedSource)} {
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, eps[0], "drops counted", func() bool {
+		s := eps[1].Stats()
+		return s.BadDatagrams == 2 && s.BadTag == 1 && s.BadSource == 2 && s.BadSlot == 1
+	})
+	if ran.Load() != 0 {
+		t.Errorf("a forged datagram ran a handler")
+	}
+	// The endpoint still works.
+	eps[0].RequestShort(1, 130)
+	waitFor(t, eps[0], "real request", func() bool { return ran.Load() == 1 })
+}
+
+// TestRequestBlocksWithoutCredit: a receiver that does not poll lets exactly
+// depth requests through; the next one blocks until it polls.
+func TestRequestBlocksWithoutCredit(t *testing.T) {
+	const depth = 4
+	eps := newJob(t, 2, Config{NetworkDepth: depth})
+	eps[1].Register(130, func(*Token, []uint32, []byte) {})
+	for i := 0; i < depth; i++ {
+		if err := eps[0].RequestShort(1, 130); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- eps[0].RequestShort(1, 130) }()
+	select {
+	case err := <-done:
+		t.Fatalf("request beyond the depth returned at once (%v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	serve(t, eps[1])
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("request still blocked after the receiver polled")
+	}
+}
+
+// TestConcurrentSenders: many goroutines share one endpoint.
+func TestConcurrentSenders(t *testing.T) {
+	eps := newJob(t, 3, Config{NetworkDepth: 8})
+	var count [3]atomic.Int32
+	for i, e := range eps {
+		e.Register(130, func(tk *Token, args []uint32, _ []byte) { count[i].Add(1); tk.ReplyShort(131, args...) })
+		e.Register(131, func(*Token, []uint32, []byte) {})
+	}
+	serve(t, eps[1])
+	serve(t, eps[2])
+	var wg sync.WaitGroup
+	const G, K = 8, 200
+	for g := 0; g < G; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < K; k++ {
+				if err := eps[0].RequestMedium(1+(g+k)%2, 130, []byte{byte(k)}, uint32(g)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitFor(t, eps[0], "all replies", func() bool { return eps[0].Outstanding() == 0 })
+	if got := count[1].Load() + count[2].Load(); got != G*K {
+		t.Errorf("handlers ran %d times, want %d", got, G*K)
+	}
+}
+
+func TestNewEndpointRejectsBadConfig(t *testing.T) {
+	u, err := ListenUDP(loopback, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	for _, c := range []Config{
+		{NetworkDepth: 1025}, {NetworkDepth: -1}, {RecvDepth: 70000}, {SendDepth: -2}, {Rank: -1},
+		{Retransmit: retransmit.Config{Initial: -1, Backoff: 2}},
+	} {
+		if _, err := NewEndpoint(u, c); err == nil {
+			t.Errorf("NewEndpoint(%+v) accepted", c)
+		}
+	}
+}
+
+func TestSocketBufferReadBack(t *testing.T) {
+	u, err := ListenUDP(loopback, 256<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	rcv, snd, err := u.SetBuffers(0)
+	if err != nil || rcv < 256<<10 || snd < 256<<10 {
+		t.Errorf("buffers %d/%d (%v), want at least 256 KiB", rcv, snd, err)
+	}
+}

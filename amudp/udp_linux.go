@@ -1,0 +1,270 @@
+package amudp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// UDP is a Transport over a kernel UDP socket. Receives and sends are raw
+// non-blocking syscalls into caller buffers and preallocated socket
+// addresses, which allocate nothing (DESIGN.md §12: x/sys Recvfrom allocates
+// on every call). Wait blocks in ppoll on the socket and an eventfd that Wake
+// writes, so a blocked poller costs no CPU.
+type UDP struct {
+	fd, efd int
+	local   netip.AddrPort
+	v6      bool
+	closed  atomic.Bool
+	users   atomic.Int32 // syscalls in progress, so Close does not reuse an fd under them
+
+	// Owned by the single Recv/Wait caller.
+	from    unix.RawSockaddrAny
+	fromLen uint32
+	pfds    [2]unix.PollFd
+	ts      unix.Timespec
+	ebuf    [8]byte
+}
+
+var _ Transport = (*UDP)(nil)
+
+// ListenUDP opens a UDP socket bound to addr (port 0 picks a free port) with
+// close-on-exec set, and asks for bufSize-byte kernel buffers when bufSize > 0.
+func ListenUDP(addr netip.AddrPort, bufSize int) (*UDP, error) {
+	fam := unix.AF_INET
+	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
+		fam = unix.AF_INET6
+	}
+	fd, err := unix.Socket(fam, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("amudp: udp socket: %w", err)
+	}
+	u := &UDP{fd: fd, efd: -1, v6: fam == unix.AF_INET6}
+	fail := func(what string, err error) (*UDP, error) {
+		unix.Close(fd)
+		if u.efd >= 0 {
+			unix.Close(u.efd)
+		}
+		return nil, fmt.Errorf("amudp: %s %v: %w", what, addr, err)
+	}
+	var sa unix.Sockaddr
+	if u.v6 {
+		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
+	} else {
+		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().Unmap().As4()}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return fail("bind", err)
+	}
+	got, err := unix.Getsockname(fd)
+	if err != nil {
+		return fail("getsockname", err)
+	}
+	switch s := got.(type) {
+	case *unix.SockaddrInet4:
+		u.local = netip.AddrPortFrom(netip.AddrFrom4(s.Addr), uint16(s.Port))
+	case *unix.SockaddrInet6:
+		u.local = netip.AddrPortFrom(netip.AddrFrom16(s.Addr), uint16(s.Port))
+	}
+	if u.efd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		return fail("eventfd for", err)
+	}
+	if bufSize > 0 {
+		if _, _, err := u.SetBuffers(bufSize); err != nil {
+			return fail("socket buffers of", err)
+		}
+	}
+	u.pfds[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	u.pfds[1] = unix.PollFd{Fd: int32(u.efd), Events: unix.POLLIN}
+	return u, nil
+}
+
+// LocalAddr returns the bound address.
+func (u *UDP) LocalAddr() netip.AddrPort { return u.local }
+
+func (u *UDP) enter() bool {
+	u.users.Add(1)
+	if u.closed.Load() {
+		u.users.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (u *UDP) leave() { u.users.Add(-1) }
+
+// toSockaddr fills a raw socket address for to and returns its length.
+func toSockaddr(sa *unix.RawSockaddrAny, to netip.AddrPort, v6 bool) uint32 {
+	if !v6 {
+		s4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		s4.Family = unix.AF_INET
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&s4.Port))[:], to.Port())
+		s4.Addr = to.Addr().Unmap().As4()
+		return unix.SizeofSockaddrInet4
+	}
+	s6 := (*unix.RawSockaddrInet6)(unsafe.Pointer(sa))
+	s6.Family = unix.AF_INET6
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&s6.Port))[:], to.Port())
+	s6.Addr = to.Addr().As16()
+	return unix.SizeofSockaddrInet6
+}
+
+func fromSockaddr(sa *unix.RawSockaddrAny) netip.AddrPort {
+	switch sa.Addr.Family {
+	case unix.AF_INET:
+		s4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&s4.Port))[:])
+		return netip.AddrPortFrom(netip.AddrFrom4(s4.Addr), port)
+	case unix.AF_INET6:
+		s6 := (*unix.RawSockaddrInet6)(unsafe.Pointer(sa))
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&s6.Port))[:])
+		return netip.AddrPortFrom(netip.AddrFrom16(s6.Addr).Unmap(), port)
+	}
+	return netip.AddrPort{}
+}
+
+// sendSpinLimit bounds how long Send waits for room in a full socket buffer
+// before dropping the datagram.
+const sendWaitLimit = 20 * time.Millisecond
+
+// Send transmits one datagram.
+func (u *UDP) Send(b []byte, to netip.AddrPort) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if !u.enter() {
+		return net.ErrClosed
+	}
+	defer u.leave()
+	var sa unix.RawSockaddrAny
+	salen := toSockaddr(&sa, to, u.v6)
+	var deadline time.Time
+	for {
+		_, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(u.fd), uintptr(unsafe.Pointer(&b[0])),
+			uintptr(len(b)), unix.MSG_DONTWAIT, uintptr(unsafe.Pointer(&sa)), uintptr(salen))
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN, unix.ENOBUFS:
+			// The send buffer is full: wait a little for room, then drop.
+			if deadline.IsZero() {
+				deadline = time.Now().Add(sendWaitLimit)
+			} else if time.Now().After(deadline) {
+				return nil
+			}
+			pfd := [1]unix.PollFd{{Fd: int32(u.fd), Events: unix.POLLOUT}}
+			_, _ = unix.Poll(pfd[:], 1)
+		case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
+			return nil // a lossy network, for retransmission to handle
+		default:
+			return fmt.Errorf("amudp: sendto %v: %w", to, e)
+		}
+	}
+}
+
+// Recv reads one pending datagram.
+func (u *UDP) Recv(b []byte) (int, netip.AddrPort, error) {
+	if !u.enter() {
+		return 0, netip.AddrPort{}, net.ErrClosed
+	}
+	defer u.leave()
+	for {
+		u.fromLen = unix.SizeofSockaddrAny
+		r, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(u.fd), uintptr(unsafe.Pointer(&b[0])),
+			uintptr(len(b)), unix.MSG_DONTWAIT, uintptr(unsafe.Pointer(&u.from)), uintptr(unsafe.Pointer(&u.fromLen)))
+		switch e {
+		case 0:
+			return int(r), fromSockaddr(&u.from), nil
+		case unix.EAGAIN:
+			return 0, netip.AddrPort{}, ErrNoData
+		case unix.EINTR, unix.ECONNREFUSED:
+			continue
+		default:
+			return 0, netip.AddrPort{}, fmt.Errorf("amudp: recvfrom: %w", e)
+		}
+	}
+}
+
+// Wait blocks until the socket is readable, Wake is called, or timeout.
+func (u *UDP) Wait(timeout time.Duration) error {
+	if !u.enter() {
+		return net.ErrClosed
+	}
+	defer u.leave()
+	if timeout < 0 {
+		timeout = 0
+	}
+	u.ts = unix.NsecToTimespec(int64(timeout))
+	u.pfds[0].Revents, u.pfds[1].Revents = 0, 0
+	_, _, e := unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&u.pfds[0])), 2,
+		uintptr(unsafe.Pointer(&u.ts)), 0, 0, 0)
+	if e != 0 && e != unix.EINTR {
+		return fmt.Errorf("amudp: ppoll: %w", e)
+	}
+	if u.pfds[1].Revents&unix.POLLIN != 0 {
+		unix.RawSyscall(unix.SYS_READ, uintptr(u.efd), uintptr(unsafe.Pointer(&u.ebuf[0])), 8)
+	}
+	return nil
+}
+
+var wakeOne = [8]byte{1}
+
+// Wake makes a current or the next Wait return.
+func (u *UDP) Wake() {
+	if !u.enter() {
+		return
+	}
+	defer u.leave()
+	unix.RawSyscall(unix.SYS_WRITE, uintptr(u.efd), uintptr(unsafe.Pointer(&wakeOne[0])), 8)
+}
+
+// SetBuffers sets SO_RCVBUF and SO_SNDBUF to n bytes, trying the FORCE
+// variants (root) first, and reads back (n <= 0 only reads back) what the kernel granted (which Linux
+// reports doubled, for its bookkeeping).
+func (u *UDP) SetBuffers(n int) (rcv, snd int, err error) {
+	if !u.enter() {
+		return 0, 0, net.ErrClosed
+	}
+	defer u.leave()
+	for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+		if n <= 0 {
+			break
+		}
+		if unix.SetsockoptInt(u.fd, unix.SOL_SOCKET, o[0], n) != nil {
+			if err := unix.SetsockoptInt(u.fd, unix.SOL_SOCKET, o[1], n); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	if rcv, err = unix.GetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_RCVBUF); err != nil {
+		return 0, 0, err
+	}
+	snd, err = unix.GetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	return rcv, snd, err
+}
+
+// Close closes the socket once no syscall uses it.
+func (u *UDP) Close() error {
+	if u.closed.Swap(true) {
+		return net.ErrClosed
+	}
+	u.wakeRaw()
+	for u.users.Load() > 0 {
+		u.wakeRaw()
+		time.Sleep(50 * time.Microsecond)
+	}
+	unix.Close(u.efd)
+	return unix.Close(u.fd)
+}
+
+func (u *UDP) wakeRaw() {
+	unix.RawSyscall(unix.SYS_WRITE, uintptr(u.efd), uintptr(unsafe.Pointer(&wakeOne[0])), 8)
+}

@@ -1,0 +1,142 @@
+package amudp
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func sampleMessages() []Message {
+	return []Message{
+		{Header: Header{Kind: KindShortRequest, Handler: 130, NArgs: 2, Tag: 0x0102030405060708, Src: 7, Slot: 3, Seq: 9}, Args: [MaxArgs]uint32{1, 0xffffffff}},
+		{Header: Header{Kind: KindMediumRequest, Handler: 200, NArgs: 16, Tag: 1, Src: 1 << 19, Slot: 1023, Seq: 65535}, Args: [MaxArgs]uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, Payload: []byte("hello")},
+		{Header: Header{Kind: KindLongRequest, Handler: 129, Tag: 2, Src: 0, Offset: 1 << 40}, Payload: bytes.Repeat([]byte{0xab}, MaxLong)},
+		{Header: Header{Kind: KindShortReply, Handler: 131, NArgs: 1}, Args: [MaxArgs]uint32{42}},
+		{Header: Header{Kind: KindMediumReply, Handler: 132}, Payload: []byte{}},
+		{Header: Header{Kind: KindLongReply, Handler: 133, Offset: 17}, Payload: []byte{1, 2, 3}},
+		{Header: Header{Kind: KindAutoReply, Slot: 5, Seq: 6}},
+		{Header: Header{Kind: KindReturned, NArgs: 1, Handler: 140}, Args: [MaxArgs]uint32{uint32(ReasonBadHandler)}},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, m := range sampleMessages() {
+		t.Run(m.Kind.String(), func(t *testing.T) {
+			b, err := m.Append(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) != m.Size() {
+				t.Errorf("encoded %d bytes, Size says %d", len(b), m.Size())
+			}
+			var got Message
+			if err := Decode(b, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Payload == nil {
+				got.Payload = []byte{}
+			}
+			want := m
+			if want.Payload == nil {
+				want.Payload = []byte{}
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestAppendReusesBuffer(t *testing.T) {
+	m := sampleMessages()[0]
+	buf := make([]byte, 0, MaxDatagram)
+	allocs := testing.AllocsPerRun(100, func() {
+		var err error
+		if _, err = m.Append(buf[:0]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Append into a large enough buffer allocates %v times", allocs)
+	}
+	var got Message
+	b, _ := m.Append(nil)
+	if a := testing.AllocsPerRun(100, func() { _ = Decode(b, &got) }); a != 0 {
+		t.Errorf("Decode allocates %v times", a)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	valid, _ := (&Message{Header: Header{Kind: KindMediumRequest, Handler: 130, NArgs: 1}, Payload: []byte("abc")}).Append(nil)
+	mod := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), valid...)) }
+	tests := []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"empty", nil, ErrTruncated},
+		{"short header", valid[:HeaderLen-1], ErrTruncated},
+		{"version", mod(func(b []byte) []byte { b[0] = 9; return b }), ErrVersion},
+		{"kind zero", mod(func(b []byte) []byte { b[1] = 0; return b }), ErrKind},
+		{"kind high", mod(func(b []byte) []byte { b[1] = 99; return b }), ErrKind},
+		{"nargs", mod(func(b []byte) []byte { b[3] = 17; return b }), ErrNArgs},
+		{"args truncated", mod(func(b []byte) []byte { b[3] = 16; return b }), ErrTruncated},
+		{"payload short", valid[:len(valid)-1], ErrLength},
+		{"payload long", append(append([]byte(nil), valid...), 0), ErrLength},
+		{"offset on medium", mod(func(b []byte) []byte { b[24] = 1; return b }), ErrFieldUnset},
+		{"length over max", mod(func(b []byte) []byte { b[22] = 1; return b }), ErrLength},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var m Message
+			if err := Decode(tc.b, &m); !errors.Is(err, tc.want) {
+				t.Errorf("Decode = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestAppendRejectsInvalid(t *testing.T) {
+	bad := []Message{
+		{Header: Header{Kind: 0}},
+		{Header: Header{Kind: KindShortRequest, NArgs: 17}},
+		{Header: Header{Kind: KindShortRequest}, Payload: []byte{1}},
+		{Header: Header{Kind: KindMediumRequest}, Payload: make([]byte, MaxMedium+1)},
+		{Header: Header{Kind: KindAutoReply, Handler: 3}},
+	}
+	for _, m := range bad {
+		if _, err := m.Append(nil); err == nil {
+			t.Errorf("Append(%v) accepted", m.Header)
+		}
+	}
+}
+
+// FuzzDecode proves the decoder never panics and that whatever it accepts
+// re-encodes to the same bytes (DESIGN.md §4).
+func FuzzDecode(f *testing.F) {
+	for _, m := range sampleMessages() {
+		b, err := m.Append(nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if len(b) > 4096 {
+			b = b[:4096]
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var m Message
+		if err := Decode(b, &m); err != nil {
+			return
+		}
+		out, err := m.Append(nil)
+		if err != nil {
+			t.Fatalf("accepted datagram does not re-encode: %v", err)
+		}
+		if !bytes.Equal(out, b) {
+			t.Fatalf("re-encoding differs:\n in %x\nout %x", b, out)
+		}
+	})
+}
