@@ -161,6 +161,7 @@ type peerState struct {
 	addr  netip.AddrPort
 	tag   uint64 // tag of datagrams to this peer
 	rtt   retransmit.RTT
+	heard retransmit.Time // when a reply from the peer last arrived
 	pool  slotPool
 	slots []reqSlot
 	rx    []rxSlot // owned by the poller
@@ -801,9 +802,11 @@ func (e *Endpoint) handleReply(m *Message, src int) {
 		e.stats.dupReplies.Add(1)
 		return
 	}
-	if d, ok := e.tracker.Ack(s.h, e.now()); ok {
+	now := e.now()
+	if d, ok := e.tracker.Ack(s.h, now); ok {
 		p.rtt.Sample(d)
 	}
+	p.heard = now
 	kind, handler := s.kind, s.handler
 	e.completeLocked(p, m.Slot)
 	h, seg := e.handlers[m.Handler], e.segment
@@ -871,6 +874,7 @@ func (e *Endpoint) fireTimers() {
 	now := e.now()
 	e.resends, e.gaveUp = e.resends[:0], e.gaveUp[:0]
 	for {
+		prev := e.tracker.Peek()
 		h, resend, ok := e.tracker.Expire(now)
 		if !ok {
 			break
@@ -879,6 +883,10 @@ func (e *Endpoint) fireTimers() {
 		p := e.peers[ref.peer]
 		s := &p.slots[ref.slot]
 		if resend {
+			// Back off only while the peer is silent (see ResetBackoff).
+			if p.heard > prev {
+				e.tracker.ResetBackoff(h, now, p.rtt.Timeout(e.rcfg))
+			}
 			s.sending++
 			e.resends = append(e.resends, ref)
 			continue

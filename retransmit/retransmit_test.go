@@ -272,3 +272,39 @@ func TestHeapOrder(t *testing.T) {
 		}
 	}
 }
+
+func TestResetBackoffKeepsGiveUp(t *testing.T) {
+	cfg := DefaultConfig()
+	tr := NewTracker(cfg)
+	h := tr.Add(0, 2*ms)
+	if tr.Peek() != 0 {
+		t.Errorf("Peek = %d, want 0 (sent at 0)", tr.Peek())
+	}
+	now := Time(2 * ms)
+	if _, resend, _ := tr.Expire(now); !resend {
+		t.Fatal("not resent")
+	}
+	if last, _ := tr.LastSent(h); last != now {
+		t.Errorf("LastSent = %d, want %d", last, now)
+	}
+	if d, _ := tr.NextDeadline(); d.Sub(now) != 4*ms {
+		t.Errorf("backed-off wait %v, want 4ms", d.Sub(now))
+	}
+	tr.ResetBackoff(h, now, 2*ms)
+	if d, _ := tr.NextDeadline(); d.Sub(now) != 2*ms {
+		t.Errorf("wait after reset %v, want 2ms", d.Sub(now))
+	}
+	// Resetting every time still gives up at the reference time.
+	for {
+		d, _ := tr.NextDeadline()
+		now = d
+		_, resend, _ := tr.Expire(now)
+		if !resend {
+			break
+		}
+		tr.ResetBackoff(h, now, 2*ms)
+	}
+	if now.Sub(0) != cfg.GiveUpAfter() {
+		t.Errorf("gave up at %v, want %v", now.Sub(0), cfg.GiveUpAfter())
+	}
+}

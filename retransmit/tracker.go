@@ -29,6 +29,7 @@ type Tracker struct {
 
 type entry struct {
 	first    Time          // first transmission
+	last     Time          // latest transmission
 	deadline Time          // next retransmission or give-up
 	wait     time.Duration // current wait
 	attempts uint32        // transmissions so far; 0 = handle free
@@ -64,7 +65,7 @@ func (t *Tracker) Add(now Time, timeout time.Duration) int {
 		timeout = 1
 	}
 	e := &t.ents[h]
-	*e = entry{first: now, wait: timeout, attempts: 1}
+	*e = entry{first: now, last: now, wait: timeout, attempts: 1}
 	e.deadline = t.clampDeadline(e, now.Add(timeout))
 	e.hidx = int32(len(t.heap))
 	t.heap = append(t.heap, h)
@@ -133,6 +134,7 @@ func (t *Tracker) Expire(now Time) (h int, resend, ok bool) {
 		return int(hh), false, true
 	}
 	e.attempts++
+	e.last = now
 	next := e.wait * time.Duration(t.cfg.Backoff)
 	if next > t.waitCap || next < e.wait { // capped, or overflowed
 		next = t.waitCap
@@ -207,4 +209,40 @@ func (t *Tracker) NextDeadlineOf(h int) (Time, bool) {
 		return 0, false
 	}
 	return t.ents[h].deadline, true
+}
+
+// LastSent returns when request h was last transmitted, and false when h is
+// not in flight.
+func (t *Tracker) LastSent(h int) (Time, bool) {
+	if h < 0 || h >= len(t.ents) || t.ents[h].attempts == 0 {
+		return 0, false
+	}
+	return t.ents[h].last, true
+}
+
+// ResetBackoff sets the wait of request h, just retransmitted at now, back to
+// wait instead of the backed-off one. Callers use it when the peer answered
+// other requests since h was last sent: the peer is alive and the loss was
+// random, so backing off would only delay recovery. The give-up time is
+// unchanged.
+func (t *Tracker) ResetBackoff(h int, now Time, wait time.Duration) {
+	if h < 0 || h >= len(t.ents) || t.ents[h].attempts == 0 {
+		return
+	}
+	e := &t.ents[h]
+	e.wait = min(max(wait, 1), t.waitCap)
+	e.deadline = t.clampDeadline(e, now.Add(e.wait))
+	i := int(e.hidx)
+	t.down(i)
+	t.up(i)
+}
+
+// Peek returns when the request that Expire would handle next was last
+// transmitted (0 when none is in flight), so the caller can tell whether its
+// peer answered anything since.
+func (t *Tracker) Peek() Time {
+	if len(t.heap) == 0 {
+		return 0
+	}
+	return t.ents[t.heap[0]].last
 }
