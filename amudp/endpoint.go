@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"sync"
@@ -214,7 +215,12 @@ type Endpoint struct {
 	gen     uint64
 	waiters atomic.Int32
 	blocked atomic.Bool
-	stats   statCounters
+	// Lock-free views for the spin loop: closed, a pending returned error,
+	// and the earliest retransmission deadline (math.MaxInt64: none).
+	closedFlag atomic.Bool
+	retPending atomic.Bool
+	deadline   atomic.Int64
+	stats      statCounters
 }
 
 // NewEndpoint returns an endpoint on tr. The peer table is set later with
@@ -258,6 +264,7 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 	e.send.limit = cfg.SendDepth
 	e.recvMax = cfg.RecvDepth
 	e.waitCv = sync.NewCond(&e.waitMu)
+	e.deadline.Store(math.MaxInt64)
 	return e, nil
 }
 
@@ -454,6 +461,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	s.inflight, s.freeLater, s.sending = true, false, 1
 	s.kind, s.handler = m.Kind, m.Handler
 	s.h = e.tracker.Add(e.now(), p.rtt.Timeout(e.rcfg))
+	e.syncDeadlineLocked()
 	for len(e.owner) <= s.h {
 		e.owner = append(e.owner, slotRef{})
 	}
@@ -511,12 +519,14 @@ func (e *Endpoint) selfRequest(cat Category, handler int, payload []byte, off ui
 	if h == nil {
 		return fmt.Errorf("%w: no handler registered at %d", ErrBadHandler, handler)
 	}
-	payload, err := placeLocal(cat, seg, payload, off)
+	view, err := placeLocal(cat, seg, payload, off)
 	if err != nil {
 		return err
 	}
+	// Copies keep the caller's slices from escaping through the handler call,
+	// so the network path does not allocate; self-sends may.
 	t := &Token{ep: e, src: e.rank, isReq: true, active: true, self: true}
-	h(t, args, payload)
+	h(t, append([]uint32(nil), args...), view)
 	t.active = false
 	if e.blocked.Load() {
 		e.tr.Wake()
@@ -524,11 +534,14 @@ func (e *Endpoint) selfRequest(cat Category, handler int, payload []byte, off ui
 	return nil
 }
 
-// placeLocal writes a Long payload into seg and returns the handler's view.
+// placeLocal writes a Long payload into seg and returns the handler's view;
+// a Medium payload is copied, as the network path would.
 func placeLocal(cat Category, seg, payload []byte, off uint64) ([]byte, error) {
 	switch cat {
 	case Short:
 		return nil, nil
+	case Medium:
+		return append([]byte{}, payload...), nil
 	case Long:
 		if seg == nil {
 			return nil, ErrNoSegment
@@ -540,7 +553,7 @@ func placeLocal(cat Category, seg, payload []byte, off uint64) ([]byte, error) {
 		copy(dst, payload)
 		return dst, nil
 	}
-	return payload, nil
+	return nil, nil
 }
 
 // Token identifies the message a handler is running for, and replies to it.
@@ -602,7 +615,7 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 		}
 		t.replied = true
 		rt := &Token{ep: e, src: e.rank, active: true, self: true}
-		h(rt, args, p)
+		h(rt, append([]uint32(nil), args...), p)
 		rt.active = false
 		return nil
 	}
@@ -641,16 +654,10 @@ func (e *Endpoint) Poll() error {
 func (e *Endpoint) pollLocked() error {
 	e.pass++
 	e.drained = 0
-	e.mu.Lock()
-	limit, err := e.recvMax, e.retErr
-	e.retErr = nil
-	e.mu.Unlock()
-	if err != nil {
+	if err := e.takeRetErr(); err != nil {
 		return err
 	}
-	if limit == 0 {
-		limit = 1
-	}
+	limit := max(e.recvMax, 1) // set once by SetPeers, before traffic
 	bytes := 0
 	for i := 0; i < limit; i++ {
 		n, from, err := e.tr.Recv(e.rbuf)
@@ -667,9 +674,18 @@ func (e *Endpoint) pollLocked() error {
 	}
 	e.growBuffers(bytes)
 	e.fireTimers()
+	return e.takeRetErr()
+}
+
+// takeRetErr returns and clears the pending returned-request error.
+func (e *Endpoint) takeRetErr() error {
+	if !e.retPending.Load() {
+		return nil
+	}
 	e.mu.Lock()
-	err = e.retErr
+	err := e.retErr
 	e.retErr = nil
+	e.retPending.Store(false)
 	e.mu.Unlock()
 	return err
 }
@@ -677,7 +693,7 @@ func (e *Endpoint) pollLocked() error {
 // growBuffers doubles the socket buffers, up to the maximum, when one drain
 // took more than half of them (DESIGN.md §6).
 func (e *Endpoint) growBuffers(drained int) {
-	if e.bufSize == 0 {
+	if e.bufSize == 0 && drained > 0 {
 		if rcv, _, err := e.tr.SetBuffers(0); err == nil {
 			e.bufSize = max(rcv/2, 1)
 		}
@@ -806,6 +822,7 @@ func (e *Endpoint) handleReply(m *Message, src int) {
 	if d, ok := e.tracker.Ack(s.h, now); ok {
 		p.rtt.Sample(d)
 	}
+	e.syncDeadlineLocked()
 	p.heard = now
 	kind, handler := s.kind, s.handler
 	e.completeLocked(p, m.Slot)
@@ -856,6 +873,7 @@ func (e *Endpoint) returned(r Returned) {
 	h := e.onRet
 	if h == nil && e.retErr == nil {
 		e.retErr = &ReturnedError{r}
+		e.retPending.Store(true)
 	}
 	e.mu.Unlock()
 	if h != nil {
@@ -866,12 +884,11 @@ func (e *Endpoint) returned(r Returned) {
 // fireTimers retransmits due requests and gives up on expired ones. Poller
 // only; sends happen without the lock.
 func (e *Endpoint) fireTimers() {
-	e.mu.Lock()
-	if dl, ok := e.tracker.NextDeadline(); !ok || dl > e.now() {
-		e.mu.Unlock()
+	now := e.now()
+	if retransmit.Time(e.deadline.Load()) > now {
 		return
 	}
-	now := e.now()
+	e.mu.Lock()
 	e.resends, e.gaveUp = e.resends[:0], e.gaveUp[:0]
 	for {
 		prev := e.tracker.Peek()
@@ -894,6 +911,7 @@ func (e *Endpoint) fireTimers() {
 		e.completeLocked(p, ref.slot)
 		e.gaveUp = append(e.gaveUp, Returned{Reason: ReasonTimeout, Dest: p.rank, Addr: p.addr, Kind: s.kind, Handler: s.handler})
 	}
+	e.syncDeadlineLocked()
 	e.mu.Unlock()
 	for _, ref := range e.resends {
 		p := e.peers[ref.peer] // peers entries never change once set
@@ -911,6 +929,15 @@ func (e *Endpoint) fireTimers() {
 	for _, r := range e.gaveUp {
 		e.returned(r)
 	}
+}
+
+// syncDeadlineLocked publishes the tracker's next deadline for the spin loop.
+func (e *Endpoint) syncDeadlineLocked() {
+	dl, ok := e.tracker.NextDeadline()
+	if !ok {
+		dl = math.MaxInt64
+	}
+	e.deadline.Store(int64(dl))
 }
 
 // notify tells goroutines waiting for a poll pass that one ended.
@@ -1014,11 +1041,7 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 	return e.tr.Wait(timeout)
 }
 
-func (e *Endpoint) isClosed() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.closed
-}
+func (e *Endpoint) isClosed() bool { return e.closedFlag.Load() }
 
 // Drain waits until every request this endpoint sent has been answered or
 // returned.
@@ -1035,6 +1058,7 @@ func (e *Endpoint) Close() error {
 		return net.ErrClosed
 	}
 	e.closed = true
+	e.closedFlag.Store(true)
 	e.mu.Unlock()
 	e.tr.Wake()
 	e.pollMu.Lock()
