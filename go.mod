@@ -5,3 +5,5 @@ go 1.26.0
 require github.com/google/go-cmp v0.7.0
 
 require golang.org/x/sys v0.49.0
+
+require github.com/kelseyhightower/envconfig v1.4.0

@@ -1,0 +1,327 @@
+// Package conduit is udpconduit's public API: a program written against it
+// runs as `./prog N args...`. That process becomes the console: it spawns N
+// workers running the same program, serves them and exits with the job's
+// exit code. In the workers, Init bootstraps and returns; they then exchange
+// active messages over UDP (DESIGN.md §1, §3).
+//
+// A worker's duties, in order:
+//  1. Init().
+//  2. Attach(handlers, segmentSize) registers handlers 128..255 and the
+//     segment that Long messages and Put/Get use.
+//  3. Send requests, Poll or WaitUntil, Barrier, Put/Get.
+//  4. Exit(code), or return from main (exit code 0 for the job).
+package conduit
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"udpconduit/amudp"
+	"udpconduit/retransmit"
+	"udpconduit/spawn"
+)
+
+// Handler runs an active message; see amudp.Handler.
+type Handler = amudp.Handler
+
+// Token identifies the message a handler runs for; see amudp.Token.
+type Token = amudp.Token
+
+// Returned describes an undeliverable request; see amudp.Returned.
+type Returned = amudp.Returned
+
+// Limits re-exported from amudp.
+const (
+	MaxArgs   = amudp.MaxArgs
+	MaxMedium = amudp.MaxMedium
+	MaxLong   = amudp.MaxLong
+	// FirstClientHandler is the lowest handler index a program may register;
+	// lower ones belong to udpconduit (DESIGN.md §3).
+	FirstClientHandler = 128
+)
+
+// Errors of the API.
+var (
+	ErrNotInitialized = errors.New("conduit: Init has not run")
+	ErrAttached       = errors.New("conduit: Attach called twice")
+	ErrHandlerIndex   = errors.New("conduit: client handler index must be 128..255")
+	ErrOutOfSegment   = errors.New("conduit: range outside the remote segment")
+)
+
+// HandlerEntry names one handler of the table passed to Attach.
+type HandlerEntry struct {
+	Index int
+	Fn    Handler
+}
+
+var st struct {
+	once     sync.Once
+	w        *spawn.Worker
+	ep       *amudp.Endpoint
+	cfg      *spawn.Config
+	attached bool
+	segs     []uint64 // segment size of every rank
+	barrier  uint64   // barriers this rank entered
+	gathers  uint64
+	hostRank []int
+	rma      rma
+}
+
+// Init starts the job. In the console it validates N and the configuration,
+// spawns the workers, serves them and exits the process with the job's exit
+// code: it never returns there. In a worker it bootstraps (rank, size, peer
+// addresses) and returns. Errors are printed as one line and exit 1.
+func Init() {
+	st.once.Do(initOnce)
+}
+
+func fatal(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "%s: "+format+"\n", append([]any{progName()}, a...)...)
+	os.Exit(1)
+}
+
+func progName() string {
+	if len(os.Args) > 0 {
+		return baseName(os.Args[0])
+	}
+	return "udpconduit"
+}
+
+func baseName(p string) string {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return p[i+1:]
+		}
+	}
+	return p
+}
+
+func initOnce() {
+	cfg, src, err := spawn.LoadConfig()
+	if err != nil {
+		fatal("%v", err)
+	}
+	if !spawn.IsWorker() {
+		n, err := spawn.ParseN(os.Args)
+		if err != nil {
+			fatal("%v", err)
+		}
+		prog, err := os.Executable()
+		if err != nil {
+			fatal("cannot find this program's path: %v", err)
+		}
+		os.Exit(spawn.Console(cfg, src, n, prog, os.Args[2:]))
+	}
+	st.cfg = cfg
+	w, err := spawn.Dial(cfg)
+	if err != nil {
+		fatal("%v", err)
+	}
+	udp, err := amudp.ListenUDP(netip.AddrPortFrom(w.LocalIP, 0), cfg.SockBufInit)
+	if err != nil {
+		fatal("%v", err)
+	}
+	if err := w.Join(cfg, udp.LocalAddr()); err != nil {
+		fatal("%v", err)
+	}
+	// The console's settings are now in force: read them again.
+	if cfg, _, err = spawn.LoadConfig(); err != nil {
+		fatal("%v", err)
+	}
+	st.cfg, st.w = cfg, w
+	addrs, err := w.Addrs()
+	if err != nil {
+		fatal("%v", err)
+	}
+	ep, err := amudp.NewEndpoint(udp, amudp.Config{
+		Rank: w.Rank, Secret: w.Secret, NetworkDepth: cfg.NetworkDepth, SendDepth: cfg.SendDepth,
+		RecvDepth: cfg.RecvDepth, SocketBufferMax: cfg.SockBufMax, Spin: cfg.PollSpin,
+		Retransmit: retransmit.Config{
+			Initial: time.Duration(cfg.ReqTimeoutInitial) * time.Microsecond,
+			Backoff: cfg.ReqTimeoutBackoff,
+			Max:     time.Duration(cfg.ReqTimeoutMax) * time.Microsecond,
+			MinRTO:  time.Millisecond,
+		},
+	})
+	if err != nil {
+		fatal("%v", err)
+	}
+	if err := ep.SetPeers(addrs); err != nil {
+		fatal("%v", err)
+	}
+	ep.SetReturnedHandler(defaultReturned)
+	st.ep = ep
+	w.OnEvent(ep.Wake)
+	for r, h := range w.Hosts {
+		if h == w.Hosts[w.Rank] {
+			st.hostRank = append(st.hostRank, r)
+		}
+	}
+	registerCore(ep)
+}
+
+// defaultReturned is handler 0's default: abort the job naming the
+// unreachable rank and its address (DESIGN.md §5).
+func defaultReturned(r Returned) {
+	fmt.Fprintf(os.Stderr, "%s: rank %d: %s to rank %d at %v (handler %d) was returned: %s; aborting the job\n",
+		progName(), st.w.Rank, r.Kind, r.Dest, r.Addr, r.Handler, r.Reason)
+	go st.w.Exit(1, st.cfg.ExitTimeout) // not on the polling goroutine's stack
+}
+
+// SetReturnedHandler replaces handler 0, which receives undeliverable
+// requests. The default aborts the job.
+func SetReturnedHandler(h func(Returned)) { mustInit().SetReturnedHandler(h) }
+
+func mustInit() *amudp.Endpoint {
+	if st.ep == nil {
+		fatal("%v", ErrNotInitialized)
+	}
+	return st.ep
+}
+
+// Rank returns this worker's rank in [0, Size()).
+func Rank() int { mustInit(); return st.w.Rank }
+
+// Size returns the number of workers, N.
+func Size() int { mustInit(); return st.w.Size }
+
+// HostRanks returns the ranks that share this worker's host, in order.
+func HostRanks() []int { mustInit(); return append([]int(nil), st.hostRank...) }
+
+// Endpoint returns the underlying amudp endpoint.
+func Endpoint() *amudp.Endpoint { return mustInit() }
+
+// Attach registers the client's handlers (indexes 128..255), allocates a
+// segment of segmentSize bytes that Long messages and Put/Get address, and
+// waits until every rank has attached.
+func Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
+	ep := mustInit()
+	if st.attached {
+		return nil, ErrAttached
+	}
+	if segmentSize < 0 {
+		return nil, fmt.Errorf("conduit: segment size %d: accepted: >= 0", segmentSize)
+	}
+	for _, h := range handlers {
+		if h.Index < FirstClientHandler || h.Index > 255 {
+			return nil, fmt.Errorf("%w (got %d)", ErrHandlerIndex, h.Index)
+		}
+		if err := ep.Register(h.Index, h.Fn); err != nil {
+			return nil, err
+		}
+	}
+	seg := make([]byte, segmentSize)
+	ep.SetSegment(seg)
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(segmentSize))
+	parts, err := AllGather(b[:])
+	if err != nil {
+		return nil, err
+	}
+	st.segs = make([]uint64, len(parts))
+	for i, p := range parts {
+		if len(p) == 8 {
+			st.segs[i] = binary.LittleEndian.Uint64(p)
+		}
+	}
+	st.attached = true
+	return seg, nil
+}
+
+// SegmentSize returns the segment size of rank (after Attach).
+func SegmentSize(rank int) int {
+	if rank < 0 || rank >= len(st.segs) {
+		return 0
+	}
+	return int(st.segs[rank])
+}
+
+// RequestShort sends a Short request.
+func RequestShort(dest, handler int, args ...uint32) error {
+	return mustInit().RequestShort(dest, handler, args...)
+}
+
+// RequestMedium sends a Medium request; payload may be reused on return.
+func RequestMedium(dest, handler int, payload []byte, args ...uint32) error {
+	return mustInit().RequestMedium(dest, handler, payload, args...)
+}
+
+// RequestLong sends a Long request writing payload at offset of dest's
+// segment; the range is checked against the segment sizes exchanged at
+// Attach.
+func RequestLong(dest, handler int, payload []byte, offset uint64, args ...uint32) error {
+	if err := checkRemote(dest, offset, len(payload)); err != nil {
+		return err
+	}
+	return mustInit().RequestLong(dest, handler, payload, offset, args...)
+}
+
+func checkRemote(dest int, offset uint64, n int) error {
+	if st.segs == nil || dest < 0 || dest >= len(st.segs) {
+		return nil // amudp reports a bad rank; the receiver checks unattached segments
+	}
+	if offset > st.segs[dest] || uint64(n) > st.segs[dest]-offset {
+		return fmt.Errorf("%w: %d bytes at offset %d of rank %d's segment of %d", ErrOutOfSegment, n, offset, dest, st.segs[dest])
+	}
+	return nil
+}
+
+// Poll handles pending messages and due retransmissions.
+func Poll() error { return mustInit().Poll() }
+
+// WaitUntil services the network until cond returns true.
+func WaitUntil(cond func() bool) error { return mustInit().WaitUntil(cond) }
+
+// BarrierNotify enters the next barrier without waiting.
+func BarrierNotify() error {
+	mustInit()
+	st.barrier++
+	return st.w.BarrierNotify()
+}
+
+// BarrierWait waits, servicing the network, until every rank has entered
+// the barrier this rank last notified.
+func BarrierWait() error {
+	ep := mustInit()
+	target := st.barrier
+	return ep.WaitUntil(func() bool { return st.w.BarriersDone() >= target })
+}
+
+// Barrier waits until every rank has reached it.
+func Barrier() error {
+	if err := BarrierNotify(); err != nil {
+		return err
+	}
+	return BarrierWait()
+}
+
+// AllGather contributes data and returns every rank's contribution, indexed
+// by rank.
+func AllGather(data []byte) ([][]byte, error) {
+	ep := mustInit()
+	st.gathers++
+	target := st.gathers
+	if err := st.w.GatherSend(data); err != nil {
+		return nil, err
+	}
+	var parts [][]byte
+	err := ep.WaitUntil(func() bool {
+		n, p := st.w.GathersDone()
+		parts = p
+		return n >= target
+	})
+	return parts, err
+}
+
+// Exit ends the job: the first rank to call Exit sets the console's exit
+// code, and every other rank is told to exit, even one that is computing
+// without polling. It does not return.
+func Exit(code int) {
+	mustInit()
+	st.w.Exit(code, st.cfg.ExitTimeout)
+}

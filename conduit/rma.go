@@ -1,0 +1,150 @@
+package conduit
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"udpconduit/amudp"
+)
+
+// Handler indexes of the extended API (64–127, DESIGN.md §3).
+const (
+	hPut      = 64 // Long request: data written; replies hDone
+	hGetReq   = 65 // Short request: args offset lo/hi, length, handle, chunk offset
+	hGetReply = 66 // Medium reply: handle, chunk offset
+	hDone     = 67 // Short reply: handle
+)
+
+// Handle is a non-blocking Put or Get in progress.
+type Handle struct {
+	id      uint32
+	pending atomic.Int64
+	dst     []byte // Get destination
+}
+
+// Done reports whether the operation completed.
+func (h *Handle) Done() bool { return h.pending.Load() == 0 }
+
+// Wait services the network until the operation completes.
+func (h *Handle) Wait() error {
+	err := WaitUntil(h.Done)
+	st.rma.forget(h)
+	return err
+}
+
+type rma struct {
+	mu      sync.Mutex
+	next    uint32
+	handles map[uint32]*Handle
+}
+
+func (r *rma) add(h *Handle) {
+	r.mu.Lock()
+	if r.handles == nil {
+		r.handles = map[uint32]*Handle{}
+	}
+	r.next++
+	h.id = r.next
+	r.handles[h.id] = h
+	r.mu.Unlock()
+}
+
+func (r *rma) get(id uint32) *Handle {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.handles[id]
+}
+
+func (r *rma) forget(h *Handle) {
+	r.mu.Lock()
+	delete(r.handles, h.id)
+	r.mu.Unlock()
+}
+
+func registerCore(ep *amudp.Endpoint) {
+	ep.Register(hPut, func(t *Token, args []uint32, _ []byte) { t.ReplyShort(hDone, args[0]) })
+	ep.Register(hDone, func(_ *Token, args []uint32, _ []byte) {
+		if h := st.rma.get(args[0]); h != nil {
+			h.pending.Add(-1)
+		}
+	})
+	ep.Register(hGetReq, func(t *Token, args []uint32, _ []byte) {
+		off := uint64(args[0]) | uint64(args[1])<<32
+		n := uint64(args[2])
+		seg := ep.Segment()
+		if off > uint64(len(seg)) || n > uint64(len(seg))-off {
+			t.ReplyMedium(hGetReply, nil, args[3], args[4], 1)
+			return
+		}
+		t.ReplyMedium(hGetReply, seg[off:off+n], args[3], args[4], 0)
+	})
+	ep.Register(hGetReply, func(_ *Token, args []uint32, p []byte) {
+		h := st.rma.get(args[0])
+		if h == nil {
+			return
+		}
+		copy(h.dst[args[1]:], p)
+		h.pending.Add(-1)
+	})
+}
+
+// PutNB starts writing data at offset of dest's segment and returns a
+// handle; data may be reused once PutNB returns.
+func PutNB(dest int, offset uint64, data []byte) (*Handle, error) {
+	mustInit()
+	if err := checkRemote(dest, offset, len(data)); err != nil {
+		return nil, err
+	}
+	h := &Handle{}
+	st.rma.add(h)
+	chunks := (len(data) + MaxLong - 1) / MaxLong
+	h.pending.Store(int64(chunks))
+	for i := 0; i < chunks; i++ {
+		c := data[i*MaxLong : min((i+1)*MaxLong, len(data))]
+		if err := st.ep.RequestLong(dest, hPut, c, offset+uint64(i*MaxLong), h.id); err != nil {
+			st.rma.forget(h)
+			return nil, fmt.Errorf("conduit: put to rank %d: %w", dest, err)
+		}
+	}
+	return h, nil
+}
+
+// Put writes data at offset of dest's segment and waits until it is there.
+func Put(dest int, offset uint64, data []byte) error {
+	h, err := PutNB(dest, offset, data)
+	if err != nil {
+		return err
+	}
+	return h.Wait()
+}
+
+// GetNB starts reading len(buf) bytes at offset of src's segment into buf.
+func GetNB(src int, offset uint64, buf []byte) (*Handle, error) {
+	mustInit()
+	if err := checkRemote(src, offset, len(buf)); err != nil {
+		return nil, err
+	}
+	h := &Handle{dst: buf}
+	st.rma.add(h)
+	chunks := (len(buf) + MaxMedium - 1) / MaxMedium
+	h.pending.Store(int64(chunks))
+	for i := 0; i < chunks; i++ {
+		n := min(MaxMedium, len(buf)-i*MaxMedium)
+		off := offset + uint64(i*MaxMedium)
+		if err := st.ep.RequestShort(src, hGetReq, uint32(off), uint32(off>>32), uint32(n), h.id, uint32(i*MaxMedium)); err != nil {
+			st.rma.forget(h)
+			return nil, fmt.Errorf("conduit: get from rank %d: %w", src, err)
+		}
+	}
+	return h, nil
+}
+
+// Get reads len(buf) bytes at offset of src's segment into buf.
+func Get(src int, offset uint64, buf []byte) error {
+	h, err := GetNB(src, offset, buf)
+	if err != nil {
+		return err
+	}
+	return h.Wait()
+}

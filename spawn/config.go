@@ -1,0 +1,273 @@
+package spawn
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// Config is every setting of udpconduit, read from the environment. It is
+// the only source of truth: the README's variable table is generated from
+// these tags (DESIGN.md §10). Each variable is read as GASNET_X, then
+// AMUDP_X, and bare X only where the `bare` tag says the reference documents
+// it.
+type Config struct {
+	SpawnFn       string `envconfig:"GASNET_SPAWNFN" default:"" desc:"spawner: L (fork/exec on this host), S (ssh), C (custom command); empty picks S when SSH_SERVERS is set, C when CSPAWN_CMD is set, else L"`
+	SSHCmd        string `envconfig:"GASNET_SSH_CMD" default:"" desc:"external ssh client (ssh, rsh or a wrapper) instead of the built-in one" bare:"SSH_CMD"`
+	SSHServers    string `envconfig:"GASNET_SSH_SERVERS" default:"" desc:"hosts for the S spawner, separated by space , / ; or :" bare:"SSH_SERVERS"`
+	SSHOptions    string `envconfig:"GASNET_SSH_OPTIONS" default:"" desc:"extra options for the ssh client" bare:"SSH_OPTIONS"`
+	SSHRemotePath string `envconfig:"GASNET_SSH_REMOTE_PATH" default:"" desc:"working directory of remote workers (default: the console's)" bare:"SSH_REMOTE_PATH"`
+	CSpawnCmd     string `envconfig:"GASNET_CSPAWN_CMD" default:"" desc:"custom spawn command: %N count, %C worker command, %D cwd, %P program, %M servers, %% percent" bare:"CSPAWN_CMD"`
+	CSpawnServers string `envconfig:"GASNET_CSPAWN_SERVERS" default:"" desc:"server list for %M of CSPAWN_CMD" bare:"CSPAWN_SERVERS"`
+	CSpawnRoute   bool   `envconfig:"GASNET_CSPAWN_ROUTE_OUTPUT" default:"false" desc:"route worker output through the console under the C spawner (else the launcher forwards it)"`
+
+	NetworkDepth int `envconfig:"GASNET_NETWORKDEPTH" default:"128" desc:"outstanding requests per peer (1..1024)"`
+	RecvDepth    int `envconfig:"GASNET_RECVDEPTH" default:"0" desc:"messages handled per poll; 0 = 2 × depth × min(max(1,N−1),4), at most 65534"`
+	SendDepth    int `envconfig:"GASNET_SENDDEPTH" default:"0" desc:"outstanding requests over all peers; 0 = depth × min(max(1,N−1),4); -1 = unlimited"`
+	SockBufInit  int `envconfig:"GASNET_SOCKETBUFFER_INITIAL" default:"1048576" desc:"UDP socket buffer bytes requested at start"`
+	SockBufMax   int `envconfig:"GASNET_SOCKETBUFFER_MAX" default:"4194304" desc:"UDP socket buffer bytes the buffers may grow to"`
+
+	ReqTimeoutMax     int64  `envconfig:"GASNET_REQUESTTIMEOUT_MAX" default:"30000000" desc:"µs: longest wait for one retransmission, and the cap of the give-up schedule; 0 = never give up"`
+	ReqTimeoutInitial int64  `envconfig:"GASNET_REQUESTTIMEOUT_INITIAL" default:"100000" desc:"µs: first retransmission wait before an RTT estimate exists (and its upper bound)"`
+	ReqTimeoutBackoff uint32 `envconfig:"GASNET_REQUESTTIMEOUT_BACKOFF" default:"2" desc:"multiplier of each further retransmission wait while the peer is silent"`
+
+	RouteOutput  bool   `envconfig:"GASNET_ROUTE_OUTPUT" default:"true" desc:"route worker stdout/stderr through the console, line-buffered per worker (L and S)"`
+	LineBufSize  int    `envconfig:"GASNET_LINEBUFFERSZ" default:"1024" desc:"bytes of a routed output line buffer; 0 = pass bytes as they come"`
+	MasterIP     string `envconfig:"GASNET_MASTERIP" default:"" desc:"address workers use to reach the console (default 127.0.0.1 for L)"`
+	WorkerIP     string `envconfig:"GASNET_WORKERIP" default:"" desc:"subnet (CIDR) or address prefix whose interface the workers' UDP sockets bind"`
+	EnvCmd       string `envconfig:"GASNET_ENV_CMD" default:"env" desc:"command that sets the environment of remote workers"`
+	HostDetect   string `envconfig:"GASNET_HOST_DETECT" default:"hostname" desc:"how ranks are grouped by host: conduit (UDP address), hostid, hostname"`
+	WorkerRank   string `envconfig:"GASNET_WORKER_RANK" default:"" desc:"this worker's rank: an integer, or the name of a variable holding it (SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK)"`
+	VerboseEnv   bool   `envconfig:"GASNET_VERBOSEENV" default:"false" desc:"print every setting in force and where it came from"`
+
+	ConnectTimeout time.Duration `envconfig:"GASNET_CONNECT_TIMEOUT" default:"60s" desc:"ours: how long the console waits for all workers to join, and a worker to reach the console"`
+	PollSpin       time.Duration `envconfig:"GASNET_POLL_SPIN" default:"100us" desc:"ours: busy-poll time of a blocking wait before it sleeps in the kernel; -1ns = spin forever"`
+	ExitTimeout    time.Duration `envconfig:"GASNET_EXIT_TIMEOUT" default:"2s" desc:"ours: grace period for workers to exit once the job ends, before they are killed"`
+}
+
+// Source says where a setting's value came from.
+type Source struct {
+	Var   string // the variable that set it, or "" for the default
+	Value string
+}
+
+// variables lists the full names of Config's fields with their aliases.
+func variables() []struct{ name, bare, field string } {
+	t := reflect.TypeOf(Config{})
+	out := make([]struct{ name, bare, field string }, 0, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		out = append(out, struct{ name, bare, field string }{f.Tag.Get("envconfig"), f.Tag.Get("bare"), f.Name})
+	}
+	return out
+}
+
+// ResolveAliases returns, for each GASNET_X variable of Config, which
+// variable of env sets it: GASNET_X first, then AMUDP_X, then the bare name
+// where documented. env is in os.Environ form.
+func ResolveAliases(env []string) map[string]Source {
+	m := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	out := map[string]Source{}
+	for _, v := range variables() {
+		suffix := strings.TrimPrefix(v.name, "GASNET_")
+		for _, cand := range []string{v.name, "AMUDP_" + suffix, v.bare} {
+			if cand == "" {
+				continue
+			}
+			if val, ok := m[cand]; ok {
+				out[v.name] = Source{Var: cand, Value: val}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// LoadConfig reads the configuration from the process environment. A
+// malformed value gives an error naming the variable, the value and what is
+// accepted.
+func LoadConfig() (*Config, map[string]Source, error) {
+	return loadConfig(os.Environ())
+}
+
+func loadConfig(env []string) (*Config, map[string]Source, error) {
+	src := ResolveAliases(env)
+	// envconfig reads the process environment; point the full names at the
+	// resolved values for the duration of the parse.
+	var restore []func()
+	defer func() {
+		for _, f := range restore {
+			f()
+		}
+	}()
+	for _, v := range variables() {
+		old, had := os.LookupEnv(v.name)
+		s, ok := src[v.name]
+		switch {
+		case ok:
+			os.Setenv(v.name, s.Value)
+		case had:
+			os.Unsetenv(v.name)
+		default:
+			continue
+		}
+		name := v.name
+		restore = append(restore, func() {
+			if had {
+				os.Setenv(name, old)
+			} else {
+				os.Unsetenv(name)
+			}
+		})
+	}
+	var c Config
+	if err := envconfig.Process("", &c); err != nil {
+		var pe *envconfig.ParseError
+		if ok := asParseError(err, &pe); ok {
+			return nil, nil, fmt.Errorf("%s=%q: %s", displayName(src, pe.KeyName), pe.Value, accepted(pe.TypeName))
+		}
+		return nil, nil, err
+	}
+	if err := c.validate(src); err != nil {
+		return nil, nil, err
+	}
+	return &c, src, nil
+}
+
+func asParseError(err error, pe **envconfig.ParseError) bool {
+	p, ok := err.(*envconfig.ParseError)
+	if ok {
+		*pe = p
+	}
+	return ok
+}
+
+func displayName(src map[string]Source, name string) string {
+	if s, ok := src[name]; ok && s.Var != "" {
+		return s.Var
+	}
+	return name
+}
+
+func accepted(typ string) string {
+	switch typ {
+	case "bool":
+		return "accepted: 1, 0, true, false"
+	case "int", "int64":
+		return "accepted: an integer"
+	case "uint32":
+		return "accepted: a non-negative integer"
+	case "Duration":
+		return `accepted: a duration such as "250ms", "5s"`
+	}
+	return "malformed value"
+}
+
+func (c *Config) validate(src map[string]Source) error {
+	bad := func(name string, val any, what string) error {
+		return fmt.Errorf("%s=%v: accepted: %s", displayName(src, name), val, what)
+	}
+	switch strings.ToUpper(c.SpawnFn) {
+	case "", "L", "S", "C":
+		c.SpawnFn = strings.ToUpper(c.SpawnFn)
+	default:
+		return bad("GASNET_SPAWNFN", c.SpawnFn, "L (local), S (ssh) or C (custom command)")
+	}
+	if c.NetworkDepth < 1 || c.NetworkDepth > 1024 {
+		return bad("GASNET_NETWORKDEPTH", c.NetworkDepth, "1..1024")
+	}
+	if c.RecvDepth < 0 || c.RecvDepth > 65534 {
+		return bad("GASNET_RECVDEPTH", c.RecvDepth, "0 (default) or 1..65534")
+	}
+	if c.SendDepth < -1 {
+		return bad("GASNET_SENDDEPTH", c.SendDepth, "-1 (unlimited), 0 (default) or a positive count")
+	}
+	if c.SockBufInit < 0 || c.SockBufMax < 0 {
+		return bad("GASNET_SOCKETBUFFER_INITIAL", c.SockBufInit, "a non-negative byte count")
+	}
+	if c.ReqTimeoutInitial <= 0 {
+		return bad("GASNET_REQUESTTIMEOUT_INITIAL", c.ReqTimeoutInitial, "microseconds > 0")
+	}
+	if c.ReqTimeoutMax < 0 {
+		return bad("GASNET_REQUESTTIMEOUT_MAX", c.ReqTimeoutMax, "microseconds >= 0 (0 = never give up)")
+	}
+	if c.ReqTimeoutBackoff < 1 {
+		return bad("GASNET_REQUESTTIMEOUT_BACKOFF", c.ReqTimeoutBackoff, "an integer >= 1")
+	}
+	if c.LineBufSize < 0 {
+		return bad("GASNET_LINEBUFFERSZ", c.LineBufSize, "0 (unbuffered) or a byte count")
+	}
+	switch c.HostDetect {
+	case "conduit", "hostid", "hostname":
+	default:
+		return bad("GASNET_HOST_DETECT", c.HostDetect, "conduit, hostid or hostname")
+	}
+	if c.ConnectTimeout <= 0 {
+		return bad("GASNET_CONNECT_TIMEOUT", c.ConnectTimeout, "a positive duration")
+	}
+	if c.ExitTimeout <= 0 {
+		return bad("GASNET_EXIT_TIMEOUT", c.ExitTimeout, "a positive duration")
+	}
+	return nil
+}
+
+// ChooseSpawner returns the spawner to use: GASNET_SPAWNFN, else S when
+// SSH_SERVERS is set, C when CSPAWN_CMD is set, otherwise L (DESIGN.md §1).
+func (c *Config) ChooseSpawner() string {
+	switch {
+	case c.SpawnFn != "":
+		return c.SpawnFn
+	case c.SSHServers != "":
+		return "S"
+	case c.CSpawnCmd != "":
+		return "C"
+	}
+	return "L"
+}
+
+// Describe prints every setting in force and where it came from, one per
+// line, for GASNET_VERBOSEENV.
+func (c *Config) Describe(src map[string]Source) []string {
+	rv := reflect.ValueOf(*c)
+	var lines []string
+	for i, v := range variables() {
+		from := "default"
+		if s, ok := src[v.name]; ok {
+			from = s.Var
+		}
+		lines = append(lines, fmt.Sprintf("%-32s = %-12v (%s)", v.name, rv.Field(i).Interface(), from))
+	}
+	sort.Strings(lines)
+	return lines
+}
+
+// EnvTable renders the variable table of the README from Config's tags.
+func EnvTable() string {
+	var b strings.Builder
+	b.WriteString("| variable | default | also read as | meaning |\n|---|---|---|---|\n")
+	t := reflect.TypeOf(Config{})
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := f.Tag.Get("envconfig")
+		aliases := "AMUDP_" + strings.TrimPrefix(name, "GASNET_")
+		if bare := f.Tag.Get("bare"); bare != "" {
+			aliases += ", " + bare
+		}
+		def := f.Tag.Get("default")
+		if def == "" {
+			def = "(empty)"
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", name, def, aliases, strings.ReplaceAll(f.Tag.Get("desc"), "|", "\\|"))
+	}
+	return b.String()
+}

@@ -1,0 +1,117 @@
+package spawn
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Local is the L spawner: it forks and execs N copies of the program on this
+// host. Each child has its own process group (so a terminal's Ctrl-C reaches
+// only the console, which stops the job in order) and dies with the console
+// (Pdeathsig), so no worker outlives a killed console.
+type Local struct{}
+
+var _ Spawner = Local{}
+
+// Name returns "L".
+func (Local) Name() string { return "L" }
+
+type localLaunch struct {
+	exits chan ProcExit
+	mu    sync.Mutex
+	procs []*exec.Cmd
+	done  []bool
+}
+
+// Start starts spec.Count children.
+func (Local) Start(spec *WorkerSpec) (Launch, error) {
+	l := &localLaunch{exits: make(chan ProcExit, spec.Count), done: make([]bool, spec.Count)}
+	host, _ := os.Hostname()
+	var wg sync.WaitGroup
+	for i := 0; i < spec.Count; i++ {
+		cmd := exec.Command(spec.Program, spec.Args...)
+		cmd.Dir = spec.Dir
+		cmd.Env = append(append(os.Environ(), spec.Env...), "GASNET_SPAWN_INDEX="+strconv.Itoa(i))
+		var outs []io.Closer
+		if spec.Output != nil {
+			o, e := spec.Output(i, 1), spec.Output(i, 2)
+			cmd.Stdout, cmd.Stderr, outs = o, e, []io.Closer{o, e}
+		} else {
+			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd.WaitDelay = time.Second
+		if err := cmd.Start(); err != nil {
+			l.Kill(0)
+			return nil, fmt.Errorf("spawn L: starting worker %d (%s): %w", i, spec.Program, err)
+		}
+		l.procs = append(l.procs, cmd)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := cmd.Wait()
+			for _, o := range outs {
+				o.Close() // deliver a crashed worker's last output
+			}
+			l.mu.Lock()
+			l.done[i] = true
+			l.mu.Unlock()
+			l.exits <- procExit(i, cmd, host, err)
+		}()
+	}
+	go func() { wg.Wait(); close(l.exits) }()
+	return l, nil
+}
+
+func procExit(i int, cmd *exec.Cmd, host string, err error) ProcExit {
+	e := ProcExit{Index: i, PID: cmd.Process.Pid, Host: host}
+	st := cmd.ProcessState
+	var ee *exec.ExitError
+	switch {
+	case st == nil:
+		e.Code, e.Status = 1, fmt.Sprint(err)
+	case st.Exited():
+		e.Code, e.Status = st.ExitCode(), st.String()
+	default:
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			e.Code, e.Status = 128+int(ws.Signal()), "killed by signal "+ws.Signal().String()
+		} else {
+			e.Code, e.Status = 1, st.String()
+		}
+	}
+	if err != nil && !errors.As(err, &ee) && e.Code == 0 {
+		e.Code, e.Status = 1, err.Error() // e.g. output copying failed
+	}
+	e.Clean = e.Code == 0
+	return e
+}
+
+func (l *localLaunch) Exits() <-chan ProcExit { return l.exits }
+func (l *localLaunch) PerWorker() bool        { return true }
+
+// Kill signals every child's process group.
+func (l *localLaunch) Kill(grace time.Duration) {
+	l.signal(syscall.SIGTERM)
+	if grace <= 0 {
+		l.signal(syscall.SIGKILL)
+		return
+	}
+	time.AfterFunc(grace, func() { l.signal(syscall.SIGKILL) })
+}
+
+func (l *localLaunch) signal(sig syscall.Signal) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, c := range l.procs {
+		if !l.done[i] && c.Process != nil {
+			_ = syscall.Kill(-c.Process.Pid, sig) // the child's whole group
+		}
+	}
+}

@@ -1,0 +1,389 @@
+package spawn
+
+import (
+	"bufio"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Environment variables of the worker marker (DESIGN.md §7). They reach
+// workers through the environment, never the command line.
+const (
+	EnvMaster = "GASNET_SPAWN_MASTER" // console address host:port
+	EnvSecret = "GASNET_SPAWN_SECRET" // job secret, hex
+	EnvIndex  = "GASNET_SPAWN_INDEX"  // spawn index, when the spawner knows it
+)
+
+// reportEvery is how often the console reports missing workers at startup.
+const reportEvery = 5 * time.Second
+
+// Usage is the one-line usage of a program's console.
+func Usage(prog string) string {
+	return fmt.Sprintf("usage: %s N [args...]  (N: number of workers, a positive integer)", filepath.Base(prog))
+}
+
+// ParseN reads the node count from the console's argv[1].
+func ParseN(argv []string) (int, error) {
+	if len(argv) < 2 {
+		return 0, fmt.Errorf("missing N: %s", Usage(argv[0]))
+	}
+	n, err := strconv.Atoi(argv[1])
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("N=%q: accepted: a positive integer; %s", argv[1], Usage(argv[0]))
+	}
+	if n > 1<<20 {
+		return 0, fmt.Errorf("N=%d: accepted: 1..%d", n, 1<<20)
+	}
+	return n, nil
+}
+
+// spawnerFor returns the spawner of the given letter.
+func spawnerFor(name string) (Spawner, error) {
+	switch name {
+	case "L":
+		return Local{}, nil
+	}
+	return nil, fmt.Errorf("GASNET_SPAWNFN=%s: this spawner is not available yet in udpconduit; accepted: L", name)
+}
+
+type event struct {
+	rank int
+	typ  byte
+	body []byte
+	err  error
+}
+
+type peerConn struct {
+	conn   net.Conn
+	join   Join
+	rank   int
+	exited bool // sent Exit
+}
+
+// Console runs a job as its console: it spawns n workers running this
+// program with args, serves them, and returns the job's exit code. Messages
+// go to stderr prefixed with the program name.
+func Console(cfg *Config, src map[string]Source, n int, program string, args []string) int {
+	prefix := filepath.Base(program) + ": "
+	say := func(format string, a ...any) { fmt.Fprintf(os.Stderr, prefix+format+"\n", a...) }
+	name := cfg.ChooseSpawner()
+	if cfg.VerboseEnv {
+		say("spawner %s; settings:", name)
+		for _, l := range cfg.Describe(src) {
+			fmt.Fprintln(os.Stderr, "  "+l)
+		}
+	}
+	sp, err := spawnerFor(name)
+	if err != nil {
+		say("%v", err)
+		return 1
+	}
+	host := cfg.MasterIP
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		say("GASNET_MASTERIP=%s: cannot listen: %v", host, err)
+		return 1
+	}
+	defer ln.Close()
+	var sb [16]byte
+	rand.Read(sb[:])
+	secret := hex.EncodeToString(sb[:])
+
+	cons := &console{out: [3]io.Writer{nil, os.Stdout, os.Stderr}}
+	spec := &WorkerSpec{Count: n, Program: program, Args: args,
+		Env: []string{EnvMaster + "=" + ln.Addr().String(), EnvSecret + "=" + secret}}
+	spec.Dir, _ = os.Getwd()
+	if cfg.RouteOutput {
+		spec.Output = func(i, stream int) io.WriteCloser { return newLineWriter(cons, stream, cfg.LineBufSize) }
+	}
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	launch, err := sp.Start(spec)
+	if err != nil {
+		say("%v", err)
+		return 1
+	}
+	joins := make(chan *peerConn)
+	go acceptJoins(ln, secret, cfg.ConnectTimeout, joins)
+
+	j := &job{cfg: cfg, n: n, say: say, launch: launch, sigs: sigs, exitCode: -1}
+	return j.run(joins)
+}
+
+// acceptJoins reads each connection's Join and passes on those with the job
+// secret; others are dropped.
+func acceptJoins(ln net.Listener, secret string, timeout time.Duration, out chan<- *peerConn) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			c.SetReadDeadline(time.Now().Add(timeout))
+			r := bufio.NewReader(c)
+			typ, body, err := readFrame(r)
+			var jn Join
+			if err != nil || typ != frameJoin || json.Unmarshal(body, &jn) != nil ||
+				subtle.ConstantTimeCompare([]byte(jn.Secret), []byte(secret)) != 1 {
+				c.Close() // not one of ours
+				return
+			}
+			c.SetReadDeadline(time.Time{})
+			out <- &peerConn{conn: &bufConn{Conn: c, r: r}, join: jn}
+		}()
+	}
+}
+
+// bufConn keeps the reader that may hold bytes past the Join frame.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+type job struct {
+	cfg      *Config
+	n        int
+	say      func(string, ...any)
+	launch   Launch
+	sigs     chan os.Signal
+	peers    []*peerConn // by rank
+	byIndex  map[int]*peerConn
+	exitCode int // -1 while running
+	killed   bool
+}
+
+func (j *job) run(joins <-chan *peerConn) int {
+	var joined []*peerConn
+	deadline := time.After(j.cfg.ConnectTimeout)
+	tick := time.NewTicker(reportEvery)
+	defer tick.Stop()
+	exits := j.launch.Exits()
+	for len(joined) < j.n {
+		select {
+		case p := <-joins:
+			joined = append(joined, p)
+		case <-tick.C:
+			j.say("%d of %d workers joined; missing: %s", len(joined), j.n, missing(joined, j.n))
+		case <-deadline:
+			j.say("only %d of %d workers joined within GASNET_CONNECT_TIMEOUT=%v; missing: %s", len(joined), j.n, j.cfg.ConnectTimeout, missing(joined, j.n))
+			return j.abort(1, joined)
+		case e, ok := <-exits:
+			if !ok {
+				j.say("every worker ended before the job started")
+				return 1
+			}
+			j.say("worker %d (pid %d on %s) ended before joining: %s", e.Index, e.PID, e.Host, e.Status)
+			return j.abort(max(e.Code, 1), joined)
+		case s := <-j.sigs:
+			return j.abort(signalCode(s), joined)
+		}
+	}
+	js := make([]Join, len(joined))
+	for i, p := range joined {
+		js[i] = p.join
+	}
+	ranks, err := AssignRanks(js, j.n)
+	if err != nil {
+		j.say("%v", err)
+		return j.abort(1, joined)
+	}
+	j.peers = make([]*peerConn, j.n)
+	j.byIndex = map[int]*peerConn{}
+	w := Welcome{Size: j.n, Addrs: make([]string, j.n), Hosts: make([]string, j.n), Env: consoleEnv()}
+	for i, p := range joined {
+		p.rank = ranks[i]
+		j.peers[p.rank] = p
+		if p.join.Index >= 0 {
+			j.byIndex[p.join.Index] = p
+		}
+		w.Addrs[p.rank], w.Hosts[p.rank] = p.join.UDP, p.join.Host
+	}
+	events := make(chan event, 4*j.n)
+	for _, p := range j.peers {
+		w.Rank = p.rank
+		if err := writeFrame(p.conn, frameWelcome, w); err != nil {
+			j.say("rank %d on %s: sending its welcome: %v", p.rank, p.join.Name, err)
+			return j.abort(1, joined)
+		}
+		go readEvents(p, events)
+	}
+	return j.serve(events, exits)
+}
+
+func missing(joined []*peerConn, n int) string {
+	have := map[int]bool{}
+	for _, p := range joined {
+		have[p.join.Index] = true
+	}
+	var m []string
+	for i := 0; i < n && len(m) < 16; i++ {
+		if !have[i] {
+			m = append(m, "worker "+strconv.Itoa(i))
+		}
+	}
+	if len(joined) > 0 && joined[0].join.Index < 0 {
+		return fmt.Sprintf("%d workers (their launcher does not name them)", n-len(joined))
+	}
+	return strings.Join(m, ", ")
+}
+
+// consoleEnv is the console's GASNET_*/AMUDP_* settings, passed to workers.
+func consoleEnv() map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if (strings.HasPrefix(k, "GASNET_") || strings.HasPrefix(k, "AMUDP_")) && !strings.HasPrefix(k, "GASNET_SPAWN_") {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+func readEvents(p *peerConn, out chan<- event) {
+	r := bufio.NewReader(p.conn)
+	for {
+		typ, body, err := readFrame(r)
+		out <- event{rank: p.rank, typ: typ, body: body, err: err}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func signalCode(s os.Signal) int {
+	if sig, ok := s.(syscall.Signal); ok {
+		return 128 + int(sig)
+	}
+	return 1
+}
+
+// serve runs the job's services until every process has ended.
+func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
+	barrier, gathered := 0, 0
+	parts := make([][]byte, j.n)
+	var killTimer <-chan time.Time
+	for exits != nil {
+		select {
+		case ev := <-events:
+			p := j.peers[ev.rank]
+			if ev.err != nil {
+				if !j.launch.PerWorker() && !p.exited && j.exitCode < 0 {
+					j.say("rank %d (pid %d on %s) lost its connection without exiting: %v", p.rank, p.join.PID, p.join.Name, ev.err)
+					killTimer = j.end(1)
+				}
+				continue
+			}
+			switch ev.typ {
+			case frameBarrier:
+				if barrier++; barrier == j.n {
+					barrier = 0
+					j.broadcast(frameBarrier, struct{}{})
+				}
+			case frameGather:
+				var g Gather
+				json.Unmarshal(ev.body, &g)
+				if len(g.Parts) == 1 {
+					parts[ev.rank] = g.Parts[0]
+				}
+				if gathered++; gathered == j.n {
+					gathered = 0
+					j.broadcast(frameGather, Gather{Parts: parts})
+					parts = make([][]byte, j.n)
+				}
+			case frameExit:
+				var c Code
+				json.Unmarshal(ev.body, &c)
+				p.exited = true
+				if j.exitCode < 0 {
+					killTimer = j.end(c.Code)
+				} else {
+					writeFrame(p.conn, frameTerminate, Code{j.exitCode})
+				}
+			}
+		case e, ok := <-exits:
+			if !ok {
+				exits = nil
+				continue
+			}
+			if j.exitCode >= 0 {
+				continue
+			}
+			if e.Clean && e.Index >= 0 {
+				killTimer = j.end(0) // returned from main: exit(0) for the job
+				continue
+			}
+			who := "the launcher"
+			if p := j.byIndex[e.Index]; p != nil {
+				who = fmt.Sprintf("rank %d (pid %d on %s)", p.rank, p.join.PID, p.join.Name)
+			} else if e.Index >= 0 {
+				who = fmt.Sprintf("worker %d (pid %d on %s)", e.Index, e.PID, e.Host)
+			}
+			j.say("%s ended without exiting: %s; aborting the job", who, e.Status)
+			killTimer = j.end(max(e.Code, 1))
+		case s := <-j.sigs:
+			if j.exitCode >= 0 {
+				j.launch.Kill(0) // a second signal: no more grace
+				continue
+			}
+			j.say("%v: stopping every worker", s)
+			killTimer = j.end(signalCode(s))
+			j.launch.Kill(j.cfg.ExitTimeout)
+		case <-killTimer:
+			killTimer = nil
+			j.launch.Kill(j.cfg.ExitTimeout)
+		}
+	}
+	for _, p := range j.peers {
+		p.conn.Close()
+	}
+	return j.exitCode
+}
+
+// end fixes the job's exit code, tells every worker to exit with it, and
+// returns the timer after which stragglers are killed.
+func (j *job) end(code int) <-chan time.Time {
+	j.exitCode = code
+	j.broadcast(frameTerminate, Code{code})
+	return time.After(j.cfg.ExitTimeout)
+}
+
+func (j *job) broadcast(typ byte, v any) {
+	for _, p := range j.peers {
+		if p != nil {
+			p.conn.SetWriteDeadline(time.Now().Add(j.cfg.ExitTimeout))
+			writeFrame(p.conn, typ, v)
+		}
+	}
+}
+
+// abort ends a job that never started serving.
+func (j *job) abort(code int, joined []*peerConn) int {
+	for _, p := range joined {
+		writeFrame(p.conn, frameTerminate, Code{code})
+		p.conn.Close()
+	}
+	j.launch.Kill(j.cfg.ExitTimeout)
+	for range j.launch.Exits() {
+	}
+	return code
+}

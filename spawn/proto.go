@@ -1,0 +1,81 @@
+package spawn
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// Frame types of the control connection between the console and a worker.
+// Each frame is one type byte, a little-endian uint32 length and a JSON (or
+// raw) body.
+const (
+	frameJoin        byte = 1 // worker → console: Join
+	frameWelcome     byte = 2 // console → worker: Welcome
+	frameBarrier     byte = 3 // worker → console: entered barrier; console → worker: barrier done
+	frameGather      byte = 4 // worker → console: its part; console → worker: all parts (Gather)
+	frameExit        byte = 5 // worker → console: Exit(code) called
+	frameTerminate   byte = 6 // console → worker: exit now with the code in the body
+	maxFrame              = 64 << 20
+)
+
+// Join is the first frame a worker sends.
+type Join struct {
+	Secret string `json:"secret"` // the job secret, hex
+	Rank   int    `json:"rank"`   // requested rank, -1 for any
+	Index  int    `json:"index"`  // spawn index when the spawner knows it, else -1
+	Host   string `json:"host"`   // host identity for grouping (GASNET_HOST_DETECT)
+	Name   string `json:"name"`   // host name, for messages
+	PID    int    `json:"pid"`
+	UDP    string `json:"udp"` // the worker's UDP address
+}
+
+// Welcome is the console's answer once every worker has joined.
+type Welcome struct {
+	Rank  int               `json:"rank"`
+	Size  int               `json:"size"`
+	Addrs []string          `json:"addrs"` // UDP address of every rank
+	Hosts []string          `json:"hosts"` // host identity of every rank
+	Env   map[string]string `json:"env"`   // the console's GASNET_*/AMUDP_* settings
+}
+
+// Gather carries all-gather data.
+type Gather struct {
+	Parts [][]byte `json:"parts"`
+}
+
+// Code is the body of exit and terminate frames.
+type Code struct {
+	Code int `json:"code"`
+}
+
+func writeFrame(w io.Writer, typ byte, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	hdr := [5]byte{typ}
+	binary.LittleEndian.PutUint32(hdr[1:], uint32(len(body)))
+	if _, err := w.Write(append(hdr[:], body...)); err != nil {
+		return err
+	}
+	return nil
+}
+
+func readFrame(r *bufio.Reader) (byte, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.LittleEndian.Uint32(hdr[1:])
+	if n > maxFrame {
+		return 0, nil, fmt.Errorf("spawn: control frame of %d bytes exceeds %d", n, maxFrame)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, nil, err
+	}
+	return hdr[0], body, nil
+}

@@ -1,0 +1,55 @@
+package spawn
+
+import (
+	"io"
+	"time"
+)
+
+// WorkerSpec says what every worker of a job runs.
+type WorkerSpec struct {
+	// Count is the number of workers, N.
+	Count int
+	// Program is the absolute path of the program; Args its arguments.
+	Program string
+	Args    []string
+	// Env holds KEY=VALUE pairs every worker must receive in its environment
+	// (the worker marker with the job secret). Spawners never put them on a
+	// command line where the launcher can forward the environment instead.
+	Env []string
+	// Dir is the workers' working directory.
+	Dir string
+	// Output returns where worker i's stdout (stream 1) or stderr (2) goes;
+	// nil means the console's own.
+	Output func(i, stream int) io.WriteCloser
+}
+
+// ProcExit reports that a process a spawner started has ended.
+type ProcExit struct {
+	Index  int    // spawn index of the worker, or -1 for a launcher
+	PID    int    // process id on the console's host, 0 if remote
+	Host   string // where it ran
+	Code   int    // exit code, or 128+signal
+	Status string // as the OS says it ("exit status 3", "signal: killed")
+	Clean  bool   // exited with code 0
+}
+
+// Launch is a running set of processes a Spawner started.
+type Launch interface {
+	// Exits reports each started process's end, and is closed once all have
+	// ended and their output has been delivered.
+	Exits() <-chan ProcExit
+	// PerWorker reports whether Exits names every worker process (L, S), or
+	// only a launcher that runs them (C).
+	PerWorker() bool
+	// Kill asks every started process to end (SIGTERM), and forces them
+	// (SIGKILL) after grace. It does not wait.
+	Kill(grace time.Duration)
+}
+
+// Spawner starts the workers of a job: L, S or C (DESIGN.md §9). Start
+// returns once every process is started, or an error naming what failed,
+// having ended whatever it had started.
+type Spawner interface {
+	Name() string
+	Start(spec *WorkerSpec) (Launch, error)
+}

@@ -1,0 +1,273 @@
+package spawn
+
+import (
+	"bufio"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// IsWorker reports whether this process was started as a worker of a job
+// (the worker marker is in its environment).
+func IsWorker() bool { return os.Getenv(EnvMaster) != "" }
+
+// Worker is a worker's connection to its console: bootstrap, then barrier,
+// all-gather and exit services (DESIGN.md §7).
+type Worker struct {
+	Welcome
+	// Secret is the job secret, from which datagram tags are derived.
+	Secret []byte
+	// LocalIP is the address of the interface that reaches the console; the
+	// worker's UDP socket binds it.
+	LocalIP netip.Addr
+
+	conn     net.Conn
+	wmu      sync.Mutex
+	r        *bufio.Reader
+	barriers atomic.Uint64 // barrier completions received
+	gathers  atomic.Uint64
+	gmu      sync.Mutex
+	gathered [][]byte
+	wake     atomic.Pointer[func()]
+	exiting  atomic.Bool
+}
+
+// Dial connects to the console named by the worker marker, retrying until
+// cfg.ConnectTimeout.
+func Dial(cfg *Config) (*Worker, error) {
+	addr := os.Getenv(EnvMaster)
+	secret, err := hex.DecodeString(os.Getenv(EnvSecret))
+	if err != nil || len(secret) == 0 {
+		return nil, fmt.Errorf("%s: missing or malformed job secret", EnvSecret)
+	}
+	deadline := time.Now().Add(cfg.ConnectTimeout)
+	var c net.Conn
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		c, err = net.DialTimeout("tcp", addr, time.Until(deadline))
+		if err == nil {
+			break
+		}
+		if time.Now().Add(delay).After(deadline) {
+			return nil, fmt.Errorf("cannot reach the console at %s within GASNET_CONNECT_TIMEOUT=%v: %w", addr, cfg.ConnectTimeout, err)
+		}
+		time.Sleep(delay)
+	}
+	w := &Worker{conn: c, r: bufio.NewReader(c), Secret: []byte(hex.EncodeToString(secret))}
+	local, _ := netip.ParseAddrPort(c.LocalAddr().String())
+	w.LocalIP = local.Addr().Unmap()
+	if cfg.WorkerIP != "" {
+		ip, err := addrOnSubnet(cfg.WorkerIP)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		w.LocalIP = ip
+	}
+	return w, nil
+}
+
+// addrOnSubnet returns this host's address in the subnet s (CIDR, or an
+// address prefix such as "10.77.").
+func addrOnSubnet(s string) (netip.Addr, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("GASNET_WORKERIP=%s: listing interfaces: %w", s, err)
+	}
+	pfx, perr := netip.ParsePrefix(s)
+	if perr != nil {
+		if a, err := netip.ParseAddr(s); err == nil {
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+	}
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, _ := netip.AddrFromSlice(n.IP)
+		ip = ip.Unmap()
+		if (pfx.IsValid() && pfx.Contains(ip)) || (!pfx.IsValid() && strings.HasPrefix(ip.String(), s)) {
+			return ip, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("GASNET_WORKERIP=%s: no interface of this host is on that subnet; accepted: a CIDR such as 10.77.0.0/24 or an address prefix", s)
+}
+
+// RequestedRank reads GASNET_WORKER_RANK: an integer, or the name of a
+// variable that holds one. It returns -1 when unset.
+func RequestedRank(cfg *Config) (int, error) {
+	v := cfg.WorkerRank
+	if v == "" {
+		return -1, nil
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 {
+			return 0, fmt.Errorf("GASNET_WORKER_RANK=%s: accepted: a rank >= 0 or a variable name", v)
+		}
+		return n, nil
+	}
+	val, ok := os.LookupEnv(v)
+	if !ok {
+		return 0, fmt.Errorf("GASNET_WORKER_RANK=%s: no variable %s in this worker's environment; accepted: an integer or a variable such as SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK", v, v)
+	}
+	n, err := strconv.Atoi(val)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("GASNET_WORKER_RANK=%s: %s=%q is not a rank; accepted: an integer >= 0", v, v, val)
+	}
+	return n, nil
+}
+
+// HostIdentity returns the identity that groups ranks by host.
+func HostIdentity(mode string, udp netip.Addr) string {
+	switch mode {
+	case "conduit":
+		return udp.String()
+	case "hostid":
+		if b, err := os.ReadFile("/etc/hostid"); err == nil && len(b) > 0 {
+			return hex.EncodeToString(b)
+		}
+		if b, err := os.ReadFile("/etc/machine-id"); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// Join sends this worker's Join and waits for the Welcome. Afterwards the
+// console's settings are in this process's environment.
+func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
+	rank, err := RequestedRank(cfg)
+	if err != nil {
+		return err
+	}
+	idx := -1
+	if v := os.Getenv(EnvIndex); v != "" {
+		idx, _ = strconv.Atoi(v)
+	}
+	name, _ := os.Hostname()
+	jn := Join{Secret: string(w.Secret), Rank: rank, Index: idx, Host: HostIdentity(cfg.HostDetect, udp.Addr()),
+		Name: name, PID: os.Getpid(), UDP: udp.String()}
+	if err := writeFrame(w.conn, frameJoin, jn); err != nil {
+		return fmt.Errorf("joining the console: %w", err)
+	}
+	typ, body, err := readFrame(w.r)
+	if err != nil {
+		return fmt.Errorf("waiting for the console's welcome: %w", err)
+	}
+	if typ == frameTerminate {
+		var c Code
+		json.Unmarshal(body, &c)
+		os.Exit(c.Code)
+	}
+	if typ != frameWelcome || json.Unmarshal(body, &w.Welcome) != nil {
+		return fmt.Errorf("malformed welcome from the console")
+	}
+	for k, v := range w.Env {
+		os.Setenv(k, v)
+	}
+	for _, k := range []string{EnvMaster, EnvSecret, EnvIndex} {
+		os.Unsetenv(k) // children of this worker are not workers
+	}
+	go w.readLoop()
+	return nil
+}
+
+// Addrs returns the UDP address of every rank.
+func (w *Worker) Addrs() ([]netip.AddrPort, error) {
+	out := make([]netip.AddrPort, len(w.Welcome.Addrs))
+	for i, s := range w.Welcome.Addrs {
+		a, err := netip.ParseAddrPort(s)
+		if err != nil {
+			return nil, fmt.Errorf("console sent a bad address for rank %d: %q", i, s)
+		}
+		out[i] = a
+	}
+	return out, nil
+}
+
+// OnEvent sets a function called after each service completion (a barrier
+// or gather), to wake a goroutine blocked in the network.
+func (w *Worker) OnEvent(f func()) { w.wake.Store(&f) }
+
+func (w *Worker) event() {
+	if f := w.wake.Load(); f != nil {
+		(*f)()
+	}
+}
+
+// readLoop handles the console's frames. A Terminate, or the console's end,
+// exits the process at once, even while the program computes without
+// polling (GASNet's testexit 5 and 9 hang there; DESIGN.md §12).
+func (w *Worker) readLoop() {
+	for {
+		typ, body, err := readFrame(w.r)
+		if err != nil {
+			if w.exiting.Load() {
+				select {} // Exit is about to end the process
+			}
+			fmt.Fprintf(os.Stderr, "udpconduit: rank %d: lost the console (%v); exiting\n", w.Rank, err)
+			os.Exit(1)
+		}
+		switch typ {
+		case frameBarrier:
+			w.barriers.Add(1)
+			w.event()
+		case frameGather:
+			var g Gather
+			json.Unmarshal(body, &g)
+			w.gmu.Lock()
+			w.gathered = g.Parts
+			w.gmu.Unlock()
+			w.gathers.Add(1)
+			w.event()
+		case frameTerminate:
+			var c Code
+			json.Unmarshal(body, &c)
+			os.Stdout.Sync()
+			os.Exit(c.Code)
+		}
+	}
+}
+
+func (w *Worker) send(typ byte, v any) error {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	return writeFrame(w.conn, typ, v)
+}
+
+// BarrierNotify enters barrier number k (counting from 1).
+func (w *Worker) BarrierNotify() error { return w.send(frameBarrier, struct{}{}) }
+
+// BarriersDone returns how many barriers have completed.
+func (w *Worker) BarriersDone() uint64 { return w.barriers.Load() }
+
+// GatherSend contributes this rank's part of the next all-gather.
+func (w *Worker) GatherSend(part []byte) error { return w.send(frameGather, Gather{Parts: [][]byte{part}}) }
+
+// GathersDone returns how many all-gathers have completed, and the parts of
+// the latest.
+func (w *Worker) GathersDone() (uint64, [][]byte) {
+	w.gmu.Lock()
+	defer w.gmu.Unlock()
+	return w.gathers.Load(), w.gathered
+}
+
+// Exit reports code to the console, which ends the job with the first code
+// reported; it waits briefly for the console's word, then exits the process.
+func (w *Worker) Exit(code int, grace time.Duration) {
+	w.exiting.Store(true)
+	os.Stdout.Sync()
+	if w.send(frameExit, Code{code}) == nil {
+		time.Sleep(grace) // the console's Terminate normally ends us first
+	}
+	os.Exit(code)
+}
