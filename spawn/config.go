@@ -36,14 +36,14 @@ type Config struct {
 	ReqTimeoutInitial int64  `envconfig:"GASNET_REQUESTTIMEOUT_INITIAL" default:"100000" desc:"µs: first retransmission wait before an RTT estimate exists (and its upper bound)"`
 	ReqTimeoutBackoff uint32 `envconfig:"GASNET_REQUESTTIMEOUT_BACKOFF" default:"2" desc:"multiplier of each further retransmission wait while the peer is silent"`
 
-	RouteOutput  bool   `envconfig:"GASNET_ROUTE_OUTPUT" default:"true" desc:"route worker stdout/stderr through the console, line-buffered per worker (L and S)"`
-	LineBufSize  int    `envconfig:"GASNET_LINEBUFFERSZ" default:"1024" desc:"bytes of a routed output line buffer; 0 = pass bytes as they come"`
-	MasterIP     string `envconfig:"GASNET_MASTERIP" default:"" desc:"address workers use to reach the console (default 127.0.0.1 for L)"`
-	WorkerIP     string `envconfig:"GASNET_WORKERIP" default:"" desc:"subnet (CIDR) or address prefix whose interface the workers' UDP sockets bind"`
-	EnvCmd       string `envconfig:"GASNET_ENV_CMD" default:"env" desc:"command that sets the environment of remote workers"`
-	HostDetect   string `envconfig:"GASNET_HOST_DETECT" default:"hostname" desc:"how ranks are grouped by host: conduit (UDP address), hostid, hostname"`
-	WorkerRank   string `envconfig:"GASNET_WORKER_RANK" default:"" desc:"this worker's rank: an integer, or the name of a variable holding it (SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK)"`
-	VerboseEnv   bool   `envconfig:"GASNET_VERBOSEENV" default:"false" desc:"print every setting in force and where it came from"`
+	RouteOutput bool   `envconfig:"GASNET_ROUTE_OUTPUT" default:"true" desc:"route worker stdout/stderr through the console, line-buffered per worker (L and S)"`
+	LineBufSize int    `envconfig:"GASNET_LINEBUFFERSZ" default:"1024" desc:"bytes of a routed output line buffer; 0 = pass bytes as they come"`
+	MasterIP    string `envconfig:"GASNET_MASTERIP" default:"" desc:"address workers use to reach the console (default 127.0.0.1 for L)"`
+	WorkerIP    string `envconfig:"GASNET_WORKERIP" default:"" desc:"subnet (CIDR) or address prefix whose interface the workers' UDP sockets bind"`
+	EnvCmd      string `envconfig:"GASNET_ENV_CMD" default:"env" desc:"command that sets the environment of remote workers"`
+	HostDetect  string `envconfig:"GASNET_HOST_DETECT" default:"hostname" desc:"how ranks are grouped by host: conduit (UDP address), hostid, hostname"`
+	WorkerRank  string `envconfig:"GASNET_WORKER_RANK" default:"" desc:"this worker's rank: an integer, or the name of a variable holding it (SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK)"`
+	VerboseEnv  bool   `envconfig:"GASNET_VERBOSEENV" default:"false" desc:"print every setting in force and where it came from"`
 
 	ConnectTimeout time.Duration `envconfig:"GASNET_CONNECT_TIMEOUT" default:"60s" desc:"ours: how long the console waits for all workers to join, and a worker to reach the console"`
 	PollSpin       time.Duration `envconfig:"GASNET_POLL_SPIN" default:"100us" desc:"ours: busy-poll time of a blocking wait before it sleeps in the kernel; -1ns = spin forever"`

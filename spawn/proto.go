@@ -12,13 +12,13 @@ import (
 // Each frame is one type byte, a little-endian uint32 length and a JSON (or
 // raw) body.
 const (
-	frameJoin        byte = 1 // worker → console: Join
-	frameWelcome     byte = 2 // console → worker: Welcome
-	frameBarrier     byte = 3 // worker → console: entered barrier; console → worker: barrier done
-	frameGather      byte = 4 // worker → console: its part; console → worker: all parts (Gather)
-	frameExit        byte = 5 // worker → console: Exit(code) called
-	frameTerminate   byte = 6 // console → worker: exit now with the code in the body
-	maxFrame              = 64 << 20
+	frameJoin      byte = 1 // worker → console: Join
+	frameWelcome   byte = 2 // console → worker: Welcome
+	frameBarrier   byte = 3 // worker → console: entered barrier; console → worker: barrier done
+	frameGather    byte = 4 // worker → console: its part; console → worker: all parts (Gather)
+	frameExit      byte = 5 // worker → console: Exit(code) called
+	frameTerminate byte = 6 // console → worker: exit now with the code in the body
+	maxFrame            = 64 << 20
 )
 
 // Join is the first frame a worker sends.

@@ -251,7 +251,9 @@ func (w *Worker) BarrierNotify() error { return w.send(frameBarrier, struct{}{})
 func (w *Worker) BarriersDone() uint64 { return w.barriers.Load() }
 
 // GatherSend contributes this rank's part of the next all-gather.
-func (w *Worker) GatherSend(part []byte) error { return w.send(frameGather, Gather{Parts: [][]byte{part}}) }
+func (w *Worker) GatherSend(part []byte) error {
+	return w.send(frameGather, Gather{Parts: [][]byte{part}})
+}
 
 // GathersDone returns how many all-gathers have completed, and the parts of
 // the latest.
