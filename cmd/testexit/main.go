@@ -1,0 +1,183 @@
+// Command testexit runs exit scenario K on N workers; the console's exit
+// code is the scenario's expectation and no process of the job survives
+// (DESIGN.md §11, after GASNet's testexit).
+//
+//	./testexit N K
+//	./testexit -list
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"udpconduit/conduit"
+)
+
+// Scenario is one exit test; Want is the console's expected exit code
+// (-1: any of the codes the ranks pass to Exit).
+type Scenario struct {
+	Name string
+	Want int
+	Run  func(rank, n int)
+}
+
+const (
+	hExit  = 130 // request handler: Exit(args[0])
+	hReply = 131 // request handler that replies to hExitR
+	hExitR = 132 // reply handler: Exit(args[0])
+	hNop   = 133
+)
+
+func spin() {
+	for { // compute without polling
+	}
+}
+
+func barrier() { conduit.Barrier() }
+
+func attach() { conduit.Attach(handlers, 1024) }
+
+var handlers = []conduit.HandlerEntry{
+	{Index: hExit, Fn: func(_ *conduit.Token, a []uint32, _ []byte) { conduit.Exit(int(a[0])) }},
+	{Index: hReply, Fn: func(t *conduit.Token, a []uint32, _ []byte) { t.ReplyShort(hExitR, a...) }},
+	{Index: hExitR, Fn: func(_ *conduit.Token, a []uint32, _ []byte) { conduit.Exit(int(a[0])) }},
+	{Index: hNop, Fn: func(*conduit.Token, []uint32, []byte) {}},
+}
+
+// Scenarios is the table; K counts from 1.
+var Scenarios = []Scenario{
+	{"collective exit(1) on all ranks", 1, func(r, n int) { attach(); conduit.Exit(1) }},
+	{"all ranks return from main", 0, func(r, n int) { attach(); barrier() }},
+	{"exit(3) on rank 0 while others wait in a barrier", 3, func(r, n int) {
+		attach()
+		if r == 0 {
+			time.Sleep(100 * time.Millisecond)
+			conduit.Exit(3)
+		}
+		barrier()
+	}},
+	{"SIGINT to the last rank while others wait in a barrier", 128 + 2, func(r, n int) {
+		attach()
+		if r == n-1 {
+			time.Sleep(100 * time.Millisecond)
+			syscall.Kill(os.Getpid(), syscall.SIGINT)
+			time.Sleep(time.Second)
+		}
+		barrier()
+	}},
+	{"exit(5) on rank 0 while others compute without polling", 5, func(r, n int) {
+		attach()
+		if r == 0 {
+			time.Sleep(200 * time.Millisecond)
+			conduit.Exit(5)
+		}
+		spin()
+	}},
+	{"collective exit(6) between Init and Attach", 6, func(r, n int) { conduit.Exit(6) }},
+	{"exit(7) on rank 0 between Init and Attach, others attaching", 7, func(r, n int) {
+		if r == 0 {
+			conduit.Exit(7)
+		}
+		attach()
+		barrier()
+	}},
+	{"rank 0 returns from main while others wait in a barrier", 0, func(r, n int) {
+		attach()
+		if r != 0 {
+			barrier()
+		}
+	}},
+	{"rank 0 returns from main while others compute without polling", 0, func(r, n int) {
+		attach()
+		if r != 0 {
+			spin()
+		}
+	}},
+	{"collective exit(10) from request handlers on all ranks", 10, func(r, n int) {
+		attach()
+		barrier()
+		conduit.RequestShort((r+1)%n, hExit, 10)
+		conduit.WaitUntil(func() bool { return false })
+	}},
+	{"exit(11) from a remote request handler", 11, func(r, n int) {
+		attach()
+		if r == 0 {
+			conduit.RequestShort(n-1, hExit, 11)
+		}
+		conduit.WaitUntil(func() bool { return false })
+	}},
+	{"exit(12) from a reply handler", 12, func(r, n int) {
+		attach()
+		if r == 0 {
+			conduit.RequestShort(n-1, hReply, 12)
+		}
+		conduit.WaitUntil(func() bool { return false })
+	}},
+	{"exit(13) from a loopback request handler", 13, func(r, n int) {
+		attach()
+		if r == 0 {
+			conduit.RequestShort(0, hExit, 13)
+		}
+		barrier()
+	}},
+	{"exit(14) on rank 0 while peers are blocked in requests to it", 14, func(r, n int) {
+		attach()
+		barrier()
+		if r == 0 {
+			time.Sleep(300 * time.Millisecond) // no polling: the others run out of credit
+			conduit.Exit(14)
+		}
+		for {
+			conduit.RequestShort(0, hNop)
+		}
+	}},
+	{"a Go panic on rank 0 while others wait in a barrier", 2, func(r, n int) {
+		attach()
+		if r == 0 {
+			panic("testexit: deliberate panic")
+		}
+		barrier()
+	}},
+	{"os.Exit(16) on rank 0 without conduit.Exit", 16, func(r, n int) {
+		attach()
+		if r == 0 {
+			os.Exit(16)
+		}
+		barrier()
+	}},
+	{"kill -9 of rank 0 while others wait in a barrier", 128 + 9, func(r, n int) {
+		attach()
+		if r == 0 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		barrier()
+	}},
+	{"collective exit with differing codes (20+rank)", -1, func(r, n int) {
+		attach()
+		barrier()
+		conduit.Exit(20 + r)
+	}},
+}
+
+func main() {
+	if len(os.Args) == 2 && os.Args[1] == "-list" {
+		for i, s := range Scenarios {
+			fmt.Printf("%2d %4d  %s\n", i+1, s.Want, s.Name)
+		}
+		return
+	}
+	conduit.Init()
+	if len(os.Args) != 2 {
+		fmt.Fprintf(os.Stderr, "usage: testexit N K (K = 1..%d; -list shows them)\n", len(Scenarios))
+		conduit.Exit(1)
+	}
+	k, err := strconv.Atoi(os.Args[1])
+	if err != nil || k < 1 || k > len(Scenarios) {
+		fmt.Fprintf(os.Stderr, "testexit: K=%q: accepted 1..%d\n", os.Args[1], len(Scenarios))
+		conduit.Exit(1)
+	}
+	Scenarios[k-1].Run(conduit.Rank(), conduit.Size())
+}

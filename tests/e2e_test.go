@@ -1,0 +1,299 @@
+// Package tests holds the end-to-end tests: they build the programs and run
+// real jobs of real processes.
+package tests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "udpconduit-e2e")
+	if err != nil {
+		panic(err)
+	}
+	bin = dir
+	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/hello", "../cmd/testexit", "./testdata/printer")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the programs:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs a job under a unique marker in its environment and bounds its time.
+func run(t *testing.T, marker string, env []string, prog string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, prog), args...)
+	cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v: timed out\nstderr:\n%s", prog, args, errb.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+// survivors lists the live processes whose environment holds marker.
+func survivors(marker string) []string {
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte("UDPCONDUIT_TEST_MARKER="+marker+"\x00")) {
+			continue
+		}
+		dir := filepath.Dir(p)
+		st, _ := os.ReadFile(dir + "/status")
+		if bytes.Contains(st, []byte("State:\tZ")) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(dir + "/cmdline")
+		out = append(out, filepath.Base(dir)+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	return out
+}
+
+func checkNoSurvivors(t *testing.T, marker string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		s := survivors(marker)
+		if len(s) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the job survive after %v:\n%s", within, strings.Join(s, "\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestHello(t *testing.T) {
+	host, _ := os.Hostname()
+	for _, n := range []int{1, 2, 4, 16} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			marker := t.Name()
+			r := run(t, marker, []string{"GASNET_SPAWNFN=L"}, "hello", fmt.Sprint(n), "a", "b c")
+			if r.code != 0 {
+				t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+			}
+			var want []string
+			for i := 0; i < n; i++ {
+				want = append(want, fmt.Sprintf("hello from rank %d of %d on %s args=[\"a\" \"b c\"]", i, n, host))
+			}
+			got := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			sort.Strings(got)
+			sort.Strings(want)
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("output (-want +got):\n%s", d)
+			}
+			checkNoSurvivors(t, marker, 2*time.Second)
+		})
+	}
+}
+
+type scenario struct {
+	k, want int
+	name    string
+}
+
+// scenarios reads the table from `testexit -list`: "K WANT NAME".
+func scenarios(t *testing.T) []scenario {
+	out, err := exec.Command(filepath.Join(bin, "testexit"), "-list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []scenario
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var s scenario
+		if _, err := fmt.Sscan(l, &s.k, &s.want); err != nil {
+			t.Fatalf("bad -list line %q", l)
+		}
+		s.name = strings.Join(strings.Fields(l)[2:], " ")
+		list = append(list, s)
+	}
+	if len(list) < 12 {
+		t.Fatalf("%d scenarios, want at least 12", len(list))
+	}
+	return list
+}
+
+func TestExitScenarios(t *testing.T) {
+	n := 4
+	for _, s := range scenarios(t) {
+		t.Run(fmt.Sprintf("%02d", s.k), func(t *testing.T) {
+			marker := t.Name()
+			r := run(t, marker, nil, "testexit", fmt.Sprint(n), fmt.Sprint(s.k))
+			ok := r.code == s.want
+			if s.want == -1 {
+				ok = r.code >= 20 && r.code < 20+n
+			}
+			if !ok {
+				t.Errorf("%s: console exit %d, want %d\nstderr:\n%s", s.name, r.code, s.want, r.stderr)
+			}
+			checkNoSurvivors(t, marker, 3*time.Second)
+		})
+	}
+}
+
+func TestCrashIsReported(t *testing.T) {
+	r := run(t, t.Name(), nil, "testexit", "3", "15") // panic on rank 0
+	if !strings.Contains(r.stderr, "panic: testexit: deliberate panic") || !strings.Contains(r.stderr, "goroutine 1 [running]") {
+		t.Errorf("the panic trace did not reach the console:\n%s", r.stderr)
+	}
+	r = run(t, t.Name(), nil, "testexit", "3", "17") // kill -9 of rank 0
+	if !regexp.MustCompile(`rank 0 \(pid \d+ on \S+\) ended without exiting: killed by signal killed`).MatchString(r.stderr) {
+		t.Errorf("the console did not name the killed rank:\n%s", r.stderr)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"no N", nil, nil, "missing N"},
+		{"N zero", nil, []string{"0"}, `N="0": accepted: a positive integer`},
+		{"N negative", nil, []string{"-3"}, `N="-3": accepted: a positive integer`},
+		{"N not a number", nil, []string{"four"}, `N="four": accepted: a positive integer`},
+		{"unknown spawner", []string{"GASNET_SPAWNFN=Z"}, []string{"2"}, "GASNET_SPAWNFN=Z: accepted: L"},
+		{"malformed int via AMUDP_", []string{"AMUDP_NETWORKDEPTH=deep"}, []string{"2"}, `AMUDP_NETWORKDEPTH="deep": accepted: an integer`},
+		{"depth out of range", []string{"GASNET_NETWORKDEPTH=5000"}, []string{"2"}, "GASNET_NETWORKDEPTH=5000: accepted: 1..1024"},
+		{"malformed bool", []string{"GASNET_ROUTE_OUTPUT=maybe"}, []string{"2"}, `GASNET_ROUTE_OUTPUT="maybe": accepted: 1, 0, true, false`},
+		{"host detect", []string{"GASNET_HOST_DETECT=dns"}, []string{"2"}, "GASNET_HOST_DETECT=dns: accepted: conduit, hostid or hostname"},
+		{"bare name not documented", []string{"NETWORKDEPTH=0", "GASNET_REQUESTTIMEOUT_INITIAL=0"}, []string{"2"}, "GASNET_REQUESTTIMEOUT_INITIAL=0: accepted: microseconds > 0"},
+		{"worker rank not disjoint", []string{"GASNET_WORKER_RANK=1"}, []string{"2"}, "GASNET_WORKER_RANK=1 claimed by two workers"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			marker := t.Name()
+			r := run(t, marker, tc.env, "hello", tc.args...)
+			if r.code != 1 {
+				t.Errorf("exit %d, want 1", r.code)
+			}
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+				t.Errorf("stderr %q, want one line containing %q", r.stderr, tc.want)
+			}
+			if r.stdout != "" {
+				t.Errorf("a worker ran: %q", r.stdout)
+			}
+			checkNoSurvivors(t, marker, 2*time.Second)
+		})
+	}
+}
+
+func TestOutputLinesNeverTear(t *testing.T) {
+	const n, lines = 8, 300
+	r := run(t, t.Name(), []string{"LINES=" + fmt.Sprint(lines)}, "printer", fmt.Sprint(n))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	re := regexp.MustCompile(`^rank (\d+) goroutine (\d) line (\d+) x{300} end$`)
+	got := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	seen := map[string]bool{}
+	for _, l := range got {
+		if m := re.FindStringSubmatch(l); m == nil {
+			t.Fatalf("torn or foreign line: %.120q", l)
+		}
+		seen[l] = true
+	}
+	if len(got) != n*4*lines || len(seen) != n*4*lines {
+		t.Errorf("%d lines (%d distinct), want %d", len(got), len(seen), n*4*lines)
+	}
+}
+
+func TestSignalsStopTheJob(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		want int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			marker := t.Name()
+			cmd := exec.Command(filepath.Join(bin, "printer"), "4", "wait")
+			cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "LINES=1")
+			out := &syncBuffer{}
+			cmd.Stdout, cmd.Stderr = out, out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return strings.Count(out.String(), "waiting") == 4 })
+			cmd.Process.Signal(tc.sig)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("console did not stop")
+			}
+			if got := cmd.ProcessState.ExitCode(); got != tc.want {
+				t.Errorf("exit %d, want %d\n%s", got, tc.want, out.String())
+			}
+			checkNoSurvivors(t, marker, 3*time.Second)
+		})
+	}
+}
+
+func TestKillConsoleEndsWorkers(t *testing.T) {
+	marker := t.Name()
+	cmd := exec.Command(filepath.Join(bin, "printer"), "4", "wait")
+	cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "LINES=1")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return strings.Count(out.String(), "waiting") == 4 })
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	checkNoSurvivors(t, marker, 2*time.Second)
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
