@@ -17,6 +17,7 @@ func main() {
 	conduit.Init()
 	lines, _ := strconv.Atoi(os.Getenv("LINES"))
 	r := conduit.Rank()
+	putGetRing(r)
 	pad := strings.Repeat("x", 300)
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
@@ -35,4 +36,49 @@ func main() {
 		conduit.WaitUntil(func() bool { return false })
 	}
 	conduit.Exit(0)
+}
+
+// putGetRing writes a 150000-byte pattern (three Long chunks) into the next
+// rank's segment, reads the previous rank's back (three Medium chunks) and
+// exits 3 on any wrong byte.
+func putGetRing(r int) {
+	const size = 150000
+	seg, err := conduit.Attach(nil, size)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		conduit.Exit(3)
+	}
+	n := conduit.Size()
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*7 + r)
+	}
+	if err := conduit.Put((r+1)%n, 0, data); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		conduit.Exit(3)
+	}
+	conduit.Barrier()
+	prev := (r + n - 1) % n
+	for i := range seg {
+		if seg[i] != byte(i*7+prev) {
+			fmt.Fprintf(os.Stderr, "rank %d: put byte %d wrong\n", r, i)
+			conduit.Exit(3)
+		}
+	}
+	buf := make([]byte, size)
+	if err := conduit.Get((r+1)%n, 0, buf); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		conduit.Exit(3)
+	}
+	for i := range buf {
+		if buf[i] != byte(i*7+r) {
+			fmt.Fprintf(os.Stderr, "rank %d: get byte %d wrong\n", r, i)
+			conduit.Exit(3)
+		}
+	}
+	if err := conduit.Put((r+1)%n, size-1, data[:2]); err == nil {
+		fmt.Fprintln(os.Stderr, "put past the segment accepted")
+		conduit.Exit(3)
+	}
+	conduit.Barrier()
 }
