@@ -543,17 +543,30 @@ func placeLocal(cat Category, seg, payload []byte, off uint64) ([]byte, error) {
 	case Medium:
 		return append([]byte{}, payload...), nil
 	case Long:
-		if seg == nil {
+		dst, reason := intoSegment(seg, payload, off)
+		switch reason {
+		case ReasonNoSegment:
 			return nil, ErrNoSegment
-		}
-		if off > uint64(len(seg)) || uint64(len(payload)) > uint64(len(seg))-off {
+		case ReasonBadOffset:
 			return nil, fmt.Errorf("%w: %d bytes at offset %d, segment of %d", ErrOutOfSegment, len(payload), off, len(seg))
 		}
-		dst := seg[off : off+uint64(len(payload))]
-		copy(dst, payload)
 		return dst, nil
 	}
 	return nil, nil
+}
+
+// intoSegment copies a Long payload into seg at off and returns the
+// handler's view of it, or why it cannot go there.
+func intoSegment(seg, payload []byte, off uint64) ([]byte, Reason) {
+	if seg == nil {
+		return nil, ReasonNoSegment
+	}
+	if off > uint64(len(seg)) || uint64(len(payload)) > uint64(len(seg))-off {
+		return nil, ReasonBadOffset
+	}
+	dst := seg[off : off+uint64(len(payload))]
+	copy(dst, payload)
+	return dst, ReasonNone
 }
 
 // Token identifies the message a handler is running for, and replies to it.
@@ -774,15 +787,7 @@ func (e *Endpoint) handleRequest(m *Message, src int) {
 	case h == nil:
 		reason = ReasonBadHandler
 	case m.Kind == KindLongRequest:
-		if seg == nil {
-			reason = ReasonNoSegment
-		} else if m.Offset > uint64(len(seg)) || uint64(len(payload)) > uint64(len(seg))-m.Offset {
-			reason = ReasonBadOffset
-		} else {
-			dst := seg[m.Offset : m.Offset+uint64(len(payload))]
-			copy(dst, payload)
-			payload = dst
-		}
+		payload, reason = intoSegment(seg, payload, m.Offset)
 	case m.Kind == KindShortRequest:
 		payload = nil
 	}
@@ -842,15 +847,7 @@ func (e *Endpoint) handleReply(m *Message, src int) {
 	case h == nil:
 		bad = ReasonBadHandler
 	case m.Kind == KindLongReply:
-		if seg == nil {
-			bad = ReasonNoSegment
-		} else if m.Offset > uint64(len(seg)) || uint64(len(payload)) > uint64(len(seg))-m.Offset {
-			bad = ReasonBadOffset
-		} else {
-			dst := seg[m.Offset : m.Offset+uint64(len(payload))]
-			copy(dst, payload)
-			payload = dst
-		}
+		payload, bad = intoSegment(seg, payload, m.Offset)
 	case m.Kind == KindShortReply:
 		payload = nil
 	}
