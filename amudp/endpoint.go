@@ -513,6 +513,20 @@ func (e *Endpoint) completeLocked(p *peerState, slot uint16) {
 
 // selfRequest runs a request to this endpoint at once, without the network.
 func (e *Endpoint) selfRequest(cat Category, handler int, payload []byte, off uint64, args []uint32) error {
+	if err := e.runLocal(true, cat, handler, payload, off, args); err != nil {
+		return err
+	}
+	if e.blocked.Load() {
+		e.tr.Wake()
+	}
+	return nil
+}
+
+// runLocal runs a message to this endpoint at once, on the caller's
+// goroutine: a self request, or the reply to one. Copies keep the caller's
+// slices from escaping through the handler call, so the network path does
+// not allocate; self-sends may.
+func (e *Endpoint) runLocal(isReq bool, cat Category, handler int, payload []byte, off uint64, args []uint32) error {
 	e.mu.Lock()
 	h, seg := e.handlers[handler], e.segment
 	e.mu.Unlock()
@@ -523,14 +537,9 @@ func (e *Endpoint) selfRequest(cat Category, handler int, payload []byte, off ui
 	if err != nil {
 		return err
 	}
-	// Copies keep the caller's slices from escaping through the handler call,
-	// so the network path does not allocate; self-sends may.
-	t := &Token{ep: e, src: e.rank, isReq: true, active: true, self: true}
+	t := &Token{ep: e, src: e.rank, isReq: isReq, active: true, self: true}
 	h(t, append([]uint32(nil), args...), view)
 	t.active = false
-	if e.blocked.Load() {
-		e.tr.Wake()
-	}
 	return nil
 }
 
@@ -616,21 +625,8 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 	}
 	e := t.ep
 	if t.self {
-		e.mu.Lock()
-		h, seg := e.handlers[handler], e.segment
-		e.mu.Unlock()
-		if h == nil {
-			return fmt.Errorf("%w: no handler registered at %d", ErrBadHandler, handler)
-		}
-		p, err := placeLocal(cat, seg, payload, off)
-		if err != nil {
-			return err
-		}
 		t.replied = true
-		rt := &Token{ep: e, src: e.rank, active: true, self: true}
-		h(rt, append([]uint32(nil), args...), p)
-		rt.active = false
-		return nil
+		return e.runLocal(false, cat, handler, payload, off, args)
 	}
 	m := Message{Header: Header{Kind: replyKind(cat), Handler: uint8(handler), NArgs: uint8(len(args)),
 		Tag: t.peer.tag, Src: uint32(e.rank), Slot: t.slot, Seq: t.seq, Offset: off}, Payload: payload}

@@ -262,17 +262,31 @@ func TestSendErrors(t *testing.T) {
 	}
 }
 
+// TestReplyAfterHandlerReturns: a token kept past its handler refuses to
+// reply, on the network path and on the self path.
 func TestReplyAfterHandlerReturns(t *testing.T) {
 	eps := newJob(t, 2, Config{})
-	var kept *Token
-	eps[1].Register(130, func(tk *Token, _ []uint32, _ []byte) { kept = tk })
-	serve(t, eps[1])
-	eps[0].RequestShort(1, 130)
+	var kept atomic.Pointer[Token]
+	keep := func(tk *Token, _ []uint32, _ []byte) { kept.Store(tk) }
+	eps[1].Register(130, keep)
+	eps[0].Register(130, keep)
+	go eps[1].WaitUntil(func() bool { return false }) // ends with Close below
+	if err := eps[0].RequestShort(1, 130); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, eps[0], "auto reply", func() bool { return eps[0].Outstanding() == 0 })
-	eps[1].mu.Lock() // handlers are done; the token must refuse
-	eps[1].mu.Unlock()
-	if kept == nil {
+	eps[1].Close() // waits for the poller: its handler is over
+	if tk := kept.Load(); tk == nil {
 		t.Fatal("handler did not run")
+	} else if err := tk.ReplyShort(130); !errors.Is(err, ErrNotInHandler) {
+		t.Errorf("reply through a kept network token: %v, want ErrNotInHandler", err)
+	}
+	kept.Store(nil)
+	if err := eps[0].RequestShort(0, 130); err != nil {
+		t.Fatal(err)
+	}
+	if err := kept.Load().ReplyShort(130); !errors.Is(err, ErrNotInHandler) {
+		t.Errorf("reply through a kept self token: %v, want ErrNotInHandler", err)
 	}
 }
 

@@ -247,14 +247,7 @@ func TestSignalsStopTheJob(t *testing.T) {
 	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
 			marker := t.Name()
-			cmd := exec.Command(filepath.Join(bin, "printer"), "4", "wait")
-			cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "LINES=1")
-			out := &syncBuffer{}
-			cmd.Stdout, cmd.Stderr = out, out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			waitFor(t, func() bool { return strings.Count(out.String(), "waiting") == 4 })
+			cmd, out := startWaitingJob(t, marker)
 			cmd.Process.Signal(tc.sig)
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
@@ -274,6 +267,16 @@ func TestSignalsStopTheJob(t *testing.T) {
 
 func TestKillConsoleEndsWorkers(t *testing.T) {
 	marker := t.Name()
+	cmd, _ := startWaitingJob(t, marker)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	checkNoSurvivors(t, marker, 2*time.Second)
+}
+
+// startWaitingJob starts a 4-worker printer job and returns once every
+// worker waits in the network.
+func startWaitingJob(t *testing.T, marker string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(bin, "printer"), "4", "wait")
 	cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "LINES=1")
 	out := &syncBuffer{}
@@ -281,10 +284,9 @@ func TestKillConsoleEndsWorkers(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	waitFor(t, func() bool { return strings.Count(out.String(), "waiting") == 4 })
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	checkNoSurvivors(t, marker, 2*time.Second)
+	return cmd, out
 }
 
 func waitFor(t *testing.T, cond func() bool) {
