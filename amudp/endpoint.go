@@ -564,6 +564,22 @@ func placeLocal(cat Category, seg, payload []byte, off uint64) ([]byte, error) {
 	return nil, nil
 }
 
+// handlerView returns the payload a handler sees for a received request or
+// reply (nil for Short, the segment slice for Long, written there first), or
+// why the message cannot run here.
+func (e *Endpoint) handlerView(h Handler, m *Message, seg []byte) ([]byte, Reason) {
+	if h == nil {
+		return nil, ReasonBadHandler
+	}
+	switch m.Kind.Category() {
+	case Short:
+		return nil, ReasonNone
+	case Long:
+		return intoSegment(seg, m.Payload, m.Offset)
+	}
+	return m.Payload, ReasonNone
+}
+
 // intoSegment copies a Long payload into seg at off and returns the
 // handler's view of it, or why it cannot go there.
 func intoSegment(seg, payload []byte, off uint64) ([]byte, Reason) {
@@ -777,16 +793,7 @@ func (e *Endpoint) handleRequest(m *Message, src int) {
 	h, seg := e.handlers[m.Handler], e.segment
 	e.mu.Unlock()
 
-	reason := ReasonNone
-	payload := m.Payload
-	switch {
-	case h == nil:
-		reason = ReasonBadHandler
-	case m.Kind == KindLongRequest:
-		payload, reason = intoSegment(seg, payload, m.Offset)
-	case m.Kind == KindShortRequest:
-		payload = nil
-	}
+	payload, reason := e.handlerView(h, m, seg)
 	if reason != ReasonNone {
 		ret := Message{Header: Header{Kind: KindReturned, Handler: m.Handler, NArgs: 1, Tag: p.tag,
 			Src: uint32(e.rank), Slot: m.Slot, Seq: m.Seq}}
@@ -837,16 +844,7 @@ func (e *Endpoint) handleReply(m *Message, src int) {
 		e.returned(Returned{Reason: Reason(m.Args[0]), Dest: src, Addr: p.addr, Kind: kind, Handler: handler})
 		return
 	}
-	payload := m.Payload
-	bad := ReasonNone
-	switch {
-	case h == nil:
-		bad = ReasonBadHandler
-	case m.Kind == KindLongReply:
-		payload, bad = intoSegment(seg, payload, m.Offset)
-	case m.Kind == KindShortReply:
-		payload = nil
-	}
+	payload, bad := e.handlerView(h, m, seg)
 	if bad != ReasonNone {
 		// The reply cannot run here: hand it to handler 0 as returned.
 		e.returned(Returned{Reason: bad, Dest: src, Addr: p.addr, Kind: m.Kind, Handler: m.Handler})
