@@ -3,7 +3,6 @@ package spawn
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -39,13 +38,9 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 		cmd := exec.Command(spec.Program, spec.Args...)
 		cmd.Dir = spec.Dir
 		cmd.Env = append(append(os.Environ(), spec.Env...), "GASNET_SPAWN_INDEX="+strconv.Itoa(i))
-		var outs []io.Closer
-		if spec.Output != nil {
-			o, e := spec.Output(i, 1), spec.Output(i, 2)
-			cmd.Stdout, cmd.Stderr, outs = o, e, []io.Closer{o, e}
-		} else {
-			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		}
+		// Output before the worker routes its own (and all of it when
+		// routing is off) goes straight to the console's.
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		cmd.WaitDelay = time.Second
 		if err := cmd.Start(); err != nil {
@@ -57,9 +52,6 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 		go func() {
 			defer wg.Done()
 			err := cmd.Wait()
-			for _, o := range outs {
-				o.Close() // deliver a crashed worker's last output
-			}
 			l.mu.Lock()
 			l.done[i] = true
 			l.mu.Unlock()

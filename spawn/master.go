@@ -104,13 +104,16 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 	rand.Read(sb[:])
 	secret := hex.EncodeToString(sb[:])
 
-	cons := &console{out: [3]io.Writer{nil, os.Stdout, os.Stderr}}
 	spec := &WorkerSpec{Count: n, Program: program, Args: args,
 		Env: []string{EnvMaster + "=" + ln.Addr().String(), EnvSecret + "=" + secret}}
 	spec.Dir, _ = os.Getwd()
-	if cfg.RouteOutput {
-		spec.Output = func(i, stream int) io.WriteCloser { return newLineWriter(cons, stream, cfg.LineBufSize) }
+	outs := newOutputs(&console{out: [3]io.Writer{nil, os.Stdout, os.Stderr}}, cfg.LineBufSize)
+	if cfg.RouteOutput && (name != "C" || cfg.CSpawnRoute) {
+		spec.Env = append(spec.Env, EnvRoute+"=1")
 	}
+	// Routed output still in flight when the job ends is delivered, within
+	// the exit grace period.
+	defer outs.drain(cfg.ExitTimeout)
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -122,15 +125,17 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 		return 1
 	}
 	joins := make(chan *peerConn)
-	go acceptJoins(ln, secret, cfg.ConnectTimeout, joins)
+	go accept(ln, secret, cfg.ConnectTimeout, joins, outs)
 
 	j := &job{cfg: cfg, n: n, say: say, launch: launch, sigs: sigs, exitCode: -1}
 	return j.run(joins)
 }
 
-// acceptJoins reads each connection's Join and passes on those with the job
-// secret; others are dropped.
-func acceptJoins(ln net.Listener, secret string, timeout time.Duration, out chan<- *peerConn) {
+// accept reads each connection's first frame: a worker's Join goes to
+// joins, a routed output stream to outs. A connection without the job's
+// secret is dropped.
+func accept(ln net.Listener, secret string, timeout time.Duration, joins chan<- *peerConn, outs *outputs) {
+	ours := func(s string) bool { return subtle.ConstantTimeCompare([]byte(s), []byte(secret)) == 1 }
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -141,13 +146,19 @@ func acceptJoins(ln net.Listener, secret string, timeout time.Duration, out chan
 			r := bufio.NewReader(c)
 			typ, body, err := readFrame(r)
 			var jn Join
-			if err != nil || typ != frameJoin || json.Unmarshal(body, &jn) != nil ||
-				subtle.ConstantTimeCompare([]byte(jn.Secret), []byte(secret)) != 1 {
-				c.Close() // not one of ours
+			var o Output
+			switch {
+			case err != nil:
+			case typ == frameJoin && json.Unmarshal(body, &jn) == nil && ours(jn.Secret):
+				c.SetReadDeadline(time.Time{})
+				joins <- &peerConn{conn: &bufConn{Conn: c, r: r}, join: jn}
+				return
+			case typ == frameOutput && json.Unmarshal(body, &o) == nil && ours(o.Secret) && (o.Stream == 1 || o.Stream == 2):
+				c.SetReadDeadline(time.Time{})
+				outs.serve(c, r, o.Stream)
 				return
 			}
-			c.SetReadDeadline(time.Time{})
-			out <- &peerConn{conn: &bufConn{Conn: c, r: r}, join: jn}
+			c.Close() // not one of ours
 		}()
 	}
 }

@@ -18,6 +18,7 @@ const (
 	frameGather    byte = 4 // worker → console: its part; console → worker: all parts (Gather)
 	frameExit      byte = 5 // worker → console: Exit(code) called
 	frameTerminate byte = 6 // console → worker: exit now with the code in the body
+	frameOutput    byte = 7 // worker → console, first frame of a routed output stream: Output
 	maxFrame            = 64 << 20
 )
 

@@ -1,9 +1,6 @@
 package spawn
 
-import (
-	"io"
-	"time"
-)
+import "time"
 
 // WorkerSpec says what every worker of a job runs.
 type WorkerSpec struct {
@@ -18,9 +15,6 @@ type WorkerSpec struct {
 	Env []string
 	// Dir is the workers' working directory.
 	Dir string
-	// Output returns where worker i's stdout (stream 1) or stderr (2) goes;
-	// nil means the console's own.
-	Output func(i, stream int) io.WriteCloser
 }
 
 // ProcExit reports that a process a spawner started has ended.
@@ -36,7 +30,7 @@ type ProcExit struct {
 // Launch is a running set of processes a Spawner started.
 type Launch interface {
 	// Exits reports each started process's end, and is closed once all have
-	// ended and their output has been delivered.
+	// ended.
 	Exits() <-chan ProcExit
 	// PerWorker reports whether Exits names every worker process (L, S), or
 	// only a launcher that runs them (C).

@@ -61,6 +61,12 @@ func Dial(cfg *Config) (*Worker, error) {
 		time.Sleep(delay)
 	}
 	w := &Worker{conn: c, r: bufio.NewReader(c), Secret: []byte(hex.EncodeToString(secret))}
+	if os.Getenv(EnvRoute) != "" {
+		if err := routeOutput(addr, w.Secret, deadline); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	local, _ := netip.ParseAddrPort(c.LocalAddr().String())
 	w.LocalIP = local.Addr().Unmap()
 	if cfg.WorkerIP != "" {
@@ -174,7 +180,7 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 	for k, v := range w.Env {
 		os.Setenv(k, v)
 	}
-	for _, k := range []string{EnvMaster, EnvSecret, EnvIndex} {
+	for _, k := range []string{EnvMaster, EnvSecret, EnvIndex, EnvRoute} {
 		os.Unsetenv(k) // children of this worker are not workers
 	}
 	go w.readLoop()

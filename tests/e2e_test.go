@@ -103,12 +103,18 @@ func checkNoSurvivors(t *testing.T, marker string, within time.Duration) {
 	}
 }
 
+// TestHello runs hello with args on 1, 2, 4 and 16 workers, with output
+// routed over TCP through the console (the default) and, once, not routed.
 func TestHello(t *testing.T) {
 	host, _ := os.Hostname()
-	for _, n := range []int{1, 2, 4, 16} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
+	for _, tc := range []struct {
+		n     int
+		route string
+	}{{1, "1"}, {2, "1"}, {4, "1"}, {16, "1"}, {4, "0"}} {
+		n := tc.n
+		t.Run(fmt.Sprintf("%d/route=%s", n, tc.route), func(t *testing.T) {
 			marker := t.Name()
-			r := run(t, marker, []string{"GASNET_SPAWNFN=L"}, "hello", fmt.Sprint(n), "a", "b c")
+			r := run(t, marker, []string{"GASNET_SPAWNFN=L", "GASNET_ROUTE_OUTPUT=" + tc.route}, "hello", fmt.Sprint(n), "a", "b c")
 			if r.code != 0 {
 				t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
 			}

@@ -1,0 +1,104 @@
+package spawn
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// EnvRoute in a worker's environment asks it to route its stdout and stderr
+// to the console over TCP (DESIGN.md §8).
+const EnvRoute = "GASNET_SPAWN_ROUTE"
+
+// Output opens one routed output stream of a worker: after this frame, the
+// connection carries the raw bytes of that stream.
+type Output struct {
+	Secret string `json:"secret"`
+	Stream int    `json:"stream"` // 1 stdout, 2 stderr
+	Index  int    `json:"index"`  // spawn index, or -1
+	PID    int    `json:"pid"`
+}
+
+// routeOutput connects this process's file descriptors 1 and 2 each to its
+// own TCP connection to the console. The descriptors themselves are the
+// sockets, in blocking mode, so whatever the process writes before it dies
+// (a Go panic trace, written by the runtime straight to fd 2) is in the
+// kernel's hands and reaches the console.
+func routeOutput(addr string, secret []byte, deadline time.Time) error {
+	idx := -1
+	if v := os.Getenv(EnvIndex); v != "" {
+		idx, _ = strconv.Atoi(v)
+	}
+	for stream := 1; stream <= 2; stream++ {
+		c, err := net.DialTimeout("tcp", addr, time.Until(deadline))
+		if err != nil {
+			return fmt.Errorf("routing output to the console at %s: %w", addr, err)
+		}
+		err = writeFrame(c, frameOutput, Output{Secret: string(secret), Stream: stream, Index: idx, PID: os.Getpid()})
+		var f *os.File
+		if err == nil {
+			f, err = c.(*net.TCPConn).File() // a duplicate; Fd puts it in blocking mode
+		}
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("routing output to the console at %s: %w", addr, err)
+		}
+		err = syscall.Dup3(int(f.Fd()), stream, 0)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("routing output: dup3 onto fd %d: %w", stream, err)
+		}
+	}
+	return nil
+}
+
+// outputs is the console's side of routed output: one line buffer per
+// worker stream, written to the console.
+type outputs struct {
+	cons *console
+	size int
+	mu   sync.Mutex
+	open map[net.Conn]bool
+}
+
+func newOutputs(cons *console, size int) *outputs {
+	return &outputs{cons: cons, size: size, open: map[net.Conn]bool{}}
+}
+
+// serve copies one stream until the worker closes it.
+func (o *outputs) serve(c net.Conn, r *bufio.Reader, stream int) {
+	o.mu.Lock()
+	o.open[c] = true
+	o.mu.Unlock()
+	lw := newLineWriter(o.cons, stream, o.size)
+	io.Copy(lw, r)
+	lw.Close()
+	c.Close()
+	o.mu.Lock()
+	delete(o.open, c)
+	o.mu.Unlock()
+}
+
+// drain waits up to timeout for every stream to end (a worker's streams
+// end when it exits), then cuts the rest off.
+func (o *outputs) drain(timeout time.Duration) {
+	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		o.mu.Lock()
+		n := len(o.open)
+		o.mu.Unlock()
+		if n == 0 {
+			return
+		}
+	}
+	o.mu.Lock()
+	for c := range o.open {
+		c.Close()
+	}
+	o.mu.Unlock()
+}
