@@ -1,7 +1,7 @@
 # udpconduit — see README.md. `make test` is the README's test command and what CI runs.
 GO      ?= go
 export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
-PROGS   := hello testexit
+PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= 2025.1.1
 
 .PHONY: all build demo test unit e2e bench fuzz deps lint vet fmt clean

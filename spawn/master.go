@@ -203,7 +203,11 @@ func (j *job) run(joins <-chan *peerConn) int {
 				j.say("every worker ended before the job started")
 				return 1
 			}
-			j.say("worker %d (pid %d on %s) ended before joining: %s", e.Index, e.PID, e.Host, e.Status)
+			hint := ""
+			if e.Clean {
+				hint = " (is it a program built on udpconduit that calls conduit.Init?)"
+			}
+			j.say("worker %d (pid %d on %s) ended before joining: %s%s", e.Index, e.PID, e.Host, e.Status, hint)
 			return j.abort(max(e.Code, 1), joined)
 		case s := <-j.sigs:
 			return j.abort(signalCode(s), joined)

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	bin = dir
-	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/hello", "../cmd/testexit", "./testdata/printer")
+	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/hello", "../cmd/amudprun", "../cmd/testam", "../cmd/testcore", "../cmd/testexit", "./testdata/printer")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the programs:", err)
@@ -188,11 +188,14 @@ func TestCrashIsReported(t *testing.T) {
 	}
 }
 
+// programs are the names TestBadInput recognises as the first of its args.
+var programs = map[string]bool{"amudprun": true, "testam": true, "testcore": true}
+
 func TestBadInput(t *testing.T) {
 	tests := []struct {
 		name string
 		env  []string
-		args []string
+		args []string // of hello, unless the first is a program's name
 		want string
 	}{
 		{"no N", nil, nil, "missing N"},
@@ -206,11 +209,26 @@ func TestBadInput(t *testing.T) {
 		{"host detect", []string{"GASNET_HOST_DETECT=dns"}, []string{"2"}, "GASNET_HOST_DETECT=dns: accepted: conduit, hostid or hostname"},
 		{"bare name not documented", []string{"NETWORKDEPTH=0", "GASNET_REQUESTTIMEOUT_INITIAL=0"}, []string{"2"}, "GASNET_REQUESTTIMEOUT_INITIAL=0: accepted: microseconds > 0"},
 		{"worker rank not disjoint", []string{"GASNET_WORKER_RANK=1"}, []string{"2"}, "GASNET_WORKER_RANK=1 claimed by two workers"},
+		{"amudprun without -np", nil, []string{"amudprun", "hello"}, "amudprun: missing -np N"},
+		{"amudprun -np zero", nil, []string{"amudprun", "-np", "0", "hello"}, "amudprun: -np 0: accepted: a positive integer"},
+		{"amudprun unknown spawner", nil, []string{"amudprun", "-np", "2", "-spawn", "X", "hello"}, "amudprun: -spawn X: accepted: L"},
+		{"amudprun unknown flag", nil, []string{"amudprun", "-nq", "2", "hello"}, "amudprun: flag provided but not defined: -nq"},
+		{"amudprun no program", nil, []string{"amudprun", "-np", "2"}, "amudprun: missing the program"},
+		{"amudprun missing program", nil, []string{"amudprun", "-np", "2", "./no-such-program"}, "amudprun: program ./no-such-program"},
+		{"amudprun not a udpconduit program", nil, []string{"amudprun", "-np", "2", "/bin/true"}, "is it a program built on udpconduit"},
+		{"amudprun malformed env", []string{"GASNET_LINEBUFFERSZ=big"}, []string{"amudprun", "-np", "2", filepath.Join(bin, "hello")}, `GASNET_LINEBUFFERSZ="big": accepted: an integer`},
+		{"testam bad iters", nil, []string{"testam", "3", "-iters", "0"}, "testam: -iters 0: accepted: a positive count"},
+		{"testam bad size", nil, []string{"testam", "2", "-sizes", "10,70000"}, `testam: -sizes 10,70000: "70000" is not a size`},
+		{"testcore bad flag", nil, []string{"testcore", "3", "-msg", "5"}, "testcore: flag provided but not defined: -msg"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			marker := t.Name()
-			r := run(t, marker, tc.env, "hello", tc.args...)
+			prog, args := "hello", tc.args
+			if len(args) > 0 && programs[args[0]] {
+				prog, args = args[0], args[1:]
+			}
+			r := run(t, marker, tc.env, prog, args...)
 			if r.code != 1 {
 				t.Errorf("exit %d, want 1", r.code)
 			}

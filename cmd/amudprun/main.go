@@ -1,0 +1,82 @@
+// Command amudprun runs any udpconduit program as a job, the way AMUDP's
+// launcher of the same name does:
+//
+//	amudprun -np N [-spawn L|S|C] [-v] prog [args...]
+//
+// It is the job's console: it spawns N workers running prog with args,
+// serves them and exits with the job's exit code. -spawn overrides
+// GASNET_SPAWNFN and -v sets GASNET_VERBOSEENV; every other setting comes
+// from the GASNET_* / AMUDP_* environment, as for `prog N args...`.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"udpconduit/spawn"
+)
+
+const usage = "usage: amudprun -np N [-spawn L|S|C] [-v] prog [args...]"
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func fail(format string, a ...any) int {
+	fmt.Fprintf(os.Stderr, "amudprun: "+format+"\n", a...)
+	return 1
+}
+
+func run(argv []string) int {
+	fs := flag.NewFlagSet("amudprun", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	np := fs.String("np", "", "number of workers, N")
+	sp := fs.String("spawn", "", "spawner: L (this host), S (ssh) or C (custom command); overrides GASNET_SPAWNFN")
+	verbose := fs.Bool("v", false, "print every setting in force (GASNET_VERBOSEENV=1)")
+	if err := fs.Parse(argv); err != nil {
+		if err == flag.ErrHelp {
+			fmt.Println(usage)
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		return fail("%v; %s", err, usage)
+	}
+	if *np == "" {
+		return fail("missing -np N; %s", usage)
+	}
+	n, err := spawn.ParseN([]string{"amudprun", *np})
+	if err != nil {
+		return fail("-np %s: accepted: a positive integer; %s", *np, usage)
+	}
+	if fs.NArg() == 0 {
+		return fail("missing the program to run; %s", usage)
+	}
+	switch s := strings.ToUpper(*sp); s {
+	case "":
+	case "L", "S", "C":
+		os.Setenv("GASNET_SPAWNFN", s) // workers see the console's settings
+	default:
+		return fail("-spawn %s: accepted: L (this host), S (ssh) or C (custom command)", *sp)
+	}
+	if *verbose {
+		os.Setenv("GASNET_VERBOSEENV", "1")
+	}
+	prog, err := exec.LookPath(fs.Arg(0))
+	if err == nil {
+		prog, err = filepath.Abs(prog)
+	}
+	if err != nil {
+		return fail("program %s: %v", fs.Arg(0), err)
+	}
+	cfg, src, err := spawn.LoadConfig()
+	if err != nil {
+		return fail("%v", err)
+	}
+	return spawn.Console(cfg, src, n, prog, fs.Args()[1:])
+}

@@ -1,0 +1,193 @@
+// Command testam measures active messages between rank 0 and rank 1 (the
+// other ranks wait): round-trip latency of short, medium and long
+// request/reply by payload size, and one-way bandwidth of medium and long
+// requests flooded up to the network depth (DESIGN.md §11). With N=1, rank 0
+// measures against itself (loopback, no network).
+//
+//	./testam N [-json] [-iters K] [-sizes 64,1024,65000]
+//
+// Program flags follow N: everything after N is the workers' argv. Rank 0
+// prints one line per measurement, or with -json one JSON object per line:
+//
+//	{"test":"short_rtt","bytes":0,"iters":K,"us":x}
+//	{"test":"long_flood","bytes":65000,"iters":K,"us":x,"MBps":y}
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"udpconduit/cmd/internal/cli"
+	"udpconduit/conduit"
+)
+
+const (
+	hShort     = 130 // request → short reply
+	hShortR    = 131
+	hMedium    = 132 // request → medium reply of the same size
+	hMediumR   = 133
+	hLong      = 134 // request → long reply of the same size
+	hLongR     = 135
+	hSink      = 136 // flood target: counts
+	defaultSzs = "64,1024,8192,65000"
+)
+
+// Result is one measurement; -json prints it as is.
+type Result struct {
+	Test  string  `json:"test"`
+	Bytes int     `json:"bytes"`
+	Iters int     `json:"iters"`
+	US    float64 `json:"us"`             // per round trip, or per message for floods
+	MBps  float64 `json:"MBps,omitempty"` // floods: 10^6 payload bytes per second
+}
+
+var replies, sunk atomic.Uint64
+
+func count(*conduit.Token, []uint32, []byte) { replies.Add(1) }
+
+var handlers = []conduit.HandlerEntry{
+	{Index: hShort, Fn: func(t *conduit.Token, a []uint32, _ []byte) { t.ReplyShort(hShortR, a...) }},
+	{Index: hMedium, Fn: func(t *conduit.Token, _ []uint32, p []byte) { t.ReplyMedium(hMediumR, p) }},
+	{Index: hLong, Fn: func(t *conduit.Token, _ []uint32, p []byte) { t.ReplyLong(hLongR, p, 0) }},
+	{Index: hShortR, Fn: count},
+	{Index: hMediumR, Fn: count},
+	{Index: hLongR, Fn: count},
+	{Index: hSink, Fn: func(*conduit.Token, []uint32, []byte) { sunk.Add(1) }},
+}
+
+func main() {
+	conduit.Init()
+	fs := flag.NewFlagSet("testam", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print one JSON object per measurement")
+	iters := fs.Int("iters", 10000, "iterations of each measurement")
+	sizes := fs.String("sizes", defaultSzs, "comma-separated payload sizes in bytes, 1.."+strconv.Itoa(conduit.MaxMedium))
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		usage("%v", err)
+	}
+	szs, err := parseSizes(*sizes)
+	if err != nil {
+		usage("%v", err)
+	}
+	if *iters < 1 {
+		usage("-iters %d: accepted: a positive count", *iters)
+	}
+	if _, err := conduit.Attach(handlers, conduit.MaxLong); err != nil {
+		die("attach: %v", err)
+	}
+	if err := conduit.Barrier(); err != nil {
+		die("barrier: %v", err)
+	}
+	if conduit.Rank() == 0 {
+		peer := min(1, conduit.Size()-1)
+		emit := func(r Result) {
+			if *asJSON {
+				b, _ := json.Marshal(r)
+				fmt.Println(string(b))
+			} else if r.MBps > 0 {
+				fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/msg  %10.1f MB/s\n", r.Test, r.Bytes, r.Iters, r.US, r.MBps)
+			} else {
+				fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/rtt\n", r.Test, r.Bytes, r.Iters, r.US)
+			}
+		}
+		if err := measure(peer, *iters, szs, emit); err != nil {
+			die("%v", err)
+		}
+	}
+	if err := conduit.Barrier(); err != nil {
+		die("barrier: %v", err)
+	}
+	conduit.Exit(0)
+}
+
+func usage(format string, a ...any) {
+	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST]", format, a...)
+}
+
+func die(format string, a ...any) { cli.Die("testam", format, a...) }
+
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > conduit.MaxMedium {
+			return nil, fmt.Errorf("-sizes %s: %q is not a size; accepted: comma-separated integers 1..%d", s, f, conduit.MaxMedium)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// measure runs every test against peer and reports each result.
+func measure(peer, iters int, sizes []int, emit func(Result)) error {
+	payload := make([]byte, conduit.MaxMedium)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	rtt := func(name string, bytes int, send func() error) error {
+		warm := max(iters/10, 1)
+		var start time.Time
+		for i := 0; i < warm+iters; i++ {
+			if i == warm {
+				start = time.Now()
+			}
+			want := replies.Load() + 1
+			if err := send(); err != nil {
+				return fmt.Errorf("%s %d B: %w", name, bytes, err)
+			}
+			if err := conduit.WaitUntil(func() bool { return replies.Load() >= want }); err != nil {
+				return fmt.Errorf("%s %d B: %w", name, bytes, err)
+			}
+		}
+		emit(Result{Test: name, Bytes: bytes, Iters: iters, US: us(time.Since(start), iters)})
+		return nil
+	}
+	flood := func(name string, bytes int, send func() error) error {
+		ep := conduit.Endpoint()
+		start := time.Now()
+		for i := 0; i < iters; i++ {
+			if err := send(); err != nil {
+				return fmt.Errorf("%s %d B: %w", name, bytes, err)
+			}
+		}
+		if err := ep.Drain(); err != nil { // every request answered: every handler ran
+			return fmt.Errorf("%s %d B: %w", name, bytes, err)
+		}
+		d := time.Since(start)
+		emit(Result{Test: name, Bytes: bytes, Iters: iters, US: us(d, iters), MBps: float64(bytes) * float64(iters) / d.Seconds() / 1e6})
+		return nil
+	}
+	if err := rtt("short_rtt", 0, func() error { return conduit.RequestShort(peer, hShort, 1) }); err != nil {
+		return err
+	}
+	for _, sz := range sizes {
+		if err := rtt("medium_rtt", sz, func() error { return conduit.RequestMedium(peer, hMedium, payload[:sz]) }); err != nil {
+			return err
+		}
+	}
+	for _, sz := range sizes {
+		if err := rtt("long_rtt", sz, func() error { return conduit.RequestLong(peer, hLong, payload[:sz], 0) }); err != nil {
+			return err
+		}
+	}
+	for _, sz := range sizes {
+		if err := flood("medium_flood", sz, func() error { return conduit.RequestMedium(peer, hSink, payload[:sz]) }); err != nil {
+			return err
+		}
+	}
+	for _, sz := range sizes {
+		if err := flood("long_flood", sz, func() error { return conduit.RequestLong(peer, hSink, payload[:sz], 0) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func us(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / float64(n) / 1000 }

@@ -1,0 +1,95 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestTestcore runs the AM core check (random short/medium/long requests
+// from several goroutines per rank, exactly-once and checksums verified) on
+// 4 and 8 workers.
+func TestTestcore(t *testing.T) {
+	for _, n := range []int{4, 8} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			marker := t.Name()
+			r := run(t, marker, nil, "testcore", fmt.Sprint(n), "-msgs", "1500", "-threads", "3", "-seed", fmt.Sprint(n))
+			if r.code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			want := fmt.Sprintf("testcore: %d ranks × 1500 requests (3 goroutines each): every request and reply ran exactly once", n)
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("stdout %q lacks %q", r.stdout, want)
+			}
+			checkNoSurvivors(t, marker, 2*time.Second)
+		})
+	}
+}
+
+// TestTestamJSON checks testam's -json contract (DESIGN.md §11): one JSON
+// object per measurement, every test and size present, times positive,
+// bandwidth for floods. Ranks other than 0 and 1 wait.
+func TestTestamJSON(t *testing.T) {
+	r := run(t, t.Name(), nil, "testam", "3", "-json", "-iters", "50", "-sizes", "16,65000")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	type result struct {
+		Test  string   `json:"test"`
+		Bytes int      `json:"bytes"`
+		Iters int      `json:"iters"`
+		US    float64  `json:"us"`
+		MBps  *float64 `json:"MBps"`
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var m result
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("line %q is not a JSON object: %v", line, err)
+		}
+		if m.Iters != 50 || m.US <= 0 {
+			t.Errorf("line %q: want iters 50 and a positive time", line)
+		}
+		if flood := strings.HasSuffix(m.Test, "_flood"); flood != (m.MBps != nil && *m.MBps > 0) {
+			t.Errorf("line %q: MBps must be given for floods and only for them", line)
+		}
+		got = append(got, fmt.Sprintf("%s/%d", m.Test, m.Bytes))
+	}
+	want := []string{"short_rtt/0", "medium_rtt/16", "medium_rtt/65000", "long_rtt/16", "long_rtt/65000",
+		"medium_flood/16", "medium_flood/65000", "long_flood/16", "long_flood/65000"}
+	sort.Strings(got)
+	sort.Strings(want)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("measurements (-want +got):\n%s", d)
+	}
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
+}
+
+// TestAmudprun launches programs through amudprun: hello's args and ranks,
+// testcore's verdict, and a scenario's exit code.
+func TestAmudprun(t *testing.T) {
+	marker := t.Name()
+	r := run(t, marker, nil, "amudprun", "-np", "3", "-spawn", "L", filepath.Join(bin, "hello"), "x", "y z")
+	if r.code != 0 || strings.Count(r.stdout, `of 3 on`) != 3 || strings.Count(r.stdout, `args=["x" "y z"]`) != 3 {
+		t.Errorf("hello under amudprun: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = run(t, marker, nil, "amudprun", "-np", "4", filepath.Join(bin, "testcore"), "-msgs", "500")
+	if r.code != 0 || !strings.Contains(r.stdout, "exactly once") {
+		t.Errorf("testcore under amudprun: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = run(t, marker, nil, "amudprun", "-np", "2", filepath.Join(bin, "testexit"), "3")
+	if r.code != 3 {
+		t.Errorf("testexit 2 3 under amudprun: exit %d, want 3\nstderr:\n%s", r.code, r.stderr)
+	}
+	r = run(t, marker, []string{"GASNET_VERBOSEENV=0"}, "amudprun", "-v", "-np", "1", filepath.Join(bin, "hello"))
+	if r.code != 0 || !strings.Contains(r.stderr, "spawner L; settings:") || !strings.Contains(r.stderr, "GASNET_VERBOSEENV") {
+		t.Errorf("amudprun -v: exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	checkNoSurvivors(t, marker, 2*time.Second)
+}
