@@ -2,7 +2,7 @@
 GO      ?= go
 export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
-STATICCHECK_VERSION ?= 2025.1.1
+STATICCHECK_VERSION ?= v0.8.2
 
 .PHONY: all build demo test unit e2e bench fuzz deps lint vet fmt clean
 

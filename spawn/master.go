@@ -41,9 +41,11 @@ func ParseN(argv []string) (int, error) {
 	}
 	n, err := strconv.Atoi(argv[1])
 	if err != nil || n <= 0 {
+		//lint:ignore ST1005 the message starts with the name of the argument, N
 		return 0, fmt.Errorf("N=%q: accepted: a positive integer; %s", argv[1], Usage(argv[0]))
 	}
 	if n > 1<<20 {
+		//lint:ignore ST1005 the message starts with the name of the argument, N
 		return 0, fmt.Errorf("N=%d: accepted: 1..%d", n, 1<<20)
 	}
 	return n, nil
@@ -180,7 +182,6 @@ type job struct {
 	peers    []*peerConn // by rank
 	byIndex  map[int]*peerConn
 	exitCode int // -1 while running
-	killed   bool
 }
 
 func (j *job) run(joins <-chan *peerConn) int {
