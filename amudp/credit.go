@@ -49,3 +49,22 @@ func (c *sendCredits) give() {
 	}
 	c.out--
 }
+
+// byteWindow bounds the bytes of a peer's outstanding requests, so that a
+// flood of large messages stays within what the peer's kernel receive
+// buffer holds instead of overrunning it and waiting for retransmission.
+// The endpoint sizes the window from its own granted buffer, since every
+// endpoint of a job is configured alike. A request always fits when none
+// is outstanding; limit <= 0 means unlimited.
+type byteWindow struct {
+	out int
+}
+
+func (w *byteWindow) fits(n, limit int) bool { return limit <= 0 || w.out == 0 || w.out+n <= limit }
+func (w *byteWindow) take(n int)             { w.out += n }
+func (w *byteWindow) give(n int) {
+	if n > w.out {
+		panic("amudp: byte window returned twice")
+	}
+	w.out -= n
+}

@@ -105,6 +105,20 @@ type Config struct {
 // DefaultSpin is the default busy-poll time of a blocking wait.
 const DefaultSpin = 100 * time.Microsecond
 
+// pollFirstGap: a request skips its poll-first when a poll pass ended more
+// recently than this.
+const pollFirstGap = 20 * time.Microsecond
+
+// ackBatch is the most automatic replies to one peer that share a datagram.
+// A batch waits at most ackDelay, unless its sender asked for the reply at
+// once (FlagAckNow) or the poller is about to sleep. While at least ackBatch
+// requests are in flight the receiver's batch fills by itself, so a flood
+// gets one reply datagram per ackBatch requests instead of one each.
+const (
+	ackBatch = 16
+	ackDelay = 50 * time.Microsecond
+)
+
 // maxBlock caps one sleep in the kernel, so progress never depends on a
 // missed wakeup.
 const maxBlock = 20 * time.Millisecond
@@ -143,6 +157,7 @@ type reqSlot struct {
 	freeLater bool  // reply came while a send was in progress
 	sending   int32 // sends of buf in progress
 	h         int   // tracker handle
+	size      int   // bytes of the encoded request, in the peer's byte window
 	kind      Kind
 	handler   uint8
 	buf       []byte // the encoded request, kept for retransmission
@@ -164,8 +179,15 @@ type peerState struct {
 	rtt   retransmit.RTT
 	heard retransmit.Time // when a reply from the peer last arrived
 	pool  slotPool
+	bytes byteWindow
 	slots []reqSlot
 	rx    []rxSlot // owned by the poller
+
+	// Automatic replies waiting to go out together; owned by the poller.
+	acks      []uint32 // slot<<16 | seq
+	ackQueued bool
+	ackNow    bool            // a request of the batch asked for its reply at once
+	ackSince  retransmit.Time // when the oldest waiting reply was queued
 }
 
 type slotRef struct {
@@ -197,6 +219,7 @@ type Endpoint struct {
 	owner    []slotRef // tracker handle -> slot
 	send     sendCredits
 	recvMax  int
+	window   int // byte window per peer (0: unlimited)
 	segment  []byte
 	closed   bool
 
@@ -209,6 +232,9 @@ type Endpoint struct {
 	gaveUp  []Returned
 	drained int
 	bufSize int
+	ackq    []*peerState // peers with automatic replies waiting
+	abuf    []byte       // encoded batch of automatic replies
+	apay    []byte
 
 	waitMu  sync.Mutex
 	waitCv  *sync.Cond
@@ -220,6 +246,7 @@ type Endpoint struct {
 	closedFlag atomic.Bool
 	retPending atomic.Bool
 	deadline   atomic.Int64
+	lastPass   atomic.Int64 // when the last poll pass ended (e.now)
 	stats      statCounters
 }
 
@@ -261,6 +288,9 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 		rbuf:    make([]byte, MaxDatagram+1),
 	}
 	e.myTag = Tag(e.secret, e.rank)
+	if rcv, _, err := tr.SetBuffers(0); err == nil {
+		e.window = windowFor(rcv)
+	}
 	e.send.limit = cfg.SendDepth
 	e.recvMax = cfg.RecvDepth
 	e.waitCv = sync.NewCond(&e.waitMu)
@@ -413,9 +443,12 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	if dest == e.rank {
 		return e.selfRequest(cat, handler, payload, off, args)
 	}
-	// Every request polls first (DESIGN.md §3).
-	if e.pollMu.TryLock() {
-		err := e.pollLocked()
+	// Every request polls first (DESIGN.md §3), unless a poll pass ended
+	// within the last pollFirstGap: that pass was this request's poll, and
+	// a syscall that would find the socket empty is most of a round trip's
+	// overhead on a VM (about 1.2 µs here).
+	if time.Duration(int64(e.now())-e.lastPass.Load()) >= pollFirstGap && e.pollMu.TryLock() {
+		err := e.pollLocked(nil)
 		e.pollMu.Unlock()
 		e.notify()
 		if err != nil {
@@ -433,9 +466,10 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		return fmt.Errorf("%w: rank %d, job of %d", ErrBadRank, dest, n)
 	}
 	p := e.peerLocked(dest)
-	for !(e.send.canSend() && p.pool.available() > 0) {
+	size := HeaderLen + 4*len(args) + len(payload)
+	for !e.creditLocked(p, size) {
 		e.mu.Unlock()
-		if err := e.waitOnce(func() bool { return e.hasCredit(p) }); err != nil {
+		if err := e.waitOnce(func() bool { return e.hasCredit(p, size) }); err != nil {
 			return err
 		}
 		e.mu.Lock()
@@ -446,15 +480,23 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	}
 	slot, _ := p.pool.acquire()
 	e.send.take()
+	p.bytes.take(size)
 	s := &p.slots[slot]
+	s.size = size
 	s.seq++
 	m := Message{Header: Header{Kind: requestKind(cat), Handler: uint8(handler), NArgs: uint8(len(args)),
 		Tag: p.tag, Src: uint32(e.rank), Slot: slot, Seq: s.seq, Offset: off}, Payload: payload}
+	// Ask for the automatic reply at once when this is the only request in
+	// flight to p (a lone request, as in a ping-pong) or when it uses up p's
+	// credit (this sender is about to wait for replies). Otherwise the
+	// receiver batches replies (see ackBatch).
+	if e.depth-p.pool.available() == 1 || !e.creditLocked(p, size) {
+		m.Flags = FlagAckNow
+	}
 	copy(m.Args[:], args)
 	var err error
 	if s.buf, err = m.Append(s.buf[:0]); err != nil {
-		p.pool.release(slot)
-		e.send.give()
+		e.releaseLocked(p, slot)
 		e.mu.Unlock()
 		return err
 	}
@@ -481,10 +523,23 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	return err
 }
 
-func (e *Endpoint) hasCredit(p *peerState) bool {
+// creditLocked reports whether a request of size bytes to p may go now:
+// a slot of p, a send credit, and room in p's byte window.
+func (e *Endpoint) creditLocked(p *peerState, size int) bool {
+	return e.send.canSend() && p.pool.available() > 0 && p.bytes.fits(size, e.window)
+}
+
+func (e *Endpoint) hasCredit(p *peerState, size int) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.closed || (e.send.canSend() && p.pool.available() > 0)
+	return e.closed || e.creditLocked(p, size)
+}
+
+// releaseLocked returns a finished request's credits.
+func (e *Endpoint) releaseLocked(p *peerState, slot uint16) {
+	p.pool.release(slot)
+	e.send.give()
+	p.bytes.give(p.slots[slot].size)
 }
 
 // sendDoneLocked ends one send of a slot's buffer, freeing the slot when its
@@ -494,8 +549,7 @@ func (e *Endpoint) sendDoneLocked(p *peerState, slot uint16) {
 	s.sending--
 	if s.sending == 0 && s.freeLater {
 		s.freeLater = false
-		p.pool.release(slot)
-		e.send.give()
+		e.releaseLocked(p, slot)
 	}
 }
 
@@ -507,8 +561,7 @@ func (e *Endpoint) completeLocked(p *peerState, slot uint16) {
 		s.freeLater = true
 		return
 	}
-	p.pool.release(slot)
-	e.send.give()
+	e.releaseLocked(p, slot)
 }
 
 // selfRequest runs a request to this endpoint at once, without the network.
@@ -669,14 +722,17 @@ func (e *Endpoint) Poll() error {
 	if !e.pollMu.TryLock() {
 		return nil
 	}
-	err := e.pollLocked()
+	err := e.pollLocked(nil)
 	e.pollMu.Unlock()
 	e.notify()
 	return err
 }
 
-// pollLocked is one poll pass; the caller holds pollMu.
-func (e *Endpoint) pollLocked() error {
+// pollLocked is one poll pass; the caller holds pollMu. A pass ends when
+// the socket is empty, after the receive depth, or, for a waiting caller,
+// as soon as its condition stop holds: the rest stays in the socket for the
+// next pass, and the waiter saves a syscall that would find nothing.
+func (e *Endpoint) pollLocked(stop func() bool) error {
 	e.pass++
 	e.drained = 0
 	if err := e.takeRetErr(); err != nil {
@@ -696,9 +752,14 @@ func (e *Endpoint) pollLocked() error {
 		bytes += n
 		e.stats.received.Add(1)
 		e.handleDatagram(e.rbuf[:n], from)
+		if stop != nil && stop() {
+			break
+		}
 	}
+	e.flushAcks(false)
 	e.growBuffers(bytes)
 	e.fireTimers()
+	e.lastPass.Store(int64(e.now()))
 	return e.takeRetErr()
 }
 
@@ -728,8 +789,16 @@ func (e *Endpoint) growBuffers(drained int) {
 	}
 	if rcv, _, err := e.tr.SetBuffers(min(2*e.bufSize, e.bufMax)); err == nil {
 		e.bufSize = max(rcv/2, e.bufSize+1)
+		e.mu.Lock()
+		e.window = windowFor(rcv)
+		e.mu.Unlock()
 	}
 }
+
+// windowFor returns the byte window per peer for a kernel receive buffer of
+// rcv bytes as read back (Linux reports twice the size asked for and
+// charges each datagram its buffer's true size, a little over its length).
+func windowFor(rcv int) int { return rcv * 3 / 4 }
 
 // BufferSize returns the kernel receive buffer size in force, as read back.
 func (e *Endpoint) BufferSize() int {
@@ -806,9 +875,73 @@ func (e *Endpoint) handleRequest(m *Message, src int) {
 	h(t, m.Args[:m.NArgs], payload)
 	t.active = false
 	if !t.replied {
+		// Store the automatic reply for a retransmitted request, but send
+		// it with the others of this pass (DESIGN.md §5: still the reply).
 		auto := Message{Header: Header{Kind: KindAutoReply, Tag: p.tag, Src: uint32(e.rank), Slot: m.Slot, Seq: m.Seq}}
-		_ = e.sendReply(p, m.Slot, &auto)
+		r.reply, _ = auto.Append(r.reply[:0])
+		r.replied = true
+		e.queueAck(p, m.Slot, m.Seq, m.Flags&FlagAckNow != 0)
 	}
+}
+
+// queueAck adds an automatic reply to p's batch, sending the batch once it
+// holds ackBatch. Poller only.
+func (e *Endpoint) queueAck(p *peerState, slot, seq uint16, now bool) {
+	if !p.ackQueued {
+		p.ackQueued = true
+		e.ackq = append(e.ackq, p)
+	}
+	if len(p.acks) == 0 {
+		p.ackSince = e.now()
+	}
+	p.acks = append(p.acks, uint32(slot)<<16|uint32(seq))
+	p.ackNow = p.ackNow || now
+	if len(p.acks) >= ackBatch {
+		e.sendAcks(p)
+	}
+}
+
+// flushAcks sends the waiting batches of automatic replies that are due: a
+// batch whose sender asked for it at once, or whose oldest reply has waited
+// ackDelay; all of them when all is set (before the poller sleeps). Poller
+// only.
+func (e *Endpoint) flushAcks(all bool) {
+	if len(e.ackq) == 0 {
+		return
+	}
+	now := e.now()
+	q := e.ackq[:0]
+	for _, p := range e.ackq {
+		if all || p.ackNow || time.Duration(now-p.ackSince) >= ackDelay {
+			e.sendAcks(p)
+		}
+		if len(p.acks) > 0 {
+			q = append(q, p)
+		} else {
+			p.ackQueued = false
+		}
+	}
+	e.ackq = q
+}
+
+// sendAcks sends p's waiting automatic replies as one datagram: the first
+// in the header, the others as (slot, seq) pairs in the payload.
+func (e *Endpoint) sendAcks(p *peerState) {
+	if len(p.acks) == 0 {
+		return
+	}
+	pay := e.apay[:0]
+	for _, a := range p.acks[1:] {
+		pay = binary.LittleEndian.AppendUint16(pay, uint16(a>>16))
+		pay = binary.LittleEndian.AppendUint16(pay, uint16(a))
+	}
+	e.apay = pay
+	m := Message{Header: Header{Kind: KindAutoReply, Tag: p.tag, Src: uint32(e.rank),
+		Slot: uint16(p.acks[0] >> 16), Seq: uint16(p.acks[0])}, Payload: pay}
+	e.abuf, _ = m.Append(e.abuf[:0])
+	p.acks, p.ackNow = p.acks[:0], false
+	e.stats.sent.Add(1)
+	_ = e.tr.Send(e.abuf, p.addr)
 }
 
 // handleReply completes a request; called with mu held, returns with it
@@ -820,26 +953,32 @@ func (e *Endpoint) handleReply(m *Message, src int) {
 		e.stats.dupReplies.Add(1)
 		return
 	}
-	s := &p.slots[m.Slot]
-	if !s.inflight || s.seq != m.Seq {
+	now := e.now()
+	if m.Kind == KindAutoReply {
+		e.ackLocked(p, m.Slot, m.Seq, now)
+		for i := range len(m.Payload) / AckPairLen {
+			slot, seq := m.AckPair(i)
+			if int(slot) >= e.depth {
+				e.stats.badSlot.Add(1)
+				continue
+			}
+			e.ackLocked(p, slot, seq, now)
+		}
+		e.syncDeadlineLocked()
 		e.mu.Unlock()
-		e.stats.dupReplies.Add(1)
 		return
 	}
-	now := e.now()
-	if d, ok := e.tracker.Ack(s.h, now); ok {
-		p.rtt.Sample(d)
+	s := &p.slots[m.Slot]
+	kind, handler := s.kind, s.handler
+	if !e.ackLocked(p, m.Slot, m.Seq, now) {
+		e.mu.Unlock()
+		return
 	}
 	e.syncDeadlineLocked()
-	p.heard = now
-	kind, handler := s.kind, s.handler
-	e.completeLocked(p, m.Slot)
 	h, seg := e.handlers[m.Handler], e.segment
 	e.mu.Unlock()
 
 	switch m.Kind {
-	case KindAutoReply:
-		return
 	case KindReturned:
 		e.returned(Returned{Reason: Reason(m.Args[0]), Dest: src, Addr: p.addr, Kind: kind, Handler: handler})
 		return
@@ -854,6 +993,22 @@ func (e *Endpoint) handleReply(m *Message, src int) {
 	*t = Token{ep: e, peer: p, src: src, active: true}
 	h(t, m.Args[:m.NArgs], payload)
 	t.active = false
+}
+
+// ackLocked completes p's request (slot, seq) if it is in flight, and
+// reports whether it was; anything else is a duplicate reply.
+func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, now retransmit.Time) bool {
+	s := &p.slots[slot]
+	if !s.inflight || s.seq != seq {
+		e.stats.dupReplies.Add(1)
+		return false
+	}
+	if d, ok := e.tracker.Ack(s.h, now); ok {
+		p.rtt.Sample(d)
+	}
+	p.heard = now
+	e.completeLocked(p, slot)
+	return true
 }
 
 // returned hands a returned request to handler 0, or keeps it as the error
@@ -998,10 +1153,16 @@ func (e *Endpoint) waitOnce(cond func() bool) error {
 func (e *Endpoint) spinOrBlock(cond func() bool) error {
 	start := time.Now()
 	for {
-		if err := e.pollLocked(); err != nil {
+		if err := e.pollLocked(cond); err != nil {
 			return err
 		}
-		if e.drained > 0 || cond() {
+		if cond() {
+			// The waiter leaves the network: the replies it holds back
+			// must not wait for its next poll, which may be far off.
+			e.flushAcks(true)
+			return nil
+		}
+		if e.drained > 0 {
 			return nil
 		}
 		if e.isClosed() {
@@ -1024,6 +1185,7 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 	if timeout <= 0 {
 		return nil
 	}
+	e.flushAcks(true) // nothing waits on a sleeping poller
 	e.blocked.Store(true)
 	defer e.blocked.Store(false)
 	if cond() { // a Wake between our check and blocked=true

@@ -23,7 +23,7 @@ func newJob(t testing.TB, n int, cfg Config) []*Endpoint {
 	eps := make([]*Endpoint, n)
 	addrs := make([]netip.AddrPort, n)
 	for i := range eps {
-		u, err := ListenUDP(loopback, 0)
+		u, err := ListenUDP(loopback, DefaultSocketBufferInitial) // as conduit does
 		if err != nil {
 			t.Fatal(err)
 		}

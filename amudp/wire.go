@@ -19,7 +19,10 @@ const (
 	KindMediumReply   Kind = 5
 	KindLongReply     Kind = 6
 	// KindAutoReply is sent when a request handler returns without replying,
-	// so that the request's credit is freed.
+	// so that the request's credit is freed. It acknowledges the request of
+	// its header's (Slot, Seq) and, when it has a payload, the further
+	// requests listed there as little-endian (slot uint16, seq uint16)
+	// pairs: a receiver acknowledges a run of requests in one datagram.
 	KindAutoReply Kind = 7
 	// KindReturned refuses a request; Args[0] is the Reason.
 	KindReturned Kind = 8
@@ -120,7 +123,10 @@ func (r Reason) String() string {
 //
 // then nargs × uint32 arguments, then length payload bytes.
 type Header struct {
-	Kind    Kind
+	Kind Kind
+	// Flags share the kind's byte: the kind in the low four bits, flags in
+	// the high four.
+	Flags   uint8
 	Handler uint8
 	NArgs   uint8
 	// Tag is derived from the job secret and the destination rank; a
@@ -139,6 +145,21 @@ type Header struct {
 	Offset uint64
 }
 
+// FlagAckNow on a request asks the receiver to send its automatic reply at
+// the end of the poll pass instead of letting it wait for others to share
+// its datagram: the sender may be about to wait for it.
+const FlagAckNow uint8 = 1
+
+// AckPairLen is the size of one further (slot, seq) pair in the payload of
+// an AutoReply.
+const AckPairLen = 4
+
+// AckPair returns the i-th further (slot, seq) pair of an AutoReply.
+func (m *Message) AckPair(i int) (slot, seq uint16) {
+	b := m.Payload[AckPairLen*i:]
+	return binary.LittleEndian.Uint16(b), binary.LittleEndian.Uint16(b[2:])
+}
+
 // Message is a decoded datagram. Payload aliases the decoded buffer.
 type Message struct {
 	Header
@@ -154,6 +175,7 @@ var (
 	ErrNArgs      = errors.New("amudp: more than 16 arguments")
 	ErrLength     = errors.New("amudp: payload length does not match the datagram")
 	ErrFieldUnset = errors.New("amudp: field must be zero for this kind")
+	ErrFlags      = errors.New("amudp: unknown flags, or flags on a reply")
 )
 
 // validate checks the header fields that do not depend on the datagram size.
@@ -161,14 +183,21 @@ func (h *Header) validate() error {
 	if h.Kind < KindShortRequest || h.Kind > kindLast {
 		return ErrKind
 	}
+	if h.Flags&^FlagAckNow != 0 || (h.Flags != 0 && !h.Kind.IsRequest()) {
+		return ErrFlags
+	}
 	if h.NArgs > MaxArgs {
 		return ErrNArgs
 	}
 	if h.Len > MaxLong {
 		return ErrLength
 	}
-	switch h.Kind.Category() {
-	case Short:
+	switch {
+	case h.Kind == KindAutoReply:
+		if h.Len%AckPairLen != 0 {
+			return ErrLength
+		}
+	case h.Kind.Category() == Short:
 		if h.Len != 0 {
 			return ErrLength
 		}
@@ -203,7 +232,7 @@ func (m *Message) Append(b []byte) ([]byte, error) {
 	b = grow(b, m.Size())
 	p := b[n:]
 	p[0] = Version
-	p[1] = byte(m.Kind)
+	p[1] = byte(m.Kind) | m.Flags<<4
 	p[2] = m.Handler
 	p[3] = m.NArgs
 	binary.LittleEndian.PutUint64(p[4:], m.Tag)
@@ -241,7 +270,7 @@ func Decode(b []byte, m *Message) error {
 	if b[0] != Version {
 		return ErrVersion
 	}
-	m.Kind = Kind(b[1])
+	m.Kind, m.Flags = Kind(b[1]&0x0f), b[1]>>4
 	m.Handler = b[2]
 	m.NArgs = b[3]
 	m.Tag = binary.LittleEndian.Uint64(b[4:])

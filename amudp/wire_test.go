@@ -17,6 +17,8 @@ func sampleMessages() []Message {
 		{Header: Header{Kind: KindMediumReply, Handler: 132}, Payload: []byte{}},
 		{Header: Header{Kind: KindLongReply, Handler: 133, Offset: 17}, Payload: []byte{1, 2, 3}},
 		{Header: Header{Kind: KindAutoReply, Slot: 5, Seq: 6}},
+		{Header: Header{Kind: KindShortRequest, Flags: FlagAckNow, Handler: 130, Slot: 1, Seq: 2}},
+		{Header: Header{Kind: KindAutoReply, Slot: 5, Seq: 6}, Payload: []byte{7, 0, 9, 0, 1, 1, 2, 2}},
 		{Header: Header{Kind: KindReturned, NArgs: 1, Handler: 140}, Args: [MaxArgs]uint32{uint32(ReasonBadHandler)}},
 	}
 }
@@ -80,7 +82,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"short header", valid[:HeaderLen-1], ErrTruncated},
 		{"version", mod(func(b []byte) []byte { b[0] = 9; return b }), ErrVersion},
 		{"kind zero", mod(func(b []byte) []byte { b[1] = 0; return b }), ErrKind},
-		{"kind high", mod(func(b []byte) []byte { b[1] = 99; return b }), ErrKind},
+		{"kind high", mod(func(b []byte) []byte { b[1] = 9; return b }), ErrKind},
+		{"unknown flag", mod(func(b []byte) []byte { b[1] |= 0x20; return b }), ErrFlags},
 		{"nargs", mod(func(b []byte) []byte { b[3] = 17; return b }), ErrNArgs},
 		{"args truncated", mod(func(b []byte) []byte { b[3] = 16; return b }), ErrTruncated},
 		{"payload short", valid[:len(valid)-1], ErrLength},
@@ -105,6 +108,9 @@ func TestAppendRejectsInvalid(t *testing.T) {
 		{Header: Header{Kind: KindShortRequest}, Payload: []byte{1}},
 		{Header: Header{Kind: KindMediumRequest}, Payload: make([]byte, MaxMedium+1)},
 		{Header: Header{Kind: KindAutoReply, Handler: 3}},
+		{Header: Header{Kind: KindAutoReply}, Payload: []byte{1, 2, 3}}, // not whole pairs
+		{Header: Header{Kind: KindShortReply, Flags: FlagAckNow, Handler: 131}},
+		{Header: Header{Kind: KindShortRequest, Flags: 2, Handler: 130}},
 	}
 	for _, m := range bad {
 		if _, err := m.Append(nil); err == nil {

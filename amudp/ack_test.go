@@ -1,0 +1,165 @@
+package amudp
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// wireJob is an endpoint of rank 0 whose peer, rank 1, is a bare UDP socket
+// the test reads and writes datagrams on, to check what goes on the wire.
+func wireJob(t *testing.T, cfg Config) (*Endpoint, *UDP) {
+	t.Helper()
+	u, err := ListenUDP(loopback, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := ListenUDP(loopback, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Secret = []byte("wire secret")
+	e, err := NewEndpoint(u, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetPeers([]netip.AddrPort{u.LocalAddr(), raw.LocalAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(); raw.Close() })
+	return e, raw
+}
+
+// recvMsg reads the next datagram on u within a second.
+func recvMsg(t *testing.T, u *UDP) *Message {
+	t.Helper()
+	b := make([]byte, MaxDatagram+1)
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		n, _, err := u.Recv(b)
+		if err == ErrNoData {
+			u.Wait(10 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &Message{}
+		if err := Decode(b[:n], m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	t.Fatal("no datagram within a second")
+	return nil
+}
+
+// TestAckNowFlag: a lone request, and the one that uses up the peer's
+// credit, ask for their reply at once; the others let the receiver batch.
+func TestAckNowFlag(t *testing.T) {
+	e, raw := wireJob(t, Config{NetworkDepth: 4})
+	var flags []uint8
+	for i := range 4 {
+		if err := e.RequestShort(1, 130, uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+		flags = append(flags, recvMsg(t, raw).Flags)
+	}
+	want := []uint8{FlagAckNow, 0, 0, FlagAckNow}
+	if d := cmp.Diff(want, flags); d != "" {
+		t.Errorf("flags of 4 requests with depth 4 (-want +got):\n%s", d)
+	}
+}
+
+// TestAutoRepliesShareADatagram: requests that do not ask for their reply
+// at once are acknowledged together, in one AutoReply listing them all,
+// when the receiver's wait ends; a flagged one at the end of its pass.
+func TestAutoRepliesShareADatagram(t *testing.T) {
+	e, raw := wireJob(t, Config{})
+	ran := 0
+	e.Register(130, func(*Token, []uint32, []byte) { ran++ })
+	tag := Tag([]byte("wire secret"), 0)
+	send := func(slot, seq uint16, flags uint8) {
+		m := Message{Header: Header{Kind: KindShortRequest, Flags: flags, Handler: 130, Tag: tag, Src: 1, Slot: slot, Seq: seq}}
+		b, err := m.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.Send(b, e.LocalAddr())
+	}
+	send(0, 1, 0)
+	send(1, 1, 0)
+	send(2, 1, 0)
+	if err := e.WaitUntil(func() bool { return ran == 3 }); err != nil {
+		t.Fatal(err)
+	}
+	m := recvMsg(t, raw)
+	type pair struct{ Slot, Seq uint16 }
+	got := []pair{{m.Slot, m.Seq}}
+	for i := range len(m.Payload) / AckPairLen {
+		s, q := m.AckPair(i)
+		got = append(got, pair{s, q})
+	}
+	if m.Kind != KindAutoReply {
+		t.Fatalf("got a %v, want one auto-reply", m.Kind)
+	}
+	if d := cmp.Diff([]pair{{0, 1}, {1, 1}, {2, 1}}, got); d != "" {
+		t.Errorf("acknowledged (-want +got):\n%s", d)
+	}
+
+	// A flagged request is answered at the end of the pass that ran it,
+	// with no wait ending.
+	send(3, 1, FlagAckNow)
+	for ran < 4 {
+		if err := e.Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := recvMsg(t, raw); m.Kind != KindAutoReply || m.Slot != 3 || len(m.Payload) != 0 {
+		t.Errorf("flagged request: got %v slot %d with %d more, want its own auto-reply", m.Kind, m.Slot, len(m.Payload)/AckPairLen)
+	}
+	if st := e.Stats(); st.Sent != 2 {
+		t.Errorf("sent %d datagrams for 4 requests, want 2", st.Sent)
+	}
+}
+
+// TestFloodBatchesReplies: a flood of requests without replies gets far
+// fewer reply datagrams than requests, and every handler runs once.
+func TestFloodBatchesReplies(t *testing.T) {
+	eps := newJob(t, 2, Config{})
+	ran := 0
+	eps[1].Register(130, func(*Token, []uint32, []byte) { ran++ })
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		eps[1].WaitUntil(func() bool {
+			select {
+			case <-stop:
+				return true
+			default:
+				return false
+			}
+		})
+	}()
+	const n = 5000
+	for i := range n {
+		if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := eps[0].Drain(); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	<-done
+	if ran != n {
+		t.Fatalf("%d handlers ran for %d requests", ran, n)
+	}
+	sent := eps[1].Stats().Sent
+	t.Logf("%d reply datagrams for %d requests", sent, n)
+	if sent > n/2 {
+		t.Errorf("%d reply datagrams for %d requests: replies are not batched", sent, n)
+	}
+}
