@@ -106,8 +106,10 @@ type Config struct {
 const DefaultSpin = 100 * time.Microsecond
 
 // pollFirstGap: a request skips its poll-first when a poll pass ended more
-// recently than this.
-const pollFirstGap = 20 * time.Microsecond
+// recently than this. Replies come batched at most ackDelay apart, so a
+// sender that only sends polls about as often as they can arrive; a request
+// from another peer waits at most this long for a busy sender to run it.
+const pollFirstGap = ackDelay
 
 // ackBatch is the most automatic replies to one peer that share a datagram.
 // A batch waits at most ackDelay, unless its sender asked for the reply at
