@@ -22,6 +22,7 @@ const rounds = 8
 type spinner struct {
 	start, done chan struct{}
 	stop        atomic.Bool
+	wake        func() // wakes a server that sleeps in the kernel, if set
 }
 
 func newSpinner(tb testing.TB, serve func(stop *atomic.Bool)) *spinner {
@@ -45,12 +46,16 @@ func (s *spinner) turn(f func()) time.Duration {
 	f()
 	d := time.Since(t)
 	s.stop.Store(true)
+	if s.wake != nil {
+		s.wake()
+	}
 	<-s.done
 	return d
 }
 
-// recvOrStop busy-polls u for a datagram; it returns -1 once stop is set.
-func recvOrStop(u *UDP, b []byte, stop *atomic.Bool) int {
+// recvOrStop busy-polls u for a datagram, or sleeps in the kernel between
+// tries when block is set; it returns -1 once stop is set.
+func recvOrStop(u *UDP, b []byte, stop *atomic.Bool, block bool) int {
 	for {
 		n, _, err := u.Recv(b)
 		if err == nil {
@@ -61,6 +66,9 @@ func recvOrStop(u *UDP, b []byte, stop *atomic.Bool) int {
 		}
 		if stop != nil && stop.Load() {
 			return -1
+		}
+		if block {
+			u.Wait(maxBlock)
 		}
 	}
 }
@@ -75,26 +83,29 @@ func listenPair(tb testing.TB, buf int) (*UDP, *UDP) {
 	return a, b
 }
 
-// rawPingPong is a busy-polling ping-pong of 8-byte datagrams.
+// rawPingPong is a ping-pong of 8-byte datagrams, busy-polling or, with
+// block, sleeping in ppoll for each datagram.
 type rawPingPong struct {
 	cli, srv *UDP
 	sp       *spinner
 	b        []byte
+	block    bool
 }
 
-func newRawPingPong(tb testing.TB) *rawPingPong {
-	r := &rawPingPong{b: make([]byte, 64)}
+func newRawPingPong(tb testing.TB, block bool) *rawPingPong {
+	r := &rawPingPong{b: make([]byte, 64), block: block}
 	r.cli, r.srv = listenPair(tb, 0)
 	r.sp = newSpinner(tb, func(stop *atomic.Bool) {
 		b := make([]byte, 64)
 		for {
-			n := recvOrStop(r.srv, b, stop)
+			n := recvOrStop(r.srv, b, stop, block)
 			if n < 0 {
 				return
 			}
 			r.srv.Send(b[:n], r.cli.LocalAddr())
 		}
 	})
+	r.sp.wake = r.srv.Wake
 	return r
 }
 
@@ -102,7 +113,7 @@ func (r *rawPingPong) run(n int) time.Duration {
 	return r.sp.turn(func() {
 		for range n {
 			r.cli.Send(r.b[:8], r.srv.LocalAddr())
-			recvOrStop(r.cli, r.b, nil)
+			recvOrStop(r.cli, r.b, nil, r.block)
 		}
 	})
 }
@@ -127,7 +138,7 @@ func newRawStream(tb testing.TB) *rawStream {
 		b := make([]byte, MaxDatagram+1)
 		ack := make([]byte, 8)
 		for {
-			if recvOrStop(r.rx, b, stop) < 0 {
+			if recvOrStop(r.rx, b, stop, false) < 0 {
 				return
 			}
 			got++
@@ -151,17 +162,19 @@ func (r *rawStream) run(n int) time.Duration {
 				r.tx.Send(r.b, r.rx.LocalAddr())
 				r.sent++
 			}
-			if recvOrStop(r.tx, r.ackb, nil) == 8 {
+			if recvOrStop(r.tx, r.ackb, nil, false) == 8 {
 				acked = max(acked, binary.LittleEndian.Uint64(r.ackb))
 			}
 		}
 	})
 }
 
-// spinJob is two endpoints; rank 1 busy-polls during turns.
-func spinJob(b *testing.B) ([]*Endpoint, *spinner) {
-	eps := newJob(b, 2, Config{Spin: -1, SendDepth: -1})
+// spinJob is two endpoints; rank 1 serves during turns. spin is the
+// endpoints' busy-poll time before they sleep (-1: never sleep).
+func spinJob(b *testing.B, spin time.Duration) ([]*Endpoint, *spinner) {
+	eps := newJob(b, 2, Config{Spin: spin, SendDepth: -1})
 	sp := newSpinner(b, func(stop *atomic.Bool) { eps[1].WaitUntil(stop.Load) })
+	sp.wake = eps[1].Wake
 	return eps, sp
 }
 
@@ -178,7 +191,7 @@ func chunks(n int) []int {
 
 // BenchmarkRawUDPPingPong reports the floor alone.
 func BenchmarkRawUDPPingPong(b *testing.B) {
-	r := newRawPingPong(b)
+	r := newRawPingPong(b, false)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	b.ResetTimer()
@@ -188,9 +201,16 @@ func BenchmarkRawUDPPingPong(b *testing.B) {
 
 // BenchmarkShortRoundTrip: a short request and its short reply between two
 // endpoints on loopback, both busy-polling, in turns with the raw floor.
-func BenchmarkShortRoundTrip(b *testing.B) {
-	raw := newRawPingPong(b)
-	eps, sp := spinJob(b)
+func BenchmarkShortRoundTrip(b *testing.B) { benchRoundTrip(b, -1) }
+
+// BenchmarkShortRoundTripBlocking is the same with endpoints that sleep in
+// the kernel at once when nothing has arrived (the mode for more workers
+// than cores), against a raw ping-pong that sleeps in ppoll likewise.
+func BenchmarkShortRoundTripBlocking(b *testing.B) { benchRoundTrip(b, time.Nanosecond) }
+
+func benchRoundTrip(b *testing.B, spin time.Duration) {
+	raw := newRawPingPong(b, spin >= 0)
+	eps, sp := spinJob(b, spin)
 	var replies atomic.Uint64
 	eps[1].Register(130, func(t *Token, args []uint32, _ []byte) { t.ReplyShort(131, args[0]) })
 	eps[0].Register(131, func(*Token, []uint32, []byte) { replies.Add(1) })
@@ -222,7 +242,7 @@ func BenchmarkShortRoundTrip(b *testing.B) {
 
 func benchFlood(b *testing.B, cat Category) {
 	raw := newRawStream(b)
-	eps, sp := spinJob(b)
+	eps, sp := spinJob(b, -1)
 	for _, e := range eps {
 		e.SetSegment(make([]byte, MaxLong))
 	}
