@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"sync"
@@ -163,6 +164,23 @@ func initOnce() {
 		}
 	}
 	registerCore(ep)
+	if cfg.RcvThread {
+		go progress(ep)
+	}
+}
+
+// progress services the network in the background for GASNET_RCV_THREAD:
+// it polls, spinning briefly then sleeping in the kernel, until the
+// endpoint closes. Goroutines of the program that wait meanwhile are woken
+// by its poll passes.
+func progress(ep *amudp.Endpoint) {
+	for {
+		if err := ep.WaitUntil(func() bool { return false }); errors.Is(err, net.ErrClosed) {
+			return
+		}
+		// Any other error is a returned request, which the returned
+		// handler has already dealt with.
+	}
 }
 
 // defaultReturned is handler 0's default: abort the job naming the

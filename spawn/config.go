@@ -45,6 +45,7 @@ type Config struct {
 	WorkerRank  string `envconfig:"GASNET_WORKER_RANK" default:"" desc:"this worker's rank: an integer, or the name of a variable holding it (SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK)"`
 	VerboseEnv  bool   `envconfig:"GASNET_VERBOSEENV" default:"false" desc:"print every setting in force and where it came from"`
 
+	RcvThread      bool          `envconfig:"GASNET_RCV_THREAD" default:"false" desc:"run a background goroutine that polls the network, so handlers run and replies go out while the program computes without polling"`
 	ConnectTimeout time.Duration `envconfig:"GASNET_CONNECT_TIMEOUT" default:"60s" desc:"ours: how long the console waits for all workers to join, and a worker to reach the console"`
 	PollSpin       time.Duration `envconfig:"GASNET_POLL_SPIN" default:"100us" desc:"ours: busy-poll time of a blocking wait before it sleeps in the kernel; -1ns = spin forever"`
 	ExitTimeout    time.Duration `envconfig:"GASNET_EXIT_TIMEOUT" default:"2s" desc:"ours: grace period for workers to exit once the job ends, before they are killed"`

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"sort"
 	"strings"
 	"testing"
@@ -92,4 +94,28 @@ func TestAmudprun(t *testing.T) {
 		t.Errorf("amudprun -v: exit %d\nstderr:\n%s", r.code, r.stderr)
 	}
 	checkNoSurvivors(t, marker, 2*time.Second)
+}
+
+// TestReceiveThread: with GASNET_RCV_THREAD=1 a rank that computes without
+// polling still runs handlers and replies (about 350 ms sooner here); without
+// it, the reply waits until the rank polls again.
+func TestReceiveThread(t *testing.T) {
+	re := regexp.MustCompile(`reply after (\d+) ms`)
+	for _, tc := range []struct {
+		env  string
+		fast bool
+	}{{"GASNET_RCV_THREAD=1", true}, {"GASNET_RCV_THREAD=0", false}} {
+		t.Run(tc.env, func(t *testing.T) {
+			r := run(t, t.Name(), []string{tc.env}, "progress", "2")
+			m := re.FindStringSubmatch(r.stdout)
+			if r.code != 0 || m == nil {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			ms, _ := strconv.Atoi(m[1])
+			if fast := ms < 150; fast != tc.fast {
+				t.Errorf("reply after %d ms; want it fast (< 150 ms): %v", ms, tc.fast)
+			}
+			checkNoSurvivors(t, t.Name(), 2*time.Second)
+		})
+	}
 }
