@@ -164,27 +164,29 @@ func measure(peer, iters int, sizes []int, emit func(Result)) error {
 		emit(Result{Test: name, Bytes: bytes, Iters: iters, US: us(d, iters), MBps: float64(bytes) * float64(iters) / d.Seconds() / 1e6})
 		return nil
 	}
-	if err := rtt("short_rtt", 0, func() error { return conduit.RequestShort(peer, hShort, 1) }); err != nil {
-		return err
+	medium := func(h int) func(int) error {
+		return func(sz int) error { return conduit.RequestMedium(peer, h, payload[:sz]) }
 	}
-	for _, sz := range sizes {
-		if err := rtt("medium_rtt", sz, func() error { return conduit.RequestMedium(peer, hMedium, payload[:sz]) }); err != nil {
-			return err
-		}
+	long := func(h int) func(int) error {
+		return func(sz int) error { return conduit.RequestLong(peer, h, payload[:sz], 0) }
 	}
-	for _, sz := range sizes {
-		if err := rtt("long_rtt", sz, func() error { return conduit.RequestLong(peer, hLong, payload[:sz], 0) }); err != nil {
-			return err
-		}
+	plan := []struct {
+		name  string
+		sizes []int
+		run   func(name string, bytes int, send func() error) error
+		send  func(size int) error
+	}{
+		{"short_rtt", []int{0}, rtt, func(int) error { return conduit.RequestShort(peer, hShort, 1) }},
+		{"medium_rtt", sizes, rtt, medium(hMedium)},
+		{"long_rtt", sizes, rtt, long(hLong)},
+		{"medium_flood", sizes, flood, medium(hSink)},
+		{"long_flood", sizes, flood, long(hSink)},
 	}
-	for _, sz := range sizes {
-		if err := flood("medium_flood", sz, func() error { return conduit.RequestMedium(peer, hSink, payload[:sz]) }); err != nil {
-			return err
-		}
-	}
-	for _, sz := range sizes {
-		if err := flood("long_flood", sz, func() error { return conduit.RequestLong(peer, hSink, payload[:sz], 0) }); err != nil {
-			return err
+	for _, p := range plan {
+		for _, sz := range p.sizes {
+			if err := p.run(p.name, sz, func() error { return p.send(sz) }); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
