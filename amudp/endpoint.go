@@ -706,16 +706,23 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 	return e.sendReply(t.peer, t.slot, &m)
 }
 
-// sendReply encodes m into the slot's stored reply and sends it. Poller only.
+// sendReply stores m as the slot's reply and sends it. Poller only.
 func (e *Endpoint) sendReply(p *peerState, slot uint16, m *Message) error {
-	r := &p.rx[slot]
+	if err := storeReply(&p.rx[slot], m); err != nil {
+		return err
+	}
+	e.stats.sent.Add(1)
+	return e.tr.Send(p.rx[slot].reply, p.addr)
+}
+
+// storeReply encodes m as the reply re-sent for a retransmitted request.
+func storeReply(r *rxSlot, m *Message) error {
 	var err error
 	if r.reply, err = m.Append(r.reply[:0]); err != nil {
 		return err
 	}
 	r.replied = true
-	e.stats.sent.Add(1)
-	return e.tr.Send(r.reply, p.addr)
+	return nil
 }
 
 // Poll handles pending messages (at most the receive depth) and due
@@ -880,8 +887,7 @@ func (e *Endpoint) handleRequest(m *Message, src int) {
 		// Store the automatic reply for a retransmitted request, but send
 		// it with the others of this pass (DESIGN.md §5: still the reply).
 		auto := Message{Header: Header{Kind: KindAutoReply, Tag: p.tag, Src: uint32(e.rank), Slot: m.Slot, Seq: m.Seq}}
-		r.reply, _ = auto.Append(r.reply[:0])
-		r.replied = true
+		_ = storeReply(r, &auto)
 		e.queueAck(p, m.Slot, m.Seq, m.Flags&FlagAckNow != 0)
 	}
 }
