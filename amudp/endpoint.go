@@ -74,6 +74,7 @@ var (
 	ErrNoSegment      = errors.New("amudp: no segment attached")
 	ErrOutOfSegment   = errors.New("amudp: long payload outside the segment")
 	ErrNoPeers        = errors.New("amudp: peer table not set")
+	ErrNoAddress      = errors.New("amudp: address of the destination not known yet")
 )
 
 // Config configures an Endpoint. A zero field means its default.
@@ -326,6 +327,27 @@ func (e *Endpoint) SetPeers(addrs []netip.AddrPort) error {
 	return nil
 }
 
+// FillPeers completes a peer table that SetPeers left partly unknown (zero
+// entries, as while the table is relayed at startup): unknown entries take
+// addrs' values, and known ones must agree. Datagrams from a rank whose
+// address is unknown are dropped, and requests to it refused.
+func (e *Endpoint) FillPeers(addrs []netip.AddrPort) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(addrs) != len(e.addrs) {
+		return fmt.Errorf("amudp: peer table of %d entries to complete one of %d", len(addrs), len(e.addrs))
+	}
+	for i, a := range addrs {
+		switch {
+		case !e.addrs[i].IsValid():
+			e.addrs[i] = a
+		case e.addrs[i] != a:
+			return fmt.Errorf("amudp: rank %d is at %v, not %v", i, e.addrs[i], a)
+		}
+	}
+	return nil
+}
+
 // Size returns the number of ranks in the peer table.
 func (e *Endpoint) Size() int {
 	e.mu.Lock()
@@ -466,6 +488,10 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		n := len(e.addrs)
 		e.mu.Unlock()
 		return fmt.Errorf("%w: rank %d, job of %d", ErrBadRank, dest, n)
+	}
+	if !e.addrs[dest].IsValid() {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: rank %d", ErrNoAddress, dest)
 	}
 	p := e.peerLocked(dest)
 	size := HeaderLen + 4*len(args) + len(payload)

@@ -158,12 +158,15 @@ func initOnce() {
 	ep.SetReturnedHandler(defaultReturned)
 	st.ep = ep
 	w.OnEvent(ep.Wake)
+	registerCore(ep)
+	if err := relayTable(ep, w); err != nil {
+		fatal("rank %d: %v", w.Rank, err)
+	}
 	for r, h := range w.Hosts {
 		if h == w.Hosts[w.Rank] {
 			st.hostRank = append(st.hostRank, r)
 		}
 	}
-	registerCore(ep)
 	if cfg.RcvThread {
 		go progress(ep)
 	}

@@ -63,6 +63,7 @@ func (r *rma) forget(h *Handle) {
 }
 
 func registerCore(ep *amudp.Endpoint) {
+	ep.Register(hTable, tableChunk)
 	ep.Register(hPut, func(t *Token, args []uint32, _ []byte) { t.ReplyShort(hDone, args[0]) })
 	ep.Register(hDone, func(_ *Token, args []uint32, _ []byte) {
 		if h := st.rma.get(args[0]); h != nil {

@@ -225,19 +225,19 @@ func (j *job) run(joins <-chan *peerConn) int {
 	}
 	j.peers = make([]*peerConn, j.n)
 	j.byIndex = map[int]*peerConn{}
-	w := Welcome{Size: j.n, Addrs: make([]string, j.n), Hosts: make([]string, j.n), Env: consoleEnv()}
+	tab := Table{Addrs: make([]string, j.n), Hosts: make([]string, j.n)}
 	for i, p := range joined {
 		p.rank = ranks[i]
 		j.peers[p.rank] = p
 		if p.join.Index >= 0 {
 			j.byIndex[p.join.Index] = p
 		}
-		w.Addrs[p.rank], w.Hosts[p.rank] = p.join.UDP, p.join.Host
+		tab.Addrs[p.rank], tab.Hosts[p.rank] = p.join.UDP, p.join.Host
 	}
+	ws := welcomes(tab, consoleEnv())
 	events := make(chan event, 4*j.n)
 	for _, p := range j.peers {
-		w.Rank = p.rank
-		if err := writeFrame(p.conn, frameWelcome, w); err != nil {
+		if err := writeFrame(p.conn, frameWelcome, ws[p.rank]); err != nil {
 			j.say("rank %d on %s: sending its welcome: %v", p.rank, p.join.Name, err)
 			return j.abort(1, joined)
 		}

@@ -35,11 +35,15 @@ type Join struct {
 
 // Welcome is the console's answer once every worker has joined.
 type Welcome struct {
-	Rank  int               `json:"rank"`
-	Size  int               `json:"size"`
-	Addrs []string          `json:"addrs"` // UDP address of every rank
-	Hosts []string          `json:"hosts"` // host identity of every rank
-	Env   map[string]string `json:"env"`   // the console's GASNET_*/AMUDP_* settings
+	Rank  int      `json:"rank"`
+	Size  int      `json:"size"`
+	Addrs []string `json:"addrs,omitempty"` // UDP address of every rank: rank 0 only
+	Hosts []string `json:"hosts,omitempty"` // host identity of every rank: rank 0 only
+	// Peers holds, for ranks other than 0, the UDP addresses of this rank
+	// and its relay-tree neighbours; the rest of the table comes through
+	// the tree (see TreeChildren).
+	Peers map[int]string    `json:"peers,omitempty"`
+	Env   map[string]string `json:"env"` // the console's GASNET_*/AMUDP_* settings
 }
 
 // Gather carries all-gather data.

@@ -187,17 +187,53 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 	return nil
 }
 
-// Addrs returns the UDP address of every rank.
+// Addrs returns the UDP address of every rank known so far: all of them
+// once the table is complete (HasTable), else those of this rank and its
+// relay-tree neighbours, the others being the zero AddrPort.
 func (w *Worker) Addrs() ([]netip.AddrPort, error) {
-	out := make([]netip.AddrPort, len(w.Welcome.Addrs))
-	for i, s := range w.Welcome.Addrs {
+	out := make([]netip.AddrPort, w.Size)
+	parse := func(r int, s string) error {
 		a, err := netip.ParseAddrPort(s)
-		if err != nil {
-			return nil, fmt.Errorf("console sent a bad address for rank %d: %q", i, s)
+		if err != nil || r < 0 || r >= w.Size {
+			return fmt.Errorf("console sent a bad address for rank %d: %q", r, s)
 		}
-		out[i] = a
+		out[r] = a
+		return nil
+	}
+	if w.HasTable() {
+		for r, s := range w.Welcome.Addrs {
+			if err := parse(r, s); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	for r, s := range w.Peers {
+		if err := parse(r, s); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
+}
+
+// HasTable reports whether this worker has every rank's address and host.
+func (w *Worker) HasTable() bool {
+	return len(w.Welcome.Addrs) == w.Size && len(w.Welcome.Hosts) == w.Size
+}
+
+// Table returns the complete table, for relaying it on.
+func (w *Worker) Table() Table { return Table{Addrs: w.Welcome.Addrs, Hosts: w.Welcome.Hosts} }
+
+// SetTable installs the table relayed from this worker's tree parent. It
+// must agree with the addresses the console sent.
+func (w *Worker) SetTable(t Table) error {
+	for r, s := range w.Peers {
+		if r < 0 || r >= len(t.Addrs) || t.Addrs[r] != s {
+			return fmt.Errorf("relayed address table disagrees with the console on rank %d", r)
+		}
+	}
+	w.Welcome.Addrs, w.Welcome.Hosts = t.Addrs, t.Hosts
+	return nil
 }
 
 // OnEvent sets a function called after each service completion (a barrier

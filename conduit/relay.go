@@ -1,0 +1,92 @@
+package conduit
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"udpconduit/amudp"
+	"udpconduit/spawn"
+)
+
+// hTable is the core handler that receives a chunk of the address table
+// relayed down the tree of spawn.TreeChildren (DESIGN.md §7).
+const hTable = 1
+
+// tableIn collects the relayed table's chunks.
+var tableIn struct {
+	mu     sync.Mutex
+	blob   []byte
+	got    int
+	chunks int
+	bad    error
+	done   atomic.Bool
+}
+
+// tableChunk runs for each chunk: args are its index, the chunk count and
+// the table's length in bytes.
+func tableChunk(_ *Token, a []uint32, p []byte) {
+	t := &tableIn
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(a) != 3 || t.done.Load() {
+		return
+	}
+	idx, chunks, size := int(a[0]), int(a[1]), int(a[2])
+	if t.blob == nil {
+		t.blob, t.chunks = make([]byte, size), chunks
+	}
+	off := idx * amudp.MaxMedium
+	if chunks != t.chunks || size != len(t.blob) || idx >= chunks || off+len(p) > size {
+		t.bad = fmt.Errorf("malformed chunk %d/%d of the relayed address table", idx, chunks)
+		t.done.Store(true)
+		return
+	}
+	copy(t.blob[off:], p)
+	if t.got++; t.got == t.chunks {
+		t.done.Store(true)
+	}
+}
+
+// relayTable completes this worker's address table: rank 0 has it from the
+// console; every other rank waits for it from its tree parent. Each then
+// passes it on to its tree children, and all meet in a barrier, so that no
+// rank sends to one that does not know its address yet.
+func relayTable(ep *amudp.Endpoint, w *spawn.Worker) error {
+	if !w.HasTable() {
+		if err := ep.WaitUntil(tableIn.done.Load); err != nil {
+			return fmt.Errorf("waiting for the address table: %w", err)
+		}
+		tableIn.mu.Lock()
+		blob, bad := tableIn.blob, tableIn.bad
+		tableIn.mu.Unlock()
+		if bad != nil {
+			return bad
+		}
+		t, err := spawn.DecodeTable(blob, w.Size)
+		if err != nil {
+			return err
+		}
+		if err := w.SetTable(t); err != nil {
+			return err
+		}
+		addrs, err := w.Addrs()
+		if err != nil {
+			return err
+		}
+		if err := ep.FillPeers(addrs); err != nil {
+			return err
+		}
+	}
+	blob := spawn.EncodeTable(w.Table())
+	chunks := (len(blob) + amudp.MaxMedium - 1) / amudp.MaxMedium
+	for _, c := range spawn.TreeChildren(w.Rank, w.Size) {
+		for i := 0; i < chunks; i++ {
+			part := blob[i*amudp.MaxMedium : min((i+1)*amudp.MaxMedium, len(blob))]
+			if err := ep.RequestMedium(c, hTable, part, uint32(i), uint32(chunks), uint32(len(blob))); err != nil {
+				return fmt.Errorf("relaying the address table to rank %d: %w", c, err)
+			}
+		}
+	}
+	return Barrier()
+}
