@@ -1,6 +1,7 @@
 package amudp
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -161,5 +162,48 @@ func TestFloodBatchesReplies(t *testing.T) {
 	t.Logf("%d reply datagrams for %d requests", sent, n)
 	if sent > n/2 {
 		t.Errorf("%d reply datagrams for %d requests: replies are not batched", sent, n)
+	}
+}
+
+// TestPartialPeerTable: while the table is relayed at startup, a rank whose
+// address is unknown cannot be sent to and its datagrams are dropped;
+// FillPeers completes the table without touching known entries.
+func TestPartialPeerTable(t *testing.T) {
+	eps := newJob(t, 2, Config{})
+	full := []netip.AddrPort{eps[0].LocalAddr(), eps[1].LocalAddr()}
+	if err := eps[0].SetPeers([]netip.AddrPort{full[0], {}}); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	eps[0].Register(130, func(*Token, []uint32, []byte) { ran++ })
+	if err := eps[0].RequestShort(1, 130); !errors.Is(err, ErrNoAddress) {
+		t.Errorf("request to a rank of unknown address: %v, want ErrNoAddress", err)
+	}
+	if err := eps[1].RequestShort(0, 130); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(time.Second); eps[0].Stats().BadSource == 0 && time.Now().Before(end); {
+		eps[0].Poll()
+	}
+	if ran != 0 || eps[0].Stats().BadSource == 0 {
+		t.Errorf("a request from a rank of unknown address ran (%d) or was not counted", ran)
+	}
+	if err := eps[0].FillPeers([]netip.AddrPort{eps[1].LocalAddr(), eps[1].LocalAddr()}); err == nil {
+		t.Error("FillPeers changed a known address")
+	}
+	if err := eps[0].FillPeers(full); err != nil {
+		t.Fatal(err)
+	}
+	serve(t, eps[1])
+	eps[1].Register(130, func(*Token, []uint32, []byte) {})
+	if err := eps[0].RequestShort(1, 130); err != nil {
+		t.Fatal(err)
+	}
+	if err := eps[0].Drain(); err != nil {
+		t.Fatal(err)
+	}
+	// rank 1 retransmits its first request; now it is accepted and runs.
+	if err := eps[0].WaitUntil(func() bool { return ran == 1 }); err != nil {
+		t.Fatal(err)
 	}
 }
