@@ -178,15 +178,23 @@ func spinJob(b *testing.B, spin time.Duration) ([]*Endpoint, *spinner) {
 	return eps, sp
 }
 
-// chunks splits n into rounds of about equal size.
-func chunks(n int) []int {
-	k := min(rounds, n)
-	out := make([]int, k)
-	for i := range out {
-		out[i] = n / k
+// alternate runs b.N operations in rounds, each round raw(n) then n AM
+// operations in the AM server's turn, and returns the summed times.
+func alternate(b *testing.B, raw func(n int) time.Duration, sp *spinner, am func(n int)) (rawT, amT time.Duration) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ReportAllocs()
+	b.ResetTimer()
+	k := min(rounds, b.N)
+	for i := range k {
+		n := b.N / k
+		if i == 0 {
+			n += b.N % k
+		}
+		rawT += raw(n)
+		amT += sp.turn(func() { am(n) })
 	}
-	out[0] += n % k
-	return out
+	return rawT, amT
 }
 
 // BenchmarkRawUDPPingPong reports the floor alone.
@@ -214,27 +222,19 @@ func benchRoundTrip(b *testing.B, spin time.Duration) {
 	var replies atomic.Uint64
 	eps[1].Register(130, func(t *Token, args []uint32, _ []byte) { t.ReplyShort(131, args[0]) })
 	eps[0].Register(131, func(*Token, []uint32, []byte) { replies.Add(1) })
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	var want uint64
 	cond := func() bool { return replies.Load() == want }
-	var rawT, amT time.Duration
-	b.ReportAllocs()
-	b.ResetTimer()
-	for _, n := range chunks(b.N) {
-		rawT += raw.run(n)
-		amT += sp.turn(func() {
-			for range n {
-				want++
-				if err := eps[0].RequestShort(1, 130, uint32(want)); err != nil {
-					b.Fatal(err)
-				}
-				if err := eps[0].WaitUntil(cond); err != nil {
-					b.Fatal(err)
-				}
+	rawT, amT := alternate(b, raw.run, sp, func(n int) {
+		for range n {
+			want++
+			if err := eps[0].RequestShort(1, 130, uint32(want)); err != nil {
+				b.Fatal(err)
 			}
-		})
-	}
+			if err := eps[0].WaitUntil(cond); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.ReportMetric(float64(amT.Nanoseconds())/float64(b.N)/1000, "µs/rtt")
 	b.ReportMetric(float64(rawT.Nanoseconds())/float64(b.N)/1000, "raw-µs/rtt")
 	b.ReportMetric(float64(amT)/float64(rawT), "ratio-to-raw")
@@ -249,31 +249,23 @@ func benchFlood(b *testing.B, cat Category) {
 	var got atomic.Uint64
 	eps[1].Register(130, func(*Token, []uint32, []byte) { got.Add(1) })
 	payload := make([]byte, MaxMedium)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var rawT, amT time.Duration
 	b.SetBytes(MaxMedium)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for _, n := range chunks(b.N) {
-		rawT += raw.run(n)
-		amT += sp.turn(func() {
-			for range n {
-				var err error
-				if cat == Medium {
-					err = eps[0].RequestMedium(1, 130, payload)
-				} else {
-					err = eps[0].RequestLong(1, 130, payload, 0)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
+	rawT, amT := alternate(b, raw.run, sp, func(n int) {
+		for range n {
+			var err error
+			if cat == Medium {
+				err = eps[0].RequestMedium(1, 130, payload)
+			} else {
+				err = eps[0].RequestLong(1, 130, payload, 0)
 			}
-			if err := eps[0].Drain(); err != nil {
+			if err != nil {
 				b.Fatal(err)
 			}
-		})
-	}
+		}
+		if err := eps[0].Drain(); err != nil {
+			b.Fatal(err)
+		}
+	})
 	if got.Load() != uint64(b.N) {
 		b.Fatalf("%d handlers ran for %d requests", got.Load(), b.N)
 	}
