@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,14 +24,33 @@ import (
 // requester's credit. Handlers must not block and must not send requests.
 type Handler func(t *Token, args []uint32, payload []byte)
 
-// Returned describes a request that could not be delivered: refused by its
-// receiver, or given up after the retransmission time (DESIGN.md §5).
+// Returned describes a message that could not run: a request of this
+// endpoint refused by its receiver or given up after the retransmission time
+// (DESIGN.md §5), or a reply that reached this endpoint and was refused here
+// (Incoming).
 type Returned struct {
-	Reason  Reason
-	Dest    int // the rank the request was sent to
+	Reason Reason
+	// Dest is the other side: the rank the request was sent to, or for an
+	// Incoming reply the rank that sent it.
+	Dest    int
 	Addr    netip.AddrPort
-	Kind    Kind  // the kind of the returned message
+	Kind    Kind  // the kind of the message
 	Handler uint8 // the handler index it named
+	// Incoming is true for a reply from Dest that this endpoint refused.
+	Incoming bool
+}
+
+// String says who did what, e.g. "short-request to rank 1 at
+// 127.0.0.1:4000 (handler 130) was refused by rank 1: no handler registered
+// at that index".
+func (r Returned) String() string {
+	switch {
+	case r.Incoming:
+		return fmt.Sprintf("%s from rank %d at %v (handler %d) was refused here: %s", r.Kind, r.Dest, r.Addr, r.Handler, r.Reason)
+	case r.Reason == ReasonTimeout || r.Reason == ReasonClosed:
+		return fmt.Sprintf("%s to rank %d at %v (handler %d) is undeliverable: %s", r.Kind, r.Dest, r.Addr, r.Handler, r.Reason)
+	}
+	return fmt.Sprintf("%s to rank %d at %v (handler %d) was refused by rank %d: %s", r.Kind, r.Dest, r.Addr, r.Handler, r.Dest, r.Reason)
 }
 
 // ReturnedHandler is handler 0: it receives requests that could not be
@@ -41,10 +61,7 @@ type ReturnedHandler func(r Returned)
 // returned and no ReturnedHandler is set.
 type ReturnedError struct{ Returned }
 
-func (e *ReturnedError) Error() string {
-	return fmt.Sprintf("amudp: %s to rank %d (%v) handler %d returned: %s",
-		e.Kind, e.Dest, e.Addr, e.Handler, e.Reason)
-}
+func (e *ReturnedError) Error() string { return "amudp: " + e.Returned.String() }
 
 // Timeout reports whether the request was undeliverable within the request
 // timeout (net.Error).
@@ -101,6 +118,15 @@ type Config struct {
 	// Spin is how long a blocking wait polls before it sleeps in the kernel.
 	// Negative: spin forever (lowest latency, burns a core).
 	Spin time.Duration
+	// Reserved is the number of handler indexes that belong to the library
+	// above the endpoint (conduit reserves 1..127, DESIGN.md §3): a handler
+	// at index Reserved or above may reply only to a handler at Reserved or
+	// above, so client code never reaches a library handler. 0: none.
+	Reserved int
+	// Polite makes blocking waits sleep in the kernel as soon as a poll
+	// finds nothing, without spinning: for hosts with more workers than
+	// cores, and for tests on virtual time (testing/synctest).
+	Polite bool
 }
 
 // DefaultSpin is the default busy-poll time of a blocking wait.
@@ -180,7 +206,7 @@ type peerState struct {
 	addr  netip.AddrPort
 	tag   uint64 // tag of datagrams to this peer
 	rtt   retransmit.RTT
-	heard retransmit.Time // when a reply from the peer last arrived
+	heard retransmit.Time // when a datagram from the peer last arrived (0: never)
 	pool  slotPool
 	bytes byteWindow
 	slots []reqSlot
@@ -202,15 +228,17 @@ type slotRef struct {
 // for concurrent use by many goroutines. Handlers run on whichever goroutine
 // polls; one goroutine polls at a time.
 type Endpoint struct {
-	tr     Transport
-	rank   int
-	myTag  uint64
-	secret []byte
-	depth  int
-	spin   time.Duration
-	rcfg   retransmit.Config
-	origin time.Time
-	bufMax int
+	tr       Transport
+	rank     int
+	myTag    uint64
+	secret   []byte
+	depth    int
+	spin     time.Duration
+	polite   bool
+	reserved int
+	rcfg     retransmit.Config
+	origin   time.Time
+	bufMax   int
 
 	mu       sync.Mutex // guards the fields below, up to pollMu
 	handlers [NumHandlers]Handler
@@ -250,7 +278,11 @@ type Endpoint struct {
 	retPending atomic.Bool
 	deadline   atomic.Int64
 	lastPass   atomic.Int64 // when the last poll pass ended (e.now)
-	stats      statCounters
+	// passSeq is odd while a poll pass runs and even between passes; its
+	// atomic updates give Fence a happens-before edge over every handler
+	// run in a pass that ended.
+	passSeq atomic.Uint64
+	stats   statCounters
 }
 
 // NewEndpoint returns an endpoint on tr. The peer table is set later with
@@ -277,6 +309,9 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 	if cfg.Rank < 0 || cfg.Rank >= MaxPeers {
 		return nil, fmt.Errorf("amudp: rank %d outside 0..%d", cfg.Rank, MaxPeers-1)
 	}
+	if cfg.Reserved < 0 || cfg.Reserved >= NumHandlers {
+		return nil, fmt.Errorf("amudp: %d reserved handlers: accepted 0..%d", cfg.Reserved, NumHandlers-1)
+	}
 	if cfg.Spin == 0 {
 		cfg.Spin = DefaultSpin
 	}
@@ -285,7 +320,7 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 	}
 	e := &Endpoint{
 		tr: tr, rank: cfg.Rank, secret: append([]byte(nil), cfg.Secret...),
-		depth: cfg.NetworkDepth, spin: cfg.Spin, rcfg: cfg.Retransmit, origin: time.Now(),
+		depth: cfg.NetworkDepth, spin: cfg.Spin, polite: cfg.Polite, reserved: cfg.Reserved, rcfg: cfg.Retransmit, origin: time.Now(),
 		bufMax:  cfg.SocketBufferMax,
 		tracker: retransmit.NewTracker(cfg.Retransmit),
 		rbuf:    make([]byte, MaxDatagram+1),
@@ -543,9 +578,11 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	e.stats.sent.Add(1)
 
 	e.mu.Lock()
-	e.sendDoneLocked(p, slot)
+	freed := e.sendDoneLocked(p, slot)
 	e.mu.Unlock()
-	if e.blocked.Load() {
+	if freed {
+		e.Wake() // credit came back here, not in a poll pass
+	} else if e.blocked.Load() {
 		e.tr.Wake() // the sleeping poller must see the new retransmit deadline
 	}
 	return err
@@ -571,14 +608,18 @@ func (e *Endpoint) releaseLocked(p *peerState, slot uint16) {
 }
 
 // sendDoneLocked ends one send of a slot's buffer, freeing the slot when its
-// reply already came.
-func (e *Endpoint) sendDoneLocked(p *peerState, slot uint16) {
+// reply already came. It reports whether it freed the slot: credit that
+// returns outside a poll pass, which the caller must announce with Wake
+// after unlocking, or goroutines waiting for credit sleep past it.
+func (e *Endpoint) sendDoneLocked(p *peerState, slot uint16) bool {
 	s := &p.slots[slot]
 	s.sending--
 	if s.sending == 0 && s.freeLater {
 		s.freeLater = false
 		e.releaseLocked(p, slot)
+		return true
 	}
+	return false
 }
 
 // completeLocked ends a request: acknowledged, refused or given up.
@@ -618,7 +659,7 @@ func (e *Endpoint) runLocal(isReq bool, cat Category, handler int, payload []byt
 	if err != nil {
 		return err
 	}
-	t := &Token{ep: e, src: e.rank, isReq: isReq, active: true, self: true}
+	t := &Token{ep: e, src: e.rank, isReq: isReq, active: true, self: true, client: handler >= e.reserved}
 	h(t, append([]uint32(nil), args...), view)
 	t.active = false
 	return nil
@@ -687,6 +728,7 @@ type Token struct {
 	active  bool
 	replied bool
 	self    bool
+	client  bool // runs a handler at or above Config.Reserved
 }
 
 // Source returns the rank of the message's sender.
@@ -721,6 +763,9 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 		return err
 	}
 	e := t.ep
+	if t.client && handler < e.reserved {
+		return fmt.Errorf("%w: a client handler may reply only to client handlers %d..%d (got %d)", ErrBadHandler, e.reserved, NumHandlers-1, handler)
+	}
 	if t.self {
 		t.replied = true
 		return e.runLocal(false, cat, handler, payload, off, args)
@@ -768,6 +813,8 @@ func (e *Endpoint) Poll() error {
 // as soon as its condition stop holds: the rest stays in the socket for the
 // next pass, and the waiter saves a syscall that would find nothing.
 func (e *Endpoint) pollLocked(stop func() bool) error {
+	e.passSeq.Add(1)
+	defer e.passSeq.Add(1)
 	e.pass++
 	e.drained = 0
 	if err := e.takeRetErr(); err != nil {
@@ -864,6 +911,8 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort) {
 		e.stats.badSource.Add(1)
 		return
 	}
+	// Any datagram from the peer shows it alive (see fireTimers).
+	e.peerLocked(src).heard = e.now()
 	if m.Kind.IsRequest() {
 		e.handleRequest(m, src)
 	} else {
@@ -876,9 +925,13 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort) {
 func (e *Endpoint) handleRequest(m *Message, src int) {
 	p := e.peerLocked(src)
 	r := &p.rx[m.Slot]
-	switch m.Seq {
-	case r.seq + 1: // new
-	case r.seq: // a retransmission of the last accepted request
+	// Sequence numbers compare in serial-number arithmetic (RFC 1982): the
+	// sender may have given up on requests of this slot that never arrived,
+	// so a new request can be more than one ahead. A slot has one request
+	// in flight at a time, so old copies are never half the space behind.
+	switch d := int16(m.Seq - r.seq); {
+	case d > 0: // new
+	case d == 0: // a retransmission of the last accepted request
 		e.mu.Unlock()
 		e.stats.dupRequests.Add(1)
 		if r.replied && r.resentPass != e.pass {
@@ -906,7 +959,7 @@ func (e *Endpoint) handleRequest(m *Message, src int) {
 		return
 	}
 	t := &e.tok
-	*t = Token{ep: e, peer: p, src: src, slot: m.Slot, seq: m.Seq, isReq: true, active: true}
+	*t = Token{ep: e, peer: p, src: src, slot: m.Slot, seq: m.Seq, isReq: true, active: true, client: int(m.Handler) >= e.reserved}
 	h(t, m.Args[:m.NArgs], payload)
 	t.active = false
 	if !t.replied {
@@ -1019,8 +1072,8 @@ func (e *Endpoint) handleReply(m *Message, src int) {
 	}
 	payload, bad := e.handlerView(h, m, seg)
 	if bad != ReasonNone {
-		// The reply cannot run here: hand it to handler 0 as returned.
-		e.returned(Returned{Reason: bad, Dest: src, Addr: p.addr, Kind: m.Kind, Handler: m.Handler})
+		// The reply cannot run here: hand it to handler 0, refused here.
+		e.returned(Returned{Reason: bad, Dest: src, Addr: p.addr, Kind: m.Kind, Handler: m.Handler, Incoming: true})
 		return
 	}
 	t := &e.tok
@@ -1040,7 +1093,6 @@ func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, now retransmit.Time
 	if d, ok := e.tracker.Ack(s.h, now); ok {
 		p.rtt.Sample(d)
 	}
-	p.heard = now
 	e.completeLocked(p, slot)
 	return true
 }
@@ -1071,19 +1123,17 @@ func (e *Endpoint) fireTimers() {
 	e.mu.Lock()
 	e.resends, e.gaveUp = e.resends[:0], e.gaveUp[:0]
 	for {
-		prev := e.tracker.Peek()
-		h, resend, ok := e.tracker.Expire(now)
+		h, ok := e.tracker.Due(now)
 		if !ok {
 			break
 		}
 		ref := e.owner[h]
 		p := e.peers[ref.peer]
 		s := &p.slots[ref.slot]
-		if resend {
-			// Back off only while the peer is silent (see ResetBackoff).
-			if p.heard > prev {
-				e.tracker.ResetBackoff(h, now, p.rtt.Timeout(e.rcfg))
-			}
+		// Waits stay near the RTT while the peer is heard from, and a
+		// request is given up only after the peer's silence
+		// (retransmit.Config.NextWait, GiveUpAfter).
+		if e.tracker.Expire(h, now, p.heard, p.rtt.Timeout(e.rcfg)) {
 			s.sending++
 			e.resends = append(e.resends, ref)
 			continue
@@ -1202,10 +1252,14 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 		if e.isClosed() {
 			return net.ErrClosed
 		}
-		if e.spin < 0 || time.Since(start) < e.spin {
-			if e.waiters.Load() > 0 {
-				return nil // let a waiting goroutine re-check its condition
-			}
+		// Goroutines waiting for this poller's passes are woken by
+		// notify when a pass drains something and by Wake when state they
+		// read changes elsewhere; an empty pass changes nothing for them,
+		// so the poller keeps to its own spin-then-sleep. (Returning to
+		// them after every empty pass kept two goroutines handing the
+		// poll back and forth without ever sleeping, burning the cores an
+		// oversubscribed host's other workers need.)
+		if !e.polite && (e.spin < 0 || time.Since(start) < e.spin) {
 			continue
 		}
 		break
@@ -1226,6 +1280,19 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 		return nil
 	}
 	return e.tr.Wait(timeout)
+}
+
+// Fence makes every handler run that has ended happen before what the
+// caller does next, in the sense of the Go memory model: it waits for the
+// poll pass in progress, if any, to end. A program that learns by other
+// means (a barrier, a message to another rank and back) that a handler has
+// run on this endpoint, for example one that wrote a Put into the segment,
+// calls Fence before reading what the handler wrote; conduit's collectives
+// do it for the program.
+func (e *Endpoint) Fence() {
+	for s := e.passSeq.Load(); s%2 == 1 && e.passSeq.Load() == s; {
+		runtime.Gosched()
+	}
 }
 
 func (e *Endpoint) isClosed() bool { return e.closedFlag.Load() }

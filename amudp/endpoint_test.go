@@ -294,17 +294,20 @@ func TestReturnedToHandlerZero(t *testing.T) {
 	eps := newJob(t, 2, Config{})
 	eps[1].SetSegment(make([]byte, 100))
 	eps[1].Register(130, func(*Token, []uint32, []byte) {})
+	eps[1].Register(131, func(t *Token, _ []uint32, _ []byte) { t.ReplyShort(178) })
 	var mu sync.Mutex
 	var rets []Returned
 	eps[0].SetReturnedHandler(func(r Returned) { mu.Lock(); rets = append(rets, r); mu.Unlock() })
 	serve(t, eps[1])
 	eps[0].RequestShort(1, 177)                      // not registered there
 	eps[0].RequestLong(1, 130, make([]byte, 50), 60) // past the end
-	waitFor(t, eps[0], "returns", func() bool { mu.Lock(); defer mu.Unlock(); return len(rets) == 2 })
+	eps[0].RequestShort(1, 131)                      // its reply's handler is not registered here
+	waitFor(t, eps[0], "returns", func() bool { mu.Lock(); defer mu.Unlock(); return len(rets) == 3 })
 	addr := eps[1].LocalAddr()
 	want := []Returned{
 		{Reason: ReasonBadHandler, Dest: 1, Addr: addr, Kind: KindShortRequest, Handler: 177},
 		{Reason: ReasonBadOffset, Dest: 1, Addr: addr, Kind: KindLongRequest, Handler: 130},
+		{Reason: ReasonBadHandler, Dest: 1, Addr: addr, Kind: KindShortReply, Handler: 178, Incoming: true},
 	}
 	if d := cmp.Diff(want, rets, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
@@ -467,5 +470,83 @@ func TestSocketBufferReadBack(t *testing.T) {
 	rcv, snd, err := u.SetBuffers(0)
 	if err != nil || rcv < 256<<10 || snd < 256<<10 {
 		t.Errorf("buffers %d/%d (%v), want at least 256 KiB", rcv, snd, err)
+	}
+}
+
+// countWaits counts the transport's sleeps in the kernel.
+type countWaits struct {
+	Transport
+	waits atomic.Int64
+}
+
+func (c *countWaits) Wait(d time.Duration) error {
+	c.waits.Add(1)
+	return c.Transport.Wait(d)
+}
+
+// idlePassesPerSleep has g goroutines wait on an idle endpoint for 100 ms
+// and returns the poll passes per sleep in the kernel.
+func idlePassesPerSleep(t *testing.T, g int) float64 {
+	u, err := ListenUDP(loopback, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &countWaits{Transport: u}
+	e, err := NewEndpoint(tr, Config{Spin: 100 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range g {
+		wg.Go(func() { e.WaitUntil(stop.Load) })
+	}
+	time.Sleep(100 * time.Millisecond)
+	stop.Store(true)
+	e.Wake()
+	wg.Wait()
+	e.pollMu.Lock()
+	defer e.pollMu.Unlock()
+	return float64(e.pass) / float64(max(tr.waits.Load(), 1))
+}
+
+// TestWaitersLetThePollerSleep: goroutines waiting on an idle endpoint
+// must not keep each other awake. The poller spins for its spin time, then
+// sleeps in the kernel, however many goroutines wait for its passes. A
+// poller that hands the poll to a waiter after every empty pass restarts
+// the spin each time and spins most of the time, stealing the cores that,
+// on a host with more workers than cores, the workers it waits for need.
+// The measure is relative: poll passes per sleep with two waiting
+// goroutines against one, in the same run.
+func TestWaitersLetThePollerSleep(t *testing.T) {
+	one := idlePassesPerSleep(t, 1)
+	two := idlePassesPerSleep(t, 2)
+	t.Logf("idle poll passes per sleep: %.0f with one waiting goroutine, %.0f with two", one, two)
+	if two > 4*one {
+		t.Errorf("two waiting goroutines make %.0f poll passes per sleep, one makes %.0f: they keep the poller spinning", two, one)
+	}
+}
+
+// TestReturnedSaysWhoDidWhat: the description of a returned message names
+// who refused what, so that the rank that refused a reply does not report
+// its own message as returned to it.
+func TestReturnedSaysWhoDidWhat(t *testing.T) {
+	a := netip.MustParseAddrPort("10.0.0.2:4000")
+	tests := []struct {
+		r    Returned
+		want string
+	}{
+		{Returned{Reason: ReasonBadHandler, Dest: 1, Addr: a, Kind: KindShortRequest, Handler: 140},
+			"short-request to rank 1 at 10.0.0.2:4000 (handler 140) was refused by rank 1: no handler registered at that index"},
+		{Returned{Reason: ReasonTimeout, Dest: 3, Addr: a, Kind: KindMediumRequest, Handler: 130},
+			"medium-request to rank 3 at 10.0.0.2:4000 (handler 130) is undeliverable: the peer sent nothing for the give-up time"},
+		{Returned{Reason: ReasonBadOffset, Dest: 1, Addr: a, Kind: KindLongReply, Handler: 131, Incoming: true},
+			"long-reply from rank 1 at 10.0.0.2:4000 (handler 131) was refused here: long payload outside the receiver's segment"},
+	}
+	for _, tc := range tests {
+		if got := tc.r.String(); got != tc.want {
+			t.Errorf("got  %q\nwant %q", got, tc.want)
+		}
 	}
 }

@@ -105,7 +105,7 @@ const (
 
 var reasonNames = [...]string{"none", "no handler registered at that index",
 	"receiver has no segment", "long payload outside the receiver's segment",
-	"no reply before the request timeout (undeliverable)", "endpoint closed"}
+	"the peer sent nothing for the give-up time", "endpoint closed"}
 
 // String describes the reason.
 func (r Reason) String() string {

@@ -68,11 +68,11 @@ func drive(t *testing.T, cfg Config, start Time, limit int) (resends []time.Dura
 			t.Fatalf("deadline %d before now %d", d, now)
 		}
 		// Just before the deadline nothing expires.
-		if _, _, ok := tr.Expire(d - 1); ok {
+		if _, _, ok := expireSilent(tr, d-1); ok {
 			t.Fatalf("expired before its deadline")
 		}
 		now = d
-		got, resend, ok := tr.Expire(now)
+		got, resend, ok := expireSilent(tr, now)
 		if !ok || got != h {
 			t.Fatalf("Expire(%d) = %d,%v,%v; want handle %d", now, got, resend, ok, h)
 		}
@@ -145,7 +145,7 @@ func TestFastLinkRetransmitsAfterAboutAMillisecond(t *testing.T) {
 		t.Errorf("deadline in %v, want %v", got, to)
 	}
 	now = d
-	if got, resend, ok := tr.Expire(now); !ok || !resend || got != h {
+	if got, resend, ok := expireSilent(tr, now); !ok || !resend || got != h {
 		t.Fatalf("lost datagram not resent at %v", to)
 	}
 	// Even with a fast first timeout, the give-up time stays the reference one.
@@ -153,7 +153,7 @@ func TestFastLinkRetransmitsAfterAboutAMillisecond(t *testing.T) {
 	for {
 		d, _ := tr.NextDeadline()
 		now = d
-		_, resend, _ := tr.Expire(now)
+		_, resend, _ := expireSilent(tr, now)
 		if !resend {
 			break
 		}
@@ -167,7 +167,7 @@ func TestKarnsRule(t *testing.T) {
 	cfg := DefaultConfig()
 	tr := NewTracker(cfg)
 	h := tr.Add(0, 10*ms)
-	if _, resend, ok := tr.Expire(Time(10 * ms)); !ok || !resend {
+	if _, resend, ok := expireSilent(tr, Time(10*ms)); !ok || !resend {
 		t.Fatal("no retransmission")
 	}
 	if tr.Attempts(h) != 2 {
@@ -247,7 +247,7 @@ func TestHeapOrder(t *testing.T) {
 		default:
 			now = now.Add(time.Duration(rnd(5)) * ms)
 			for {
-				h, resend, ok := tr.Expire(now)
+				h, resend, ok := expireSilent(tr, now)
 				if !ok {
 					break
 				}
@@ -273,38 +273,83 @@ func TestHeapOrder(t *testing.T) {
 	}
 }
 
-func TestResetBackoffKeepsGiveUp(t *testing.T) {
+// expireSilent handles the earliest due request of a peer never heard from.
+func expireSilent(tr *Tracker, now Time) (h int, resend, ok bool) {
+	h, ok = tr.Due(now)
+	if !ok {
+		return 0, false, false
+	}
+	return h, tr.Expire(h, now, 0, 0), true
+}
+
+func TestNextWait(t *testing.T) {
+	cfg := DefaultConfig() // Heard 1 s, Backoff 2, Max 30 s
+	const rto = 2 * ms
+	sec := Time(time.Second)
+	tests := []struct {
+		name             string
+		wait             time.Duration
+		last, heard, now Time
+		want             time.Duration
+	}{
+		{"answered since the last send: back to rto", 64 * ms, 10 * sec, 10*sec + 1, 10*sec + Time(64*ms), rto},
+		{"heard within Heard: grows by rto", 8 * ms, 10 * sec, 10*sec - Time(500*ms), 10*sec + Time(8*ms), 10 * ms},
+		{"silent for Heard: doubles", 8 * ms, 10 * sec, 10*sec - Time(time.Second), 10*sec + Time(8*ms), 16 * ms},
+		{"never heard: doubles", 100 * ms, 10 * sec, 0, 10*sec + Time(100*ms), 200 * ms},
+		{"capped at Max", 20 * time.Second, 10 * sec, 0, 30 * sec, 30 * time.Second},
+		{"linear growth capped at Max", 30 * time.Second, 10 * sec, 10*sec - 1, 10*sec + 1, 30 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := cfg.NextWait(tc.wait, rto, tc.last, tc.heard, tc.now); got != tc.want {
+				t.Errorf("NextWait = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestGiveUpCountsPeerSilence: a request is given up only once its peer
+// has been silent for the give-up time. While the peer answers other
+// requests, every wait stays near the RTT timeout and the request is never
+// given up, however often it is lost; once the peer falls silent, the
+// request is given up the give-up time after the peer's last datagram.
+func TestGiveUpCountsPeerSilence(t *testing.T) {
 	cfg := DefaultConfig()
+	const rto = 2 * ms
 	tr := NewTracker(cfg)
-	h := tr.Add(0, 2*ms)
-	if tr.Peek() != 0 {
-		t.Errorf("Peek = %d, want 0 (sent at 0)", tr.Peek())
+	h := tr.Add(0, rto)
+	var now, heard Time
+	maxWait := time.Duration(0)
+	// 200 s of a peer that sends something every 300 ms.
+	for now < Time(200*time.Second) {
+		d, _ := tr.NextDeadline()
+		for heard+Time(300*ms) <= d {
+			heard += Time(300 * ms)
+		}
+		if w := d.Sub(now); w > maxWait {
+			maxWait = w
+		}
+		now = d
+		if got, ok := tr.Due(now); !ok || got != h {
+			t.Fatalf("nothing due at its deadline %d", now)
+		}
+		if !tr.Expire(h, now, heard, rto) {
+			t.Fatalf("given up at %v although the peer was heard at %v", time.Duration(now), time.Duration(heard))
+		}
 	}
-	now := Time(2 * ms)
-	if _, resend, _ := tr.Expire(now); !resend {
-		t.Fatal("not resent")
+	if maxWait > 300*ms {
+		t.Errorf("longest wait %v while the peer is heard from every 300ms; want at most 300ms", maxWait)
 	}
-	if last, _ := tr.LastSent(h); last != now {
-		t.Errorf("LastSent = %d, want %d", last, now)
-	}
-	if d, _ := tr.NextDeadline(); d.Sub(now) != 4*ms {
-		t.Errorf("backed-off wait %v, want 4ms", d.Sub(now))
-	}
-	tr.ResetBackoff(h, now, 2*ms)
-	if d, _ := tr.NextDeadline(); d.Sub(now) != 2*ms {
-		t.Errorf("wait after reset %v, want 2ms", d.Sub(now))
-	}
-	// Resetting every time still gives up at the reference time.
+	// The peer falls silent: give up GiveUpAfter after its last datagram.
 	for {
 		d, _ := tr.NextDeadline()
 		now = d
-		_, resend, _ := tr.Expire(now)
-		if !resend {
+		tr.Due(now)
+		if !tr.Expire(h, now, heard, rto) {
 			break
 		}
-		tr.ResetBackoff(h, now, 2*ms)
 	}
-	if now.Sub(0) != cfg.GiveUpAfter() {
-		t.Errorf("gave up at %v, want %v", now.Sub(0), cfg.GiveUpAfter())
+	if got := now.Sub(heard); got != cfg.GiveUpAfter() {
+		t.Errorf("gave up %v after the peer's last datagram, want %v", got, cfg.GiveUpAfter())
 	}
 }

@@ -15,8 +15,9 @@ import "time"
 //  1. On a first transmission: h := t.Add(now, rtt.Timeout(cfg)).
 //  2. On the reply (the acknowledgement): if d, ok := t.Ack(h, now); ok, feed d
 //     to the peer's RTT estimate.
-//  3. When now >= NextDeadline: for each h, resend, ok := t.Expire(now) with
-//     ok true, retransmit h when resend is true, else report h undeliverable.
+//  3. When now >= NextDeadline: for each h, ok := t.Due(now) with ok true,
+//     retransmit h when t.Expire(h, now, heard, rto) is true, else report h
+//     undeliverable.
 type Tracker struct {
 	cfg      Config
 	giveUp   time.Duration
@@ -115,34 +116,41 @@ func (t *Tracker) NextDeadline() (Time, bool) {
 	return t.ents[t.heap[0]].deadline, true
 }
 
-// Expire handles the earliest request whose deadline is at or before now. It
-// returns ok false when there is none. Otherwise, when the request has used
-// up its give-up time (Config.GiveUpAfter) it is removed and resend is false:
-// the caller reports it undeliverable. Else it is rescheduled with the next
-// backed-off wait and resend is true: the caller retransmits it.
-func (t *Tracker) Expire(now Time) (h int, resend, ok bool) {
-	if len(t.heap) == 0 {
-		return 0, false, false
+// Due returns the earliest request whose deadline is at or before now, and
+// false when there is none. The caller then decides its fate with Expire.
+func (t *Tracker) Due(now Time) (h int, ok bool) {
+	if len(t.heap) == 0 || t.ents[t.heap[0]].deadline > now {
+		return 0, false
 	}
-	hh := t.heap[0]
-	e := &t.ents[hh]
-	if e.deadline > now {
-		return 0, false, false
+	return int(t.heap[0]), true
+}
+
+// Expire handles request h, which Due returned at now. heard is when the
+// request's peer was last heard from (any datagram; 0 for never) and rto
+// the peer's current retransmission timeout (RTT.Timeout). When the peer
+// has been silent for the give-up time (Config.GiveUpAfter, counted from the
+// later of heard and h's first transmission), h is removed and Expire
+// returns false: the caller reports it undeliverable. Otherwise h is
+// rescheduled with the wait that Config.NextWait chooses and Expire returns
+// true: the caller retransmits it.
+func (t *Tracker) Expire(h int, now, heard Time, rto time.Duration) bool {
+	e := &t.ents[h]
+	silentFrom := max(e.first, heard)
+	if t.giveUp > 0 && now.Sub(silentFrom) >= t.giveUp {
+		t.remove(int32(h))
+		return false
 	}
-	if t.giveUp > 0 && now.Sub(e.first) >= t.giveUp {
-		t.remove(hh)
-		return int(hh), false, true
-	}
+	e.wait = t.cfg.NextWait(e.wait, rto, e.last, heard, now)
 	e.attempts++
 	e.last = now
-	next := e.wait * time.Duration(t.cfg.Backoff)
-	if next > t.waitCap || next < e.wait { // capped, or overflowed
-		next = t.waitCap
+	e.deadline = now.Add(e.wait)
+	if t.giveUp > 0 {
+		e.deadline = min(e.deadline, silentFrom.Add(t.giveUp))
 	}
-	e.wait = next
-	e.deadline = t.clampDeadline(e, now.Add(next))
-	t.down(0)
-	return int(hh), true, true
+	i := int(e.hidx)
+	t.down(i)
+	t.up(i)
+	return true
 }
 
 func (t *Tracker) remove(h int32) {
@@ -218,31 +226,4 @@ func (t *Tracker) LastSent(h int) (Time, bool) {
 		return 0, false
 	}
 	return t.ents[h].last, true
-}
-
-// ResetBackoff sets the wait of request h, just retransmitted at now, back to
-// wait instead of the backed-off one. Callers use it when the peer answered
-// other requests since h was last sent: the peer is alive and the loss was
-// random, so backing off would only delay recovery. The give-up time is
-// unchanged.
-func (t *Tracker) ResetBackoff(h int, now Time, wait time.Duration) {
-	if h < 0 || h >= len(t.ents) || t.ents[h].attempts == 0 {
-		return
-	}
-	e := &t.ents[h]
-	e.wait = min(max(wait, 1), t.waitCap)
-	e.deadline = t.clampDeadline(e, now.Add(e.wait))
-	i := int(e.hidx)
-	t.down(i)
-	t.up(i)
-}
-
-// Peek returns when the request that Expire would handle next was last
-// transmitted (0 when none is in flight), so the caller can tell whether its
-// peer answered anything since.
-func (t *Tracker) Peek() Time {
-	if len(t.heap) == 0 {
-		return 0
-	}
-	return t.ents[t.heap[0]].last
 }
