@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"udpconduit/amudp"
@@ -50,7 +51,9 @@ const (
 var (
 	ErrNotInitialized = errors.New("conduit: Init has not run")
 	ErrAttached       = errors.New("conduit: Attach called twice")
+	ErrNotAttached    = errors.New("conduit: Attach has not run on this rank")
 	ErrHandlerIndex   = errors.New("conduit: client handler index must be 128..255")
+	ErrHandlerTable   = errors.New("conduit: bad handler table")
 	ErrOutOfSegment   = errors.New("conduit: range outside the remote segment")
 )
 
@@ -65,12 +68,20 @@ var st struct {
 	w        *spawn.Worker
 	ep       *amudp.Endpoint
 	cfg      *spawn.Config
-	attached bool
-	segs     []uint64 // segment size of every rank
-	barrier  uint64   // barriers this rank entered
-	gathers  uint64
 	hostRank []int
 	rma      rma
+
+	// attached is set once Attach has exchanged the segment sizes; segs is
+	// written before and never after.
+	attached atomic.Bool
+	segs     []uint64 // segment size of every rank
+
+	// coll orders the collective calls of this rank's goroutines (see
+	// Barrier) and guards the fields below.
+	coll    sync.Mutex
+	attach  bool   // Attach has begun
+	barrier uint64 // barriers this rank entered
+	gathers uint64
 }
 
 // Init starts the job. In the console it validates N and the configuration,
@@ -142,6 +153,7 @@ func initOnce() {
 	ep, err := amudp.NewEndpoint(udp, amudp.Config{
 		Rank: w.Rank, Secret: w.Secret, NetworkDepth: cfg.NetworkDepth, SendDepth: cfg.SendDepth,
 		RecvDepth: cfg.RecvDepth, SocketBufferMax: cfg.SockBufMax, Spin: cfg.PollSpin,
+		Reserved: FirstClientHandler,
 		Retransmit: retransmit.Config{
 			Initial: time.Duration(cfg.ReqTimeoutInitial) * time.Microsecond,
 			Backoff: cfg.ReqTimeoutBackoff,
@@ -189,8 +201,7 @@ func progress(ep *amudp.Endpoint) {
 // defaultReturned is handler 0's default: abort the job naming the
 // unreachable rank and its address (DESIGN.md §5).
 func defaultReturned(r Returned) {
-	fmt.Fprintf(os.Stderr, "%s: rank %d: %s to rank %d at %v (handler %d) was returned: %s; aborting the job\n",
-		progName(), st.w.Rank, r.Kind, r.Dest, r.Addr, r.Handler, r.Reason)
+	fmt.Fprintf(os.Stderr, "%s: rank %d: %v; aborting the job\n", progName(), st.w.Rank, r)
 	go st.w.Exit(1, st.cfg.ExitTimeout) // not on the polling goroutine's stack
 }
 
@@ -217,26 +228,35 @@ func HostRanks() []int { mustInit(); return append([]int(nil), st.hostRank...) }
 // Endpoint returns the underlying amudp endpoint.
 func Endpoint() *amudp.Endpoint { return mustInit() }
 
-// Attach registers the client's handlers (indexes 128..255), allocates a
-// segment of segmentSize bytes that Long messages and Put/Get address, and
-// waits until every rank has attached.
+// Attach registers the client's handlers (indexes 128..255, each at most
+// once, none nil), allocates a segment of segmentSize bytes that Long
+// messages and Put/Get address, and waits until every rank has attached.
+// It is collective: every rank calls it once, before any request, Put or
+// Get of its own. A bad table or a segment that cannot be allocated is an
+// error, and nothing is registered: the rank may call Attach again.
 func Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
 	ep := mustInit()
-	if st.attached {
+	if err := checkTable(handlers); err != nil {
+		return nil, err
+	}
+	st.coll.Lock()
+	if st.attach {
+		st.coll.Unlock()
 		return nil, ErrAttached
 	}
-	if segmentSize < 0 {
-		return nil, fmt.Errorf("conduit: segment size %d: accepted: >= 0", segmentSize)
+	seg, err := allocSegment(segmentSize)
+	if err == nil {
+		st.attach = true
+	}
+	st.coll.Unlock()
+	if err != nil {
+		return nil, err
 	}
 	for _, h := range handlers {
-		if h.Index < FirstClientHandler || h.Index > 255 {
-			return nil, fmt.Errorf("%w (got %d)", ErrHandlerIndex, h.Index)
-		}
 		if err := ep.Register(h.Index, h.Fn); err != nil {
 			return nil, err
 		}
 	}
-	seg := make([]byte, segmentSize)
 	ep.SetSegment(seg)
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], uint64(segmentSize))
@@ -244,47 +264,97 @@ func Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.segs = make([]uint64, len(parts))
+	segs := make([]uint64, len(parts))
 	for i, p := range parts {
 		if len(p) == 8 {
-			st.segs[i] = binary.LittleEndian.Uint64(p)
+			segs[i] = binary.LittleEndian.Uint64(p)
 		}
 	}
-	st.attached = true
+	st.segs = segs
+	st.attached.Store(true)
 	return seg, nil
+}
+
+// checkTable checks a handler table: client indexes, each once, no nil
+// function.
+func checkTable(handlers []HandlerEntry) error {
+	seen := map[int]bool{}
+	for i, h := range handlers {
+		switch {
+		case h.Index < FirstClientHandler || h.Index >= amudp.NumHandlers:
+			return fmt.Errorf("%w (entry %d has index %d)", ErrHandlerIndex, i, h.Index)
+		case seen[h.Index]:
+			return fmt.Errorf("%w: index %d appears twice", ErrHandlerTable, h.Index)
+		case h.Fn == nil:
+			return fmt.Errorf("%w: index %d has a nil handler", ErrHandlerTable, h.Index)
+		}
+		seen[h.Index] = true
+	}
+	return nil
 }
 
 // SegmentSize returns the segment size of rank (after Attach).
 func SegmentSize(rank int) int {
-	if rank < 0 || rank >= len(st.segs) {
+	if !st.attached.Load() || rank < 0 || rank >= len(st.segs) {
 		return 0
 	}
 	return int(st.segs[rank])
 }
 
-// RequestShort sends a Short request.
+// clientCall checks a client request before it is sent: Attach done, a
+// client handler index.
+func clientCall(handler int) (*amudp.Endpoint, error) {
+	ep := mustInit()
+	if !st.attached.Load() {
+		return nil, ErrNotAttached
+	}
+	if handler < FirstClientHandler || handler >= amudp.NumHandlers {
+		return nil, fmt.Errorf("%w (got %d)", ErrHandlerIndex, handler)
+	}
+	return ep, nil
+}
+
+// RequestShort sends a Short request to the client handler (128..255) of
+// dest.
 func RequestShort(dest, handler int, args ...uint32) error {
-	return mustInit().RequestShort(dest, handler, args...)
+	ep, err := clientCall(handler)
+	if err != nil {
+		return err
+	}
+	return ep.RequestShort(dest, handler, args...)
 }
 
 // RequestMedium sends a Medium request; payload may be reused on return.
 func RequestMedium(dest, handler int, payload []byte, args ...uint32) error {
-	return mustInit().RequestMedium(dest, handler, payload, args...)
+	ep, err := clientCall(handler)
+	if err != nil {
+		return err
+	}
+	return ep.RequestMedium(dest, handler, payload, args...)
 }
 
 // RequestLong sends a Long request writing payload at offset of dest's
 // segment; the range is checked against the segment sizes exchanged at
 // Attach.
 func RequestLong(dest, handler int, payload []byte, offset uint64, args ...uint32) error {
+	ep, err := clientCall(handler)
+	if err != nil {
+		return err
+	}
 	if err := checkRemote(dest, offset, len(payload)); err != nil {
 		return err
 	}
-	return mustInit().RequestLong(dest, handler, payload, offset, args...)
+	return ep.RequestLong(dest, handler, payload, offset, args...)
 }
 
+// checkRemote checks a range of dest's segment against the sizes exchanged
+// at Attach, which must have run.
 func checkRemote(dest int, offset uint64, n int) error {
-	if st.segs == nil || dest < 0 || dest >= len(st.segs) {
-		return nil // amudp reports a bad rank; the receiver checks unattached segments
+	if !st.attached.Load() {
+		return ErrNotAttached
+	}
+	if dest < 0 || dest >= len(st.segs) {
+		return nil // amudp reports a bad rank
 	}
 	if offset > st.segs[dest] || uint64(n) > st.segs[dest]-offset {
 		return fmt.Errorf("%w: %d bytes at offset %d of rank %d's segment of %d", ErrOutOfSegment, n, offset, dest, st.segs[dest])
@@ -298,33 +368,65 @@ func Poll() error { return mustInit().Poll() }
 // WaitUntil services the network until cond returns true.
 func WaitUntil(cond func() bool) error { return mustInit().WaitUntil(cond) }
 
+// Collectives (Barrier, BarrierNotify/BarrierWait, AllGather, Attach) are
+// matched across ranks by their order: the k-th barrier of one rank
+// completes with the k-th barrier of every other. They may be called from
+// several goroutines of a rank without a data race, but each call then takes
+// the next number in the order the calls reach the library, so a program
+// that wants them to match makes them from one goroutine per rank. When a
+// collective stays incomplete for GASNET_HANG_WARN, the console says which
+// ranks are in which collective.
+
 // BarrierNotify enters the next barrier without waiting.
 func BarrierNotify() error {
 	mustInit()
+	st.coll.Lock()
+	defer st.coll.Unlock()
 	st.barrier++
 	return st.w.BarrierNotify()
 }
 
 // BarrierWait waits, servicing the network, until every rank has entered
-// the barrier this rank last notified.
+// the barrier this rank last notified. Everything the program's handlers did
+// before the other ranks entered happens before BarrierWait returns.
 func BarrierWait() error {
 	ep := mustInit()
+	st.coll.Lock()
 	target := st.barrier
-	return ep.WaitUntil(func() bool { return st.w.BarriersDone() >= target })
+	st.coll.Unlock()
+	return waitBarrier(ep, target)
 }
 
-// Barrier waits until every rank has reached it.
-func Barrier() error {
-	if err := BarrierNotify(); err != nil {
+func waitBarrier(ep *amudp.Endpoint, target uint64) error {
+	if err := ep.WaitUntil(func() bool { return st.w.BarriersDone() >= target }); err != nil {
 		return err
 	}
-	return BarrierWait()
+	ep.Fence()
+	return nil
+}
+
+// Barrier waits until every rank has reached it. Everything the program's
+// handlers did on this rank before every rank entered (a Put's data written
+// into the segment, say) happens before Barrier returns.
+func Barrier() error {
+	ep := mustInit()
+	st.coll.Lock()
+	st.barrier++
+	target := st.barrier
+	err := st.w.BarrierNotify()
+	st.coll.Unlock()
+	if err != nil {
+		return err
+	}
+	return waitBarrier(ep, target)
 }
 
 // AllGather contributes data and returns every rank's contribution, indexed
-// by rank.
+// by rank. Concurrent calls of one rank's goroutines run one after another.
 func AllGather(data []byte) ([][]byte, error) {
 	ep := mustInit()
+	st.coll.Lock()
+	defer st.coll.Unlock()
 	st.gathers++
 	target := st.gathers
 	if err := st.w.GatherSend(data); err != nil {
@@ -336,6 +438,7 @@ func AllGather(data []byte) ([][]byte, error) {
 		parts = p
 		return n >= target
 	})
+	ep.Fence()
 	return parts, err
 }
 

@@ -21,6 +21,8 @@ type Handle struct {
 	id      uint32
 	pending atomic.Int64
 	dst     []byte // Get destination
+	refused atomic.Bool
+	peer    int
 }
 
 // Done reports whether the operation completed.
@@ -28,8 +30,11 @@ func (h *Handle) Done() bool { return h.pending.Load() == 0 }
 
 // Wait services the network until the operation completes.
 func (h *Handle) Wait() error {
-	err := WaitUntil(h.Done)
+	err := mustInit().WaitUntil(h.Done)
 	st.rma.forget(h)
+	if err == nil && h.refused.Load() {
+		err = fmt.Errorf("%w: rank %d refused a get from its segment", ErrOutOfSegment, h.peer)
+	}
 	return err
 }
 
@@ -62,28 +67,49 @@ func (r *rma) forget(h *Handle) {
 	r.mu.Unlock()
 }
 
+// registerCore installs the library's handlers. Each checks what it
+// receives (argument count, handle, ranges) and ignores a message that does
+// not fit: only the library sends to these indexes (Config.Reserved keeps
+// client replies out), so a misfit is a forged or corrupt message, never a
+// reason to crash.
 func registerCore(ep *amudp.Endpoint) {
 	ep.Register(hTable, tableChunk)
-	ep.Register(hPut, func(t *Token, args []uint32, _ []byte) { t.ReplyShort(hDone, args[0]) })
-	ep.Register(hDone, func(_ *Token, args []uint32, _ []byte) {
-		if h := st.rma.get(args[0]); h != nil {
+	ep.Register(hPut, func(t *Token, args []uint32, _ []byte) {
+		if len(args) == 1 && t.IsRequest() {
+			t.ReplyShort(hDone, args[0])
+		}
+	})
+	ep.Register(hDone, func(t *Token, args []uint32, _ []byte) {
+		if len(args) != 1 || t.IsRequest() {
+			return
+		}
+		if h := st.rma.get(args[0]); h != nil && h.pending.Load() > 0 {
 			h.pending.Add(-1)
 		}
 	})
 	ep.Register(hGetReq, func(t *Token, args []uint32, _ []byte) {
+		if len(args) != 5 || !t.IsRequest() {
+			return
+		}
 		off := uint64(args[0]) | uint64(args[1])<<32
 		n := uint64(args[2])
 		seg := ep.Segment()
-		if off > uint64(len(seg)) || n > uint64(len(seg))-off {
+		if n > MaxMedium || off > uint64(len(seg)) || n > uint64(len(seg))-off {
 			t.ReplyMedium(hGetReply, nil, args[3], args[4], 1)
 			return
 		}
 		t.ReplyMedium(hGetReply, seg[off:off+n], args[3], args[4], 0)
 	})
-	ep.Register(hGetReply, func(_ *Token, args []uint32, p []byte) {
-		h := st.rma.get(args[0])
-		if h == nil {
+	ep.Register(hGetReply, func(t *Token, args []uint32, p []byte) {
+		if len(args) != 3 || t.IsRequest() {
 			return
+		}
+		h := st.rma.get(args[0])
+		if h == nil || h.pending.Load() <= 0 || uint64(args[1]) > uint64(len(h.dst)) || len(p) > len(h.dst)-int(args[1]) {
+			return
+		}
+		if args[2] != 0 {
+			h.refused.Store(true)
 		}
 		copy(h.dst[args[1]:], p)
 		h.pending.Add(-1)
@@ -126,7 +152,7 @@ func GetNB(src int, offset uint64, buf []byte) (*Handle, error) {
 	if err := checkRemote(src, offset, len(buf)); err != nil {
 		return nil, err
 	}
-	h := &Handle{dst: buf}
+	h := &Handle{dst: buf, peer: src}
 	st.rma.add(h)
 	chunks := (len(buf) + MaxMedium - 1) / MaxMedium
 	h.pending.Store(int64(chunks))

@@ -33,6 +33,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building the programs:", err)
 		os.Exit(1)
 	}
+	// Programs whose tests rely on the race detector.
+	build = exec.Command("go", "build", "-race", "-o", dir+"/race/", "./testdata/misuse")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the -race programs:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

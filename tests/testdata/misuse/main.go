@@ -1,0 +1,155 @@
+// Command misuse calls the conduit API the wrong way and checks that each
+// call returns the documented error instead of crashing a rank, then runs
+// collectives from several goroutines and Puts read after a barrier, for
+// the race detector (the e2e test builds it with -race). Every rank prints
+// "rank R ok NAME" or "rank R FAIL NAME: why" and the job exits 1 if any
+// check failed.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"udpconduit/amudp"
+	"udpconduit/conduit"
+)
+
+var failed atomic.Bool
+
+func check(name string, err error) {
+	if err != nil {
+		failed.Store(true)
+		fmt.Printf("rank %d FAIL %s: %v\n", conduit.Rank(), name, err)
+		return
+	}
+	fmt.Printf("rank %d ok %s\n", conduit.Rank(), name)
+}
+
+// want returns nil when err wraps target.
+func want(err, target error) error {
+	if errors.Is(err, target) {
+		return nil
+	}
+	return fmt.Errorf("got %v, want %v", err, target)
+}
+
+const (
+	hTry   = 140 // request: replies to a reserved index, then properly
+	hTried = 141 // reply: args[0] = 1 when the reserved reply was refused
+	hNop   = 142
+)
+
+func nop(*conduit.Token, []uint32, []byte) {}
+
+func main() {
+	conduit.Init()
+	me, n := conduit.Rank(), conduit.Size()
+	peer := (me + 1) % n
+	buf := make([]byte, 128)
+
+	check("get before Attach", want(conduit.Get(peer, 0, buf), conduit.ErrNotAttached))
+	check("put before Attach", want(conduit.Put(peer, 0, buf), conduit.ErrNotAttached))
+	check("request before Attach", want(conduit.RequestShort(peer, hNop), conduit.ErrNotAttached))
+	_, err := conduit.Attach([]conduit.HandlerEntry{{Index: hNop, Fn: nop}, {Index: hNop, Fn: nop}}, 4096)
+	check("Attach with a duplicate index", want(err, conduit.ErrHandlerTable))
+	_, err = conduit.Attach([]conduit.HandlerEntry{{Index: hNop}}, 4096)
+	check("Attach with a nil handler", want(err, conduit.ErrHandlerTable))
+	_, err = conduit.Attach([]conduit.HandlerEntry{{Index: 65, Fn: nop}}, 4096)
+	check("Attach with a reserved index", want(err, conduit.ErrHandlerIndex))
+	_, err = conduit.Attach(nil, 1<<45)
+	if err == nil || bytes.Contains([]byte(err.Error()), []byte("\n")) {
+		err = fmt.Errorf("got %q, want a one-line error", err)
+	} else {
+		err = nil
+	}
+	check("Attach with a 32 TiB segment", err)
+
+	var refused atomic.Int32
+	seg, err := conduit.Attach([]conduit.HandlerEntry{
+		{Index: hTry, Fn: func(t *conduit.Token, _ []uint32, _ []byte) {
+			ok := uint32(0)
+			if errors.Is(t.ReplyShort(66), amudp.ErrBadHandler) {
+				ok = 1
+			}
+			t.ReplyShort(hTried, ok)
+		}},
+		{Index: hTried, Fn: func(_ *conduit.Token, a []uint32, _ []byte) { refused.Store(int32(a[0]) + 1) }},
+		{Index: hNop, Fn: nop},
+	}, 4096)
+	check("Attach", err)
+	if err != nil {
+		conduit.Exit(1)
+	}
+	for _, h := range []int{0, 1, 65, 127, 256} {
+		check(fmt.Sprintf("request to handler %d", h), want(conduit.RequestShort(peer, h), conduit.ErrHandlerIndex))
+	}
+	check("get outside the peer's segment", want(conduit.Get(peer, 4000, buf[:100]), conduit.ErrOutOfSegment))
+	check("request", conduit.RequestShort(peer, hTry))
+	check("wait for the reply", conduit.WaitUntil(func() bool { return refused.Load() != 0 }))
+	if refused.Load() != 2 {
+		check("client handler replying to a reserved index", errors.New("the reply was not refused"))
+	} else {
+		check("client handler replying to a reserved index", nil)
+	}
+	// The library's own handlers get messages that do not fit them: the
+	// receiving rank must shrug them off.
+	ep := conduit.Endpoint()
+	for h := 1; h <= 67; h++ {
+		if h == 2 {
+			h = 64
+		}
+		ep.RequestShort(peer, h)
+		ep.RequestShort(peer, h, 1<<31, 1<<31, 1<<31, 1<<31, 1<<31, 1<<31)
+		ep.RequestMedium(peer, h, make([]byte, 300), 9, 9, 9)
+	}
+	check("library handlers given misfit messages", conduit.Barrier())
+
+	// Collectives from two goroutines at once, 50 barriers each.
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for range 2 {
+		wg.Go(func() {
+			for range 50 {
+				if err := conduit.Barrier(); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	check("barriers from two goroutines", <-errs)
+
+	// Puts into the next rank's segment, read by it after a barrier.
+	for round := range 20 {
+		data := bytes.Repeat([]byte{byte(me + round)}, 1024)
+		check(fmt.Sprintf("put round %d", round), conduit.Put(peer, 0, data))
+		// Split-phase: the barrier completes while this rank computes, so
+		// BarrierWait finds it done at once; with GASNET_RCV_THREAD=1 the
+		// put into this rank's segment was written by the background
+		// poller, and only the barrier orders it before the read below.
+		conduit.BarrierNotify()
+		time.Sleep(10 * time.Millisecond)
+		conduit.BarrierWait()
+		from := (me + n - 1) % n
+		// A plain loop, not bytes.Equal: the race detector sees only reads
+		// made by Go code, not by assembly.
+		for i, b := range seg[:1024] {
+			if b != byte(from+round) {
+				check(fmt.Sprintf("segment after round %d", round), fmt.Errorf("byte %d is %d, want %d", i, b, byte(from+round)))
+				break
+			}
+		}
+		conduit.Barrier()
+	}
+	if failed.Load() {
+		conduit.Exit(1)
+	}
+	os.Stdout.Sync()
+	conduit.Exit(0)
+}
