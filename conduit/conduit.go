@@ -146,6 +146,7 @@ func initOnce() {
 		fatal("%v", err)
 	}
 	st.cfg, st.w = cfg, w
+	w.SetGrace(cfg.ExitTimeout / 2)
 	addrs, err := w.Addrs()
 	if err != nil {
 		fatal("%v", err)
@@ -209,11 +210,31 @@ func defaultReturned(r Returned) {
 // requests. The default aborts the job.
 func SetReturnedHandler(h func(Returned)) { mustInit().SetReturnedHandler(h) }
 
+// mustInit returns the endpoint of an initialised worker. Every API call
+// starts here, so it is also where a rank that the console told to exit
+// (because the job ended elsewhere) does so: at its next call into the
+// library (see spawn.Worker.Terminating).
 func mustInit() *amudp.Endpoint {
 	if st.ep == nil {
 		fatal("%v", ErrNotInitialized)
 	}
+	if st.w.Terminating() {
+		st.w.ExitNow()
+	}
 	return st.ep
+}
+
+// wait services the network until cond holds or the console tells this
+// rank to exit. A wait cut short that way exits; one whose condition came
+// true returns, and the program's next call exits (a barrier that completed
+// just before the job ended elsewhere lets the program print its last
+// lines).
+func wait(ep *amudp.Endpoint, cond func() bool) error {
+	err := ep.WaitUntil(func() bool { return st.w.Terminating() || cond() })
+	if st.w.Terminating() && !cond() {
+		st.w.ExitNow()
+	}
+	return err
 }
 
 // Rank returns this worker's rank in [0, Size()).
@@ -366,7 +387,7 @@ func checkRemote(dest int, offset uint64, n int) error {
 func Poll() error { return mustInit().Poll() }
 
 // WaitUntil services the network until cond returns true.
-func WaitUntil(cond func() bool) error { return mustInit().WaitUntil(cond) }
+func WaitUntil(cond func() bool) error { return wait(mustInit(), cond) }
 
 // Collectives (Barrier, BarrierNotify/BarrierWait, AllGather, Attach) are
 // matched across ranks by their order: the k-th barrier of one rank
@@ -398,7 +419,7 @@ func BarrierWait() error {
 }
 
 func waitBarrier(ep *amudp.Endpoint, target uint64) error {
-	if err := ep.WaitUntil(func() bool { return st.w.BarriersDone() >= target }); err != nil {
+	if err := wait(ep, func() bool { return st.w.BarriersDone() >= target }); err != nil {
 		return err
 	}
 	ep.Fence()
@@ -433,7 +454,7 @@ func AllGather(data []byte) ([][]byte, error) {
 		return nil, err
 	}
 	var parts [][]byte
-	err := ep.WaitUntil(func() bool {
+	err := wait(ep, func() bool {
 		n, p := st.w.GathersDone()
 		parts = p
 		return n >= target

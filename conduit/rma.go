@@ -30,7 +30,7 @@ func (h *Handle) Done() bool { return h.pending.Load() == 0 }
 
 // Wait services the network until the operation completes.
 func (h *Handle) Wait() error {
-	err := mustInit().WaitUntil(h.Done)
+	err := wait(mustInit(), h.Done)
 	st.rma.forget(h)
 	if err == nil && h.refused.Load() {
 		err = fmt.Errorf("%w: rank %d refused a get from its segment", ErrOutOfSegment, h.peer)

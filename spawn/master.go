@@ -68,10 +68,19 @@ type event struct {
 }
 
 type peerConn struct {
-	conn   net.Conn
-	join   Join
-	rank   int
-	exited bool // sent Exit
+	conn     net.Conn
+	join     Join
+	rank     int
+	exited   bool // sent Exit
+	exitCode int  // the code it passed to Exit
+	closed   bool // its control connection ended
+	proc     *ProcExit
+	judged   bool
+}
+
+// who names a rank for messages.
+func (p *peerConn) who() string {
+	return fmt.Sprintf("rank %d (pid %d on %s)", p.rank, p.join.PID, p.join.Name)
 }
 
 // Console runs a job as its console: it spawns n workers running this
@@ -182,6 +191,15 @@ type job struct {
 	peers    []*peerConn // by rank
 	byIndex  map[int]*peerConn
 	exitCode int // -1 while running
+	// abnormal is the status of the first rank that ended other than as the
+	// job told it (0: none); it replaces an exit code of 0 (see judge).
+	abnormal int
+	killing  bool // the console signalled the workers: their statuses are its doing
+	// A rank that ended with 0 without calling Exit while others still
+	// run: returned is when the last such end was seen.
+	returned    []*peerConn
+	returnTimer <-chan time.Time
+	killTimer   <-chan time.Time
 }
 
 func (j *job) run(joins <-chan *peerConn) int {
@@ -293,20 +311,24 @@ func signalCode(s os.Signal) int {
 	return 1
 }
 
-// serve runs the job's services until every process has ended.
+// serve runs the job's services until every process has ended, and returns
+// the job's exit code (DESIGN.md §1): the code of the first Exit, unless
+// that is 0 and a rank ended otherwise than the job told it to, whose
+// status then wins. A crash is never reported as success.
 func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 	barrier, gathered := 0, 0
 	parts := make([][]byte, j.n)
-	var killTimer <-chan time.Time
 	for exits != nil {
 		select {
 		case ev := <-events:
 			p := j.peers[ev.rank]
 			if ev.err != nil {
+				p.closed = true
 				if !j.launch.PerWorker() && !p.exited && j.exitCode < 0 {
-					j.say("rank %d (pid %d on %s) lost its connection without exiting: %v", p.rank, p.join.PID, p.join.Name, ev.err)
-					killTimer = j.end(1)
+					j.say("%s lost its connection without exiting: %v", p.who(), ev.err)
+					j.end(1)
 				}
+				j.judge(p)
 				continue
 			}
 			switch ev.typ {
@@ -329,9 +351,9 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 			case frameExit:
 				var c Code
 				json.Unmarshal(ev.body, &c)
-				p.exited = true
+				p.exited, p.exitCode = true, c.Code
 				if j.exitCode < 0 {
-					killTimer = j.end(c.Code)
+					j.end(c.Code)
 				} else {
 					writeFrame(p.conn, frameTerminate, Code{j.exitCode})
 				}
@@ -341,46 +363,165 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				exits = nil
 				continue
 			}
-			if j.exitCode >= 0 {
+			p := j.byIndex[e.Index]
+			if p == nil { // the launcher, or a worker the console never met
+				if j.exitCode < 0 && !e.Clean {
+					who := "the launcher"
+					if e.Index >= 0 {
+						who = fmt.Sprintf("worker %d (pid %d on %s)", e.Index, e.PID, e.Host)
+					}
+					j.say("%s ended without exiting: %s; aborting the job", who, e.Status)
+					j.end(max(e.Code, 1))
+				}
 				continue
 			}
-			if e.Clean && e.Index >= 0 {
-				killTimer = j.end(0) // returned from main: exit(0) for the job
-				continue
-			}
-			who := "the launcher"
-			if p := j.byIndex[e.Index]; p != nil {
-				who = fmt.Sprintf("rank %d (pid %d on %s)", p.rank, p.join.PID, p.join.Name)
-			} else if e.Index >= 0 {
-				who = fmt.Sprintf("worker %d (pid %d on %s)", e.Index, e.PID, e.Host)
-			}
-			j.say("%s ended without exiting: %s; aborting the job", who, e.Status)
-			killTimer = j.end(max(e.Code, 1))
+			p.proc = &e
+			j.judge(p)
 		case s := <-j.sigs:
 			if j.exitCode >= 0 {
 				j.launch.Kill(0) // a second signal: no more grace
 				continue
 			}
 			j.say("%v: stopping every worker", s)
-			killTimer = j.end(signalCode(s))
-			j.launch.Kill(j.cfg.ExitTimeout)
-		case <-killTimer:
-			killTimer = nil
-			j.launch.Kill(j.cfg.ExitTimeout)
+			j.end(signalCode(s))
+			j.kill()
+		case <-j.returnTimer:
+			j.returnTimer = nil
+			if j.exitCode < 0 {
+				var ranks []string
+				for _, p := range j.returned {
+					ranks = append(ranks, strconv.Itoa(p.rank))
+				}
+				j.say("rank %s ended with status 0 without calling conduit.Exit while %d other ranks still run (returning from main or os.Exit ends only a rank, not the job); aborting the job",
+					strings.Join(ranks, ","), j.running())
+				j.abnormal = 1
+				j.end(1)
+			}
+		case <-j.killTimer:
+			j.killTimer = nil
+			j.kill()
+		}
+	}
+	// A process's end may come before the last frames of its connection.
+	for deadline := time.After(j.cfg.ExitTimeout); j.unjudged() > 0; {
+		select {
+		case ev := <-events:
+			if ev.err != nil {
+				j.peers[ev.rank].closed = true
+				j.judge(j.peers[ev.rank])
+			} else if ev.typ == frameExit {
+				var c Code
+				json.Unmarshal(ev.body, &c)
+				p := j.peers[ev.rank]
+				p.exited, p.exitCode = true, c.Code
+			}
+		case <-deadline:
+			for _, p := range j.peers {
+				p.closed = true
+				j.judge(p)
+			}
 		}
 	}
 	for _, p := range j.peers {
 		p.conn.Close()
 	}
+	if j.exitCode == 0 && j.abnormal != 0 {
+		return j.abnormal
+	}
+	if j.exitCode < 0 { // every rank ended with 0 without calling Exit
+		return 0
+	}
 	return j.exitCode
 }
 
+// kill signals every worker; their statuses are no longer theirs.
+func (j *job) kill() {
+	j.killing = true
+	j.launch.Kill(j.cfg.ExitTimeout)
+}
+
+// running counts the ranks whose process has not ended and that have not
+// called Exit.
+func (j *job) running() int {
+	n := 0
+	for _, p := range j.peers {
+		if p.proc == nil && !p.exited {
+			n++
+		}
+	}
+	return n
+}
+
+func (j *job) unjudged() int {
+	n := 0
+	for _, p := range j.peers {
+		if !p.judged {
+			n++
+		}
+	}
+	return n
+}
+
+// judge decides, once a rank's process has ended and its connection has
+// ended too (so that an Exit frame it sent has been read), whether it ended
+// as the job told it:
+//   - it called Exit(c) and its status is c, or the job's code;
+//   - the console told it the job's code and its status is that code;
+//   - it ended with 0 without Exit: the job's end if every rank does so
+//     (all return from main), otherwise, once the others have had
+//     GASNET_EXIT_TIMEOUT to follow, an abnormal end that aborts the job.
+//
+// Anything else (a crash, a signal, a -race program's 66 after Exit(0)) is
+// an abnormal end: named by rank, and the job's code is not 0.
+func (j *job) judge(p *peerConn) {
+	if p.judged || p.proc == nil || (!p.closed && !p.exited) {
+		return
+	}
+	p.judged = true
+	e := p.proc
+	switch {
+	case j.killing:
+		return
+	case p.exited && (e.Code == p.exitCode || e.Code == j.exitCode):
+		return
+	case j.exitCode >= 0 && e.Code == j.exitCode:
+		return
+	case p.exited:
+		j.failed(p, fmt.Sprintf("ended with %s although it called Exit(%d)", e.Status, p.exitCode), e.Code)
+	case j.exitCode >= 0:
+		j.failed(p, fmt.Sprintf("ended with %s after the job ended with code %d", e.Status, j.exitCode), e.Code)
+	case e.Code != 0:
+		j.failed(p, fmt.Sprintf("ended without exiting: %s", e.Status), e.Code)
+	default:
+		j.returned = append(j.returned, p)
+		if j.running() == 0 {
+			j.end(0) // every rank returned from main (or exited)
+			return
+		}
+		j.returnTimer = time.After(j.cfg.ExitTimeout)
+	}
+}
+
+// failed reports an abnormal end and makes the job's code non-zero.
+func (j *job) failed(p *peerConn, what string, code int) {
+	code = max(code, 1)
+	if j.abnormal == 0 {
+		j.abnormal = code
+	}
+	if j.exitCode < 0 {
+		j.say("%s %s; aborting the job", p.who(), what)
+		j.end(code)
+		return
+	}
+	j.say("%s %s", p.who(), what)
+}
+
 // end fixes the job's exit code, tells every worker to exit with it, and
-// returns the timer after which stragglers are killed.
-func (j *job) end(code int) <-chan time.Time {
+// sets the timer after which stragglers are killed.
+func (j *job) end(code int) {
 	j.exitCode = code
 	j.broadcast(frameTerminate, Code{code})
-	return time.After(j.cfg.ExitTimeout)
+	j.killTimer = time.After(j.cfg.ExitTimeout)
 }
 
 func (j *job) broadcast(typ byte, v any) {

@@ -38,6 +38,41 @@ type Worker struct {
 	gathered [][]byte
 	wake     atomic.Pointer[func()]
 	exiting  atomic.Bool
+	// The console's Terminate: the job's code, and whether it came.
+	termCode    atomic.Int32
+	terminating atomic.Bool
+	grace       atomic.Int64 // time.Duration; see SetGrace
+}
+
+// SetGrace sets how long after the console's Terminate a rank that makes
+// no library call may go on before it is ended (see Terminating).
+func (w *Worker) SetGrace(d time.Duration) { w.grace.Store(int64(d)) }
+
+// Terminating reports whether the console has told this rank to exit
+// because the job ended elsewhere. The library then ends the process at
+// the program's next call into it (ExitNow), so a rank that prints its
+// last lines after a barrier while another rank already called Exit still
+// prints them; a rank that makes no call is ended after the grace period.
+func (w *Worker) Terminating() bool { return w.terminating.Load() }
+
+// ExitNow ends a terminating rank's process with the job's code.
+func (w *Worker) ExitNow() {
+	os.Stdout.Sync()
+	os.Exit(int(w.termCode.Load()))
+}
+
+// terminate handles the console's Terminate.
+func (w *Worker) terminate(code int) {
+	if w.exiting.Load() {
+		os.Stdout.Sync()
+		os.Exit(code) // Exit was waiting for this word
+	}
+	w.termCode.Store(int32(code))
+	if w.terminating.Swap(true) {
+		return
+	}
+	time.AfterFunc(time.Duration(w.grace.Load()), w.ExitNow)
+	w.event() // waits in the library notice and exit
 }
 
 // Dial connects to the console named by the worker marker, retrying until
@@ -246,9 +281,10 @@ func (w *Worker) event() {
 	}
 }
 
-// readLoop handles the console's frames. A Terminate, or the console's end,
-// exits the process at once, even while the program computes without
-// polling (GASNet's testexit 5 and 9 hang there; DESIGN.md §12).
+// readLoop handles the console's frames. A Terminate ends the process at
+// the program's next library call or after the grace period, even while the
+// program computes without polling (GASNet's testexit 5 and 9 hang there;
+// DESIGN.md §12); the console's end exits at once.
 func (w *Worker) readLoop() {
 	for {
 		typ, body, err := readFrame(w.r)
@@ -274,8 +310,7 @@ func (w *Worker) readLoop() {
 		case frameTerminate:
 			var c Code
 			json.Unmarshal(body, &c)
-			os.Stdout.Sync()
-			os.Exit(c.Code)
+			w.terminate(c.Code)
 		}
 	}
 }

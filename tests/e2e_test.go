@@ -173,8 +173,11 @@ func TestExitScenarios(t *testing.T) {
 			marker := t.Name()
 			r := run(t, marker, nil, "testexit", fmt.Sprint(n), fmt.Sprint(s.k))
 			ok := r.code == s.want
-			if s.want == -1 {
+			switch s.want {
+			case -1:
 				ok = r.code >= 20 && r.code < 20+n
+			case -2: // testexit's WantPanic
+				ok = r.code == 2 && strings.Contains(r.stderr, "panic: ") || r.code == 0 && !strings.Contains(r.stderr, "panic: ")
 			}
 			if !ok {
 				t.Errorf("%s: console exit %d, want %d\nstderr:\n%s", s.name, r.code, s.want, r.stderr)
@@ -328,5 +331,38 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestExitNeverHidesOutputOrCrash repeats the exit races of the
+// hardening issue: rank 0's summary printed after the final barrier while
+// the others already called Exit(0) always reaches the console (scenario
+// 19), and a panic in a handler racing the others' Exit(0) is never
+// reported as success: when its trace is printed, the code is 2 (scenario
+// 20). Scenario 21: os.Exit(0) without conduit.Exit while others wait is an
+// abnormal end, named by rank.
+func TestExitNeverHidesOutputOrCrash(t *testing.T) {
+	panics := 0
+	for i := range 12 {
+		r := run(t, fmt.Sprint(t.Name(), i), nil, "testexit", "3", "19")
+		if r.code != 0 || !strings.Contains(r.stdout, "summary: 3 ranks done") {
+			t.Errorf("run %d of scenario 19: exit %d, stdout %q\nstderr:\n%s", i, r.code, r.stdout, r.stderr)
+		}
+		r = run(t, fmt.Sprint(t.Name(), i), nil, "testexit", "4", "20")
+		panicked := strings.Contains(r.stderr, "panic: testexit: panic in a handler")
+		if panicked {
+			panics++
+		}
+		if panicked && r.code != 2 || !panicked && r.code != 0 {
+			t.Errorf("run %d of scenario 20: exit %d with the panic trace printed: %v\nstderr:\n%s", i, r.code, panicked, r.stderr)
+		}
+		checkNoSurvivors(t, fmt.Sprint(t.Name(), i), 3*time.Second)
+	}
+	if panics == 0 {
+		t.Error("no run of scenario 20 panicked before the job ended: the test proved nothing")
+	}
+	r := run(t, t.Name(), nil, "testexit", "3", "21")
+	if r.code != 1 || !strings.Contains(r.stderr, "rank 0 ended with status 0 without calling conduit.Exit") {
+		t.Errorf("scenario 21: exit %d\nstderr:\n%s", r.code, r.stderr)
 	}
 }

@@ -140,3 +140,14 @@ func TestMisuse(t *testing.T) {
 		})
 	}
 }
+
+// TestRaceStatusReachesTheConsole: a worker built with -race that calls
+// Exit(0) after a data race ends with status 66; the job's code is 66 and
+// the console names the rank, never 0.
+func TestRaceStatusReachesTheConsole(t *testing.T) {
+	r := run(t, t.Name(), nil, "race/misuse", "3", "race")
+	if r.code != 66 || !strings.Contains(r.stderr, "rank 2 (pid") || !strings.Contains(r.stderr, "ended with exit status 66 although it called Exit(0)") {
+		t.Errorf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
+}

@@ -17,18 +17,24 @@ import (
 )
 
 // Scenario is one exit test; Want is the console's expected exit code
-// (-1: any of the codes the ranks pass to Exit).
+// (-1: any of the codes the ranks pass to Exit; WantPanic: 2 when a panic
+// trace reached the console, else 0).
 type Scenario struct {
 	Name string
 	Want int
 	Run  func(rank, n int)
 }
 
+// WantPanic marks a scenario whose code depends on whether its panic ran
+// before the job ended: 2 (a Go panic) if its trace is printed, else 0.
+const WantPanic = -2
+
 const (
 	hExit  = 130 // request handler: Exit(args[0])
 	hReply = 131 // request handler that replies to hExitR
 	hExitR = 132 // reply handler: Exit(args[0])
 	hNop   = 133
+	hPanic = 134 // request handler that panics
 )
 
 // spin computes forever without polling: Exit must still reach this rank.
@@ -47,6 +53,7 @@ var handlers = []conduit.HandlerEntry{
 	{Index: hReply, Fn: func(t *conduit.Token, a []uint32, _ []byte) { t.ReplyShort(hExitR, a...) }},
 	{Index: hExitR, Fn: func(_ *conduit.Token, a []uint32, _ []byte) { conduit.Exit(int(a[0])) }},
 	{Index: hNop, Fn: func(*conduit.Token, []uint32, []byte) {}},
+	{Index: hPanic, Fn: func(*conduit.Token, []uint32, []byte) { panic("testexit: panic in a handler") }},
 }
 
 // Scenarios is the table; K counts from 1.
@@ -86,13 +93,13 @@ var Scenarios = []Scenario{
 		attach()
 		barrier()
 	}},
-	{"rank 0 returns from main while others wait in a barrier", 0, func(r, n int) {
+	{"rank 0 returns from main while others wait in a barrier (an abnormal end)", 1, func(r, n int) {
 		attach()
 		if r != 0 {
 			barrier()
 		}
 	}},
-	{"rank 0 returns from main while others compute without polling", 0, func(r, n int) {
+	{"rank 0 returns from main while others compute without polling (an abnormal end)", 1, func(r, n int) {
 		attach()
 		if r != 0 {
 			spin()
@@ -161,6 +168,34 @@ var Scenarios = []Scenario{
 		attach()
 		barrier()
 		conduit.Exit(20 + r)
+	}},
+	{"rank 0 prints a summary after the final barrier, then every rank calls Exit(0)", 0, func(r, n int) {
+		attach()
+		barrier()
+		if r == 0 {
+			time.Sleep(20 * time.Millisecond) // the others' Exit(0) comes first
+			fmt.Printf("summary: %d ranks done\n", n)
+		}
+		conduit.Exit(0)
+	}},
+	{"a panic in a handler on the last rank while the others call Exit(0)", WantPanic, func(r, n int) {
+		attach()
+		barrier()
+		if r == 0 {
+			conduit.RequestShort(n-1, hPanic)
+		}
+		if r != n-1 {
+			time.Sleep(time.Millisecond) // usually after the panic, sometimes not
+			conduit.Exit(0)
+		}
+		conduit.WaitUntil(func() bool { return false })
+	}},
+	{"os.Exit(0) on rank 0 without conduit.Exit while others wait in a barrier", 1, func(r, n int) {
+		attach()
+		if r == 0 {
+			os.Exit(0)
+		}
+		barrier()
 	}},
 }
 

@@ -48,6 +48,20 @@ func nop(*conduit.Token, []uint32, []byte) {}
 
 func main() {
 	conduit.Init()
+	if len(os.Args) > 1 && os.Args[1] == "race" {
+		// A deliberate data race on the last rank, then Exit(0): the race
+		// detector makes that process's status 66, which the job's code
+		// must show.
+		if conduit.Rank() == conduit.Size()-1 {
+			x := 0
+			done := make(chan bool)
+			go func() { x++; done <- true }()
+			x++
+			<-done
+		}
+		conduit.Barrier()
+		conduit.Exit(0)
+	}
 	me, n := conduit.Rank(), conduit.Size()
 	peer := (me + 1) % n
 	buf := make([]byte, 128)
