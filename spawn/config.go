@@ -48,7 +48,8 @@ type Config struct {
 	RcvThread      bool          `envconfig:"GASNET_RCV_THREAD" default:"false" desc:"run a background goroutine that polls the network, so handlers run and replies go out while the program computes without polling"`
 	ConnectTimeout time.Duration `envconfig:"GASNET_CONNECT_TIMEOUT" default:"60s" desc:"ours: how long the console waits for all workers to join, and a worker to reach the console"`
 	PollSpin       time.Duration `envconfig:"GASNET_POLL_SPIN" default:"100us" desc:"ours: busy-poll time of a blocking wait before it sleeps in the kernel; -1ns = spin forever"`
-	ExitTimeout    time.Duration `envconfig:"GASNET_EXIT_TIMEOUT" default:"2s" desc:"ours: grace period for workers to exit once the job ends, before they are killed"`
+	ExitTimeout    time.Duration `envconfig:"GASNET_EXIT_TIMEOUT" default:"2s" desc:"ours: once the job ends, a rank still computing is ended after half of it, and any worker left is killed after all of it; also how long the others have to follow a rank that ended with 0 without conduit.Exit"`
+	HangWarn       time.Duration `envconfig:"GASNET_HANG_WARN" default:"10s" desc:"ours: when a collective (barrier, all-gather) has been entered by some ranks but not all for this long, the console says which ranks are in which collective, and again at doubling intervals; 0 = never"`
 }
 
 // Source says where a setting's value came from.

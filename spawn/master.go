@@ -200,6 +200,104 @@ type job struct {
 	returned    []*peerConn
 	returnTimer <-chan time.Time
 	killTimer   <-chan time.Time
+	coll        collectives
+}
+
+// collectives tracks which collective each rank is in, for the hang report
+// (GASNET_HANG_WARN).
+type collectives struct {
+	barriers, gathers []int // entered by each rank
+	since             time.Time
+	warned            time.Duration // the report was last given this long after since
+}
+
+// stuck reports whether some ranks have entered a collective that others
+// have not, and describes where every rank is.
+func (j *job) stuck() (bool, string) {
+	c := &j.coll
+	minB, maxB, minG, maxG := c.barriers[0], c.barriers[0], c.gathers[0], c.gathers[0]
+	for r := range c.barriers {
+		minB, maxB = min(minB, c.barriers[r]), max(maxB, c.barriers[r])
+		minG, maxG = min(minG, c.gathers[r]), max(maxG, c.gathers[r])
+	}
+	if minB == maxB && minG == maxG {
+		return false, ""
+	}
+	groups := map[string][]int{}
+	var order []string
+	for r, p := range j.peers {
+		var where string
+		switch {
+		case p.proc != nil || p.exited:
+			where = "ended"
+		case c.barriers[r] == maxB && maxB > minB:
+			where = fmt.Sprintf("in barrier %d", maxB)
+		case c.gathers[r] == maxG && maxG > minG:
+			where = fmt.Sprintf("in all-gather %d", maxG)
+		default:
+			where = fmt.Sprintf("elsewhere (after barrier %d, all-gather %d)", c.barriers[r], c.gathers[r])
+		}
+		if groups[where] == nil {
+			order = append(order, where)
+		}
+		groups[where] = append(groups[where], r)
+	}
+	var parts []string
+	for _, w := range order {
+		word := "ranks"
+		if len(groups[w]) == 1 {
+			word = "rank"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %s", word, rankList(groups[w]), w))
+	}
+	return true, strings.Join(parts, "; ")
+}
+
+// rankList writes ranks compactly: "0-3,7".
+func rankList(ranks []int) string {
+	var b strings.Builder
+	for i := 0; i < len(ranks); {
+		k := i
+		for k+1 < len(ranks) && ranks[k+1] == ranks[k]+1 {
+			k++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if k == i {
+			fmt.Fprint(&b, ranks[i])
+		} else {
+			fmt.Fprintf(&b, "%d-%d", ranks[i], ranks[k])
+		}
+		i = k + 1
+	}
+	return b.String()
+}
+
+// checkHang gives the hang report when a collective has been incomplete
+// for GASNET_HANG_WARN, then at doubling intervals.
+func (j *job) checkHang(now time.Time) {
+	if j.cfg.HangWarn <= 0 || j.exitCode >= 0 {
+		return
+	}
+	stuck, where := j.stuck()
+	c := &j.coll
+	if !stuck {
+		c.since, c.warned = time.Time{}, 0
+		return
+	}
+	if c.since.IsZero() {
+		c.since = now
+		return
+	}
+	next := j.cfg.HangWarn
+	if c.warned > 0 {
+		next = 2 * c.warned
+	}
+	if d := now.Sub(c.since); d >= next {
+		c.warned = next
+		j.say("a collective has been incomplete for %v: %s", next, where)
+	}
 }
 
 func (j *job) run(joins <-chan *peerConn) int {
@@ -318,8 +416,17 @@ func signalCode(s os.Signal) int {
 func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 	barrier, gathered := 0, 0
 	parts := make([][]byte, j.n)
+	j.coll = collectives{barriers: make([]int, j.n), gathers: make([]int, j.n)}
+	var hangC <-chan time.Time
+	if j.cfg.HangWarn > 0 {
+		hang := time.NewTicker(max(min(j.cfg.HangWarn/4, time.Second), 10*time.Millisecond))
+		defer hang.Stop()
+		hangC = hang.C
+	}
 	for exits != nil {
 		select {
+		case now := <-hangC:
+			j.checkHang(now)
 		case ev := <-events:
 			p := j.peers[ev.rank]
 			if ev.err != nil {
@@ -333,11 +440,13 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 			}
 			switch ev.typ {
 			case frameBarrier:
+				j.coll.barriers[ev.rank]++
 				if barrier++; barrier == j.n {
 					barrier = 0
 					j.broadcast(frameBarrier, struct{}{})
 				}
 			case frameGather:
+				j.coll.gathers[ev.rank]++
 				var g Gather
 				json.Unmarshal(ev.body, &g)
 				if len(g.Parts) == 1 {

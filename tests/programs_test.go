@@ -1,13 +1,17 @@
 package tests
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,4 +154,47 @@ func TestRaceStatusReachesTheConsole(t *testing.T) {
 		t.Errorf("exit %d\nstderr:\n%s", r.code, r.stderr)
 	}
 	checkNoSurvivors(t, t.Name(), 2*time.Second)
+}
+
+// TestMismatchedCollectivesAreReported: rank 0 waits in an all-gather while
+// ranks 1-3 wait in a barrier. After GASNET_HANG_WARN the console says
+// which ranks are in which collective; Ctrl-C then ends the job with 130.
+func TestMismatchedCollectivesAreReported(t *testing.T) {
+	marker := t.Name()
+	cmd := exec.Command(filepath.Join(bin, "race/misuse"), "4", "mismatch")
+	cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "GASNET_HANG_WARN=300ms")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	want := "a collective has been incomplete for 300ms: rank 0 in all-gather 1; ranks 1-3 in barrier 2"
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		var all []string
+		for sc.Scan() {
+			all = append(all, sc.Text())
+			if strings.Contains(sc.Text(), want) {
+				found <- ""
+			}
+		}
+		found <- strings.Join(all, "\n")
+	}()
+	select {
+	case out := <-found:
+		if out != "" {
+			t.Errorf("no hang report %q in:\n%s", want, out)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("no hang report %q within 20s", want)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Errorf("after Ctrl-C: %v, want exit 130", err)
+	}
+	checkNoSurvivors(t, marker, 3*time.Second)
 }

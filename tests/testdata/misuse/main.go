@@ -62,6 +62,15 @@ func main() {
 		conduit.Barrier()
 		conduit.Exit(0)
 	}
+	if len(os.Args) > 1 && os.Args[1] == "mismatch" {
+		// Mismatched collectives: rank 0 in an all-gather, the others in a
+		// barrier. The job hangs; the console must say where each rank is.
+		if conduit.Rank() == 0 {
+			conduit.AllGather([]byte("x"))
+		} else {
+			conduit.Barrier()
+		}
+	}
 	me, n := conduit.Rank(), conduit.Size()
 	peer := (me + 1) % n
 	buf := make([]byte, 128)
