@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all build demo test unit e2e bench fuzz deps lint vet fmt clean
+.PHONY: all build demo test unit e2e bench loss fuzz deps lint vet fmt clean
 
 all: build
 
@@ -26,6 +26,10 @@ unit:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=2s ./amudp/
+
+# testcore at 0%, 10% and 30% UDP loss in a network namespace (root, nftables).
+loss:
+	scripts/loss-bench.sh 4 3000
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime=30s ./amudp/

@@ -32,7 +32,7 @@ type Config struct {
 	SockBufInit  int `envconfig:"GASNET_SOCKETBUFFER_INITIAL" default:"1048576" desc:"UDP socket buffer bytes requested at start"`
 	SockBufMax   int `envconfig:"GASNET_SOCKETBUFFER_MAX" default:"4194304" desc:"UDP socket buffer bytes the buffers may grow to"`
 
-	ReqTimeoutMax     int64  `envconfig:"GASNET_REQUESTTIMEOUT_MAX" default:"30000000" desc:"µs: longest wait for one retransmission, and the cap of the give-up schedule; 0 = never give up"`
+	ReqTimeoutMax     int64  `envconfig:"GASNET_REQUESTTIMEOUT_MAX" default:"30000000" desc:"µs: longest single retransmission wait, and the last term of the give-up schedule: a peer that sends nothing for the schedule's sum (81.1 s by default) makes its requests undeliverable; 0 = never give up"`
 	ReqTimeoutInitial int64  `envconfig:"GASNET_REQUESTTIMEOUT_INITIAL" default:"100000" desc:"µs: first retransmission wait before an RTT estimate exists (and its upper bound)"`
 	ReqTimeoutBackoff uint32 `envconfig:"GASNET_REQUESTTIMEOUT_BACKOFF" default:"2" desc:"multiplier of each further retransmission wait while the peer is silent"`
 
