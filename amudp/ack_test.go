@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"udpconduit/amudp/wire"
 	"udpconduit/retransmit"
 )
 
@@ -40,7 +41,7 @@ func wireJob(t *testing.T, cfg Config) (*Endpoint, *UDP) {
 }
 
 // recvMsg reads the next datagram on u within a second.
-func recvMsg(t *testing.T, u *UDP) *Message {
+func recvMsg(t *testing.T, u *UDP) *wire.Message {
 	t.Helper()
 	b := make([]byte, MaxDatagram+1)
 	for end := time.Now().Add(time.Second); time.Now().Before(end); {
@@ -52,8 +53,8 @@ func recvMsg(t *testing.T, u *UDP) *Message {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := &Message{}
-		if err := Decode(b[:n], m); err != nil {
+		m := &wire.Message{}
+		if err := wire.Decode(b[:n], m); err != nil {
 			t.Fatal(err)
 		}
 		return m
@@ -73,7 +74,7 @@ func TestAckNowFlag(t *testing.T) {
 		}
 		flags = append(flags, recvMsg(t, raw).Flags)
 	}
-	want := []uint8{FlagAckNow, 0, 0, FlagAckNow}
+	want := []uint8{wire.FlagAckNow, 0, 0, wire.FlagAckNow}
 	if d := cmp.Diff(want, flags); d != "" {
 		t.Errorf("flags of 4 requests with depth 4 (-want +got):\n%s", d)
 	}
@@ -88,7 +89,7 @@ func TestAutoRepliesShareADatagram(t *testing.T) {
 	e.Register(130, func(*Token, []uint32, []byte) { ran++ })
 	tag := Tag([]byte("wire secret"), 0)
 	send := func(slot, seq uint16, flags uint8) {
-		m := Message{Header: Header{Kind: KindShortRequest, Flags: flags, Handler: 130, Tag: tag, Src: 1, Slot: slot, Seq: seq}}
+		m := wire.Message{Header: wire.Header{Kind: KindShortRequest, Flags: flags, Handler: 130, Tag: tag, Src: 1, Slot: slot, Seq: seq}}
 		b, err := m.Append(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -104,7 +105,7 @@ func TestAutoRepliesShareADatagram(t *testing.T) {
 	m := recvMsg(t, raw)
 	type pair struct{ Slot, Seq uint16 }
 	got := []pair{{m.Slot, m.Seq}}
-	for i := range len(m.Payload) / AckPairLen {
+	for i := range len(m.Payload) / wire.AckPairLen {
 		s, q := m.AckPair(i)
 		got = append(got, pair{s, q})
 	}
@@ -117,14 +118,14 @@ func TestAutoRepliesShareADatagram(t *testing.T) {
 
 	// A flagged request is answered at the end of the pass that ran it,
 	// with no wait ending.
-	send(3, 1, FlagAckNow)
+	send(3, 1, wire.FlagAckNow)
 	for ran < 4 {
 		if err := e.Poll(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if m := recvMsg(t, raw); m.Kind != KindAutoReply || m.Slot != 3 || len(m.Payload) != 0 {
-		t.Errorf("flagged request: got %v slot %d with %d more, want its own auto-reply", m.Kind, m.Slot, len(m.Payload)/AckPairLen)
+		t.Errorf("flagged request: got %v slot %d with %d more, want its own auto-reply", m.Kind, m.Slot, len(m.Payload)/wire.AckPairLen)
 	}
 	if st := e.Stats(); st.Sent != 2 {
 		t.Errorf("sent %d datagrams for 4 requests, want 2", st.Sent)

@@ -68,3 +68,55 @@ func (w *byteWindow) give(n int) {
 	}
 	w.out -= n
 }
+
+// Outstanding returns the number of requests awaiting their reply.
+func (e *Endpoint) Outstanding() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.send.out
+}
+
+// creditLocked reports whether a request of size bytes to p may go now:
+// a slot of p, a send credit, and room in p's byte window.
+func (e *Endpoint) creditLocked(p *peerState, size int) bool {
+	return e.send.canSend() && p.pool.available() > 0 && p.bytes.fits(size, e.window)
+}
+
+func (e *Endpoint) hasCredit(p *peerState, size int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed || e.creditLocked(p, size)
+}
+
+// releaseLocked returns a finished request's credits.
+func (e *Endpoint) releaseLocked(p *peerState, slot uint16) {
+	p.pool.release(slot)
+	e.send.give()
+	p.bytes.give(p.slots[slot].size)
+}
+
+// sendDoneLocked ends one send of a slot's buffer, freeing the slot when its
+// reply already came. It reports whether it freed the slot: credit that
+// returns outside a poll pass, which the caller must announce with Wake
+// after unlocking, or goroutines waiting for credit sleep past it.
+func (e *Endpoint) sendDoneLocked(p *peerState, slot uint16) bool {
+	s := &p.slots[slot]
+	s.sending--
+	if s.sending == 0 && s.freeLater {
+		s.freeLater = false
+		e.releaseLocked(p, slot)
+		return true
+	}
+	return false
+}
+
+// completeLocked ends a request: acknowledged, refused or given up.
+func (e *Endpoint) completeLocked(p *peerState, slot uint16) {
+	s := &p.slots[slot]
+	s.inflight = false
+	if s.sending > 0 {
+		s.freeLater = true
+		return
+	}
+	e.releaseLocked(p, slot)
+}

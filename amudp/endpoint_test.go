@@ -12,10 +12,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"udpconduit/amudp/wire"
 	"udpconduit/retransmit"
 )
 
 var loopback = netip.MustParseAddrPort("127.0.0.1:0")
+
+// listen opens the transport of newJob's endpoints: the kernel socket of
+// this system, or ConnUDP in TestConnUDP.
+var listen = func(addr netip.AddrPort, bufSize int) (Transport, error) { return ListenUDP(addr, bufSize) }
 
 // newJob makes n endpoints on loopback UDP sockets that know each other.
 func newJob(t testing.TB, n int, cfg Config) []*Endpoint {
@@ -23,7 +28,7 @@ func newJob(t testing.TB, n int, cfg Config) []*Endpoint {
 	eps := make([]*Endpoint, n)
 	addrs := make([]netip.AddrPort, n)
 	for i := range eps {
-		u, err := ListenUDP(loopback, DefaultSocketBufferInitial) // as conduit does
+		u, err := listen(loopback, DefaultSocketBufferInitial) // as conduit does
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,8 +360,8 @@ func TestGarbageDatagramsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	good := Message{Header: Header{Kind: KindShortRequest, Handler: 130, Tag: Tag([]byte("test secret"), 1), Src: 0, Slot: 0, Seq: 1}}
-	enc := func(m Message) []byte {
+	good := wire.Message{Header: wire.Header{Kind: KindShortRequest, Handler: 130, Tag: Tag([]byte("test secret"), 1), Src: 0, Slot: 0, Seq: 1}}
+	enc := func(m wire.Message) []byte {
 		b, err := m.Append(nil)
 		if err != nil {
 			t.Fatal(err)

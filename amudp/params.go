@@ -1,25 +1,8 @@
 package amudp
 
-// Protocol limits and defaults, from AMUDP 3.x on Linux (DESIGN.md §3, §6).
+// Endpoint limits and defaults, from AMUDP 3.x on Linux (DESIGN.md §3, §6);
+// the wire format's limits are in package wire.
 const (
-	// Version is the wire-format version carried in every datagram.
-	Version = 1
-
-	// HeaderLen is the size of the fixed header in bytes (DESIGN.md §4).
-	HeaderLen = 32
-
-	// MaxArgs is the largest number of 32-bit arguments per message.
-	MaxArgs = 16
-
-	// MaxMedium is the largest Medium payload in bytes (AMUDP's AM_MaxMedium).
-	MaxMedium = 65000
-
-	// MaxLong is the largest Long payload in bytes (AMUDP's AM_MaxLong).
-	MaxLong = 65000
-
-	// MaxDatagram is the largest datagram the protocol produces.
-	MaxDatagram = HeaderLen + 4*MaxArgs + MaxLong
-
 	// NumHandlers is the size of the handler table. Index 0 is the
 	// returned-message handler; 1–63 are the core's, 64–127 the extended
 	// API's (put/get/barrier) and 128–255 the client's.

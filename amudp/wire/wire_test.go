@@ -1,4 +1,4 @@
-package amudp
+package wire
 
 import (
 	"bytes"

@@ -1,0 +1,92 @@
+package amudp
+
+import (
+	"time"
+
+	"udpconduit/amudp/wire"
+	"udpconduit/retransmit"
+)
+
+// ackBatch is the most automatic replies to one peer that share a datagram.
+// A batch waits at most ackDelay, unless its sender asked for the reply at
+// once (wire.FlagAckNow) or the poller is about to sleep. While at least ackBatch
+// requests are in flight the receiver's batch fills by itself, so a flood
+// gets one reply datagram per ackBatch requests instead of one each.
+const (
+	ackBatch = 16
+	ackDelay = 50 * time.Microsecond
+)
+
+// queueAck adds an automatic reply to p's batch, sending the batch once it
+// holds ackBatch. Poller only.
+func (e *Endpoint) queueAck(p *peerState, slot, seq uint16, now bool) {
+	if !p.ackQueued {
+		p.ackQueued = true
+		e.ackq = append(e.ackq, p)
+	}
+	if len(p.acks) == 0 {
+		p.ackSince = e.now()
+	}
+	p.acks = append(p.acks, uint32(slot)<<16|uint32(seq))
+	p.ackNow = p.ackNow || now
+	if len(p.acks) >= ackBatch {
+		e.sendAcks(p)
+	}
+}
+
+// flushAcks sends the waiting batches of automatic replies that are due: a
+// batch whose sender asked for it at once, or whose oldest reply has waited
+// ackDelay; all of them when all is set (before the poller sleeps). Poller
+// only.
+func (e *Endpoint) flushAcks(all bool) {
+	if len(e.ackq) == 0 {
+		return
+	}
+	now := e.now()
+	q := e.ackq[:0]
+	for _, p := range e.ackq {
+		if all || p.ackNow || time.Duration(now-p.ackSince) >= ackDelay {
+			e.sendAcks(p)
+		}
+		if len(p.acks) > 0 {
+			q = append(q, p)
+		} else {
+			p.ackQueued = false
+		}
+	}
+	e.ackq = q
+}
+
+// sendAcks sends p's waiting automatic replies as one datagram: the first
+// in the header, the others as (slot, seq) pairs in the payload.
+func (e *Endpoint) sendAcks(p *peerState) {
+	if len(p.acks) == 0 {
+		return
+	}
+	pay := e.apay[:0]
+	for _, a := range p.acks[1:] {
+		pay = wire.AppendAckPair(pay, uint16(a>>16), uint16(a))
+	}
+	e.apay = pay
+	m := wire.Message{Header: wire.Header{Kind: KindAutoReply, Tag: p.tag, Src: uint32(e.rank),
+		Slot: uint16(p.acks[0] >> 16), Seq: uint16(p.acks[0])}, Payload: pay}
+	e.abuf, _ = m.Append(e.abuf[:0])
+	p.acks, p.ackNow = p.acks[:0], false
+	e.stats.sent.Add(1)
+	_ = e.tr.Send(e.abuf, p.addr)
+}
+
+// ackLocked completes p's request (slot, seq) if it is in flight, and
+// reports whether it was; anything else is a duplicate reply.
+func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, now retransmit.Time) bool {
+	s := &p.slots[slot]
+	if !s.inflight || s.seq != seq {
+		e.stats.dupReplies.Add(1)
+		return false
+	}
+	if d, ok := e.tracker.Ack(s.h, now); ok {
+		p.rtt.Sample(d)
+	}
+	e.completeLocked(p, slot)
+	return true
+}

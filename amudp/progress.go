@@ -1,0 +1,194 @@
+package amudp
+
+import (
+	"net"
+	"runtime"
+	"time"
+)
+
+// DefaultSpin is the default busy-poll time of a blocking wait.
+const DefaultSpin = 100 * time.Microsecond
+
+// pollFirstGap: a request skips its poll-first when a poll pass ended more
+// recently than this. Replies come batched at most ackDelay apart, so a
+// sender that only sends polls about as often as they can arrive; a request
+// from another peer waits at most this long for a busy sender to run it.
+const pollFirstGap = ackDelay
+
+// maxBlock caps one sleep in the kernel, so progress never depends on a
+// missed wakeup.
+const maxBlock = 20 * time.Millisecond
+
+// Poll handles pending messages (at most the receive depth) and due
+// retransmissions. It returns at once when another goroutine is polling.
+func (e *Endpoint) Poll() error {
+	if !e.pollMu.TryLock() {
+		return nil
+	}
+	err := e.pollLocked(nil)
+	e.pollMu.Unlock()
+	e.notify()
+	return err
+}
+
+// pollLocked is one poll pass; the caller holds pollMu. A pass ends when
+// the socket is empty, after the receive depth, or, for a waiting caller,
+// as soon as its condition stop holds: the rest stays in the socket for the
+// next pass, and the waiter saves a syscall that would find nothing.
+func (e *Endpoint) pollLocked(stop func() bool) error {
+	e.passSeq.Add(1)
+	defer e.passSeq.Add(1)
+	e.pass++
+	e.drained = 0
+	if err := e.takeRetErr(); err != nil {
+		return err
+	}
+	limit := max(e.recvMax, 1) // set once by SetPeers, before traffic
+	bytes := 0
+	for i := 0; i < limit; i++ {
+		n, from, err := e.tr.Recv(e.rbuf)
+		if err == ErrNoData {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		e.drained++
+		bytes += n
+		e.stats.received.Add(1)
+		e.handleDatagram(e.rbuf[:n], from)
+		if stop != nil && stop() {
+			break
+		}
+	}
+	e.flushAcks(false)
+	e.growBuffers(bytes)
+	e.fireTimers()
+	e.lastPass.Store(int64(e.now()))
+	return e.takeRetErr()
+}
+
+// notify tells goroutines waiting for a poll pass that one ended.
+func (e *Endpoint) notify() {
+	if e.waiters.Load() == 0 {
+		return
+	}
+	e.waitMu.Lock()
+	e.gen++
+	e.waitCv.Broadcast()
+	e.waitMu.Unlock()
+}
+
+// Wake makes a goroutine sleeping in a blocking wait re-check its condition.
+// Call it after changing state that a WaitUntil condition reads, from outside
+// a handler.
+func (e *Endpoint) Wake() {
+	if e.blocked.Load() {
+		e.tr.Wake()
+	}
+	e.notify()
+}
+
+// WaitUntil services the network until cond returns true: it polls, spinning
+// for the configured time, then sleeps in the kernel until a datagram, a
+// Wake or the next retransmission deadline. cond is called often and from
+// this goroutine only; it must be cheap and must not block.
+func (e *Endpoint) WaitUntil(cond func() bool) error {
+	for !cond() {
+		if err := e.waitOnce(cond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitOnce makes progress once: a poll pass (spinning, then sleeping when
+// nothing arrives) if this goroutine can poll, else waits for the poller's
+// next pass.
+func (e *Endpoint) waitOnce(cond func() bool) error {
+	if e.pollMu.TryLock() {
+		err := e.spinOrBlock(cond)
+		e.pollMu.Unlock()
+		e.notify()
+		return err
+	}
+	e.waiters.Add(1)
+	defer e.waiters.Add(-1)
+	e.waitMu.Lock()
+	if e.pollMu.TryLock() { // the poller left meanwhile
+		e.waitMu.Unlock()
+		err := e.spinOrBlock(cond)
+		e.pollMu.Unlock()
+		e.notify()
+		return err
+	}
+	g := e.gen
+	for g == e.gen {
+		e.waitCv.Wait()
+	}
+	e.waitMu.Unlock()
+	return nil
+}
+
+// spinOrBlock polls until something happens or cond holds, spinning for
+// e.spin, then sleeps once in the kernel. The caller holds pollMu.
+func (e *Endpoint) spinOrBlock(cond func() bool) error {
+	start := time.Now()
+	for {
+		if err := e.pollLocked(cond); err != nil {
+			return err
+		}
+		if cond() {
+			// The waiter leaves the network: the replies it holds back
+			// must not wait for its next poll, which may be far off.
+			e.flushAcks(true)
+			return nil
+		}
+		if e.drained > 0 {
+			return nil
+		}
+		if e.isClosed() {
+			return net.ErrClosed
+		}
+		// Goroutines waiting for this poller's passes are woken by
+		// notify when a pass drains something and by Wake when state they
+		// read changes elsewhere; an empty pass changes nothing for them,
+		// so the poller keeps to its own spin-then-sleep. (Returning to
+		// them after every empty pass kept two goroutines handing the
+		// poll back and forth without ever sleeping, burning the cores an
+		// oversubscribed host's other workers need.)
+		if !e.polite && (e.spin < 0 || time.Since(start) < e.spin) {
+			continue
+		}
+		break
+	}
+	timeout := maxBlock
+	e.mu.Lock()
+	if dl, ok := e.tracker.NextDeadline(); ok {
+		timeout = min(timeout, dl.Sub(e.now()))
+	}
+	e.mu.Unlock()
+	if timeout <= 0 {
+		return nil
+	}
+	e.flushAcks(true) // nothing waits on a sleeping poller
+	e.blocked.Store(true)
+	defer e.blocked.Store(false)
+	if cond() { // a Wake between our check and blocked=true
+		return nil
+	}
+	return e.tr.Wait(timeout)
+}
+
+// Fence makes every handler run that has ended happen before what the
+// caller does next, in the sense of the Go memory model: it waits for the
+// poll pass in progress, if any, to end. A program that learns by other
+// means (a barrier, a message to another rank and back) that a handler has
+// run on this endpoint, for example one that wrote a Put into the segment,
+// calls Fence before reading what the handler wrote; conduit's collectives
+// do it for the program.
+func (e *Endpoint) Fence() {
+	for s := e.passSeq.Load(); s%2 == 1 && e.passSeq.Load() == s; {
+		runtime.Gosched()
+	}
+}

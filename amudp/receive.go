@@ -1,0 +1,169 @@
+package amudp
+
+import (
+	"net/netip"
+
+	"udpconduit/amudp/wire"
+)
+
+// handlerView returns the payload a handler sees for a received request or
+// reply (nil for Short, the segment slice for Long, written there first), or
+// why the message cannot run here.
+func (e *Endpoint) handlerView(h Handler, m *wire.Message, seg []byte) ([]byte, Reason) {
+	if h == nil {
+		return nil, ReasonBadHandler
+	}
+	switch m.Kind.Category() {
+	case Short:
+		return nil, ReasonNone
+	case Long:
+		return intoSegment(seg, m.Payload, m.Offset)
+	}
+	return m.Payload, ReasonNone
+}
+
+// intoSegment copies a Long payload into seg at off and returns the
+// handler's view of it, or why it cannot go there.
+func intoSegment(seg, payload []byte, off uint64) ([]byte, Reason) {
+	if seg == nil {
+		return nil, ReasonNoSegment
+	}
+	if off > uint64(len(seg)) || uint64(len(payload)) > uint64(len(seg))-off {
+		return nil, ReasonBadOffset
+	}
+	dst := seg[off : off+uint64(len(payload))]
+	copy(dst, payload)
+	return dst, ReasonNone
+}
+
+func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort) {
+	m := &e.msg
+	if len(b) > MaxDatagram || wire.Decode(b, m) != nil {
+		e.stats.badDatagrams.Add(1)
+		return
+	}
+	if m.Tag != e.myTag {
+		e.stats.badTag.Add(1)
+		return
+	}
+	if int(m.Slot) >= e.depth {
+		e.stats.badSlot.Add(1)
+		return
+	}
+	e.mu.Lock()
+	src := int(m.Src)
+	if src >= len(e.addrs) || src == e.rank || e.addrs[src] != from {
+		e.mu.Unlock()
+		e.stats.badSource.Add(1)
+		return
+	}
+	// Any datagram from the peer shows it alive (see fireTimers).
+	e.peerLocked(src).heard = e.now()
+	if m.Kind.IsRequest() {
+		e.handleRequest(m, src)
+	} else {
+		e.handleReply(m, src)
+	}
+}
+
+// handleRequest runs a request exactly once; called with mu held, returns
+// with it released.
+func (e *Endpoint) handleRequest(m *wire.Message, src int) {
+	p := e.peerLocked(src)
+	r := &p.rx[m.Slot]
+	// Sequence numbers compare in serial-number arithmetic (RFC 1982): the
+	// sender may have given up on requests of this slot that never arrived,
+	// so a new request can be more than one ahead. A slot has one request
+	// in flight at a time, so old copies are never half the space behind.
+	switch d := int16(m.Seq - r.seq); {
+	case d > 0: // new
+	case d == 0: // a retransmission of the last accepted request
+		e.mu.Unlock()
+		e.stats.dupRequests.Add(1)
+		if r.replied && r.resentPass != e.pass {
+			r.resentPass = e.pass
+			e.stats.replyResends.Add(1)
+			e.stats.sent.Add(1)
+			_ = e.tr.Send(r.reply, p.addr)
+		}
+		return
+	default:
+		e.mu.Unlock()
+		e.stats.stale.Add(1)
+		return
+	}
+	r.seq, r.replied = m.Seq, false
+	h, seg := e.handlers[m.Handler], e.segment
+	e.mu.Unlock()
+
+	payload, reason := e.handlerView(h, m, seg)
+	if reason != ReasonNone {
+		ret := wire.Message{Header: wire.Header{Kind: KindReturned, Handler: m.Handler, NArgs: 1, Tag: p.tag,
+			Src: uint32(e.rank), Slot: m.Slot, Seq: m.Seq}}
+		ret.Args[0] = uint32(reason)
+		_ = e.sendReply(p, m.Slot, &ret)
+		return
+	}
+	t := &e.tok
+	*t = Token{ep: e, peer: p, src: src, slot: m.Slot, seq: m.Seq, isReq: true, active: true, client: int(m.Handler) >= e.reserved}
+	h(t, m.Args[:m.NArgs], payload)
+	t.active = false
+	if !t.replied {
+		// Store the automatic reply for a retransmitted request, but send
+		// it with the others of this pass (DESIGN.md §5: still the reply).
+		auto := wire.Message{Header: wire.Header{Kind: KindAutoReply, Tag: p.tag, Src: uint32(e.rank), Slot: m.Slot, Seq: m.Seq}}
+		_ = storeReply(r, &auto)
+		e.queueAck(p, m.Slot, m.Seq, m.Flags&wire.FlagAckNow != 0)
+	}
+}
+
+// handleReply completes a request; called with mu held, returns with it
+// released.
+func (e *Endpoint) handleReply(m *wire.Message, src int) {
+	p := e.peers[src]
+	if p == nil {
+		e.mu.Unlock()
+		e.stats.dupReplies.Add(1)
+		return
+	}
+	now := e.now()
+	if m.Kind == KindAutoReply {
+		e.ackLocked(p, m.Slot, m.Seq, now)
+		for i := range m.AckPairs() {
+			slot, seq := m.AckPair(i)
+			if int(slot) >= e.depth {
+				e.stats.badSlot.Add(1)
+				continue
+			}
+			e.ackLocked(p, slot, seq, now)
+		}
+		e.syncDeadlineLocked()
+		e.mu.Unlock()
+		return
+	}
+	s := &p.slots[m.Slot]
+	kind, handler := s.kind, s.handler
+	if !e.ackLocked(p, m.Slot, m.Seq, now) {
+		e.mu.Unlock()
+		return
+	}
+	e.syncDeadlineLocked()
+	h, seg := e.handlers[m.Handler], e.segment
+	e.mu.Unlock()
+
+	switch m.Kind {
+	case KindReturned:
+		e.returned(Returned{Reason: Reason(m.Args[0]), Dest: src, Addr: p.addr, Kind: kind, Handler: handler})
+		return
+	}
+	payload, bad := e.handlerView(h, m, seg)
+	if bad != ReasonNone {
+		// The reply cannot run here: hand it to handler 0, refused here.
+		e.returned(Returned{Reason: bad, Dest: src, Addr: p.addr, Kind: m.Kind, Handler: m.Handler, Incoming: true})
+		return
+	}
+	t := &e.tok
+	*t = Token{ep: e, peer: p, src: src, active: true}
+	h(t, m.Args[:m.NArgs], payload)
+	t.active = false
+}

@@ -1,0 +1,87 @@
+package amudp
+
+import (
+	"fmt"
+
+	"udpconduit/amudp/wire"
+)
+
+// Token identifies the message a handler is running for, and replies to it.
+// It is valid only during the handler.
+type Token struct {
+	ep      *Endpoint
+	peer    *peerState
+	src     int
+	slot    uint16
+	seq     uint16
+	isReq   bool
+	active  bool
+	replied bool
+	self    bool
+	client  bool // runs a handler at or above Config.Reserved
+}
+
+// Source returns the rank of the message's sender.
+func (t *Token) Source() int { return t.src }
+
+// IsRequest reports whether the handler runs for a request.
+func (t *Token) IsRequest() bool { return t.isReq }
+
+// ReplyShort replies with a Short message.
+func (t *Token) ReplyShort(handler int, args ...uint32) error {
+	return t.reply(Short, handler, nil, 0, args)
+}
+
+// ReplyMedium replies with a Medium message.
+func (t *Token) ReplyMedium(handler int, payload []byte, args ...uint32) error {
+	return t.reply(Medium, handler, payload, 0, args)
+}
+
+// ReplyLong replies with a Long message into the requester's segment.
+func (t *Token) ReplyLong(handler int, payload []byte, offset uint64, args ...uint32) error {
+	return t.reply(Long, handler, payload, offset, args)
+}
+
+func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, args []uint32) error {
+	if t == nil || !t.active || !t.isReq {
+		return ErrNotInHandler
+	}
+	if t.replied {
+		return ErrAlreadyReplied
+	}
+	if err := checkMessage(cat, handler, payload, args); err != nil {
+		return err
+	}
+	e := t.ep
+	if t.client && handler < e.reserved {
+		return fmt.Errorf("%w: a client handler may reply only to client handlers %d..%d (got %d)", ErrBadHandler, e.reserved, NumHandlers-1, handler)
+	}
+	if t.self {
+		t.replied = true
+		return e.runLocal(false, cat, handler, payload, off, args)
+	}
+	m := wire.Message{Header: wire.Header{Kind: wire.ReplyKind(cat), Handler: uint8(handler), NArgs: uint8(len(args)),
+		Tag: t.peer.tag, Src: uint32(e.rank), Slot: t.slot, Seq: t.seq, Offset: off}, Payload: payload}
+	copy(m.Args[:], args)
+	t.replied = true
+	return e.sendReply(t.peer, t.slot, &m)
+}
+
+// sendReply stores m as the slot's reply and sends it. Poller only.
+func (e *Endpoint) sendReply(p *peerState, slot uint16, m *wire.Message) error {
+	if err := storeReply(&p.rx[slot], m); err != nil {
+		return err
+	}
+	e.stats.sent.Add(1)
+	return e.tr.Send(p.rx[slot].reply, p.addr)
+}
+
+// storeReply encodes m as the reply re-sent for a retransmitted request.
+func storeReply(r *rxSlot, m *wire.Message) error {
+	var err error
+	if r.reply, err = m.Append(r.reply[:0]); err != nil {
+		return err
+	}
+	r.replied = true
+	return nil
+}

@@ -1,0 +1,77 @@
+package amudp
+
+import (
+	"math"
+	"time"
+
+	"udpconduit/retransmit"
+)
+
+// RTT returns the smoothed round-trip estimate to rank, if any.
+func (e *Endpoint) RTT(rank int) (time.Duration, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if rank < 0 || rank >= len(e.peers) || e.peers[rank] == nil {
+		return 0, false
+	}
+	return e.peers[rank].rtt.Smoothed()
+}
+
+func (e *Endpoint) now() retransmit.Time { return retransmit.Time(time.Since(e.origin)) }
+
+// fireTimers retransmits due requests and gives up on expired ones. Poller
+// only; sends happen without the lock.
+func (e *Endpoint) fireTimers() {
+	now := e.now()
+	if retransmit.Time(e.deadline.Load()) > now {
+		return
+	}
+	e.mu.Lock()
+	e.resends, e.gaveUp = e.resends[:0], e.gaveUp[:0]
+	for {
+		h, ok := e.tracker.Due(now)
+		if !ok {
+			break
+		}
+		ref := e.owner[h]
+		p := e.peers[ref.peer]
+		s := &p.slots[ref.slot]
+		// Waits stay near the RTT while the peer is heard from, and a
+		// request is given up only after the peer's silence
+		// (retransmit.Config.NextWait, GiveUpAfter).
+		if e.tracker.Expire(h, now, p.heard, p.rtt.Timeout(e.rcfg)) {
+			s.sending++
+			e.resends = append(e.resends, ref)
+			continue
+		}
+		e.completeLocked(p, ref.slot)
+		e.gaveUp = append(e.gaveUp, Returned{Reason: ReasonTimeout, Dest: p.rank, Addr: p.addr, Kind: s.kind, Handler: s.handler})
+	}
+	e.syncDeadlineLocked()
+	e.mu.Unlock()
+	for _, ref := range e.resends {
+		p := e.peers[ref.peer] // peers entries never change once set
+		_ = e.tr.Send(p.slots[ref.slot].buf, p.addr)
+		e.stats.retransmits.Add(1)
+		e.stats.sent.Add(1)
+	}
+	if len(e.resends) > 0 {
+		e.mu.Lock()
+		for _, ref := range e.resends {
+			e.sendDoneLocked(e.peers[ref.peer], ref.slot)
+		}
+		e.mu.Unlock()
+	}
+	for _, r := range e.gaveUp {
+		e.returned(r)
+	}
+}
+
+// syncDeadlineLocked publishes the tracker's next deadline for the spin loop.
+func (e *Endpoint) syncDeadlineLocked() {
+	dl, ok := e.tracker.NextDeadline()
+	if !ok {
+		dl = math.MaxInt64
+	}
+	e.deadline.Store(int64(dl))
+}

@@ -1,0 +1,161 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Header is the fixed part of every datagram. The layout, little-endian:
+//
+//	0  version  uint8     1  kind    uint8    2 handler uint8   3 nargs uint8
+//	4  tag      uint64   12  src     uint32  16 slot    uint16 18 seq   uint16
+//	20 length   uint32   24  offset  uint64
+//
+// then nargs × uint32 arguments, then length payload bytes.
+type Header struct {
+	Kind Kind
+	// Flags share the kind's byte: the kind in the low four bits, flags in
+	// the high four.
+	Flags   uint8
+	Handler uint8
+	NArgs   uint8
+	// Tag is derived from the job secret and the destination rank; a
+	// datagram with another tag is dropped (see Tag).
+	Tag uint64
+	// Src is the sender's rank.
+	Src uint32
+	// Slot is the credit instance the request uses at its sender.
+	Slot uint16
+	// Seq is the slot's sequence number; a reply carries its request's.
+	Seq uint16
+	// Len is the payload length.
+	Len uint32
+	// Offset is the destination offset of a Long message in the receiver's
+	// segment; zero for other kinds.
+	Offset uint64
+}
+
+// Message is a decoded datagram. Payload aliases the decoded buffer.
+type Message struct {
+	Header
+	Args    [MaxArgs]uint32
+	Payload []byte
+}
+
+// Errors of Decode. Each names what is wrong with a received datagram.
+var (
+	ErrTruncated  = errors.New("wire: datagram shorter than its header says")
+	ErrVersion    = errors.New("wire: unknown protocol version")
+	ErrKind       = errors.New("wire: unknown message kind")
+	ErrNArgs      = errors.New("wire: more than 16 arguments")
+	ErrLength     = errors.New("wire: payload length does not match the datagram")
+	ErrFieldUnset = errors.New("wire: field must be zero for this kind")
+	ErrFlags      = errors.New("wire: unknown flags, or flags on a reply")
+)
+
+// validate checks the header fields that do not depend on the datagram size.
+func (h *Header) validate() error {
+	if h.Kind < KindShortRequest || h.Kind > kindLast {
+		return ErrKind
+	}
+	if h.Flags&^FlagAckNow != 0 || (h.Flags != 0 && !h.Kind.IsRequest()) {
+		return ErrFlags
+	}
+	if h.NArgs > MaxArgs {
+		return ErrNArgs
+	}
+	if h.Len > MaxLong {
+		return ErrLength
+	}
+	if h.Kind != KindAutoReply && h.Kind.Category() == Short && h.Len != 0 {
+		return ErrLength
+	}
+	if h.Kind.Category() != Long && h.Offset != 0 {
+		return ErrFieldUnset
+	}
+	switch h.Kind {
+	case KindAutoReply:
+		return validateAck(h)
+	case KindReturned:
+		return validateReturned(h)
+	}
+	return nil
+}
+
+// Size returns the encoded size of m.
+func (m *Message) Size() int { return HeaderLen + 4*int(m.NArgs) + len(m.Payload) }
+
+// Append encodes m onto b and returns the extended slice. m.Len is taken from
+// len(m.Payload). It allocates only when b lacks capacity.
+func (m *Message) Append(b []byte) ([]byte, error) {
+	m.Len = uint32(len(m.Payload))
+	if err := m.validate(); err != nil {
+		return b, err
+	}
+	n := len(b)
+	b = grow(b, m.Size())
+	p := b[n:]
+	p[0] = Version
+	p[1] = byte(m.Kind) | m.Flags<<4
+	p[2] = m.Handler
+	p[3] = m.NArgs
+	binary.LittleEndian.PutUint64(p[4:], m.Tag)
+	binary.LittleEndian.PutUint32(p[12:], m.Src)
+	binary.LittleEndian.PutUint16(p[16:], m.Slot)
+	binary.LittleEndian.PutUint16(p[18:], m.Seq)
+	binary.LittleEndian.PutUint32(p[20:], m.Len)
+	binary.LittleEndian.PutUint64(p[24:], m.Offset)
+	o := HeaderLen
+	for _, a := range m.Args[:m.NArgs] {
+		binary.LittleEndian.PutUint32(p[o:], a)
+		o += 4
+	}
+	copy(p[o:], m.Payload)
+	return b, nil
+}
+
+// grow extends b by n bytes, reallocating only when its capacity is short.
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) < n {
+		nb := make([]byte, len(b), len(b)+n)
+		copy(nb, b)
+		b = nb
+	}
+	return b[:len(b)+n]
+}
+
+// Decode parses a datagram into m. m.Payload aliases b. It never panics; an
+// error says why b is not a valid datagram, and whatever Decode accepts,
+// Append encodes to the same bytes.
+func Decode(b []byte, m *Message) error {
+	if len(b) < HeaderLen {
+		return ErrTruncated
+	}
+	if b[0] != Version {
+		return ErrVersion
+	}
+	m.Kind, m.Flags = Kind(b[1]&0x0f), b[1]>>4
+	m.Handler = b[2]
+	m.NArgs = b[3]
+	m.Tag = binary.LittleEndian.Uint64(b[4:])
+	m.Src = binary.LittleEndian.Uint32(b[12:])
+	m.Slot = binary.LittleEndian.Uint16(b[16:])
+	m.Seq = binary.LittleEndian.Uint16(b[18:])
+	m.Len = binary.LittleEndian.Uint32(b[20:])
+	m.Offset = binary.LittleEndian.Uint64(b[24:])
+	if err := m.validate(); err != nil {
+		return err
+	}
+	argEnd := HeaderLen + 4*int(m.NArgs)
+	if len(b) < argEnd {
+		return ErrTruncated
+	}
+	if len(b)-argEnd != int(m.Len) {
+		return ErrLength
+	}
+	for i := 0; i < int(m.NArgs); i++ {
+		m.Args[i] = binary.LittleEndian.Uint32(b[HeaderLen+4*i:])
+	}
+	m.Payload = b[argEnd:]
+	return nil
+}
