@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all build demo test unit e2e bench loss fuzz deps lint vet fmt clean
+.PHONY: all build demo test unit e2e bench loss fuzz deps lint vet cross fmt clean
 
 all: build
 
@@ -32,7 +32,7 @@ loss:
 	scripts/loss-bench.sh 4 3000
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime=30s ./amudp/
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime=30s ./amudp/wire/
 
 # System packages the tests need on a fresh Debian machine (root).
 deps:
@@ -45,7 +45,13 @@ vet:
 fmt:
 	gofmt -l -w .
 
-lint: vet
+# Other systems compile (Linux has the raw-syscall socket; the others the
+# portable one on net.UDPConn, amudp/udp_conn.go).
+cross:
+	GOOS=darwin $(GO) vet ./...
+	GOOS=freebsd $(GO) vet ./...
+
+lint: vet cross
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 

@@ -41,7 +41,7 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 		// Output before the worker routes its own (and all of it when
 		// routing is off) goes straight to the console's.
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd.SysProcAttr = childAttr()
 		cmd.WaitDelay = time.Second
 		if err := cmd.Start(); err != nil {
 			l.Kill(0)

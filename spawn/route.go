@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -49,10 +48,10 @@ func routeOutput(addr string, secret []byte, deadline time.Time) error {
 		if err != nil {
 			return fmt.Errorf("routing output to the console at %s: %w", addr, err)
 		}
-		err = syscall.Dup3(int(f.Fd()), stream, 0)
+		err = dupOnto(int(f.Fd()), stream)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("routing output: dup3 onto fd %d: %w", stream, err)
+			return fmt.Errorf("routing output: dup onto fd %d: %w", stream, err)
 		}
 	}
 	return nil

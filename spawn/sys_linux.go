@@ -1,0 +1,12 @@
+package spawn
+
+import "syscall"
+
+// childAttr puts a worker in its own process group and has the kernel kill
+// it when the console dies (PR_SET_PDEATHSIG), even by SIGKILL.
+func childAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// dupOnto makes fd newfd a copy of oldfd.
+func dupOnto(oldfd, newfd int) error { return syscall.Dup3(oldfd, newfd, 0) }

@@ -1,0 +1,19 @@
+//go:build unix && !linux
+
+package spawn
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// childAttr puts a worker in its own process group. Outside Linux there is
+// no parent-death signal: a worker whose console is killed ends when its
+// control connection closes (DESIGN.md §1).
+func childAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
+
+// dupOnto makes fd newfd a copy of oldfd.
+func dupOnto(oldfd, newfd int) error { return unix.Dup2(oldfd, newfd) }
