@@ -17,8 +17,11 @@ build:
 demo: build
 	GASNET_SPAWNFN=L ./bin/hello 4 a b c
 
-# Unit tests, then the end-to-end tests (which build the programs themselves).
+# The library's packages under the race detector (some tests build only with
+# -race), then every test: unit tests and the end-to-end tests (which build
+# the programs themselves).
 test: vet
+	$(GO) test -race -short -count=1 -timeout 10m ./amudp/... ./retransmit/... ./conduit/... ./spawn/...
 	$(GO) test -count=1 -timeout 15m ./...
 
 unit:

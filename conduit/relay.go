@@ -14,7 +14,7 @@ import (
 const hTable = 1
 
 // tableIn collects the relayed table's chunks.
-var tableIn struct {
+type tableIn struct {
 	mu     sync.Mutex
 	blob   []byte
 	got    int
@@ -25,8 +25,7 @@ var tableIn struct {
 
 // tableChunk runs for each chunk: args are its index, the chunk count and
 // the table's length in bytes.
-func tableChunk(_ *Token, a []uint32, p []byte) {
-	t := &tableIn
+func (t *tableIn) chunk(_ *Token, a []uint32, p []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(a) != 3 || t.done.Load() {
@@ -52,14 +51,15 @@ func tableChunk(_ *Token, a []uint32, p []byte) {
 // console; every other rank waits for it from its tree parent. Each then
 // passes it on to its tree children, and all meet in a barrier, so that no
 // rank sends to one that does not know its address yet.
-func relayTable(ep *amudp.Endpoint, w *spawn.Worker) error {
+func (j *Job) relayTable(w *spawn.Worker) error {
+	ep, tab := j.ep, &j.table
 	if !w.HasTable() {
-		if err := ep.WaitUntil(tableIn.done.Load); err != nil {
+		if err := ep.WaitUntil(tab.done.Load); err != nil {
 			return fmt.Errorf("waiting for the address table: %w", err)
 		}
-		tableIn.mu.Lock()
-		blob, bad := tableIn.blob, tableIn.bad
-		tableIn.mu.Unlock()
+		tab.mu.Lock()
+		blob, bad := tab.blob, tab.bad
+		tab.mu.Unlock()
 		if bad != nil {
 			return bad
 		}
@@ -88,5 +88,5 @@ func relayTable(ep *amudp.Endpoint, w *spawn.Worker) error {
 			}
 		}
 	}
-	return Barrier()
+	return j.Barrier()
 }

@@ -11,11 +11,6 @@ import (
 	"udpconduit/spawn"
 )
 
-func resetTableIn() {
-	tableIn.blob, tableIn.got, tableIn.chunks, tableIn.bad = nil, 0, 0, nil
-	tableIn.done.Store(false)
-}
-
 // TestTableChunksAssemble: a table of several chunks, delivered in any
 // order, is put back together byte for byte.
 func TestTableChunksAssemble(t *testing.T) {
@@ -29,13 +24,13 @@ func TestTableChunksAssemble(t *testing.T) {
 	if chunks < 2 {
 		t.Fatalf("table of %d bytes fits one chunk; the test needs several", len(blob))
 	}
-	resetTableIn()
+	var tableIn tableIn
 	for _, i := range rand.New(rand.NewPCG(1, 2)).Perm(chunks) {
 		if tableIn.done.Load() {
 			t.Fatalf("done before chunk %d", i)
 		}
 		part := blob[i*amudp.MaxMedium : min((i+1)*amudp.MaxMedium, len(blob))]
-		tableChunk(nil, []uint32{uint32(i), uint32(chunks), uint32(len(blob))}, part)
+		tableIn.chunk(nil, []uint32{uint32(i), uint32(chunks), uint32(len(blob))}, part)
 	}
 	if !tableIn.done.Load() || tableIn.bad != nil {
 		t.Fatalf("done=%v bad=%v after all %d chunks", tableIn.done.Load(), tableIn.bad, chunks)
@@ -52,9 +47,9 @@ func TestTableChunksAssemble(t *testing.T) {
 // TestTableChunkMalformed: a chunk past the table's end is an error, not a
 // panic or a silent hole.
 func TestTableChunkMalformed(t *testing.T) {
-	resetTableIn()
-	tableChunk(nil, []uint32{0, 2, 100}, make([]byte, 100))
-	tableChunk(nil, []uint32{1, 2, 100}, make([]byte, 10)) // starts at 65000 > 100
+	var tableIn tableIn
+	tableIn.chunk(nil, []uint32{0, 2, 100}, make([]byte, 100))
+	tableIn.chunk(nil, []uint32{1, 2, 100}, make([]byte, 10)) // starts at 65000 > 100
 	if !tableIn.done.Load() || tableIn.bad == nil {
 		t.Errorf("a chunk past the end was accepted: done=%v bad=%v", tableIn.done.Load(), tableIn.bad)
 	}

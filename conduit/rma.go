@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-
-	"udpconduit/amudp"
 )
 
 // Handler indexes of the extended API (64–127, DESIGN.md §3).
@@ -23,6 +21,7 @@ type Handle struct {
 	dst     []byte // Get destination
 	refused atomic.Bool
 	peer    int
+	job     *Job
 }
 
 // Done reports whether the operation completed.
@@ -30,8 +29,9 @@ func (h *Handle) Done() bool { return h.pending.Load() == 0 }
 
 // Wait services the network until the operation completes.
 func (h *Handle) Wait() error {
-	err := wait(mustInit(), h.Done)
-	st.rma.forget(h)
+	h.job.enter()
+	err := h.job.wait(h.Done)
+	h.job.rma.forget(h)
 	if err == nil && h.refused.Load() {
 		err = fmt.Errorf("%w: rank %d refused a get from its segment", ErrOutOfSegment, h.peer)
 	}
@@ -72,8 +72,9 @@ func (r *rma) forget(h *Handle) {
 // not fit: only the library sends to these indexes (Config.Reserved keeps
 // client replies out), so a misfit is a forged or corrupt message, never a
 // reason to crash.
-func registerCore(ep *amudp.Endpoint) {
-	ep.Register(hTable, tableChunk)
+func (j *Job) registerCore() {
+	ep := j.ep
+	ep.Register(hTable, j.table.chunk)
 	ep.Register(hPut, func(t *Token, args []uint32, _ []byte) {
 		if len(args) == 1 && t.IsRequest() {
 			t.ReplyShort(hDone, args[0])
@@ -83,7 +84,7 @@ func registerCore(ep *amudp.Endpoint) {
 		if len(args) != 1 || t.IsRequest() {
 			return
 		}
-		if h := st.rma.get(args[0]); h != nil && h.pending.Load() > 0 {
+		if h := j.rma.get(args[0]); h != nil && h.pending.Load() > 0 {
 			h.pending.Add(-1)
 		}
 	})
@@ -104,7 +105,7 @@ func registerCore(ep *amudp.Endpoint) {
 		if len(args) != 3 || t.IsRequest() {
 			return
 		}
-		h := st.rma.get(args[0])
+		h := j.rma.get(args[0])
 		if h == nil || h.pending.Load() <= 0 || uint64(args[1]) > uint64(len(h.dst)) || len(p) > len(h.dst)-int(args[1]) {
 			return
 		}
@@ -118,19 +119,19 @@ func registerCore(ep *amudp.Endpoint) {
 
 // PutNB starts writing data at offset of dest's segment and returns a
 // handle; data may be reused once PutNB returns.
-func PutNB(dest int, offset uint64, data []byte) (*Handle, error) {
-	mustInit()
-	if err := checkRemote(dest, offset, len(data)); err != nil {
+func (j *Job) PutNB(dest int, offset uint64, data []byte) (*Handle, error) {
+	j.enter()
+	if err := j.checkRemote(dest, offset, len(data)); err != nil {
 		return nil, err
 	}
-	h := &Handle{}
-	st.rma.add(h)
+	h := &Handle{job: j}
+	j.rma.add(h)
 	chunks := (len(data) + MaxLong - 1) / MaxLong
 	h.pending.Store(int64(chunks))
 	for i := 0; i < chunks; i++ {
 		c := data[i*MaxLong : min((i+1)*MaxLong, len(data))]
-		if err := st.ep.RequestLong(dest, hPut, c, offset+uint64(i*MaxLong), h.id); err != nil {
-			st.rma.forget(h)
+		if err := j.ep.RequestLong(dest, hPut, c, offset+uint64(i*MaxLong), h.id); err != nil {
+			j.rma.forget(h)
 			return nil, fmt.Errorf("conduit: put to rank %d: %w", dest, err)
 		}
 	}
@@ -138,8 +139,8 @@ func PutNB(dest int, offset uint64, data []byte) (*Handle, error) {
 }
 
 // Put writes data at offset of dest's segment and waits until it is there.
-func Put(dest int, offset uint64, data []byte) error {
-	h, err := PutNB(dest, offset, data)
+func (j *Job) Put(dest int, offset uint64, data []byte) error {
+	h, err := j.PutNB(dest, offset, data)
 	if err != nil {
 		return err
 	}
@@ -147,20 +148,20 @@ func Put(dest int, offset uint64, data []byte) error {
 }
 
 // GetNB starts reading len(buf) bytes at offset of src's segment into buf.
-func GetNB(src int, offset uint64, buf []byte) (*Handle, error) {
-	mustInit()
-	if err := checkRemote(src, offset, len(buf)); err != nil {
+func (j *Job) GetNB(src int, offset uint64, buf []byte) (*Handle, error) {
+	j.enter()
+	if err := j.checkRemote(src, offset, len(buf)); err != nil {
 		return nil, err
 	}
-	h := &Handle{dst: buf, peer: src}
-	st.rma.add(h)
+	h := &Handle{dst: buf, peer: src, job: j}
+	j.rma.add(h)
 	chunks := (len(buf) + MaxMedium - 1) / MaxMedium
 	h.pending.Store(int64(chunks))
 	for i := 0; i < chunks; i++ {
 		n := min(MaxMedium, len(buf)-i*MaxMedium)
 		off := offset + uint64(i*MaxMedium)
-		if err := st.ep.RequestShort(src, hGetReq, uint32(off), uint32(off>>32), uint32(n), h.id, uint32(i*MaxMedium)); err != nil {
-			st.rma.forget(h)
+		if err := j.ep.RequestShort(src, hGetReq, uint32(off), uint32(off>>32), uint32(n), h.id, uint32(i*MaxMedium)); err != nil {
+			j.rma.forget(h)
 			return nil, fmt.Errorf("conduit: get from rank %d: %w", src, err)
 		}
 	}
@@ -168,8 +169,8 @@ func GetNB(src int, offset uint64, buf []byte) (*Handle, error) {
 }
 
 // Get reads len(buf) bytes at offset of src's segment into buf.
-func Get(src int, offset uint64, buf []byte) error {
-	h, err := GetNB(src, offset, buf)
+func (j *Job) Get(src int, offset uint64, buf []byte) error {
+	h, err := j.GetNB(src, offset, buf)
 	if err != nil {
 		return err
 	}

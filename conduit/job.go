@@ -1,0 +1,324 @@
+package conduit
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"udpconduit/amudp"
+)
+
+// Job is one rank's view of a running job: its endpoint, its link to the
+// console, its segment and the order of its collectives. Init makes the Job
+// of a worker process, and the package-level functions act on it (see
+// Default); a Job's methods are the same calls on a given Job, which is how
+// the package's tests run several ranks in one process.
+type Job struct {
+	ep          *amudp.Endpoint
+	ctl         control
+	rank, size  int
+	hostRank    []int
+	exitTimeout time.Duration
+
+	rma   rma
+	table tableIn
+
+	// attached is set once Attach has exchanged the segment sizes; segs is
+	// written before and never after.
+	attached atomic.Bool
+	segs     []uint64 // segment size of every rank
+
+	// coll orders the collective calls of this rank's goroutines (see
+	// Barrier) and guards the fields below.
+	coll    sync.Mutex
+	attach  bool   // Attach has begun
+	barrier uint64 // barriers this rank entered
+	gathers uint64
+}
+
+// control is a rank's link to the console: the collectives it serves, and
+// the end of the job. In a worker process it is the *spawn.Worker that
+// bootstrapped it; the tests use an in-memory console.
+type control interface {
+	// Terminating reports whether the console told this rank to exit
+	// because the job ended elsewhere; ExitNow then ends the rank.
+	Terminating() bool
+	ExitNow()
+	// Exit reports code as the job's and ends the rank.
+	Exit(code int, grace time.Duration)
+	BarrierNotify() error
+	BarriersDone() uint64
+	GatherSend(part []byte) error
+	GathersDone() (uint64, [][]byte)
+}
+
+// newJob makes the Job of rank over ep, registering the library's handlers
+// and the default handler 0.
+func newJob(ep *amudp.Endpoint, ctl control, rank, size int, hostRank []int, exitTimeout time.Duration) *Job {
+	j := &Job{ep: ep, ctl: ctl, rank: rank, size: size, hostRank: hostRank, exitTimeout: exitTimeout}
+	ep.SetReturnedHandler(j.defaultReturned)
+	j.registerCore()
+	return j
+}
+
+// defaultReturned is handler 0's default: abort the job naming the
+// unreachable rank and its address (DESIGN.md §5).
+func (j *Job) defaultReturned(r Returned) {
+	fmt.Fprintf(os.Stderr, "%s: rank %d: %v; aborting the job\n", progName(), j.rank, r)
+	go j.ctl.Exit(1, j.exitTimeout) // not on the polling goroutine's stack
+}
+
+// enter starts every call of the API. It is where a rank that the console
+// told to exit (because the job ended elsewhere) does so: at its next call
+// into the library (see spawn.Worker.Terminating).
+func (j *Job) enter() *amudp.Endpoint {
+	if j.ctl.Terminating() {
+		j.ctl.ExitNow()
+	}
+	return j.ep
+}
+
+// wait services the network until cond holds or the console tells this
+// rank to exit. A wait cut short that way exits; one whose condition came
+// true returns, and the program's next call exits (a barrier that completed
+// just before the job ended elsewhere lets the program print its last
+// lines).
+func (j *Job) wait(cond func() bool) error {
+	err := j.ep.WaitUntil(func() bool { return j.ctl.Terminating() || cond() })
+	if j.ctl.Terminating() && !cond() {
+		j.ctl.ExitNow()
+	}
+	return err
+}
+
+// SetReturnedHandler replaces handler 0, which receives undeliverable
+// requests. The default aborts the job.
+func (j *Job) SetReturnedHandler(h func(Returned)) { j.enter().SetReturnedHandler(h) }
+
+// Rank returns this worker's rank in [0, Size()).
+func (j *Job) Rank() int { j.enter(); return j.rank }
+
+// Size returns the number of workers, N.
+func (j *Job) Size() int { j.enter(); return j.size }
+
+// HostRanks returns the ranks that share this worker's host, in order.
+func (j *Job) HostRanks() []int { j.enter(); return append([]int(nil), j.hostRank...) }
+
+// Endpoint returns the underlying amudp endpoint.
+func (j *Job) Endpoint() *amudp.Endpoint { return j.enter() }
+
+// Attach registers the client's handlers (indexes 128..255, each at most
+// once, none nil), allocates a segment of segmentSize bytes that Long
+// messages and Put/Get address, and waits until every rank has attached.
+// It is collective: every rank calls it once, before any request, Put or
+// Get of its own. A bad table or a segment that cannot be allocated is an
+// error, and nothing is registered: the rank may call Attach again.
+func (j *Job) Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
+	ep := j.enter()
+	if err := checkTable(handlers); err != nil {
+		return nil, err
+	}
+	j.coll.Lock()
+	if j.attach {
+		j.coll.Unlock()
+		return nil, ErrAttached
+	}
+	seg, err := allocSegment(segmentSize)
+	if err == nil {
+		j.attach = true
+	}
+	j.coll.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range handlers {
+		if err := ep.Register(h.Index, h.Fn); err != nil {
+			return nil, err
+		}
+	}
+	ep.SetSegment(seg)
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(segmentSize))
+	parts, err := j.AllGather(b[:])
+	if err != nil {
+		return nil, err
+	}
+	segs := make([]uint64, len(parts))
+	for i, p := range parts {
+		if len(p) == 8 {
+			segs[i] = binary.LittleEndian.Uint64(p)
+		}
+	}
+	j.segs = segs
+	j.attached.Store(true)
+	return seg, nil
+}
+
+// checkTable checks a handler table: client indexes, each once, no nil
+// function.
+func checkTable(handlers []HandlerEntry) error {
+	seen := map[int]bool{}
+	for i, h := range handlers {
+		switch {
+		case h.Index < FirstClientHandler || h.Index >= amudp.NumHandlers:
+			return fmt.Errorf("%w (entry %d has index %d)", ErrHandlerIndex, i, h.Index)
+		case seen[h.Index]:
+			return fmt.Errorf("%w: index %d appears twice", ErrHandlerTable, h.Index)
+		case h.Fn == nil:
+			return fmt.Errorf("%w: index %d has a nil handler", ErrHandlerTable, h.Index)
+		}
+		seen[h.Index] = true
+	}
+	return nil
+}
+
+// SegmentSize returns the segment size of rank (after Attach; 0 before).
+func (j *Job) SegmentSize(rank int) int {
+	if !j.attached.Load() || rank < 0 || rank >= len(j.segs) {
+		return 0
+	}
+	return int(j.segs[rank])
+}
+
+// clientCall checks a client request before it is sent: Attach done, a
+// client handler index.
+func (j *Job) clientCall(handler int) (*amudp.Endpoint, error) {
+	ep := j.enter()
+	if !j.attached.Load() {
+		return nil, ErrNotAttached
+	}
+	if handler < FirstClientHandler || handler >= amudp.NumHandlers {
+		return nil, fmt.Errorf("%w (got %d)", ErrHandlerIndex, handler)
+	}
+	return ep, nil
+}
+
+// RequestShort sends a Short request to the client handler (128..255) of
+// dest.
+func (j *Job) RequestShort(dest, handler int, args ...uint32) error {
+	ep, err := j.clientCall(handler)
+	if err != nil {
+		return err
+	}
+	return ep.RequestShort(dest, handler, args...)
+}
+
+// RequestMedium sends a Medium request; payload may be reused on return.
+func (j *Job) RequestMedium(dest, handler int, payload []byte, args ...uint32) error {
+	ep, err := j.clientCall(handler)
+	if err != nil {
+		return err
+	}
+	return ep.RequestMedium(dest, handler, payload, args...)
+}
+
+// RequestLong sends a Long request writing payload at offset of dest's
+// segment; the range is checked against the segment sizes exchanged at
+// Attach.
+func (j *Job) RequestLong(dest, handler int, payload []byte, offset uint64, args ...uint32) error {
+	ep, err := j.clientCall(handler)
+	if err != nil {
+		return err
+	}
+	if err := j.checkRemote(dest, offset, len(payload)); err != nil {
+		return err
+	}
+	return ep.RequestLong(dest, handler, payload, offset, args...)
+}
+
+// checkRemote checks a range of dest's segment against the sizes exchanged
+// at Attach, which must have run.
+func (j *Job) checkRemote(dest int, offset uint64, n int) error {
+	if !j.attached.Load() {
+		return ErrNotAttached
+	}
+	if dest < 0 || dest >= len(j.segs) {
+		return nil // amudp reports a bad rank
+	}
+	if offset > j.segs[dest] || uint64(n) > j.segs[dest]-offset {
+		return fmt.Errorf("%w: %d bytes at offset %d of rank %d's segment of %d", ErrOutOfSegment, n, offset, dest, j.segs[dest])
+	}
+	return nil
+}
+
+// Poll handles pending messages and due retransmissions.
+func (j *Job) Poll() error { return j.enter().Poll() }
+
+// WaitUntil services the network until cond returns true.
+func (j *Job) WaitUntil(cond func() bool) error { j.enter(); return j.wait(cond) }
+
+// BarrierNotify enters the next barrier without waiting.
+func (j *Job) BarrierNotify() error {
+	j.enter()
+	j.coll.Lock()
+	defer j.coll.Unlock()
+	j.barrier++
+	return j.ctl.BarrierNotify()
+}
+
+// BarrierWait waits, servicing the network, until every rank has entered
+// the barrier this rank last notified. Everything the program's handlers did
+// before the other ranks entered happens before BarrierWait returns.
+func (j *Job) BarrierWait() error {
+	j.enter()
+	j.coll.Lock()
+	target := j.barrier
+	j.coll.Unlock()
+	return j.waitBarrier(target)
+}
+
+func (j *Job) waitBarrier(target uint64) error {
+	if err := j.wait(func() bool { return j.ctl.BarriersDone() >= target }); err != nil {
+		return err
+	}
+	j.ep.Fence()
+	return nil
+}
+
+// Barrier waits until every rank has reached it. Everything the program's
+// handlers did on this rank before every rank entered (a Put's data written
+// into the segment, say) happens before Barrier returns.
+func (j *Job) Barrier() error {
+	j.enter()
+	j.coll.Lock()
+	j.barrier++
+	target := j.barrier
+	err := j.ctl.BarrierNotify()
+	j.coll.Unlock()
+	if err != nil {
+		return err
+	}
+	return j.waitBarrier(target)
+}
+
+// AllGather contributes data and returns every rank's contribution, indexed
+// by rank. Concurrent calls of one rank's goroutines run one after another.
+func (j *Job) AllGather(data []byte) ([][]byte, error) {
+	j.enter()
+	j.coll.Lock()
+	defer j.coll.Unlock()
+	j.gathers++
+	target := j.gathers
+	if err := j.ctl.GatherSend(data); err != nil {
+		return nil, err
+	}
+	var parts [][]byte
+	err := j.wait(func() bool {
+		n, p := j.ctl.GathersDone()
+		parts = p
+		return n >= target
+	})
+	j.ep.Fence()
+	return parts, err
+}
+
+// Exit ends the job: the first rank to call Exit sets the console's exit
+// code, and every other rank is told to exit, even one that is computing
+// without polling. It does not return.
+func (j *Job) Exit(code int) {
+	j.enter()
+	j.ctl.Exit(code, j.exitTimeout)
+}

@@ -1,0 +1,495 @@
+package conduit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"udpconduit/amudp"
+	"udpconduit/amudp/amudptest"
+	"udpconduit/retransmit"
+)
+
+// memConsole is an in-memory console for in-process jobs: it serves the
+// collectives as spawn's console does (a barrier completes when every rank
+// has entered it; an all-gather when every rank has sent its part) and ends
+// the job as a worker process would end, except that a rank's "process" is
+// its goroutine: Exit and ExitNow end it with runtime.Goexit.
+type memConsole struct {
+	n   int
+	eps []*amudp.Endpoint
+
+	mu          sync.Mutex
+	notified    []uint64
+	barriers    atomic.Uint64
+	sent        []int
+	parts       [][][]byte // parts[k][rank] of the k-th all-gather
+	gathersDone uint64
+	code        int
+	codeSet     bool
+	ends        []string // how each rank ended
+	terminating atomic.Bool
+}
+
+func (c *memConsole) wakeAll() {
+	for _, e := range c.eps {
+		e.Wake()
+	}
+}
+
+// end records how rank ended (the first way only).
+func (c *memConsole) end(rank int, how string) {
+	c.mu.Lock()
+	if c.ends[rank] == "" {
+		c.ends[rank] = how
+	}
+	c.mu.Unlock()
+}
+
+// memRank is one rank's link to a memConsole.
+type memRank struct {
+	c    *memConsole
+	rank int
+}
+
+func (r memRank) Terminating() bool { return r.c.terminating.Load() }
+
+func (r memRank) ExitNow() {
+	r.c.end(r.rank, "terminated")
+	runtime.Goexit()
+}
+
+func (r memRank) Exit(code int, _ time.Duration) {
+	c := r.c
+	c.mu.Lock()
+	if !c.codeSet {
+		c.code, c.codeSet = code, true
+	}
+	c.mu.Unlock()
+	c.end(r.rank, fmt.Sprintf("exit %d", code))
+	c.terminating.Store(true)
+	c.wakeAll()
+	runtime.Goexit()
+}
+
+func (r memRank) BarrierNotify() error {
+	c := r.c
+	c.mu.Lock()
+	c.notified[r.rank]++
+	low := c.notified[0]
+	for _, k := range c.notified {
+		low = min(low, k)
+	}
+	c.mu.Unlock()
+	if low > c.barriers.Load() {
+		c.barriers.Store(low)
+		c.wakeAll()
+	}
+	return nil
+}
+
+func (r memRank) BarriersDone() uint64 { return r.c.barriers.Load() }
+
+func (r memRank) GatherSend(part []byte) error {
+	c := r.c
+	c.mu.Lock()
+	k := c.sent[r.rank]
+	c.sent[r.rank]++
+	for len(c.parts) <= k {
+		c.parts = append(c.parts, make([][]byte, c.n))
+	}
+	c.parts[k][r.rank] = append([]byte{}, part...)
+	advanced := false
+	for c.gathersDone < uint64(len(c.parts)) && full(c.parts[c.gathersDone]) {
+		c.gathersDone++
+		advanced = true
+	}
+	c.mu.Unlock()
+	if advanced {
+		c.wakeAll()
+	}
+	return nil
+}
+
+func full(parts [][]byte) bool {
+	for _, p := range parts {
+		if p == nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (r memRank) GathersDone() (uint64, [][]byte) {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gathersDone == 0 {
+		return 0, nil
+	}
+	return c.gathersDone, c.parts[c.gathersDone-1]
+}
+
+// jobResult is how an in-process job ended.
+type jobResult struct {
+	Code int      // the code of the first Exit; 0 when none
+	Ends []string // per rank: "returned", "exit C" or "terminated"
+}
+
+// testRetransmit: quick retransmission, and give-up after 2 s of silence.
+var testRetransmit = retransmit.Config{Initial: 5 * time.Millisecond, Backoff: 2, Max: 500 * time.Millisecond, MinRTO: time.Millisecond}
+
+// jobNet opens the socket of rank i of an in-process job.
+type jobNet struct {
+	listen func(i int) (amudp.Transport, error)
+	// limit is how long the job may run (virtual time in a synctest
+	// bubble) before the test fails.
+	limit time.Duration
+}
+
+// memNet is a jobNet over an in-memory network, for synctest bubbles.
+func memNet(n *amudptest.Network) jobNet {
+	return jobNet{func(i int) (amudp.Transport, error) { return n.Listen(i), nil }, time.Hour}
+}
+
+// loopbackUDP is a jobNet over real UDP sockets on loopback; the kernel
+// gives the race detector no happens-before edges between ranks.
+var loopbackUDP = jobNet{func(int) (amudp.Transport, error) {
+	return amudp.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), amudp.DefaultSocketBufferInitial)
+}, time.Minute}
+
+// runJob runs body on n ranks of one in-process job over jn and returns how
+// the job ended. Over an in-memory network, call it inside a synctest
+// bubble, where time is virtual. A job still running after jn.limit fails
+// the test (its ranks are then told to terminate, so that the test ends).
+//
+// With rcvThread, a background goroutine polls each rank's endpoint, as
+// GASNET_RCV_THREAD=1 has it, so handlers run on another goroutine than the
+// program's.
+func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (jobResult, []*Job) {
+	t.Helper()
+	c := &memConsole{n: n, notified: make([]uint64, n), sent: make([]int, n), ends: make([]string, n)}
+	jobs := make([]*Job, n)
+	addrs := make([]netip.AddrPort, n)
+	for i := range n {
+		conn, err := jn.listen(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep, err := amudp.NewEndpoint(conn, amudp.Config{Rank: i, Secret: []byte("job test"), NetworkDepth: 16,
+			Retransmit: testRetransmit, Reserved: FirstClientHandler, Polite: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = conn.LocalAddr()
+		c.eps = append(c.eps, ep)
+		jobs[i] = newJob(ep, memRank{c, i}, i, n, []int{i}, time.Second)
+	}
+	for _, ep := range c.eps {
+		if err := ep.SetPeers(addrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pollers sync.WaitGroup
+	if rcvThread {
+		for _, ep := range c.eps {
+			pollers.Go(func() { progress(ep) })
+		}
+	}
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Go(func() {
+			body(j)
+			c.end(i, "returned")
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(jn.limit):
+		c.mu.Lock()
+		t.Errorf("job still running after %v; ends so far %q", jn.limit, c.ends)
+		c.mu.Unlock()
+		c.terminating.Store(true)
+		c.wakeAll()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			// The ranks did not heed the console: closing their
+			// endpoints ends every wait, so the bubble can end.
+			t.Errorf("ranks still running a minute after they were told to terminate")
+			for _, ep := range c.eps {
+				ep.Close()
+			}
+			<-done
+		}
+	}
+	for _, ep := range c.eps {
+		ep.Close()
+	}
+	pollers.Wait()
+	return jobResult{Code: c.code, Ends: c.ends}, jobs
+}
+
+func pattern(seed, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(seed*131 + i*7 + i>>8)
+	}
+	return b
+}
+
+// TestJobUnderLoss runs a whole conduit program on 4 in-process ranks over
+// links that drop 20% and duplicate 5% of the datagrams: Attach, all-gather,
+// Put and Get of several chunks each, client requests, barriers. Every
+// handler runs exactly once, every byte arrives, and what a barrier orders
+// is visible after it (the race detector checks the segment reads).
+func TestJobUnderLoss(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		for _, rcv := range []bool{false, true} {
+			t.Run(fmt.Sprintf("seed%d/rcvthread=%v", seed, rcv), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					lnet := amudptest.New(seed, 0.20, 0.05, 300*time.Microsecond)
+					jobProgram(t, memNet(lnet), rcv)
+					if lnet.Dropped() == 0 || lnet.Duplicated() == 0 {
+						t.Errorf("the network dropped %d and duplicated %d datagrams: the test did not test loss", lnet.Dropped(), lnet.Duplicated())
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestJobOverUDP runs the same program over loopback UDP with a background
+// poller: the kernel carries the ranks' messages, so only the library's own
+// synchronisation (a barrier's fence) orders the poller's writes into the
+// segment before the program's reads, and the race detector checks it.
+func TestJobOverUDP(t *testing.T) {
+	jobProgram(t, loopbackUDP, true)
+}
+
+// jobProgram is a whole conduit program on 4 ranks: Attach, all-gather, Put
+// and Get of several chunks each, client requests, barriers.
+func jobProgram(t *testing.T, jn jobNet, rcvThread bool) {
+	const (
+		n       = 4
+		perPeer = 150
+		segSize = 3 * MaxLong
+		putLen  = 2*MaxLong + 1234 // three Long chunks, three Medium ones back
+	)
+	var mu sync.Mutex
+	runs := make([][][]int, n) // runs[dst][src][i]
+	for d := range runs {
+		runs[d] = make([][]int, n)
+		for s := range runs[d] {
+			runs[d][s] = make([]int, perPeer)
+		}
+	}
+	var got [n]atomic.Int64
+	res, _ := runJob(t, n, jn, rcvThread, func(j *Job) {
+		me := j.Rank()
+		seg, err := j.Attach([]HandlerEntry{{130, func(tk *Token, a []uint32, _ []byte) {
+			mu.Lock()
+			runs[me][a[0]][a[1]]++
+			mu.Unlock()
+			got[me].Add(1)
+		}}}, segSize)
+		if err != nil {
+			t.Errorf("rank %d: Attach: %v", me, err)
+			return
+		}
+		for r := range n {
+			if s := j.SegmentSize(r); s != segSize {
+				t.Errorf("rank %d: SegmentSize(%d) = %d, want %d", me, r, s, segSize)
+			}
+		}
+		parts, err := j.AllGather([]byte(fmt.Sprintf("rank %d", me)))
+		if err != nil {
+			t.Errorf("rank %d: AllGather: %v", me, err)
+			return
+		}
+		for r, p := range parts {
+			if string(p) != fmt.Sprintf("rank %d", r) {
+				t.Errorf("rank %d: AllGather part %d = %q", me, r, p)
+			}
+		}
+		next, prev := (me+1)%n, (me+n-1)%n
+		if err := j.Put(next, 7, pattern(me, putLen)); err != nil {
+			t.Errorf("rank %d: Put: %v", me, err)
+			return
+		}
+		if err := j.Barrier(); err != nil {
+			t.Errorf("rank %d: Barrier: %v", me, err)
+			return
+		}
+		if !bytes.Equal(seg[7:7+putLen], pattern(prev, putLen)) {
+			t.Errorf("rank %d: segment after the barrier does not hold rank %d's Put", me, prev)
+		}
+		back := make([]byte, putLen)
+		if err := j.Get(next, 7, back); err != nil {
+			t.Errorf("rank %d: Get: %v", me, err)
+			return
+		}
+		if !bytes.Equal(back, pattern(me, putLen)) {
+			t.Errorf("rank %d: Get from rank %d returned other bytes than this rank put there", me, next)
+		}
+		for i := range perPeer {
+			for d := range n {
+				if d != me {
+					if err := j.RequestShort(d, 130, uint32(me), uint32(i)); err != nil {
+						t.Errorf("rank %d: RequestShort: %v", me, err)
+						return
+					}
+				}
+			}
+		}
+		if err := j.WaitUntil(func() bool { return got[me].Load() == perPeer*(n-1) }); err != nil {
+			t.Errorf("rank %d: WaitUntil: %v", me, err)
+		}
+		if err := j.Barrier(); err != nil {
+			t.Errorf("rank %d: Barrier: %v", me, err)
+		}
+	})
+	if d := cmp.Diff(jobResult{Ends: []string{"returned", "returned", "returned", "returned"}}, res); d != "" {
+		t.Errorf("job end (-want +got):\n%s", d)
+	}
+	for d := range runs {
+		for s := range runs[d] {
+			for i, k := range runs[d][s] {
+				if d != s && k != 1 {
+					t.Errorf("request %d from rank %d ran %d times at rank %d", i, s, k, d)
+				}
+			}
+		}
+	}
+}
+
+// TestJobExitEndsTheOthers: one rank calls Exit(3) while the others wait in
+// a barrier it never enters. The job's code is 3, and every other rank ends
+// at its wait, told by the console.
+func TestJobExitEndsTheOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		res, _ := runJob(t, 3, memNet(amudptest.New(1, 0.1, 0, 0)), false, func(j *Job) {
+			if j.Rank() == 2 {
+				j.Exit(3)
+				t.Error("Exit returned")
+			}
+			j.Barrier()
+			t.Errorf("rank %d: Barrier returned although rank 2 never entered it", j.Rank())
+		})
+		want := jobResult{Code: 3, Ends: []string{"terminated", "terminated", "exit 3"}}
+		if d := cmp.Diff(want, res); d != "" {
+			t.Errorf("(-want +got):\n%s", d)
+		}
+	})
+}
+
+// TestJobUndeliverableAborts: a rank whose peer is cut off from the network
+// gives its request up after the peer's silence, and the default handler 0
+// aborts the job with code 1; the waiting ranks end.
+func TestJobUndeliverableAborts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lnet := amudptest.New(1, 0, 0, 0)
+		res, _ := runJob(t, 2, memNet(lnet), false, func(j *Job) {
+			if _, err := j.Attach([]HandlerEntry{{130, func(*Token, []uint32, []byte) {}}}, 0); err != nil {
+				t.Error(err)
+				return
+			}
+			if j.Rank() == 0 {
+				lnet.SetDown(j.Endpoint().LocalAddr(), true)
+				if err := j.RequestShort(1, 130); err != nil {
+					t.Error(err)
+				}
+			}
+			j.WaitUntil(func() bool { return false })
+		})
+		want := jobResult{Code: 1, Ends: []string{"exit 1", "terminated"}}
+		if d := cmp.Diff(want, res); d != "" {
+			t.Errorf("(-want +got):\n%s", d)
+		}
+	})
+}
+
+// TestJobMisuseErrors: calls made too early, to the library's handlers or
+// outside the segment return errors naming what is wrong, and the job goes
+// on.
+func TestJobMisuseErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		res, _ := runJob(t, 2, memNet(amudptest.New(1, 0, 0, 0)), false, func(j *Job) {
+			check := func(what string, err, want error) {
+				if !errors.Is(err, want) {
+					t.Errorf("rank %d: %s: %v, want %v", j.Rank(), what, err, want)
+				}
+			}
+			buf := make([]byte, 8)
+			_, err := j.PutNB(1-j.Rank(), 0, buf)
+			check("Put before Attach", err, ErrNotAttached)
+			_, err = j.GetNB(1-j.Rank(), 0, buf)
+			check("Get before Attach", err, ErrNotAttached)
+			check("request before Attach", j.RequestShort(1-j.Rank(), 130), ErrNotAttached)
+			_, err = j.Attach([]HandlerEntry{{130, nil}}, 64)
+			check("nil handler", err, ErrHandlerTable)
+			_, err = j.Attach([]HandlerEntry{{65, func(*Token, []uint32, []byte) {}}}, 64)
+			check("library handler index", err, ErrHandlerIndex)
+			if _, err := j.Attach([]HandlerEntry{{130, func(*Token, []uint32, []byte) {}}}, 64); err != nil {
+				t.Errorf("rank %d: Attach after refused tables: %v", j.Rank(), err)
+				return
+			}
+			_, err = j.Attach(nil, 64)
+			check("second Attach", err, ErrAttached)
+			check("request to handler 65", j.RequestShort(1-j.Rank(), 65), ErrHandlerIndex)
+			check("Put past the segment", j.Put(1-j.Rank(), 60, buf), ErrOutOfSegment)
+			check("Get past the segment", j.Get(1-j.Rank(), 1<<40, buf), ErrOutOfSegment)
+			if err := j.Put(1-j.Rank(), 56, buf); err != nil {
+				t.Errorf("rank %d: Put at the segment's end: %v", j.Rank(), err)
+			}
+			j.Barrier()
+		})
+		if d := cmp.Diff(jobResult{Ends: []string{"returned", "returned"}}, res); d != "" {
+			t.Errorf("(-want +got):\n%s", d)
+		}
+	})
+}
+
+// TestJobCollectivesFromSeveralGoroutines: two goroutines of each rank call
+// Barrier and AllGather at once; the race detector finds nothing and every
+// call completes.
+func TestJobCollectivesFromSeveralGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rounds = 10
+		res, jobs := runJob(t, 3, memNet(amudptest.New(2, 0.1, 0, 100*time.Microsecond)), true, func(j *Job) {
+			var wg sync.WaitGroup
+			for g := range 2 {
+				wg.Go(func() {
+					for range rounds {
+						if err := j.Barrier(); err != nil {
+							t.Error(err)
+						}
+						if parts, err := j.AllGather([]byte{byte(j.Rank()), byte(g)}); err != nil || len(parts) != 3 {
+							t.Errorf("AllGather: %d parts, %v", len(parts), err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+		if d := cmp.Diff(jobResult{Ends: []string{"returned", "returned", "returned"}}, res); d != "" {
+			t.Errorf("(-want +got):\n%s", d)
+		}
+		for _, j := range jobs {
+			if j.barrier != 2*rounds || j.gathers != 2*rounds {
+				t.Errorf("rank %d entered %d barriers and %d all-gathers, want %d each", j.rank, j.barrier, j.gathers, 2*rounds)
+			}
+		}
+	})
+}
