@@ -392,33 +392,6 @@ func TestGarbageDatagramsDropped(t *testing.T) {
 
 // TestRequestBlocksWithoutCredit: a receiver that does not poll lets exactly
 // depth requests through; the next one blocks until it polls.
-func TestRequestBlocksWithoutCredit(t *testing.T) {
-	const depth = 4
-	eps := newJob(t, 2, Config{NetworkDepth: depth})
-	eps[1].Register(130, func(*Token, []uint32, []byte) {})
-	for i := 0; i < depth; i++ {
-		if err := eps[0].RequestShort(1, 130); err != nil {
-			t.Fatal(err)
-		}
-	}
-	done := make(chan error, 1)
-	go func() { done <- eps[0].RequestShort(1, 130) }()
-	select {
-	case err := <-done:
-		t.Fatalf("request beyond the depth returned at once (%v)", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	serve(t, eps[1])
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("request still blocked after the receiver polled")
-	}
-}
-
 // TestConcurrentSenders: many goroutines share one endpoint.
 func TestConcurrentSenders(t *testing.T) {
 	eps := newJob(t, 3, Config{NetworkDepth: 8})

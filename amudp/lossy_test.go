@@ -200,6 +200,26 @@ func runLossy(t *testing.T, seed uint64, rc retransmit.Config) {
 // rank 0's socket.
 func pair(t *testing.T, lnet *amudptest.Network, cfg amudp.Config, wrap func(amudp.Transport) amudp.Transport) (eps [2]*amudp.Endpoint, stop func()) {
 	t.Helper()
+	eps = newPair(t, lnet, cfg, wrap)
+	var done atomic.Bool
+	served := make(chan error, 1)
+	go func() { served <- eps[1].WaitUntil(done.Load) }()
+	return eps, func() {
+		done.Store(true)
+		eps[1].Wake()
+		if err := <-served; err != nil {
+			t.Errorf("rank 1: %v", err)
+		}
+		for _, e := range eps {
+			e.Close()
+		}
+	}
+}
+
+// newPair makes two polite endpoints on lnet that know each other; rank 0's
+// transport is wrapped by wrap when it is set.
+func newPair(t *testing.T, lnet *amudptest.Network, cfg amudp.Config, wrap func(amudp.Transport) amudp.Transport) (eps [2]*amudp.Endpoint) {
+	t.Helper()
 	var addrs [2]netip.AddrPort
 	for i := range eps {
 		c := lnet.Listen(i)
@@ -219,19 +239,51 @@ func pair(t *testing.T, lnet *amudptest.Network, cfg amudp.Config, wrap func(amu
 			t.Fatal(err)
 		}
 	}
-	var done atomic.Bool
-	served := make(chan error, 1)
-	go func() { served <- eps[1].WaitUntil(done.Load) }()
-	return eps, func() {
-		done.Store(true)
+	return eps
+}
+
+// TestRequestBlocksWithoutCredit: with depth requests unanswered, the next
+// request waits (every goroutine of the bubble is blocked, and it has not
+// returned), and it goes out once the receiver polls and credit returns.
+func TestRequestBlocksWithoutCredit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const depth = 4
+		eps := newPair(t, amudptest.New(1, 0, 0, 0), amudp.Config{NetworkDepth: depth}, nil)
+		defer eps[0].Close()
+		defer eps[1].Close()
+		ran := 0
+		eps[1].Register(130, func(*amudp.Token, []uint32, []byte) { ran++ })
+		for range depth {
+			if err := eps[0].RequestShort(1, 130); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done := make(chan error, 1)
+		go func() { done <- eps[0].RequestShort(1, 130) }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("request beyond the depth returned without credit (%v)", err)
+		default:
+		}
+		var stop atomic.Bool
+		served := make(chan error, 1)
+		go func() { served <- eps[1].WaitUntil(stop.Load) }()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if err := eps[0].Drain(); err != nil {
+			t.Fatal(err)
+		}
+		stop.Store(true)
 		eps[1].Wake()
 		if err := <-served; err != nil {
-			t.Errorf("rank 1: %v", err)
+			t.Fatal(err)
 		}
-		for _, e := range eps {
-			e.Close()
+		if ran != depth+1 {
+			t.Errorf("%d handler runs, want %d", ran, depth+1)
 		}
-	}
+	})
 }
 
 // TestSlotWorksAfterGiveUp cuts a peer off until every request to it is

@@ -23,7 +23,6 @@ func TestConnUDP(t *testing.T) {
 		{"AutoReplyFreesCredit", TestAutoReplyFreesCredit},
 		{"ReturnedToHandlerZero", TestReturnedToHandlerZero},
 		{"UndeliverableAfterTimeout", TestUndeliverableAfterTimeout},
-		{"RequestBlocksWithoutCredit", TestRequestBlocksWithoutCredit},
 		{"ConcurrentSenders", TestConcurrentSenders},
 	} {
 		t.Run(tc.name, tc.run)

@@ -1,11 +1,14 @@
 package spawn
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -29,72 +32,144 @@ func (l *lockedBuilder) String() string {
 	return l.b.String()
 }
 
-// TestAcceptRoutesOutputAndDropsStrangers drives the console's listener with
-// real TCP connections: routed streams with the secret reach the console a
-// line at a time; a stream or a Join without it is dropped unread.
-func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var stdout, stderr lockedBuilder
-	outs := newOutputs(&console{out: [3]io.Writer{nil, &stdout, &stderr}}, 64)
-	joins := make(chan *peerConn, 4)
-	go accept(ln, "s3cret", 5*time.Second, joins, outs)
+// pipeListener is an in-memory net.Listener whose connections are
+// net.Pipe ends, so that the console's accept loop runs in a synctest
+// bubble on virtual time.
+type pipeListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
 
-	send := func(typ byte, v any, data ...string) net.Conn {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := writeFrame(c, typ, v); err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range data {
-			c.Write([]byte(d))
-			time.Sleep(10 * time.Millisecond) // let a partial line sit in the buffer
-		}
-		return c
-	}
-	a := send(frameOutput, Output{Secret: "s3cret", Stream: 1}, "rank a ", "line 1\nrank a line 2\nno newline")
-	b := send(frameOutput, Output{Secret: "s3cret", Stream: 2}, "err line\n")
-	x := send(frameOutput, Output{Secret: "wrong", Stream: 1}, "forged\n")
-	y := send(frameOutput, Output{Secret: "s3cret", Stream: 0}, "bad stream\n")
-	z := send(frameJoin, Join{Secret: "wrong"})
-	for _, c := range []net.Conn{x, y, z} {
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Read(make([]byte, 1)); err == nil {
-			t.Error("a connection without the job's secret was answered")
-		}
-		c.Close()
-	}
-	a.Close()
-	b.Close()
-	start := time.Now()
-	outs.drain(5 * time.Second)
-	if time.Since(start) > 4*time.Second {
-		t.Error("drain waited for closed streams")
-	}
-	if d := cmp.Diff("rank a line 1\nrank a line 2\nno newline", stdout.String()); d != "" {
-		t.Errorf("stdout (-want +got):\n%s", d)
-	}
-	if d := cmp.Diff("err line\n", stderr.String()); d != "" {
-		t.Errorf("stderr (-want +got):\n%s", d)
-	}
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
 	select {
-	case p := <-joins:
-		t.Errorf("a Join with a wrong secret was accepted: %+v", p.join)
-	default:
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
 	}
+}
 
-	// A stream a worker keeps open is cut off after the timeout.
-	k := send(frameOutput, Output{Secret: "s3cret", Stream: 1}, "kept\n")
-	defer k.Close()
-	time.Sleep(50 * time.Millisecond)
-	outs.drain(100 * time.Millisecond)
-	k.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := k.Read(make([]byte, 1)); err == nil {
-		t.Error("drain left a stream open past its timeout")
+func (l *pipeListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+// Dial connects to the listener.
+func (l *pipeListener) Dial() net.Conn {
+	client, server := net.Pipe()
+	l.conns <- server
+	return client
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
+// closedByPeer reports whether c's other end closed it: a read ends with
+// EOF. A read that times out (the console kept the connection open) is not.
+func closedByPeer(c net.Conn) error {
+	c.SetReadDeadline(time.Now().Add(time.Hour))
+	_, err := c.Read(make([]byte, 1))
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil:
+		return errors.New("the console answered")
 	}
+	return fmt.Errorf("still open: %v", err)
+}
+
+// TestAcceptRoutesOutputAndDropsStrangers drives the console's accept loop
+// on virtual time: routed streams with the secret reach the console a line
+// at a time; a stream or a Join without it is closed at once, unread; a
+// connection that sends nothing is closed after the timeout; drain does not
+// wait for streams that ended, and cuts off one that a worker keeps open.
+func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ln := newPipeListener()
+		defer ln.Close()
+		var stdout, stderr lockedBuilder
+		outs := newOutputs(&console{out: [3]io.Writer{nil, &stdout, &stderr}}, 64)
+		joins := make(chan *peerConn, 4)
+		const timeout = 5 * time.Second
+		go accept(ln, "s3cret", timeout, joins, outs)
+
+		send := func(typ byte, v any, data ...string) net.Conn {
+			c := ln.Dial()
+			go func() {
+				if err := writeFrame(c, typ, v); err != nil {
+					return // a stranger's frame may be cut off
+				}
+				for _, d := range data {
+					if _, err := c.Write([]byte(d)); err != nil {
+						return
+					}
+					time.Sleep(10 * time.Millisecond) // a partial line sits in the buffer
+				}
+			}()
+			return c
+		}
+		a := send(frameOutput, Output{Secret: "s3cret", Stream: 1}, "rank a ", "line 1\nrank a line 2\nno newline")
+		b := send(frameOutput, Output{Secret: "s3cret", Stream: 2}, "err line\n")
+		start := time.Now()
+		for name, c := range map[string]net.Conn{
+			"output with a wrong secret": send(frameOutput, Output{Secret: "wrong", Stream: 1}, "forged\n"),
+			"output to stream 0":         send(frameOutput, Output{Secret: "s3cret", Stream: 0}, "bad stream\n"),
+			"join with a wrong secret":   send(frameJoin, Join{Secret: "wrong"}),
+		} {
+			if err := closedByPeer(c); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			c.Close()
+		}
+		if el := time.Since(start); el >= timeout {
+			t.Errorf("strangers were closed after %v, not at once", el)
+		}
+		silent := ln.Dial()
+		start = time.Now()
+		if err := closedByPeer(silent); err != nil {
+			t.Errorf("a connection that sends nothing: %v", err)
+		} else if el := time.Since(start); el != timeout {
+			t.Errorf("a connection that sends nothing was closed after %v, want %v", el, timeout)
+		}
+		time.Sleep(time.Second) // a and b write their lines
+		a.Close()
+		b.Close()
+		start = time.Now()
+		outs.drain(timeout)
+		if el := time.Since(start); el >= time.Second {
+			t.Errorf("drain took %v for streams that had ended", el)
+		}
+		if d := cmp.Diff("rank a line 1\nrank a line 2\nno newline", stdout.String()); d != "" {
+			t.Errorf("stdout (-want +got):\n%s", d)
+		}
+		if d := cmp.Diff("err line\n", stderr.String()); d != "" {
+			t.Errorf("stderr (-want +got):\n%s", d)
+		}
+		select {
+		case p := <-joins:
+			t.Errorf("a Join with a wrong secret was accepted: %+v", p.join)
+		default:
+		}
+
+		// A stream a worker keeps open is cut off after the timeout.
+		k := send(frameOutput, Output{Secret: "s3cret", Stream: 1}, "kept\n")
+		defer k.Close()
+		time.Sleep(50 * time.Millisecond)
+		start = time.Now()
+		outs.drain(100 * time.Millisecond)
+		if el := time.Since(start); el < 100*time.Millisecond {
+			t.Errorf("drain returned after %v with a stream open", el)
+		}
+		if err := closedByPeer(k); err != nil {
+			t.Errorf("drain left a stream open past its timeout: %v", err)
+		}
+		if !strings.Contains(stdout.String(), "kept\n") {
+			t.Errorf("the kept stream's line was lost: %q", stdout.String())
+		}
+	})
 }
