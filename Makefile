@@ -38,8 +38,17 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime=30s ./amudp/wire/
 
 # System packages the tests need on a fresh Debian machine (root).
+# The launchers of the C spawner's tests: SLURM (srun, started by the tests
+# with scripts/slurm-local.sh), Open MPI (mpirun.openmpi), MPICH
+# (mpiexec.hydra); nftables for the loss script.
+DEB_PKGS := gcc slurmctld slurmd slurm-client munge openmpi-bin mpich nftables iproute2
+
 deps:
-	@command -v gcc >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc; }
+	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends $$missing; \
+	fi
 	$(GO) mod download
 
 vet:

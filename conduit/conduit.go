@@ -115,6 +115,14 @@ func initOnce() {
 		fatal("%v", err)
 	}
 	if !spawn.IsWorker() {
+		// srun -n 4 ./prog 4 would start four consoles of four workers
+		// each: stop every task, with one line from the first.
+		if msg, speak, ok := spawn.DirectLaunch(os.Getenv, os.Args[0]); ok {
+			if speak {
+				fmt.Fprintf(os.Stderr, "%s: %s\n", progName(), msg)
+			}
+			os.Exit(1)
+		}
 		n, err := spawn.ParseN(os.Args)
 		if err != nil {
 			fatal("%v", err)

@@ -51,13 +51,40 @@ func ParseN(argv []string) (int, error) {
 	return n, nil
 }
 
-// spawnerFor returns the spawner of the given letter.
-func spawnerFor(name string) (Spawner, error) {
+// slurmTemplate is the launcher command used inside a SLURM allocation
+// when no spawner is chosen.
+const slurmTemplate = "srun -n %N %C"
+
+// spawnerFor returns the spawner of the given letter. say prints the C
+// spawner's command line in verbose mode (nil: quiet).
+func spawnerFor(name string, cfg *Config, say func(string, ...any)) (Spawner, error) {
 	switch name {
 	case "L":
 		return Local{}, nil
+	case "C":
+		c := Custom{Template: cfg.CSpawnCmd, Servers: SplitServers(cfg.CSpawnServers), Say: say}
+		if c.Template == "" {
+			if os.Getenv("SLURM_JOB_ID") == "" {
+				return nil, fmt.Errorf("GASNET_SPAWNFN=C needs GASNET_CSPAWN_CMD, the launcher command: for example 'srun -n %%N %%C' or 'mpirun -np %%N %%C'")
+			}
+			c.Template = slurmTemplate
+		}
+		if c.Template == slurmTemplate && cfg.WorkerRank == "" {
+			c.Env = []string{"GASNET_WORKER_RANK=SLURM_PROCID"} // rank = SLURM task rank
+		}
+		return c, nil
 	}
-	return nil, fmt.Errorf("GASNET_SPAWNFN=%s: this spawner is not available yet in udpconduit; accepted: L", name)
+	return nil, fmt.Errorf("GASNET_SPAWNFN=%s: this spawner is not available yet in udpconduit; accepted: L, C", name)
+}
+
+// chooseSpawner is Config.ChooseSpawner, except that inside a SLURM
+// allocation (SLURM_JOB_ID set) with no spawner chosen it is C with srun.
+func chooseSpawner(cfg *Config, getenv func(string) string) (name, why string) {
+	name = cfg.ChooseSpawner()
+	if name == "L" && cfg.SpawnFn == "" && getenv("SLURM_JOB_ID") != "" {
+		return "C", fmt.Sprintf("inside SLURM allocation %s: workers started with %q, rank = SLURM_PROCID", getenv("SLURM_JOB_ID"), slurmTemplate)
+	}
+	return name, ""
 }
 
 type event struct {
@@ -74,6 +101,7 @@ type peerConn struct {
 	exited   bool // sent Exit
 	exitCode int  // the code it passed to Exit
 	closed   bool // its control connection ended
+	gone     bool // under a launcher: its connection ended without Exit
 	proc     *ProcExit
 	judged   bool
 }
@@ -89,14 +117,20 @@ func (p *peerConn) who() string {
 func Console(cfg *Config, src map[string]Source, n int, program string, args []string) int {
 	prefix := filepath.Base(program) + ": "
 	say := func(format string, a ...any) { fmt.Fprintf(os.Stderr, prefix+format+"\n", a...) }
-	name := cfg.ChooseSpawner()
+	name, why := chooseSpawner(cfg, os.Getenv)
+	var verbose func(string, ...any)
 	if cfg.VerboseEnv {
-		say("spawner %s; settings:", name)
+		verbose = say
+		if why != "" {
+			say("spawner %s (%s); settings:", name, why)
+		} else {
+			say("spawner %s; settings:", name)
+		}
 		for _, l := range cfg.Describe(src) {
 			fmt.Fprintln(os.Stderr, "  "+l)
 		}
 	}
-	sp, err := spawnerFor(name)
+	sp, err := spawnerFor(name, cfg, verbose)
 	if err != nil {
 		say("%v", err)
 		return 1
@@ -320,6 +354,10 @@ func (j *job) run(joins <-chan *peerConn) int {
 				j.say("every worker ended before the job started")
 				return 1
 			}
+			if e.Index < 0 {
+				j.say("the launcher ended with %s before all workers joined (%d of %d); missing: %s", e.Status, len(joined), j.n, missing(joined, j.n))
+				return j.abort(max(e.Code, 1), joined)
+			}
 			hint := ""
 			if e.Clean {
 				hint = " (is it a program built on udpconduit that calls conduit.Init?)"
@@ -431,10 +469,6 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 			p := j.peers[ev.rank]
 			if ev.err != nil {
 				p.closed = true
-				if !j.launch.PerWorker() && !p.exited && j.exitCode < 0 {
-					j.say("%s lost its connection without exiting: %v", p.who(), ev.err)
-					j.end(1)
-				}
 				j.judge(p)
 				continue
 			}
@@ -473,14 +507,23 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				continue
 			}
 			p := j.byIndex[e.Index]
+			if !j.launch.PerWorker() {
+				p = nil // a launcher's tasks may share spawn indexes with it
+			}
 			if p == nil { // the launcher, or a worker the console never met
-				if j.exitCode < 0 && !e.Clean {
-					who := "the launcher"
-					if e.Index >= 0 {
-						who = fmt.Sprintf("worker %d (pid %d on %s)", e.Index, e.PID, e.Host)
-					}
-					j.say("%s ended without exiting: %s; aborting the job", who, e.Status)
+				switch {
+				case j.exitCode < 0 && !e.Clean && e.Index < 0:
+					j.say("the launcher ended with %s while the job ran%s; aborting the job", e.Status, j.goneRanks())
+					j.abnormal = max(e.Code, 1)
 					j.end(max(e.Code, 1))
+				case j.exitCode < 0 && !e.Clean:
+					j.say("worker %d (pid %d on %s) ended without exiting: %s; aborting the job", e.Index, e.PID, e.Host, e.Status)
+					j.end(max(e.Code, 1))
+				case j.exitCode < 0 && e.Index < 0 && j.running() == 0:
+					j.end(0) // every rank ended without Exit, and the launcher says all went well
+				case j.exitCode == 0 && !e.Clean && e.Index < 0 && !j.killing:
+					j.say("the launcher ended with %s after the job ended with code 0", e.Status)
+					j.abnormal = max(e.Code, 1)
 				}
 				continue
 			}
@@ -496,13 +539,17 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 			j.kill()
 		case <-j.returnTimer:
 			j.returnTimer = nil
-			if j.exitCode < 0 {
+			if j.exitCode < 0 && j.running() > 0 {
 				var ranks []string
 				for _, p := range j.returned {
 					ranks = append(ranks, strconv.Itoa(p.rank))
 				}
-				j.say("rank %s ended with status 0 without calling conduit.Exit while %d other ranks still run (returning from main or os.Exit ends only a rank, not the job); aborting the job",
-					strings.Join(ranks, ","), j.running())
+				status := "with status 0 "
+				if !j.launch.PerWorker() {
+					status = "(its status is the launcher's to tell) "
+				}
+				j.say("rank %s ended %swithout calling conduit.Exit while %d other ranks still run (returning from main or os.Exit ends only a rank, not the job); aborting the job",
+					strings.Join(ranks, ","), status, j.running())
 				j.abnormal = 1
 				j.end(1)
 			}
@@ -554,7 +601,7 @@ func (j *job) kill() {
 func (j *job) running() int {
 	n := 0
 	for _, p := range j.peers {
-		if p.proc == nil && !p.exited {
+		if p.proc == nil && !p.exited && !p.gone {
 			n++
 		}
 	}
@@ -583,6 +630,10 @@ func (j *job) unjudged() int {
 // Anything else (a crash, a signal, a -race program's 66 after Exit(0)) is
 // an abnormal end: named by rank, and the job's code is not 0.
 func (j *job) judge(p *peerConn) {
+	if !j.launch.PerWorker() {
+		j.judgeLaunched(p)
+		return
+	}
 	if p.judged || p.proc == nil || (!p.closed && !p.exited) {
 		return
 	}
@@ -609,6 +660,39 @@ func (j *job) judge(p *peerConn) {
 		}
 		j.returnTimer = time.After(j.cfg.ExitTimeout)
 	}
+}
+
+// judgeLaunched judges a rank started by a launcher (C), whose process
+// status the console never sees: only the launcher's. A rank whose control
+// connection ended after Exit ended as the job told it. One whose
+// connection ended without Exit ended by itself: if other ranks still run
+// GASNET_EXIT_TIMEOUT later, it is an abnormal end that aborts the job (as
+// a rank ending with 0 without Exit under L); if every rank has ended so,
+// the launcher's status decides the job's code (see serve). A task that
+// fails makes the launcher end at once (srun -K, mpirun, mpiexec), and
+// its status then aborts the job.
+func (j *job) judgeLaunched(p *peerConn) {
+	if p.judged || !p.closed {
+		return
+	}
+	p.judged = true
+	if j.killing || p.exited || j.exitCode >= 0 {
+		return
+	}
+	p.gone = true
+	j.returned = append(j.returned, p)
+	if j.running() > 0 {
+		j.returnTimer = time.After(j.cfg.ExitTimeout)
+	}
+}
+
+// goneRanks names the first rank whose connection ended without Exit, for
+// the launcher's messages.
+func (j *job) goneRanks() string {
+	if len(j.returned) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (rank %d was the first to end without calling conduit.Exit)", j.returned[0].rank)
 }
 
 // failed reports an abnormal end and makes the job's code non-zero.

@@ -10,3 +10,10 @@ func childAttr() *syscall.SysProcAttr {
 
 // dupOnto makes fd newfd a copy of oldfd.
 func dupOnto(oldfd, newfd int) error { return syscall.Dup3(oldfd, newfd, 0) }
+
+// launcherAttr puts a launcher (srun, mpirun) in its own process group and
+// has the kernel send it SIGTERM when the console dies, so that it stops
+// its tasks as it does on a user's Ctrl-C.
+func launcherAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+}

@@ -17,3 +17,9 @@ func childAttr() *syscall.SysProcAttr {
 
 // dupOnto makes fd newfd a copy of oldfd.
 func dupOnto(oldfd, newfd int) error { return unix.Dup2(oldfd, newfd) }
+
+// launcherAttr puts a launcher in its own process group; outside Linux its
+// tasks end when their control connections close.
+func launcherAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -89,6 +91,12 @@ func Dial(cfg *Config) (*Worker, error) {
 		c, err = net.DialTimeout("tcp", addr, time.Until(deadline))
 		if err == nil {
 			break
+		}
+		// The console listens before it starts any worker and until the
+		// job ends: a refusal means it has ended (killed, say), and a
+		// worker a launcher started late must not wait for it.
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("the console at %s refused the connection: it has ended", addr)
 		}
 		if time.Now().Add(delay).After(deadline) {
 			return nil, fmt.Errorf("cannot reach the console at %s within GASNET_CONNECT_TIMEOUT=%v: %w", addr, cfg.ConnectTimeout, err)
@@ -193,6 +201,8 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 	idx := -1
 	if v := os.Getenv(EnvIndex); v != "" {
 		idx, _ = strconv.Atoi(v)
+	} else {
+		idx = LauncherRank(os.Getenv) // started by srun, mpirun or mpiexec
 	}
 	name, _ := os.Hostname()
 	jn := Join{Secret: string(w.Secret), Rank: rank, Index: idx, Host: HostIdentity(cfg.HostDetect, udp.Addr()),

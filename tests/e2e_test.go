@@ -21,6 +21,9 @@ import (
 
 var bin string
 
+// cleanups run after every test: they stop daemons the tests started.
+var cleanups []func()
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "udpconduit-e2e")
 	if err != nil {
@@ -41,6 +44,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -309,10 +315,10 @@ func TestKillConsoleEndsWorkers(t *testing.T) {
 
 // startWaitingJob starts a 4-worker printer job and returns once every
 // worker waits in the network.
-func startWaitingJob(t *testing.T, marker string) (*exec.Cmd, *syncBuffer) {
+func startWaitingJob(t *testing.T, marker string, env ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(bin, "printer"), "4", "wait")
-	cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "LINES=1")
+	cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "LINES=1"), env...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -1,0 +1,126 @@
+package spawn
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestExpandTemplate(t *testing.T) {
+	v := TemplateVars{N: 3, Command: []string{"/opt/my prog/hello", "a b", `it's`, "$HOME", `back\slash`, ""},
+		Dir: "/home/u/run dir", Program: "/opt/my prog/hello", Servers: []string{"h1", "h2", "h3", "h4"}}
+	for _, tc := range []struct {
+		tmpl, want, err string
+	}{
+		{tmpl: "srun -n %N %C", want: `srun -n 3 '/opt/my prog/hello' 'a b' 'it'\''s' '$HOME' 'back\slash' ''`},
+		{tmpl: "mpirun -np %N --wdir %D %C", want: `mpirun -np 3 --wdir '/home/u/run dir' '/opt/my prog/hello' 'a b' 'it'\''s' '$HOME' 'back\slash' ''`},
+		{tmpl: "run --hosts %M -- %C # %P 100%%", want: `run --hosts h1 h2 h3 -- '/opt/my prog/hello' 'a b' 'it'\''s' '$HOME' 'back\slash' '' # '/opt/my prog/hello' 100%`},
+		{tmpl: "srun -n %N", err: "has no %C"},
+		{tmpl: "srun -n %N %C %x", err: "unknown %x"},
+		{tmpl: "srun %C 50%", err: "a lone % at the end"},
+	} {
+		got, err := ExpandTemplate(tc.tmpl, v)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "GASNET_CSPAWN_CMD") {
+				t.Errorf("%q: err = %v, want one naming GASNET_CSPAWN_CMD and %q", tc.tmpl, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.tmpl, err)
+			continue
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%q (-want +got):\n%s", tc.tmpl, d)
+		}
+	}
+	v.Servers = v.Servers[:2]
+	if _, err := ExpandTemplate("x %M %C", v); err == nil || !strings.Contains(err.Error(), "lists 2 hosts") || !strings.Contains(err.Error(), "needs 3") {
+		t.Errorf("too few servers: %v", err)
+	}
+}
+
+// TestShellQuoteSurvivesTheShell hands quoted words to a real /bin/sh and
+// checks that it gives back exactly the words.
+func TestShellQuoteSurvivesTheShell(t *testing.T) {
+	words := []string{"plain", "a b", `it's`, `"dq"`, "$HOME", "`id`", `back\slash`, "", "new\nline", "*", "~", "a;b|c&d", "tab\there", "ünï"}
+	out, err := exec.Command("/bin/sh", "-c", `for w in `+ShellJoin(words)+`; do printf '%s\0' "$w"; done`).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	if d := cmp.Diff(words, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+func TestSplitServers(t *testing.T) {
+	got := SplitServers(" h1,h2/h3;h4:h5\th6\n h7 ")
+	if d := cmp.Diff([]string{"h1", "h2", "h3", "h4", "h5", "h6", "h7"}, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+func TestSimpleCommand(t *testing.T) {
+	for line, want := range map[string]bool{
+		`srun -n 4 '/a b/prog' 'x;y' "q|r"`: true,
+		`mpirun -np 4 prog 'it'\''s'`:       true,
+		`srun -n 4 prog; echo done`:         false,
+		`srun -n 4 prog && true`:            false,
+		`srun -n 4 prog > log`:              false,
+		`FOO=1 srun -n 4 prog`:              false,
+		`srun -n $(nproc) prog`:             false,
+		`srun -n "$(nproc)" prog`:           false,
+		"srun -n 4 prog\necho":              false,
+		`srun 'unterminated`:                false,
+		`cd /tmp`:                           true,
+	} {
+		if got := simpleCommand(line); got != want {
+			t.Errorf("simpleCommand(%q) = %v, want %v", line, got, want)
+		}
+	}
+}
+
+func TestLauncherEnv(t *testing.T) {
+	got := LauncherEnv([]string{"PATH=/bin", "OMPI_MCA_mca_base_env_list=FOO"}, []string{"GASNET_SPAWN_MASTER=1.2.3.4:5", "GASNET_SPAWN_SECRET=s"})
+	want := []string{"PATH=/bin", "OMPI_MCA_mca_base_env_list=FOO", "GASNET_SPAWN_MASTER=1.2.3.4:5", "GASNET_SPAWN_SECRET=s",
+		"OMPI_MCA_mca_base_env_list=FOO;GASNET_SPAWN_MASTER;GASNET_SPAWN_SECRET", "SLURM_KILL_BAD_EXIT=1"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	if got := LauncherEnv([]string{"SLURM_KILL_BAD_EXIT=0"}, nil); got[len(got)-1] != "OMPI_MCA_mca_base_env_list=" {
+		// the user's SLURM_KILL_BAD_EXIT stays
+		t.Errorf("user's SLURM_KILL_BAD_EXIT overridden: %q", got)
+	}
+}
+
+func TestDirectLaunch(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	for _, tc := range []struct {
+		name      string
+		getenv    func(string) string
+		ok, speak bool
+		contains  string
+	}{
+		{"srun task 0", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "4"), true, true, "started by srun as task 0 of 4"},
+		{"srun task 2", env("SLURM_PROCID", "2", "SLURM_STEP_NUM_TASKS", "4"), true, false, "task 2 of 4"},
+		{"mpirun", env("OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "3"), true, true, "GASNET_CSPAWN_CMD='mpirun -np %N %C'"},
+		{"mpiexec", env("PMI_RANK", "0", "PMI_SIZE", "2"), true, true, "mpiexec -n %N %C"},
+		{"console as a single srun task", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "1"), false, false, ""},
+		{"inside salloc", env("SLURM_JOB_ID", "7", "SLURM_NTASKS", "4"), false, false, ""},
+		{"a worker", env(EnvMaster, "127.0.0.1:1", "SLURM_PROCID", "1", "SLURM_STEP_NUM_TASKS", "4"), false, false, ""},
+	} {
+		msg, speak, ok := DirectLaunch(tc.getenv, "./prog")
+		if ok != tc.ok || speak != tc.speak || !strings.Contains(msg, tc.contains) {
+			t.Errorf("%s: DirectLaunch = %q, %v, %v", tc.name, msg, speak, ok)
+		}
+	}
+}

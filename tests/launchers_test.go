@@ -1,0 +1,303 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// launcher is a real launcher the C spawner is tested with.
+type launcher struct {
+	name     string
+	template string         // GASNET_CSPAWN_CMD
+	labelled string         // the same with the launcher's rank labels on output
+	label    *regexp.Regexp // a labelled line: rank, text
+	rankVar  string         // the launcher's rank variable
+	env      []string       // what this machine needs (root, 2 cores)
+	setup    func(t *testing.T)
+}
+
+var launchers = []launcher{
+	{
+		// -O -s: more tasks than CPUs, and CPUs shared with the steps of
+		// earlier tests that SLURM is still cleaning up (else a step may
+		// queue for them).
+		name: "srun", template: "srun -O -s -n %N %C", labelled: "srun -O -s -l -n %N %C",
+		label: regexp.MustCompile(`^ *(\d+): (.*)$`), rankVar: "SLURM_PROCID", setup: needSlurm,
+	},
+	{
+		name: "openmpi", template: "mpirun.openmpi -np %N %C", labelled: "mpirun.openmpi --tag-output -np %N %C",
+		label: regexp.MustCompile(`^\[1,(\d+)\]<stdout>:(.*)$`), rankVar: "OMPI_COMM_WORLD_RANK",
+		// As root, and with more ranks than cores (NOTES in DESIGN.md §9).
+		env:   []string{"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_rmaps_base_oversubscribe=1"},
+		setup: needCommand("mpirun.openmpi", "openmpi-bin"),
+	},
+	{
+		name: "mpich", template: "mpiexec.hydra -n %N %C", labelled: "mpiexec.hydra -prepend-rank -n %N %C",
+		label: regexp.MustCompile(`^\[(\d+)\] (.*)$`), rankVar: "PMI_RANK", setup: needCommand("mpiexec.hydra", "mpich"),
+	},
+}
+
+// needCommand fails the test (never skips it) when a launcher is missing.
+func needCommand(cmd, pkg string) func(t *testing.T) {
+	return func(t *testing.T) {
+		t.Helper()
+		if _, err := exec.LookPath(cmd); err != nil {
+			t.Fatalf("%s is not installed (Debian package %s; make deps installs it): %v", cmd, pkg, err)
+		}
+	}
+}
+
+var slurm struct {
+	once sync.Once
+	err  error
+}
+
+// needSlurm starts a one-node SLURM (scripts/slurm-local.sh) unless one
+// answers already, and stops it after the tests if it started it.
+func needSlurm(t *testing.T) {
+	t.Helper()
+	needCommand("srun", "slurm-client")(t)
+	slurm.once.Do(func() {
+		if exec.Command("sinfo", "-h").Run() == nil && exec.Command("srun", "-n", "1", "--immediate=5", "true").Run() == nil {
+			return
+		}
+		out, err := exec.Command("../scripts/slurm-local.sh", "up").CombinedOutput()
+		if err != nil {
+			slurm.err = fmt.Errorf("starting SLURM with scripts/slurm-local.sh up: %v\n%s", err, out)
+			return
+		}
+		cleanups = append(cleanups, func() { exec.Command("../scripts/slurm-local.sh", "down").Run() })
+	})
+	if slurm.err != nil {
+		t.Fatal(slurm.err)
+	}
+}
+
+func (l launcher) run(t *testing.T, marker string, env []string, prog string, args ...string) result {
+	t.Helper()
+	env = append(append([]string{"GASNET_SPAWNFN=C", "GASNET_CSPAWN_CMD=" + l.template}, l.env...), env...)
+	return run(t, marker, env, prog, args...)
+}
+
+func forEachLauncher(t *testing.T, f func(t *testing.T, l launcher)) {
+	for _, l := range launchers {
+		t.Run(l.name, func(t *testing.T) {
+			l.setup(t)
+			f(t, l)
+		})
+	}
+}
+
+// TestLauncherHello: hello on 4 workers through each launcher, with
+// arguments that a shell or a launcher could mangle; all ranks report the
+// same argv, and nothing of the job is left.
+func TestLauncherHello(t *testing.T) {
+	args := []string{"a b", `it's "q"`, "$HOME", `back\slash`, "*"}
+	forEachLauncher(t, func(t *testing.T, l launcher) {
+		marker := t.Name()
+		r := l.run(t, marker, nil, "hello", append([]string{"4"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+		host, _ := os.Hostname()
+		var want []string
+		for i := range 4 {
+			want = append(want, fmt.Sprintf(`hello from rank %d of 4 on %s args=["a b" "it's \"q\"" "$HOME" "back\\slash" "*"]`, i, host))
+		}
+		got := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		sort.Strings(got)
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("output (-want +got):\n%s\nstderr:\n%s", d, r.stderr)
+		}
+		checkNoSurvivors(t, marker, 2*time.Second)
+	})
+}
+
+// TestLauncherRanks: GASNET_WORKER_RANK naming the launcher's rank
+// variable makes every rank the launcher's, as the launcher's own output
+// labels show.
+func TestLauncherRanks(t *testing.T) {
+	forEachLauncher(t, func(t *testing.T, l launcher) {
+		l.template = l.labelled
+		r := l.run(t, t.Name(), []string{"GASNET_WORKER_RANK=" + l.rankVar}, "hello", "4")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 4 {
+			t.Fatalf("%d lines, want 4:\n%s", len(lines), r.stdout)
+		}
+		for _, line := range lines {
+			m := l.label.FindStringSubmatch(line)
+			if m == nil {
+				t.Errorf("line without the launcher's label: %q", line)
+				continue
+			}
+			if !strings.HasPrefix(m[2], "hello from rank "+m[1]+" of 4") {
+				t.Errorf("launcher rank %s printed %q", m[1], m[2])
+			}
+		}
+	})
+}
+
+// TestLauncherTestcore: the exactly-once test program through each launcher.
+func TestLauncherTestcore(t *testing.T) {
+	forEachLauncher(t, func(t *testing.T, l launcher) {
+		r := l.run(t, t.Name(), nil, "testcore", "4", "-msgs", "1000")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
+
+// TestLauncherExitCodes: through each launcher, Exit(3) on one rank gives
+// 3; a rank that dies by os.Exit(16) without conduit.Exit fails the job
+// naming the rank; all ranks returning from main give 0; and nothing of the
+// job is left.
+func TestLauncherExitCodes(t *testing.T) {
+	forEachLauncher(t, func(t *testing.T, l launcher) {
+		for _, tc := range []struct {
+			scenario string
+			want     int
+		}{{"3", 3}, {"16", -1}, {"2", 0}} {
+			marker := t.Name() + "/" + tc.scenario
+			r := l.run(t, marker, nil, "testexit", "4", tc.scenario)
+			switch {
+			case tc.want >= 0 && r.code != tc.want:
+				t.Errorf("scenario %s: exit %d, want %d\nstderr:\n%s", tc.scenario, r.code, tc.want, r.stderr)
+			case tc.want < 0 && (r.code == 0 || !strings.Contains(r.stderr, "rank 0 ")):
+				// The console sees the launcher's status, not the rank's:
+				// non-zero, and the rank named.
+				t.Errorf("scenario %s: exit %d, want non-zero naming rank 0\nstderr:\n%s", tc.scenario, r.code, r.stderr)
+			}
+			checkNoSurvivors(t, marker, 2*time.Second)
+		}
+	})
+}
+
+// TestLauncherSignals: Ctrl-C (SIGINT) at the console gives 130, and kill
+// -9 of the console ends the launcher and every task within 2 s.
+func TestLauncherSignals(t *testing.T) {
+	forEachLauncher(t, func(t *testing.T, l launcher) {
+		env := append([]string{"GASNET_SPAWNFN=C", "GASNET_CSPAWN_CMD=" + l.template}, l.env...)
+		marker := t.Name() + "/int"
+		cmd, out := startWaitingJob(t, marker, env...)
+		cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("console did not stop\n%s", out.String())
+		}
+		if got := cmd.ProcessState.ExitCode(); got != 130 {
+			t.Errorf("SIGINT: exit %d, want 130\n%s", got, out.String())
+		}
+		checkNoSurvivors(t, marker, 2*time.Second)
+
+		marker = t.Name() + "/kill"
+		cmd, _ = startWaitingJob(t, marker, env...)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		checkNoSurvivors(t, marker, 2*time.Second)
+	})
+}
+
+// TestCustomSpawnerErrors: what a user gets wrong about the template or
+// the launcher is one line naming it, and a non-zero exit.
+func TestCustomSpawnerErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"no %C", []string{"GASNET_CSPAWN_CMD=srun -n %N"}, "has no %C"},
+		{"unknown code", []string{"GASNET_CSPAWN_CMD=srun -n %N %C %x"}, "unknown %x"},
+		{"not installed", []string{"GASNET_CSPAWN_CMD=no-such-launcher -n %N %C"}, `the launcher "no-such-launcher" is not installed`},
+		{"too few servers", []string{"GASNET_CSPAWN_CMD=x %M %C", "GASNET_CSPAWN_SERVERS=h1 h2"}, "GASNET_CSPAWN_SERVERS lists 2 hosts, but %M of GASNET_CSPAWN_CMD needs 3"},
+		{"launcher fails", []string{"GASNET_CSPAWN_CMD=sh -c 'echo launcher says no >&2; exit 7' %C"}, "the launcher ended with exit status 7 before all workers joined (0 of 3)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			marker := t.Name()
+			r := run(t, marker, append([]string{"GASNET_SPAWNFN=C"}, tc.env...), "hello", "3")
+			if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want non-zero and %q", r.code, r.stderr, tc.want)
+			}
+			checkNoSurvivors(t, marker, 2*time.Second)
+		})
+	}
+}
+
+// TestCustomServers: %M expands to the first N servers, and the verbose
+// mode prints the expanded command line.
+func TestCustomServers(t *testing.T) {
+	needSlurm(t)
+	r := run(t, t.Name(), []string{"GASNET_SPAWNFN=C", "GASNET_VERBOSEENV=1", "GASNET_CSPAWN_SERVERS=h1,h2 h3;h4",
+		"GASNET_CSPAWN_CMD=echo hosts: %M >&2; srun -n %N %C"}, "hello", "3")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"hosts: h1 h2 h3\n", "C spawner: /bin/sh -c 'echo hosts: h1 h2 h3 >&2; srun -n 3 "} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+}
+
+// TestSlurmAllocation: inside an allocation (salloc), a plain ./prog N
+// starts its workers with srun, ranks = SLURM_PROCID, and says so in
+// verbose mode.
+func TestSlurmAllocation(t *testing.T) {
+	needSlurm(t)
+	cmd := exec.Command("salloc", "-n", "4", "--immediate=20", bin+"/hello", "4", "x")
+	cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name(), "GASNET_VERBOSEENV=1")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("salloc: %v\nstderr:\n%s", err, stderr.String())
+	}
+	host, _ := os.Hostname()
+	var want []string
+	for i := range 4 {
+		want = append(want, fmt.Sprintf(`hello from rank %d of 4 on %s args=["x"]`, i, host))
+	}
+	got := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	sort.Strings(got)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("output (-want +got):\n%s\nstderr:\n%s", d, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "spawner C (inside SLURM allocation") {
+		t.Errorf("verbose mode does not say that srun was chosen:\n%s", stderr.String())
+	}
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
+}
+
+// TestDirectLaunchTrap: a program started by a launcher as several tasks,
+// without a console, stops with one line saying what to run instead.
+func TestDirectLaunchTrap(t *testing.T) {
+	forEachLauncher(t, func(t *testing.T, l launcher) {
+		line := strings.Replace(strings.Replace(l.template, "%N", "3", 1), "%C", bin+"/hello 3", 1)
+		f := strings.Fields(line)
+		cmd := exec.Command(f[0], f[1:]...)
+		cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name()), l.env...)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("the launch succeeded:\n%s", out)
+		}
+		got := strings.Count(string(out), "without a console")
+		if got != 1 || strings.Contains(string(out), "hello from") {
+			t.Errorf("want one line about the direct launch and no job:\n%s", out)
+		}
+		checkNoSurvivors(t, t.Name(), 2*time.Second)
+	})
+}
