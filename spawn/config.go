@@ -17,13 +17,13 @@ import (
 // AMUDP_X, and bare X only where the `bare` tag says the reference documents
 // it.
 type Config struct {
-	SpawnFn       string `envconfig:"GASNET_SPAWNFN" default:"" desc:"spawner: L (fork/exec on this host), S (ssh), C (custom command); empty picks S when SSH_SERVERS is set, C when CSPAWN_CMD is set, else L"`
+	SpawnFn       string `envconfig:"GASNET_SPAWNFN" default:"" desc:"spawner: L (fork/exec on this host), S (ssh), C (custom command); empty picks S when SSH_SERVERS is set, C when CSPAWN_CMD is set, C with srun inside a SLURM allocation (SLURM_JOB_ID set), else L"`
 	SSHCmd        string `envconfig:"GASNET_SSH_CMD" default:"" desc:"external ssh client (ssh, rsh or a wrapper) instead of the built-in one" bare:"SSH_CMD"`
 	SSHServers    string `envconfig:"GASNET_SSH_SERVERS" default:"" desc:"hosts for the S spawner, separated by space , / ; or :" bare:"SSH_SERVERS"`
 	SSHOptions    string `envconfig:"GASNET_SSH_OPTIONS" default:"" desc:"extra options for the ssh client" bare:"SSH_OPTIONS"`
 	SSHRemotePath string `envconfig:"GASNET_SSH_REMOTE_PATH" default:"" desc:"working directory of remote workers (default: the console's)" bare:"SSH_REMOTE_PATH"`
-	CSpawnCmd     string `envconfig:"GASNET_CSPAWN_CMD" default:"" desc:"custom spawn command: %N count, %C worker command, %D cwd, %P program, %M servers, %% percent" bare:"CSPAWN_CMD"`
-	CSpawnServers string `envconfig:"GASNET_CSPAWN_SERVERS" default:"" desc:"server list for %M of CSPAWN_CMD" bare:"CSPAWN_SERVERS"`
+	CSpawnCmd     string `envconfig:"GASNET_CSPAWN_CMD" default:"" desc:"custom spawn command, run once by /bin/sh: %N count, %C worker command (quoted), %D cwd, %P program, %M servers, %% percent; default inside a SLURM allocation: srun -n %N %C" bare:"CSPAWN_CMD"`
+	CSpawnServers string `envconfig:"GASNET_CSPAWN_SERVERS" default:"" desc:"server list for %M of CSPAWN_CMD (first N, space-separated); separators space , / ; :" bare:"CSPAWN_SERVERS"`
 	CSpawnRoute   bool   `envconfig:"GASNET_CSPAWN_ROUTE_OUTPUT" default:"false" desc:"route worker output through the console under the C spawner (else the launcher forwards it)"`
 
 	NetworkDepth int `envconfig:"GASNET_NETWORKDEPTH" default:"128" desc:"outstanding requests per peer (1..1024)"`
