@@ -301,3 +301,25 @@ func TestDirectLaunchTrap(t *testing.T) {
 		checkNoSurvivors(t, t.Name(), 2*time.Second)
 	})
 }
+
+// TestLauncherRoutedOutput: GASNET_CSPAWN_ROUTE_OUTPUT=1 routes the
+// workers' output through the console, past the launcher's labels.
+func TestLauncherRoutedOutput(t *testing.T) {
+	forEachLauncher(t, func(t *testing.T, l launcher) {
+		l.template = l.labelled
+		r := l.run(t, t.Name(), []string{"GASNET_CSPAWN_ROUTE_OUTPUT=1"}, "hello", "3")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+		got := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		sort.Strings(got)
+		host, _ := os.Hostname()
+		var want []string
+		for i := range 3 {
+			want = append(want, fmt.Sprintf(`hello from rank %d of 3 on %s args=[]`, i, host))
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("routed output (-want +got):\n%s", d)
+		}
+	})
+}
