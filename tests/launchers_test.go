@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -185,13 +187,15 @@ func TestLauncherExitCodes(t *testing.T) {
 	})
 }
 
-// TestLauncherSignals: Ctrl-C (SIGINT) at the console gives 130, and kill
-// -9 of the console ends the launcher and every task within 2 s.
+// TestLauncherSignals: while the job runs, its secret is on no process's
+// command line; Ctrl-C (SIGINT) at the console gives 130; kill -9 of the
+// console ends the launcher and every task within 2 s.
 func TestLauncherSignals(t *testing.T) {
 	forEachLauncher(t, func(t *testing.T, l launcher) {
 		env := append([]string{"GASNET_SPAWNFN=C", "GASNET_CSPAWN_CMD=" + l.template}, l.env...)
 		marker := t.Name() + "/int"
 		cmd, out := startWaitingJob(t, marker, env...)
+		checkSecretOffCommandLines(t, marker)
 		cmd.Process.Signal(syscall.SIGINT)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -322,4 +326,33 @@ func TestLauncherRoutedOutput(t *testing.T) {
 			t.Errorf("routed output (-want +got):\n%s", d)
 		}
 	})
+}
+
+// checkSecretOffCommandLines reads the job secret from the environment of
+// the job's workers and checks that no process on the host has it on its
+// command line (the launcher, its daemons, the tasks).
+func checkSecretOffCommandLines(t *testing.T, marker string) {
+	t.Helper()
+	var secret string
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		env, err := os.ReadFile(p + "/environ")
+		if err != nil || !bytes.Contains(env, []byte("UDPCONDUIT_TEST_MARKER="+marker+"\x00")) {
+			continue
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if v, ok := bytes.CutPrefix(kv, []byte("GASNET_SPAWN_SECRET=")); ok && len(v) > 0 {
+				secret = string(v)
+			}
+		}
+	}
+	if secret == "" {
+		t.Fatal("no process of the job has GASNET_SPAWN_SECRET in its environment")
+	}
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(p + "/cmdline")
+		if err == nil && bytes.Contains(cmdline, []byte(secret)) {
+			t.Errorf("the job secret is on the command line of pid %s: %q", filepath.Base(p), bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+		}
+	}
 }
