@@ -89,9 +89,12 @@ func (r memRank) BarrierNotify() error {
 	for _, k := range c.notified {
 		low = min(low, k)
 	}
+	advanced := low > c.barriers.Load()
+	if advanced {
+		c.barriers.Store(low) // under mu: completions never go backwards
+	}
 	c.mu.Unlock()
-	if low > c.barriers.Load() {
-		c.barriers.Store(low)
+	if advanced {
 		c.wakeAll()
 	}
 	return nil

@@ -81,7 +81,7 @@ func checkLauncher(tmpl string, lookPath func(string) (string, error)) error {
 		return fmt.Errorf("GASNET_CSPAWN_CMD is empty; for example 'srun -n %%N %%C' or 'mpirun -np %%N %%C'")
 	}
 	w := f[0]
-	if strings.ContainsAny(w, "%=$`'\"\\(){}<>|&;*?[]~") || w == "exec" || w == "env" || w == "cd" {
+	if strings.ContainsAny(w, "%=$`'\"\\(){}<>|&;*?[]~") || w == "exec" || w == "cd" {
 		return nil // a shell construct: let the shell judge it
 	}
 	if _, err := lookPath(w); err != nil {
@@ -173,14 +173,7 @@ func (l *customLaunch) PerWorker() bool        { return false }
 
 // Kill sends SIGTERM to the launcher's process group (srun, mpirun and
 // mpiexec then stop their tasks), and SIGKILL after grace.
-func (l *customLaunch) Kill(grace time.Duration) {
-	l.signal(syscall.SIGTERM)
-	if grace <= 0 {
-		l.signal(syscall.SIGKILL)
-		return
-	}
-	time.AfterFunc(grace, func() { l.signal(syscall.SIGKILL) })
-}
+func (l *customLaunch) Kill(grace time.Duration) { termThenKill(grace, l.signal) }
 
 func (l *customLaunch) signal(sig syscall.Signal) {
 	select {

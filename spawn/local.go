@@ -89,13 +89,17 @@ func (l *localLaunch) Exits() <-chan ProcExit { return l.exits }
 func (l *localLaunch) PerWorker() bool        { return true }
 
 // Kill signals every child's process group.
-func (l *localLaunch) Kill(grace time.Duration) {
-	l.signal(syscall.SIGTERM)
+func (l *localLaunch) Kill(grace time.Duration) { termThenKill(grace, l.signal) }
+
+// termThenKill sends SIGTERM through signal, and SIGKILL after grace (at
+// once when grace <= 0): the Kill of every Launch.
+func termThenKill(grace time.Duration, signal func(syscall.Signal)) {
+	signal(syscall.SIGTERM)
 	if grace <= 0 {
-		l.signal(syscall.SIGKILL)
+		signal(syscall.SIGKILL)
 		return
 	}
-	time.AfterFunc(grace, func() { l.signal(syscall.SIGKILL) })
+	time.AfterFunc(grace, func() { signal(syscall.SIGKILL) })
 }
 
 func (l *localLaunch) signal(sig syscall.Signal) {

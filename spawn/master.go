@@ -507,9 +507,6 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				continue
 			}
 			p := j.byIndex[e.Index]
-			if !j.launch.PerWorker() {
-				p = nil // a launcher's tasks may share spawn indexes with it
-			}
 			if p == nil { // the launcher, or a worker the console never met
 				switch {
 				case j.exitCode < 0 && !e.Clean && e.Index < 0:
