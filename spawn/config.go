@@ -2,9 +2,11 @@ package spawn
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,18 +28,18 @@ type Config struct {
 	CSpawnServers string `envconfig:"GASNET_CSPAWN_SERVERS" default:"" desc:"server list for %M of CSPAWN_CMD (first N, space-separated); separators space , / ; :" bare:"CSPAWN_SERVERS"`
 	CSpawnRoute   bool   `envconfig:"GASNET_CSPAWN_ROUTE_OUTPUT" default:"false" desc:"route worker output through the console under the C spawner (else the launcher forwards it)"`
 
-	NetworkDepth int `envconfig:"GASNET_NETWORKDEPTH" default:"128" desc:"outstanding requests per peer (1..1024)"`
-	RecvDepth    int `envconfig:"GASNET_RECVDEPTH" default:"0" desc:"messages handled per poll; 0 = 2 × depth × min(max(1,N−1),4), at most 65534"`
-	SendDepth    int `envconfig:"GASNET_SENDDEPTH" default:"0" desc:"outstanding requests over all peers; 0 = depth × min(max(1,N−1),4); -1 = unlimited"`
-	SockBufInit  int `envconfig:"GASNET_SOCKETBUFFER_INITIAL" default:"1048576" desc:"UDP socket buffer bytes requested at start"`
-	SockBufMax   int `envconfig:"GASNET_SOCKETBUFFER_MAX" default:"4194304" desc:"UDP socket buffer bytes the buffers may grow to"`
+	NetworkDepth int `envconfig:"GASNET_NETWORKDEPTH" default:"128" range:"1..1024" desc:"outstanding requests per peer"`
+	RecvDepth    int `envconfig:"GASNET_RECVDEPTH" default:"0" range:"1..65534" special:"0=the default" desc:"messages handled per poll; 0 = 2 × depth × min(max(1,N−1),4), at most 65534"`
+	SendDepth    int `envconfig:"GASNET_SENDDEPTH" default:"0" range:"1..1048576" special:"0=the default,-1=unlimited" desc:"outstanding requests over all peers; 0 = depth × min(max(1,N−1),4); -1 = unlimited"`
+	SockBufInit  int `envconfig:"GASNET_SOCKETBUFFER_INITIAL" default:"1048576" range:"4096..1073741824" special:"0=the system's default" desc:"UDP socket buffer bytes requested at start"`
+	SockBufMax   int `envconfig:"GASNET_SOCKETBUFFER_MAX" default:"4194304" range:"4096..1073741824" desc:"UDP socket buffer bytes the buffers may grow to"`
 
-	ReqTimeoutMax     int64  `envconfig:"GASNET_REQUESTTIMEOUT_MAX" default:"30000000" desc:"µs: longest single retransmission wait, and the last term of the give-up schedule: a peer that sends nothing for the schedule's sum (81.1 s by default) makes its requests undeliverable; 0 = never give up"`
-	ReqTimeoutInitial int64  `envconfig:"GASNET_REQUESTTIMEOUT_INITIAL" default:"100000" desc:"µs: first retransmission wait before an RTT estimate exists (and its upper bound)"`
-	ReqTimeoutBackoff uint32 `envconfig:"GASNET_REQUESTTIMEOUT_BACKOFF" default:"2" desc:"multiplier of each further retransmission wait while the peer is silent"`
+	ReqTimeoutMax     int64  `envconfig:"GASNET_REQUESTTIMEOUT_MAX" default:"30000000" range:"1000..3600000000" special:"0=never give up" desc:"µs: longest single retransmission wait, and the last term of the give-up schedule: a peer that sends nothing for the schedule's sum (81.1 s by default) makes its requests undeliverable; 0 = never give up"`
+	ReqTimeoutInitial int64  `envconfig:"GASNET_REQUESTTIMEOUT_INITIAL" default:"100000" range:"100..60000000" desc:"µs: first retransmission wait before an RTT estimate exists (and its upper bound)"`
+	ReqTimeoutBackoff uint32 `envconfig:"GASNET_REQUESTTIMEOUT_BACKOFF" default:"2" range:"1..64" desc:"multiplier of each further retransmission wait while the peer is silent"`
 
 	RouteOutput bool   `envconfig:"GASNET_ROUTE_OUTPUT" default:"true" desc:"route worker stdout/stderr through the console, line-buffered per worker (L and S)"`
-	LineBufSize int    `envconfig:"GASNET_LINEBUFFERSZ" default:"1024" desc:"bytes of a routed output line buffer; 0 = pass bytes as they come"`
+	LineBufSize int    `envconfig:"GASNET_LINEBUFFERSZ" default:"1024" range:"1..1048576" special:"0=unbuffered" desc:"bytes of a routed output line buffer; 0 = pass bytes as they come"`
 	MasterIP    string `envconfig:"GASNET_MASTERIP" default:"" desc:"address workers use to reach the console (default 127.0.0.1 for L)"`
 	WorkerIP    string `envconfig:"GASNET_WORKERIP" default:"" desc:"subnet (CIDR) or address prefix whose interface the workers' UDP sockets bind"`
 	EnvCmd      string `envconfig:"GASNET_ENV_CMD" default:"env" desc:"command that sets the environment of remote workers"`
@@ -46,10 +48,10 @@ type Config struct {
 	VerboseEnv  bool   `envconfig:"GASNET_VERBOSEENV" default:"false" desc:"print every setting in force and where it came from"`
 
 	RcvThread      bool          `envconfig:"GASNET_RCV_THREAD" default:"false" desc:"run a background goroutine that polls the network, so handlers run and replies go out while the program computes without polling"`
-	ConnectTimeout time.Duration `envconfig:"GASNET_CONNECT_TIMEOUT" default:"60s" desc:"ours: how long the console waits for all workers to join, and a worker to reach the console"`
-	PollSpin       time.Duration `envconfig:"GASNET_POLL_SPIN" default:"100us" desc:"ours: busy-poll time of a blocking wait before it sleeps in the kernel; -1ns = spin forever"`
-	ExitTimeout    time.Duration `envconfig:"GASNET_EXIT_TIMEOUT" default:"2s" desc:"ours: once the job ends, a rank still computing is ended after half of it, and any worker left is killed after all of it; also how long the others have to follow a rank that ended with 0 without conduit.Exit"`
-	HangWarn       time.Duration `envconfig:"GASNET_HANG_WARN" default:"10s" desc:"ours: when a collective (barrier, all-gather) has been entered by some ranks but not all for this long, the console says which ranks are in which collective, and again at doubling intervals; 0 = never"`
+	ConnectTimeout time.Duration `envconfig:"GASNET_CONNECT_TIMEOUT" default:"60s" range:"100ms..24h" desc:"ours: how long the console waits for all workers to join, and a worker to reach the console"`
+	PollSpin       time.Duration `envconfig:"GASNET_POLL_SPIN" default:"100us" range:"0s..1s" special:"-1ns=spin forever" desc:"ours: busy-poll time of a blocking wait before it sleeps in the kernel; 0 = sleep at once; -1ns = spin forever"`
+	ExitTimeout    time.Duration `envconfig:"GASNET_EXIT_TIMEOUT" default:"2s" range:"100ms..1h" desc:"ours: once the job ends, a rank still computing is ended after half of it, and any worker left is killed after all of it; also how long the others have to follow a rank that ended with 0 without conduit.Exit"`
+	HangWarn       time.Duration `envconfig:"GASNET_HANG_WARN" default:"10s" range:"100ms..24h" special:"0=never" desc:"ours: when a collective (barrier, all-gather) has been entered by some ranks but not all for this long, the console says which ranks are in which collective, and again at doubling intervals; 0 = never"`
 }
 
 // Source says where a setting's value came from.
@@ -136,7 +138,7 @@ func loadConfig(env []string) (*Config, map[string]Source, error) {
 	if err := envconfig.Process("", &c); err != nil {
 		var pe *envconfig.ParseError
 		if ok := asParseError(err, &pe); ok {
-			return nil, nil, fmt.Errorf("%s=%q: %s", displayName(src, pe.KeyName), pe.Value, accepted(pe.TypeName))
+			return nil, nil, fmt.Errorf("%s=%q: accepted: %s", displayName(src, pe.KeyName), pe.Value, acceptedField(pe.FieldName))
 		}
 		return nil, nil, err
 	}
@@ -161,20 +163,6 @@ func displayName(src map[string]Source, name string) string {
 	return name
 }
 
-func accepted(typ string) string {
-	switch typ {
-	case "bool":
-		return "accepted: 1, 0, true, false"
-	case "int", "int64":
-		return "accepted: an integer"
-	case "uint32":
-		return "accepted: a non-negative integer"
-	case "Duration":
-		return `accepted: a duration such as "250ms", "5s"`
-	}
-	return "malformed value"
-}
-
 func (c *Config) validate(src map[string]Source) error {
 	bad := func(name string, val any, what string) error {
 		return fmt.Errorf("%s=%v: accepted: %s", displayName(src, name), val, what)
@@ -185,42 +173,61 @@ func (c *Config) validate(src map[string]Source) error {
 	default:
 		return bad("GASNET_SPAWNFN", c.SpawnFn, "L (local), S (ssh) or C (custom command)")
 	}
-	if c.NetworkDepth < 1 || c.NetworkDepth > 1024 {
-		return bad("GASNET_NETWORKDEPTH", c.NetworkDepth, "1..1024")
+	if err := c.checkRanges(src); err != nil {
+		return err
 	}
-	if c.RecvDepth < 0 || c.RecvDepth > 65534 {
-		return bad("GASNET_RECVDEPTH", c.RecvDepth, "0 (default) or 1..65534")
+	if c.ReqTimeoutMax != 0 && c.ReqTimeoutInitial > c.ReqTimeoutMax {
+		return fmt.Errorf("%s=%d: accepted: at most %s=%d", displayName(src, "GASNET_REQUESTTIMEOUT_INITIAL"), c.ReqTimeoutInitial,
+			displayName(src, "GASNET_REQUESTTIMEOUT_MAX"), c.ReqTimeoutMax)
 	}
-	if c.SendDepth < -1 {
-		return bad("GASNET_SENDDEPTH", c.SendDepth, "-1 (unlimited), 0 (default) or a positive count")
-	}
-	if c.SockBufInit < 0 || c.SockBufMax < 0 {
-		return bad("GASNET_SOCKETBUFFER_INITIAL", c.SockBufInit, "a non-negative byte count")
-	}
-	if c.ReqTimeoutInitial <= 0 {
-		return bad("GASNET_REQUESTTIMEOUT_INITIAL", c.ReqTimeoutInitial, "microseconds > 0")
-	}
-	if c.ReqTimeoutMax < 0 {
-		return bad("GASNET_REQUESTTIMEOUT_MAX", c.ReqTimeoutMax, "microseconds >= 0 (0 = never give up)")
-	}
-	if c.ReqTimeoutBackoff < 1 {
-		return bad("GASNET_REQUESTTIMEOUT_BACKOFF", c.ReqTimeoutBackoff, "an integer >= 1")
-	}
-	if c.LineBufSize < 0 {
-		return bad("GASNET_LINEBUFFERSZ", c.LineBufSize, "0 (unbuffered) or a byte count")
+	if c.SockBufInit > c.SockBufMax {
+		return fmt.Errorf("%s=%d: accepted: at most %s=%d", displayName(src, "GASNET_SOCKETBUFFER_INITIAL"), c.SockBufInit,
+			displayName(src, "GASNET_SOCKETBUFFER_MAX"), c.SockBufMax)
 	}
 	switch c.HostDetect {
 	case "conduit", "hostid", "hostname":
 	default:
 		return bad("GASNET_HOST_DETECT", c.HostDetect, "conduit, hostid or hostname")
 	}
-	if c.ConnectTimeout <= 0 {
-		return bad("GASNET_CONNECT_TIMEOUT", c.ConnectTimeout, "a positive duration")
+	if c.WorkerIP != "" && !validSubnet(c.WorkerIP) {
+		return bad("GASNET_WORKERIP", c.WorkerIP, "a CIDR such as 10.77.0.0/24, an address, or an address prefix such as 10.77.")
 	}
-	if c.ExitTimeout <= 0 {
-		return bad("GASNET_EXIT_TIMEOUT", c.ExitTimeout, "a positive duration")
+	if c.WorkerRank != "" && !validRankSpec(c.WorkerRank) {
+		return bad("GASNET_WORKER_RANK", c.WorkerRank, "an integer >= 0 or the name of a variable holding one, such as SLURM_PROCID")
 	}
 	return nil
+}
+
+// validSubnet reports whether s is a CIDR, an address or an address prefix
+// (see addrOnSubnet).
+func validSubnet(s string) bool {
+	if _, err := netip.ParsePrefix(s); err == nil {
+		return true
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdefABCDEF.:", r) {
+			return false
+		}
+	}
+	return true
+}
+
+// validRankSpec reports whether s is a rank (an integer >= 0) or a
+// variable name.
+func validRankSpec(s string) bool {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n >= 0
+	}
+	for i, r := range s {
+		letter := r == '_' || (r >= 'A' && r <= 'Z') || (r >= 'a' && r <= 'z')
+		if !letter && (i == 0 || r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // ChooseSpawner returns the spawner to use: GASNET_SPAWNFN, else S when

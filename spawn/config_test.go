@@ -130,3 +130,86 @@ func TestLineWriter(t *testing.T) {
 		t.Errorf("got %q want %q", got, want)
 	}
 }
+
+// TestConfigRanges: every value out of range or malformed is refused with a
+// line naming the variable as the user spelled it, the value and what is
+// accepted.
+func TestConfigRanges(t *testing.T) {
+	for _, tc := range []struct{ env, want string }{
+		{"GASNET_LINEBUFFERSZ=9223372036854775807", "GASNET_LINEBUFFERSZ=9223372036854775807: accepted: an integer from 1 to 1048576; or 0 (unbuffered)"},
+		{"GASNET_REQUESTTIMEOUT_MAX=18446744073709552", "GASNET_REQUESTTIMEOUT_MAX=18446744073709552: accepted: an integer from 1000 to 3600000000; or 0 (never give up)"},
+		{"GASNET_REQUESTTIMEOUT_MAX=9223372036854775807", "GASNET_REQUESTTIMEOUT_MAX=9223372036854775807: accepted: an integer from 1000"},
+		{"GASNET_REQUESTTIMEOUT_MAX=5000", "GASNET_REQUESTTIMEOUT_INITIAL=100000: accepted: at most GASNET_REQUESTTIMEOUT_MAX=5000"},
+		{"GASNET_SOCKETBUFFER_MAX=-5", "GASNET_SOCKETBUFFER_MAX=-5: accepted: an integer from 4096 to 1073741824"},
+		{"AMUDP_SOCKETBUFFER_INITIAL=8388608", "AMUDP_SOCKETBUFFER_INITIAL=8388608: accepted: at most GASNET_SOCKETBUFFER_MAX=4194304"},
+		{"GASNET_CONNECT_TIMEOUT=abc", `GASNET_CONNECT_TIMEOUT="abc": accepted: a duration from 100ms to 24h, such as "250ms" or "5s"`},
+		{"GASNET_CONNECT_TIMEOUT=-5s", `GASNET_CONNECT_TIMEOUT=-5s: accepted: a duration from 100ms to 24h`},
+		{"GASNET_EXIT_TIMEOUT=1ns", `GASNET_EXIT_TIMEOUT=1ns: accepted: a duration from 100ms to 1h`},
+		{"GASNET_EXIT_TIMEOUT=99999h", `GASNET_EXIT_TIMEOUT=99999h: accepted: a duration from 100ms to 1h`},
+		{"GASNET_POLL_SPIN=-5ms", `GASNET_POLL_SPIN=-5ms: accepted: a duration from 0s to 1s, such as "250ms" or "5s"; or -1ns (spin forever)`},
+		{"GASNET_POLL_SPIN=-5", `GASNET_POLL_SPIN="-5": accepted: a duration from 0s to 1s`},
+		{"GASNET_REQUESTTIMEOUT_BACKOFF=-1", `GASNET_REQUESTTIMEOUT_BACKOFF="-1": accepted: an integer from 1 to 64`},
+		{"GASNET_REQUESTTIMEOUT_BACKOFF=4294967295", `GASNET_REQUESTTIMEOUT_BACKOFF=4294967295: accepted: an integer from 1 to 64`},
+		{"GASNET_NETWORKDEPTH=x", `GASNET_NETWORKDEPTH="x": accepted: an integer from 1 to 1024`},
+		{"GASNET_SENDDEPTH=-2", `GASNET_SENDDEPTH=-2: accepted: an integer from 1 to 1048576; or 0 (the default); or -1 (unlimited)`},
+		{"GASNET_HANG_WARN=5ms", `GASNET_HANG_WARN=5ms: accepted: a duration from 100ms to 24h, such as "250ms" or "5s"; or 0 (never)`},
+		{"GASNET_ROUTE_OUTPUT=maybe", `GASNET_ROUTE_OUTPUT="maybe": accepted: 1, 0, true or false`},
+		{"GASNET_WORKERIP=zz", "GASNET_WORKERIP=zz: accepted: a CIDR"},
+		{"GASNET_WORKER_RANK=1x", "GASNET_WORKER_RANK=1x: accepted: an integer >= 0 or the name of a variable"},
+		{"GASNET_WORKER_RANK=-1", "GASNET_WORKER_RANK=-1: accepted"},
+	} {
+		_, _, err := loadConfig([]string{tc.env})
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.env, err, tc.want)
+		}
+	}
+	for _, ok := range []string{"GASNET_POLL_SPIN=-1ns", "GASNET_POLL_SPIN=0", "GASNET_LINEBUFFERSZ=0", "GASNET_REQUESTTIMEOUT_MAX=0",
+		"GASNET_SENDDEPTH=-1", "GASNET_HANG_WARN=0", "GASNET_WORKERIP=10.77.", "GASNET_WORKERIP=fd00::/8", "GASNET_WORKER_RANK=SLURM_PROCID",
+		"GASNET_SOCKETBUFFER_INITIAL=0", "GASNET_EXIT_TIMEOUT=1h"} {
+		if _, _, err := loadConfig([]string{ok}); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
+
+func TestCheckJob(t *testing.T) {
+	roomy := hostLimits{NoFile: 1 << 20, PIDMax: 4 << 20, OpenFDs: 10}
+	for _, tc := range []struct {
+		env    string
+		spawn  string
+		n      int
+		routed bool
+		lim    hostLimits
+		want   string // "" = accepted
+	}{
+		{"", "L", 1024, true, roomy, ""},
+		{"", "L", 40, true, hostLimits{NoFile: 100, OpenFDs: 8}, "N=40: the console needs about 160 file descriptors (3 per worker) and RLIMIT_NOFILE is 100 (ulimit -n): at most 20 workers"},
+		{"", "L", 40, false, hostLimits{NoFile: 100, OpenFDs: 8}, ""},
+		{"", "L", 4096, false, hostLimits{NProc: 4096}, "N=4096: RLIMIT_NPROC is 4096"},
+		{"", "C", 4096, false, hostLimits{NProc: 4096}, ""}, // the launcher's hosts run them
+		{"", "L", 1 << 20, false, hostLimits{PIDMax: 32768}, "N=1048576: this host has at most 32768 process ids (kernel.pid_max)"},
+		{"GASNET_WORKER_RANK=SLURM_PROCID", "L", 2, true, roomy, "GASNET_WORKER_RANK=SLURM_PROCID: the L spawner numbers its workers itself"},
+		{"GASNET_WORKER_RANK=SLURM_PROCID", "C", 2, true, roomy, ""},
+		{"GASNET_WORKER_RANK=0", "C", 1, true, roomy, ""},
+		{"GASNET_WORKER_RANK=1", "C", 1, true, roomy, "GASNET_WORKER_RANK=1: every worker would ask for rank 1"},
+		{"AMUDP_WORKER_RANK=0", "C", 2, true, roomy, "AMUDP_WORKER_RANK=0: every worker would ask for rank 0"},
+		{"GASNET_WORKERIP=198.51.100.0/24", "L", 2, true, roomy, "GASNET_WORKERIP=198.51.100.0/24: no interface of this host is on that subnet"},
+		{"GASNET_WORKERIP=127.0.0.0/8", "L", 2, true, roomy, ""},
+	} {
+		var env []string
+		if tc.env != "" {
+			env = []string{tc.env}
+		}
+		cfg, src, err := loadConfig(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = checkJob(cfg, src, tc.spawn, tc.n, tc.routed, tc.lim)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %s N=%d: %v", tc.env, tc.spawn, tc.n, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+			t.Errorf("%s %s N=%d: got %v, want %q", tc.env, tc.spawn, tc.n, err, tc.want)
+		}
+	}
+}

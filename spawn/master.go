@@ -87,6 +87,27 @@ func chooseSpawner(cfg *Config, getenv func(string) string) (name, why string) {
 	return name, ""
 }
 
+// checkJob checks, before anything is spawned, what the console can know
+// of a job of n workers under spawner name: settings that only make sense
+// for some spawners, and this host's limits.
+func checkJob(cfg *Config, src map[string]Source, name string, n int, routed bool, lim hostLimits) error {
+	if cfg.WorkerRank != "" {
+		v := displayName(src, "GASNET_WORKER_RANK")
+		if name == "L" {
+			return fmt.Errorf("%s=%s: the L spawner numbers its workers itself; accepted under L: unset (it is for workers a launcher starts: GASNET_SPAWNFN=C)", v, cfg.WorkerRank)
+		}
+		if k, err := strconv.Atoi(cfg.WorkerRank); err == nil && (k >= n || n > 1) {
+			return fmt.Errorf("%s=%s: every worker would ask for rank %d; accepted with N=%d: the name of a variable that holds each worker's rank, such as SLURM_PROCID", v, cfg.WorkerRank, k, n)
+		}
+	}
+	if cfg.WorkerIP != "" && name == "L" {
+		if _, err := addrOnSubnet(cfg.WorkerIP); err != nil {
+			return err
+		}
+	}
+	return capacityError(n, lim, name == "L", routed)
+}
+
 type event struct {
 	rank int
 	typ  byte
@@ -96,6 +117,7 @@ type event struct {
 
 type peerConn struct {
 	conn     net.Conn
+	out      *sender // the console's frames to it, once serving
 	join     Join
 	rank     int
 	exited   bool // sent Exit
@@ -135,6 +157,11 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 		say("%v", err)
 		return 1
 	}
+	routed := cfg.RouteOutput && (name != "C" || cfg.CSpawnRoute)
+	if err := checkJob(cfg, src, name, n, routed, readLimits()); err != nil {
+		say("%v", err)
+		return 1
+	}
 	host := cfg.MasterIP
 	if host == "" {
 		host = "127.0.0.1"
@@ -153,7 +180,7 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 		Env: []string{EnvMaster + "=" + ln.Addr().String(), EnvSecret + "=" + secret}}
 	spec.Dir, _ = os.Getwd()
 	outs := newOutputs(&console{out: [3]io.Writer{nil, os.Stdout, os.Stderr}}, cfg.LineBufSize)
-	if cfg.RouteOutput && (name != "C" || cfg.CSpawnRoute) {
+	if routed {
 		spec.Env = append(spec.Env, EnvRoute+"=1")
 	}
 	// Routed output still in flight when the job ends is delivered, within
@@ -395,6 +422,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 			j.say("rank %d on %s: sending its welcome: %v", p.rank, p.join.Name, err)
 			return j.abort(1, joined)
 		}
+		p.out = newSender(p.conn)
 		go readEvents(p, events)
 	}
 	return j.serve(events, exits)
@@ -498,7 +526,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				if j.exitCode < 0 {
 					j.end(c.Code)
 				} else {
-					writeFrame(p.conn, frameTerminate, Code{j.exitCode})
+					p.out.send(frameTerminate, Code{j.exitCode})
 				}
 			}
 		case e, ok := <-exits:
@@ -576,6 +604,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 		}
 	}
 	for _, p := range j.peers {
+		p.out.stop()
 		p.conn.Close()
 	}
 	if j.exitCode == 0 && j.abnormal != 0 {
@@ -715,10 +744,13 @@ func (j *job) end(code int) {
 }
 
 func (j *job) broadcast(typ byte, v any) {
+	f, err := encodeFrame(typ, v)
+	if err != nil {
+		return
+	}
 	for _, p := range j.peers {
-		if p != nil {
-			p.conn.SetWriteDeadline(time.Now().Add(j.cfg.ExitTimeout))
-			writeFrame(p.conn, typ, v)
+		if p != nil && p.out != nil {
+			p.out.sendFrame(f)
 		}
 	}
 }

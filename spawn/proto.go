@@ -57,16 +57,24 @@ type Code struct {
 }
 
 func writeFrame(w io.Writer, typ byte, v any) error {
-	body, err := json.Marshal(v)
+	f, err := encodeFrame(typ, v)
 	if err != nil {
 		return err
 	}
-	hdr := [5]byte{typ}
-	binary.LittleEndian.PutUint32(hdr[1:], uint32(len(body)))
-	if _, err := w.Write(append(hdr[:], body...)); err != nil {
-		return err
+	_, err = w.Write(f)
+	return err
+}
+
+// encodeFrame returns the bytes of one frame.
+func encodeFrame(typ byte, v any) ([]byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	f := make([]byte, 5, 5+len(body))
+	f[0] = typ
+	binary.LittleEndian.PutUint32(f[1:], uint32(len(body)))
+	return append(f, body...), nil
 }
 
 func readFrame(r *bufio.Reader) (byte, []byte, error) {

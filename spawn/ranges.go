@@ -1,0 +1,157 @@
+package spawn
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A setting's accepted values come from its Config tags: `range:"lo..hi"`
+// (inclusive, in the field's own unit) and `special:"v=meaning,..."`
+// (values outside the range that mean something). The same text serves the
+// error of a value that does not parse and of one out of range, so every
+// message names the variable, the value and what is accepted.
+
+// bound is one end of a range or a special value, as a number: nanoseconds
+// for durations.
+func bound(kind reflect.Type, s string) (int64, error) {
+	if kind == reflect.TypeOf(time.Duration(0)) {
+		d, err := time.ParseDuration(s)
+		return int64(d), err
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// fieldRange is a setting's accepted values.
+type fieldRange struct {
+	lo, hi  int64
+	special []struct {
+		v       int64
+		text    string // as written in the tag
+		meaning string
+	}
+	dur bool
+	set bool // the field has a range tag
+}
+
+// rangeOf reads the tags of f. A malformed tag is a programming error.
+func rangeOf(f reflect.StructField) fieldRange {
+	var r fieldRange
+	tag := f.Tag.Get("range")
+	if tag == "" {
+		return r
+	}
+	r.set, r.dur = true, f.Type == reflect.TypeOf(time.Duration(0))
+	lo, hi, ok := strings.Cut(tag, "..")
+	var err1, err2 error
+	r.lo, err1 = bound(f.Type, lo)
+	r.hi, err2 = bound(f.Type, hi)
+	if !ok || err1 != nil || err2 != nil {
+		panic(fmt.Sprintf("spawn: field %s: bad range tag %q", f.Name, tag))
+	}
+	if sp := f.Tag.Get("special"); sp != "" {
+		for _, part := range strings.Split(sp, ",") {
+			v, meaning, _ := strings.Cut(part, "=")
+			n, err := bound(f.Type, v)
+			if err != nil {
+				panic(fmt.Sprintf("spawn: field %s: bad special tag %q", f.Name, sp))
+			}
+			r.special = append(r.special, struct {
+				v       int64
+				text    string
+				meaning string
+			}{n, v, meaning})
+		}
+	}
+	return r
+}
+
+// contains reports whether v is accepted.
+func (r fieldRange) contains(v int64) bool {
+	if !r.set || (v >= r.lo && v <= r.hi) {
+		return true
+	}
+	for _, s := range r.special {
+		if s.v == v {
+			return true
+		}
+	}
+	return false
+}
+
+// text says what is accepted: `a duration from 100ms to 1h, such as
+// "250ms"; or 0 (never)`.
+func (r fieldRange) text() string {
+	var b strings.Builder
+	if r.dur {
+		fmt.Fprintf(&b, "a duration from %s to %s, such as \"250ms\" or \"5s\"", shortDur(r.lo), shortDur(r.hi))
+	} else {
+		fmt.Fprintf(&b, "an integer from %d to %d", r.lo, r.hi)
+	}
+	for _, s := range r.special {
+		fmt.Fprintf(&b, "; or %s (%s)", s.text, s.meaning)
+	}
+	return b.String()
+}
+
+// acceptedField says what the field of Config named field accepts.
+func acceptedField(field string) string {
+	f, ok := reflect.TypeOf(Config{}).FieldByName(field)
+	if !ok {
+		return "malformed value"
+	}
+	if r := rangeOf(f); r.set {
+		return r.text()
+	}
+	switch f.Type.Kind() {
+	case reflect.Bool:
+		return "1, 0, true or false"
+	case reflect.Int, reflect.Int64:
+		return "an integer"
+	}
+	return "malformed value"
+}
+
+// checkRanges returns an error naming the first field of c outside its
+// range.
+func (c *Config) checkRanges(src map[string]Source) error {
+	t, v := reflect.TypeOf(*c), reflect.ValueOf(*c)
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		r := rangeOf(f)
+		if !r.set {
+			continue
+		}
+		var n int64
+		switch fv := v.Field(i); fv.Kind() {
+		case reflect.Int, reflect.Int64:
+			n = fv.Int()
+		case reflect.Uint32:
+			n = int64(fv.Uint())
+		}
+		if !r.contains(n) {
+			name := f.Tag.Get("envconfig")
+			val := fmt.Sprint(v.Field(i).Interface())
+			if s, ok := src[name]; ok {
+				val = s.Value
+			}
+			return fmt.Errorf("%s=%s: accepted: %s", displayName(src, name), val, r.text())
+		}
+	}
+	return nil
+}
+
+// shortDur writes whole hours and minutes without their zero tails: "1h",
+// not "1h0m0s".
+func shortDur(ns int64) string {
+	d := time.Duration(ns)
+	switch {
+	case d != 0 && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d != 0 && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}
