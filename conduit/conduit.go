@@ -43,6 +43,8 @@ const (
 	// FirstClientHandler is the lowest handler index a program may register;
 	// lower ones belong to udpconduit (DESIGN.md §3).
 	FirstClientHandler = 128
+	// MaxExitCode is the largest code Exit accepts.
+	MaxExitCode = 255
 )
 
 // Errors of the API.

@@ -317,8 +317,14 @@ func (j *Job) AllGather(data []byte) ([][]byte, error) {
 
 // Exit ends the job: the first rank to call Exit sets the console's exit
 // code, and every other rank is told to exit, even one that is computing
-// without polling. It does not return.
+// without polling. It does not return. Exit codes are 0..MaxExitCode, as a
+// process's are; any other code is reported on stderr and the job ends with
+// 1, so that no failure can wrap around to success (256 would be 0).
 func (j *Job) Exit(code int) {
 	j.enter()
+	if code < 0 || code > MaxExitCode {
+		fmt.Fprintf(os.Stderr, "%s: rank %d: conduit.Exit(%d): accepted: 0..%d; exiting with 1\n", progName(), j.rank, code, MaxExitCode)
+		code = 1
+	}
 	j.ctl.Exit(code, j.exitTimeout)
 }

@@ -183,8 +183,10 @@ func TestCheckJob(t *testing.T) {
 		want   string // "" = accepted
 	}{
 		{"", "L", 1024, true, roomy, ""},
-		{"", "L", 40, true, hostLimits{NoFile: 100, OpenFDs: 8}, "N=40: the console needs about 160 file descriptors (3 per worker) and RLIMIT_NOFILE is 100 (ulimit -n): at most 20 workers"},
-		{"", "L", 40, false, hostLimits{NoFile: 100, OpenFDs: 8}, ""},
+		{"", "L", 40, true, hostLimits{NoFile: 100, OpenFDs: 8}, "N=40: the console needs about 200 file descriptors (4 per worker) and RLIMIT_NOFILE is 100 (ulimit -n): at most 15 workers"},
+		{"", "C", 40, true, hostLimits{NoFile: 100, OpenFDs: 8}, "N=40: the console needs about 160 file descriptors (3 per worker)"},
+		{"", "L", 29, false, hostLimits{NoFile: 100, OpenFDs: 8}, ""},
+		{"", "L", 31, false, hostLimits{NoFile: 100, OpenFDs: 8}, "N=31: the console needs about 102 file descriptors (2 per worker)"},
 		{"", "L", 4096, false, hostLimits{NProc: 4096}, "N=4096: RLIMIT_NPROC is 4096"},
 		{"", "C", 4096, false, hostLimits{NProc: 4096}, ""}, // the launcher's hosts run them
 		{"", "L", 1 << 20, false, hostLimits{PIDMax: 32768}, "N=1048576: this host has at most 32768 process ids (kernel.pid_max)"},

@@ -63,9 +63,9 @@ func (c Custom) Start(spec *WorkerSpec) (Launch, error) {
 	l := &customLaunch{cmd: cmd, exits: make(chan ProcExit, 1), done: make(chan struct{})}
 	host, _ := os.Hostname()
 	go func() {
-		err := cmd.Wait()
+		ws, err := waitCmd(cmd)
 		close(l.done)
-		e := procExit(-1, cmd, host, err)
+		e := procExit(-1, cmd.Process.Pid, host, ws, err)
 		l.exits <- e
 		close(l.exits)
 	}()

@@ -18,24 +18,34 @@ type hostLimits struct {
 	OpenFDs uint64 // descriptors this process has open now
 }
 
-// Descriptors the console keeps per worker: its control connection, and
-// two routed output streams when output is routed; and what it keeps for
-// itself (the listener, its own streams, the runtime's poller, a launcher's
-// pipes).
+// Descriptors the console keeps per worker: its control connection, two
+// routed output streams when output is routed, and a pidfd per local
+// process (see watch); and what it keeps for itself (the listener, its own
+// streams, the runtime's poller, a launcher's pipes).
 const (
-	fdsPerWorker       = 1
-	fdsPerRoutedWorker = 3
-	fdsReserve         = 32
+	fdsPerWorker = 1
+	fdsRouted    = 2
+	fdsLocal     = 1
+	fdsReserve   = 32
 )
+
+// fdsPer returns the descriptors the console holds per worker.
+func fdsPer(local, routed bool) uint64 {
+	per := uint64(fdsPerWorker)
+	if routed {
+		per += fdsRouted
+	}
+	if local {
+		per += fdsLocal
+	}
+	return per
+}
 
 // capacityError says why this host cannot run a job of n workers, or
 // returns nil. local: the workers are processes of this host (L); routed:
 // each sends its output over two connections of its own.
 func capacityError(n int, lim hostLimits, local, routed bool) error {
-	per := uint64(fdsPerWorker)
-	if routed {
-		per = fdsPerRoutedWorker
-	}
+	per := fdsPer(local, routed)
 	need := uint64(n)*per + lim.OpenFDs + fdsReserve
 	if lim.NoFile > 0 && need > lim.NoFile {
 		most := (lim.NoFile - min(lim.NoFile, lim.OpenFDs+fdsReserve)) / per

@@ -25,7 +25,7 @@ func (Local) Name() string { return "L" }
 type localLaunch struct {
 	exits chan ProcExit
 	mu    sync.Mutex
-	procs []*exec.Cmd
+	pids  []int
 	done  []bool
 }
 
@@ -47,39 +47,49 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 			l.Kill(0)
 			return nil, fmt.Errorf("spawn L: starting worker %d (%s): %w", i, spec.Program, err)
 		}
-		l.procs = append(l.procs, cmd)
+		pid := cmd.Process.Pid
+		l.mu.Lock()
+		l.pids = append(l.pids, pid)
+		l.mu.Unlock()
+		wait := watch(cmd)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := cmd.Wait()
+			ws, err := wait()
 			l.mu.Lock()
 			l.done[i] = true
 			l.mu.Unlock()
-			l.exits <- procExit(i, cmd, host, err)
+			l.exits <- procExit(i, pid, host, ws, err)
 		}()
 	}
 	go func() { wg.Wait(); close(l.exits) }()
 	return l, nil
 }
 
-func procExit(i int, cmd *exec.Cmd, host string, err error) ProcExit {
-	e := ProcExit{Index: i, PID: cmd.Process.Pid, Host: host}
-	st := cmd.ProcessState
+// waitCmd waits for cmd with os/exec, which holds a thread while it
+// waits.
+func waitCmd(cmd *exec.Cmd) (syscall.WaitStatus, error) {
+	err := cmd.Wait()
 	var ee *exec.ExitError
-	switch {
-	case st == nil:
-		e.Code, e.Status = 1, fmt.Sprint(err)
-	case st.Exited():
-		e.Code, e.Status = st.ExitCode(), st.String()
-	default:
-		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			e.Code, e.Status = 128+int(ws.Signal()), "killed by signal "+ws.Signal().String()
-		} else {
-			e.Code, e.Status = 1, st.String()
-		}
+	if cmd.ProcessState == nil || (err != nil && !errors.As(err, &ee)) {
+		return 0, err
 	}
-	if err != nil && !errors.As(err, &ee) && e.Code == 0 {
-		e.Code, e.Status = 1, err.Error() // e.g. output copying failed
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ws, nil
+}
+
+// procExit describes the end of worker i from its wait status.
+func procExit(i, pid int, host string, ws syscall.WaitStatus, err error) ProcExit {
+	e := ProcExit{Index: i, PID: pid, Host: host}
+	switch {
+	case err != nil:
+		e.Code, e.Status = 1, err.Error()
+	case ws.Exited():
+		e.Code, e.Status = ws.ExitStatus(), "exit status "+strconv.Itoa(ws.ExitStatus())
+	case ws.Signaled():
+		e.Code, e.Status = 128+int(ws.Signal()), "killed by signal "+ws.Signal().String()
+	default:
+		e.Code, e.Status = 1, "ended with wait status "+strconv.Itoa(int(ws))
 	}
 	e.Clean = e.Code == 0
 	return e
@@ -105,9 +115,9 @@ func termThenKill(grace time.Duration, signal func(syscall.Signal)) {
 func (l *localLaunch) signal(sig syscall.Signal) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i, c := range l.procs {
-		if !l.done[i] && c.Process != nil {
-			_ = syscall.Kill(-c.Process.Pid, sig) // the child's whole group
+	for i, pid := range l.pids {
+		if !l.done[i] {
+			_ = syscall.Kill(-pid, sig) // the child's whole group
 		}
 	}
 }

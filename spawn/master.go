@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"bufio"
+	"errors"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -197,31 +198,64 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 		return 1
 	}
 	joins := make(chan *peerConn)
-	go accept(ln, secret, cfg.ConnectTimeout, joins, outs)
+	go accept(ln, acceptConfig{secret: secret, auth: min(authTimeout, cfg.ConnectTimeout), join: cfg.ConnectTimeout, say: say}, joins, outs)
 
 	j := &job{cfg: cfg, n: n, say: say, launch: launch, sigs: sigs, exitCode: -1}
 	return j.run(joins)
 }
 
-// accept reads each connection's first frame: a worker's Join goes to
-// joins, a routed output stream to outs. A connection without the job's
-// secret is dropped.
-func accept(ln net.Listener, secret string, timeout time.Duration, joins chan<- *peerConn, outs *outputs) {
-	ours := func(s string) bool { return subtle.ConstantTimeCompare([]byte(s), []byte(secret)) == 1 }
+// acceptConfig is what the accept loop needs.
+type acceptConfig struct {
+	secret string
+	// auth bounds the wait for a connection's first frame, which carries
+	// the secret (the worker sends it as soon as it connects); join bounds
+	// the wait for a worker's Join after it (GASNET_CONNECT_TIMEOUT).
+	auth, join time.Duration
+	say        func(string, ...any)
+}
+
+// authTimeout is the longest wait for the first frame of a connection.
+const authTimeout = 5 * time.Second
+
+// accept reads each connection's first frame, of at most maxFirstFrame
+// bytes within ac.auth: a worker's Hello, after which its Join goes to
+// joins, or a routed output stream, which goes to outs. A connection
+// without the job's secret is closed, having cost a few bytes. Errors of
+// accept itself (out of descriptors) are said once and retried.
+func accept(ln net.Listener, ac acceptConfig, joins chan<- *peerConn, outs *outputs) {
+	ours := func(s string) bool { return subtle.ConstantTimeCompare([]byte(s), []byte(ac.secret)) == 1 }
+	var said string
+	delay := 5 * time.Millisecond
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			return
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if msg := acceptError(err); msg != said {
+				said = msg
+				ac.say("%s", msg)
+			}
+			time.Sleep(delay)
+			delay = min(2*delay, time.Second)
+			continue
 		}
+		delay = 5 * time.Millisecond
 		go func() {
-			c.SetReadDeadline(time.Now().Add(timeout))
+			c.SetReadDeadline(time.Now().Add(ac.auth))
 			r := bufio.NewReader(c)
-			typ, body, err := readFrame(r)
-			var jn Join
+			typ, body, err := readFrameMax(r, maxFirstFrame)
+			var h Hello
 			var o Output
 			switch {
 			case err != nil:
-			case typ == frameJoin && json.Unmarshal(body, &jn) == nil && ours(jn.Secret):
+			case typ == frameHello && json.Unmarshal(body, &h) == nil && ours(h.Secret):
+				c.SetReadDeadline(time.Now().Add(ac.join))
+				var jn Join
+				typ, body, err = readFrameMax(r, maxJoinFrame)
+				if err != nil || typ != frameJoin || json.Unmarshal(body, &jn) != nil {
+					break
+				}
 				c.SetReadDeadline(time.Time{})
 				joins <- &peerConn{conn: &bufConn{Conn: c, r: r}, join: jn}
 				return
@@ -233,6 +267,16 @@ func accept(ln net.Listener, secret string, timeout time.Duration, joins chan<- 
 			c.Close() // not one of ours
 		}()
 	}
+}
+
+// acceptError says what failed in accepting a connection, naming the limit
+// when it is the descriptors.
+func acceptError(err error) string {
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		lim := readLimits()
+		return fmt.Sprintf("accepting workers' connections: %v (RLIMIT_NOFILE is %d, ulimit -n; %d open); retrying", err, lim.NoFile, lim.OpenFDs)
+	}
+	return fmt.Sprintf("accepting workers' connections: %v; retrying", err)
 }
 
 // bufConn keeps the reader that may hold bytes past the Join frame.
@@ -520,8 +564,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 					parts = make([][]byte, j.n)
 				}
 			case frameExit:
-				var c Code
-				json.Unmarshal(ev.body, &c)
+				c := exitCode(ev.body)
 				p.exited, p.exitCode = true, c.Code
 				if j.exitCode < 0 {
 					j.end(c.Code)
@@ -591,8 +634,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				j.peers[ev.rank].closed = true
 				j.judge(j.peers[ev.rank])
 			} else if ev.typ == frameExit {
-				var c Code
-				json.Unmarshal(ev.body, &c)
+				c := exitCode(ev.body)
 				p := j.peers[ev.rank]
 				p.exited, p.exitCode = true, c.Code
 			}
@@ -614,6 +656,17 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 		return 0
 	}
 	return j.exitCode
+}
+
+// exitCode reads an Exit frame's body. A code outside a process's 0..255
+// (the library refuses them; a foreign client might not) is 1: it cannot be
+// mistaken for success, nor for the console's own "still running".
+func exitCode(body []byte) Code {
+	var c Code
+	if json.Unmarshal(body, &c) != nil || c.Code < 0 || c.Code > 255 {
+		c.Code = 1
+	}
+	return c
 }
 
 // kill signals every worker; their statuses are no longer theirs.

@@ -19,12 +19,24 @@ const (
 	frameExit      byte = 5 // worker → console: Exit(code) called
 	frameTerminate byte = 6 // console → worker: exit now with the code in the body
 	frameOutput    byte = 7 // worker → console, first frame of a routed output stream: Output
+	frameHello     byte = 8 // worker → console, first frame of a control connection: Hello
 	maxFrame            = 64 << 20
+	// maxFirstFrame bounds the first frame of a connection, read before the
+	// secret is checked, and maxJoinFrame the Join that follows a Hello: a
+	// stranger makes the console read at most a few bytes.
+	maxFirstFrame = 512
+	maxJoinFrame  = 4096
 )
+
+// Hello is the first frame of a worker's control connection, sent as soon
+// as it connects: the console checks the secret before it reads anything
+// else.
+type Hello struct {
+	Secret string `json:"secret"` // the job secret, hex
+}
 
 // Join is the first frame a worker sends.
 type Join struct {
-	Secret string `json:"secret"` // the job secret, hex
 	Rank   int    `json:"rank"`   // requested rank, -1 for any
 	Index  int    `json:"index"`  // spawn index when the spawner knows it, else -1
 	Host   string `json:"host"`   // host identity for grouping (GASNET_HOST_DETECT)
@@ -77,14 +89,18 @@ func encodeFrame(typ byte, v any) ([]byte, error) {
 	return append(f, body...), nil
 }
 
-func readFrame(r *bufio.Reader) (byte, []byte, error) {
+func readFrame(r *bufio.Reader) (byte, []byte, error) { return readFrameMax(r, maxFrame) }
+
+// readFrameMax reads a frame whose body is at most limit bytes; a longer
+// one is an error, and its body is not read.
+func readFrameMax(r *bufio.Reader, limit uint32) (byte, []byte, error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, nil, err
 	}
 	n := binary.LittleEndian.Uint32(hdr[1:])
-	if n > maxFrame {
-		return 0, nil, fmt.Errorf("spawn: control frame of %d bytes exceeds %d", n, maxFrame)
+	if n > limit {
+		return 0, nil, fmt.Errorf("spawn: control frame of %d bytes exceeds %d", n, limit)
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {

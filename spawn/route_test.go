@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -83,6 +85,26 @@ func closedByPeer(c net.Conn) error {
 	return fmt.Errorf("still open: %v", err)
 }
 
+// huge writes the header of a 63 MiB frame on c, then its body slowly,
+// and returns c: the console must close c without reading the body.
+func huge(c net.Conn) net.Conn {
+	go func() {
+		time.Sleep(time.Millisecond) // after any frame already on its way
+		hdr := []byte{frameJoin, 0, 0, 0xf0, 0x03}
+		if _, err := c.Write(hdr); err != nil {
+			return
+		}
+		chunk := make([]byte, 1<<10) // slowly: a console that reads the body waits out its timeout
+		for range 63 << 10 {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	return c
+}
+
 // TestAcceptRoutesOutputAndDropsStrangers drives the console's accept loop
 // on virtual time: routed streams with the secret reach the console a line
 // at a time; a stream or a Join without it is closed at once, unread; a
@@ -96,7 +118,7 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 		outs := newOutputs(&console{out: [3]io.Writer{nil, &stdout, &stderr}}, 64)
 		joins := make(chan *peerConn, 4)
 		const timeout = 5 * time.Second
-		go accept(ln, "s3cret", timeout, joins, outs)
+		go accept(ln, acceptConfig{secret: "s3cret", auth: timeout, join: time.Hour, say: t.Logf}, joins, outs)
 
 		send := func(typ byte, v any, data ...string) net.Conn {
 			c := ln.Dial()
@@ -119,7 +141,10 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 		for name, c := range map[string]net.Conn{
 			"output with a wrong secret": send(frameOutput, Output{Secret: "wrong", Stream: 1}, "forged\n"),
 			"output to stream 0":         send(frameOutput, Output{Secret: "s3cret", Stream: 0}, "bad stream\n"),
-			"join with a wrong secret":   send(frameJoin, Join{Secret: "wrong"}),
+			"hello with a wrong secret":  send(frameHello, Hello{Secret: "wrong"}),
+			"join without a hello":       send(frameJoin, Join{Name: "stranger"}),
+			"a 63 MiB first frame":       huge(ln.Dial()),
+			"a hello, then 63 MiB":       huge(send(frameHello, Hello{Secret: "s3cret"})),
 		} {
 			if err := closedByPeer(c); err != nil {
 				t.Errorf("%s: %v", name, err)
@@ -152,8 +177,20 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 		}
 		select {
 		case p := <-joins:
-			t.Errorf("a Join with a wrong secret was accepted: %+v", p.join)
+			t.Errorf("a stranger's Join was accepted: %+v", p.join)
 		default:
+		}
+		w := send(frameHello, Hello{Secret: "s3cret"})
+		time.Sleep(3 * timeout) // a worker may take long from its Hello to its Join
+		writeFrame(w, frameJoin, Join{Name: "worker", Index: 3})
+		select {
+		case p := <-joins:
+			if p.join.Name != "worker" || p.join.Index != 3 {
+				t.Errorf("join %+v", p.join)
+			}
+			p.conn.Close()
+		case <-time.After(time.Second):
+			t.Error("a worker's Join was not accepted")
 		}
 
 		// A stream a worker keeps open is cut off after the timeout.
@@ -170,6 +207,50 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 		}
 		if !strings.Contains(stdout.String(), "kept\n") {
 			t.Errorf("the kept stream's line was lost: %q", stdout.String())
+		}
+	})
+}
+
+// failingListener fails its first n Accepts with err.
+type failingListener struct {
+	*pipeListener
+	n   int
+	err error
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.n > 0 {
+		l.n--
+		return nil, l.err
+	}
+	return l.pipeListener.Accept()
+}
+
+// TestAcceptKeepsGoingThroughErrors: out of descriptors, the accept loop
+// says so once, naming the limit, and accepts again once it can.
+func TestAcceptKeepsGoingThroughErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ln := &failingListener{pipeListener: newPipeListener(), n: 50, err: &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}}
+		defer ln.Close()
+		var said []string
+		var mu sync.Mutex
+		say := func(f string, a ...any) { mu.Lock(); said = append(said, fmt.Sprintf(f, a...)); mu.Unlock() }
+		joins := make(chan *peerConn, 1)
+		go accept(ln, acceptConfig{secret: "s3cret", auth: time.Second, join: time.Second, say: say}, joins, newOutputs(&console{}, 0))
+		c := ln.Dial()
+		defer c.Close()
+		writeFrame(c, frameHello, Hello{Secret: "s3cret"})
+		writeFrame(c, frameJoin, Join{Name: "late"})
+		select {
+		case p := <-joins:
+			p.conn.Close()
+		case <-time.After(time.Minute):
+			t.Fatal("no connection accepted after the errors")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(said) != 1 || !strings.Contains(said[0], "too many open files (RLIMIT_NOFILE is ") {
+			t.Errorf("said %q, want one line naming RLIMIT_NOFILE", said)
 		}
 	})
 }

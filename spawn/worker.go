@@ -104,6 +104,10 @@ func Dial(cfg *Config) (*Worker, error) {
 		time.Sleep(delay)
 	}
 	w := &Worker{conn: c, r: bufio.NewReader(c), Secret: []byte(hex.EncodeToString(secret))}
+	if err := writeFrame(c, frameHello, Hello{Secret: string(w.Secret)}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("greeting the console at %s: %w", addr, err)
+	}
 	if os.Getenv(EnvRoute) != "" {
 		if err := routeOutput(addr, w.Secret, deadline); err != nil {
 			c.Close()
@@ -205,7 +209,7 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 		idx = LauncherRank(os.Getenv) // started by srun, mpirun or mpiexec
 	}
 	name, _ := os.Hostname()
-	jn := Join{Secret: string(w.Secret), Rank: rank, Index: idx, Host: HostIdentity(cfg.HostDetect, udp.Addr()),
+	jn := Join{Rank: rank, Index: idx, Host: HostIdentity(cfg.HostDetect, udp.Addr()),
 		Name: name, PID: os.Getpid(), UDP: udp.String()}
 	if err := writeFrame(w.conn, frameJoin, jn); err != nil {
 		return fmt.Errorf("joining the console: %w", err)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -371,4 +372,42 @@ func TestExitNeverHidesOutputOrCrash(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "rank 0 ended with status 0 without calling conduit.Exit") {
 		t.Errorf("scenario 21: exit %d\nstderr:\n%s", r.code, r.stderr)
 	}
+}
+
+// TestConsoleCostPerWorker: the console waits for its local workers
+// without a thread each (pidfds in the poller), and holds the descriptors
+// per worker that the README states and the N check assumes (4 with routed
+// output: control, stdout, stderr, pidfd).
+func TestConsoleCostPerWorker(t *testing.T) {
+	const n = 64
+	cmd := exec.Command(filepath.Join(bin, "printer"), fmt.Sprint(n), "wait")
+	cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name(), "LINES=1")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	waitFor(t, func() bool { return strings.Count(out.String(), "waiting") == n })
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var threads int
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			threads, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	if threads == 0 || threads > 24 {
+		t.Errorf("the console of %d workers has %d threads, want a few, not one per worker", n, threads)
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fds) > 4*n+32 {
+		t.Errorf("the console of %d workers holds %d descriptors, more than 4 per worker and 32", n, len(fds))
+	}
+	t.Logf("console of %d workers: %d threads, %d descriptors", n, threads, len(fds))
 }
