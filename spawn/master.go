@@ -2,11 +2,11 @@ package spawn
 
 import (
 	"bufio"
-	"errors"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"

@@ -37,12 +37,12 @@ type Hello struct {
 
 // Join is the first frame a worker sends.
 type Join struct {
-	Rank   int    `json:"rank"`   // requested rank, -1 for any
-	Index  int    `json:"index"`  // spawn index when the spawner knows it, else -1
-	Host   string `json:"host"`   // host identity for grouping (GASNET_HOST_DETECT)
-	Name   string `json:"name"`   // host name, for messages
-	PID    int    `json:"pid"`
-	UDP    string `json:"udp"` // the worker's UDP address
+	Rank  int    `json:"rank"`  // requested rank, -1 for any
+	Index int    `json:"index"` // spawn index when the spawner knows it, else -1
+	Host  string `json:"host"`  // host identity for grouping (GASNET_HOST_DETECT)
+	Name  string `json:"name"`  // host name, for messages
+	PID   int    `json:"pid"`
+	UDP   string `json:"udp"` // the worker's UDP address
 }
 
 // Welcome is the console's answer once every worker has joined.
