@@ -175,6 +175,9 @@ func (l *customLaunch) PerWorker() bool        { return false }
 // mpiexec then stop their tasks), and SIGKILL after grace.
 func (l *customLaunch) Kill(grace time.Duration) { termThenKill(grace, l.signal) }
 
+// Signal delivers sig to every worker.
+func (l *customLaunch) Signal(sig syscall.Signal) { l.signal(sig) }
+
 func (l *customLaunch) signal(sig syscall.Signal) {
 	select {
 	case <-l.done:

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,16 +35,33 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 	l := &localLaunch{exits: make(chan ProcExit, spec.Count), done: make([]bool, spec.Count)}
 	host, _ := os.Hostname()
 	var wg sync.WaitGroup
+	env, secret := withoutSecret(spec.Env)
 	for i := 0; i < spec.Count; i++ {
 		cmd := exec.Command(spec.Program, spec.Args...)
 		cmd.Dir = spec.Dir
-		cmd.Env = append(append(os.Environ(), spec.Env...), "GASNET_SPAWN_INDEX="+strconv.Itoa(i))
+		cmd.Env = append(append(os.Environ(), env...), EnvIndex+"="+strconv.Itoa(i))
+		// The secret goes through a pipe the worker reads once at start
+		// (file descriptor 3), not the environment, which stays readable
+		// in /proc/PID/environ for the worker's whole life.
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			l.Kill(0)
+			return nil, fmt.Errorf("spawn L: worker %d: a pipe for its secret: %w", i, err)
+		}
+		cmd.ExtraFiles = []*os.File{pr}
+		cmd.Env = append(cmd.Env, EnvSecretFD+"=3")
 		// Output before the worker routes its own (and all of it when
 		// routing is off) goes straight to the console's.
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		cmd.SysProcAttr = childAttr()
 		cmd.WaitDelay = time.Second
-		if err := cmd.Start(); err != nil {
+		err = cmd.Start()
+		pr.Close()
+		if err == nil {
+			_, err = pw.WriteString(secret) // far below a pipe's buffer: never blocks
+		}
+		pw.Close()
+		if err != nil {
 			l.Kill(0)
 			return nil, fmt.Errorf("spawn L: starting worker %d (%s): %w", i, spec.Program, err)
 		}
@@ -64,6 +82,18 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 	}
 	go func() { wg.Wait(); close(l.exits) }()
 	return l, nil
+}
+
+// withoutSecret splits the job secret from a worker environment.
+func withoutSecret(env []string) (rest []string, secret string) {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, EnvSecret+"="); ok {
+			secret = v
+			continue
+		}
+		rest = append(rest, kv)
+	}
+	return rest, secret
 }
 
 // waitCmd waits for cmd with os/exec, which holds a thread while it
@@ -111,6 +141,9 @@ func termThenKill(grace time.Duration, signal func(syscall.Signal)) {
 	}
 	time.AfterFunc(grace, func() { signal(syscall.SIGKILL) })
 }
+
+// Signal delivers sig to every worker.
+func (l *localLaunch) Signal(sig syscall.Signal) { l.signal(sig) }
 
 func (l *localLaunch) signal(sig syscall.Signal) {
 	l.mu.Lock()

@@ -25,6 +25,9 @@ const (
 	EnvMaster = "GASNET_SPAWN_MASTER" // console address host:port
 	EnvSecret = "GASNET_SPAWN_SECRET" // job secret, hex
 	EnvIndex  = "GASNET_SPAWN_INDEX"  // spawn index, when the spawner knows it
+	// EnvSecretFD, instead of EnvSecret, names the file descriptor from
+	// which the worker reads the secret once (L).
+	EnvSecretFD = "GASNET_SPAWN_SECRET_FD"
 )
 
 // reportEvery is how often the console reports missing workers at startup.
@@ -189,7 +192,8 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 	defer outs.drain(cfg.ExitTimeout)
 
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, stopSignals...)
+	signal.Notify(sigs, forwardSignals...)
 	defer signal.Stop(sigs)
 
 	launch, err := sp.Start(spec)
@@ -436,7 +440,9 @@ func (j *job) run(joins <-chan *peerConn) int {
 			j.say("worker %d (pid %d on %s) ended before joining: %s%s", e.Index, e.PID, e.Host, e.Status, hint)
 			return j.abort(max(e.Code, 1), joined)
 		case s := <-j.sigs:
-			return j.abort(signalCode(s), joined)
+			if !j.forward(s) {
+				return j.abort(signalCode(s), joined)
+			}
 		}
 	}
 	js := make([]Join, len(joined))
@@ -510,6 +516,28 @@ func readEvents(p *peerConn, out chan<- event) {
 			return
 		}
 	}
+}
+
+// Signals at the console, as mpirun treats them: the stop signals end the
+// job (every worker gets SIGTERM, then SIGKILL after GASNET_EXIT_TIMEOUT;
+// the console exits with 128+signal; a second one kills at once); SIGQUIT
+// among them, without a goroutine dump. The forwarded ones go to every
+// worker and the job goes on.
+var (
+	stopSignals    = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+	forwardSignals = []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2}
+)
+
+// forward delivers a forwarded signal to every worker, and reports whether
+// s was one.
+func (j *job) forward(s os.Signal) bool {
+	for _, f := range forwardSignals {
+		if s == f {
+			j.launch.Signal(s.(syscall.Signal))
+			return true
+		}
+	}
+	return false
 }
 
 func signalCode(s os.Signal) int {
@@ -598,6 +626,9 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 			p.proc = &e
 			j.judge(p)
 		case s := <-j.sigs:
+			if j.forward(s) {
+				continue
+			}
 			if j.exitCode >= 0 {
 				j.launch.Kill(0) // a second signal: no more grace
 				continue

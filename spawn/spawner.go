@@ -1,6 +1,9 @@
 package spawn
 
-import "time"
+import (
+	"syscall"
+	"time"
+)
 
 // WorkerSpec says what every worker of a job runs.
 type WorkerSpec struct {
@@ -38,6 +41,9 @@ type Launch interface {
 	// Kill asks every started process to end (SIGTERM), and forces them
 	// (SIGKILL) after grace. It does not wait.
 	Kill(grace time.Duration)
+	// Signal delivers sig to every worker that still runs (under a
+	// launcher: to the launcher, which forwards it to its tasks).
+	Signal(sig syscall.Signal)
 }
 
 // Spawner starts the workers of a job: L, S or C (DESIGN.md §9). Start

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -81,9 +82,9 @@ func (w *Worker) terminate(code int) {
 // cfg.ConnectTimeout.
 func Dial(cfg *Config) (*Worker, error) {
 	addr := os.Getenv(EnvMaster)
-	secret, err := hex.DecodeString(os.Getenv(EnvSecret))
-	if err != nil || len(secret) == 0 {
-		return nil, fmt.Errorf("%s: missing or malformed job secret", EnvSecret)
+	secret, err := readSecret()
+	if err != nil {
+		return nil, err
 	}
 	deadline := time.Now().Add(cfg.ConnectTimeout)
 	var c net.Conn
@@ -125,6 +126,30 @@ func Dial(cfg *Config) (*Worker, error) {
 		w.LocalIP = ip
 	}
 	return w, nil
+}
+
+// readSecret returns the job secret: from the descriptor EnvSecretFD
+// names, read once and closed, or else from EnvSecret.
+func readSecret() ([]byte, error) {
+	text := os.Getenv(EnvSecret)
+	if v := os.Getenv(EnvSecretFD); v != "" {
+		fd, err := strconv.Atoi(v)
+		if err != nil || fd < 3 {
+			return nil, fmt.Errorf("%s=%q: accepted: a file descriptor >= 3", EnvSecretFD, v)
+		}
+		f := os.NewFile(uintptr(fd), "secret")
+		b, err := io.ReadAll(io.LimitReader(f, 256))
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading the job secret from file descriptor %d: %w", fd, err)
+		}
+		text = string(b)
+	}
+	secret, err := hex.DecodeString(text)
+	if err != nil || len(secret) == 0 {
+		return nil, fmt.Errorf("%s: missing or malformed job secret", EnvSecret)
+	}
+	return secret, nil
 }
 
 // addrOnSubnet returns this host's address in the subnet s (CIDR, or an
@@ -229,7 +254,7 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 	for k, v := range w.Env {
 		os.Setenv(k, v)
 	}
-	for _, k := range []string{EnvMaster, EnvSecret, EnvIndex, EnvRoute} {
+	for _, k := range []string{EnvMaster, EnvSecret, EnvSecretFD, EnvIndex, EnvRoute} {
 		os.Unsetenv(k) // children of this worker are not workers
 	}
 	go w.readLoop()

@@ -285,11 +285,17 @@ func TestSignalsStopTheJob(t *testing.T) {
 	for _, tc := range []struct {
 		sig  syscall.Signal
 		want int
-	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}, {syscall.SIGHUP, 129}, {syscall.SIGQUIT, 131},
+		{syscall.SIGUSR1, -1}} { // forwarded to every worker: the job goes on
 		t.Run(tc.sig.String(), func(t *testing.T) {
 			marker := t.Name()
 			cmd, out := startWaitingJob(t, marker)
 			cmd.Process.Signal(tc.sig)
+			if tc.want < 0 {
+				waitFor(t, func() bool { return strings.Count(out.String(), "got SIGUSR1") == 4 })
+				cmd.Process.Signal(syscall.SIGTERM)
+				tc.want = 143
+			}
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
 			select {
@@ -300,6 +306,9 @@ func TestSignalsStopTheJob(t *testing.T) {
 			}
 			if got := cmd.ProcessState.ExitCode(); got != tc.want {
 				t.Errorf("exit %d, want %d\n%s", got, tc.want, out.String())
+			}
+			if strings.Contains(out.String(), "goroutine 1 [") {
+				t.Errorf("a goroutine dump:\n%s", out.String())
 			}
 			checkNoSurvivors(t, marker, 3*time.Second)
 		})
@@ -410,4 +419,33 @@ func TestConsoleCostPerWorker(t *testing.T) {
 		t.Errorf("the console of %d workers holds %d descriptors, more than 4 per worker and 32", n, len(fds))
 	}
 	t.Logf("console of %d workers: %d threads, %d descriptors", n, threads, len(fds))
+}
+
+// TestSecretOutOfLocalWorkersEnvironment: under L, the job secret is in no
+// process's environment (/proc/PID/environ lasts a process's life) nor on
+// any command line; the workers read it from a pipe and closed it.
+func TestSecretOutOfLocalWorkersEnvironment(t *testing.T) {
+	marker := t.Name()
+	cmd, _ := startWaitingJob(t, marker, "GASNET_SPAWNFN=L")
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	workers := 0
+	for _, p := range procs {
+		env, err := os.ReadFile(p + "/environ")
+		if err != nil || !bytes.Contains(env, []byte("UDPCONDUIT_TEST_MARKER="+marker+"\x00")) {
+			continue
+		}
+		if bytes.Contains(env, []byte("GASNET_SPAWN_SECRET=")) {
+			t.Errorf("pid %s has the job secret in its environment", filepath.Base(p))
+		}
+		if bytes.Contains(env, []byte("GASNET_SPAWN_SECRET_FD=3")) {
+			workers++
+			if target, err := os.Readlink(p + "/fd/3"); err == nil && strings.HasPrefix(target, "pipe:") {
+				t.Errorf("worker %s keeps the secret's pipe open as fd 3", filepath.Base(p))
+			}
+		}
+	}
+	if workers != 4 {
+		t.Errorf("found %d workers with GASNET_SPAWN_SECRET_FD, want 4", workers)
+	}
 }

@@ -6,9 +6,11 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"udpconduit/conduit"
 )
@@ -32,6 +34,12 @@ func main() {
 	wg.Wait()
 	conduit.Barrier()
 	if len(os.Args) > 1 && os.Args[1] == "wait" {
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		go func() {
+			<-usr1
+			fmt.Printf("rank %d got SIGUSR1\n", r)
+		}()
 		fmt.Println("waiting")
 		conduit.WaitUntil(func() bool { return false })
 	}
