@@ -172,17 +172,12 @@ func initOnce() {
 	if err := ep.SetPeers(addrs); err != nil {
 		fatal("%v", err)
 	}
-	var hostRank []int
-	for r, h := range w.Hosts {
-		if h == w.Hosts[w.Rank] {
-			hostRank = append(hostRank, r)
-		}
-	}
-	j := newJob(ep, w, w.Rank, w.Size, hostRank, cfg.ExitTimeout)
+	j := newJob(ep, w, w.Rank, w.Size, cfg.ExitTimeout)
 	w.OnEvent(ep.Wake)
 	if err := j.relayTable(w); err != nil {
 		fatal("rank %d: %v", w.Rank, err)
 	}
+	j.setHosts(w.Hosts)
 	std.job = j
 	if cfg.RcvThread {
 		go progress(ep)

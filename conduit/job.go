@@ -21,7 +21,9 @@ type Job struct {
 	ctl         control
 	rank, size  int
 	hostRank    []int
+	hosts       []string // host of every rank (for messages); nil in tests
 	exitTimeout time.Duration
+	aborting    atomic.Bool // the default handler 0 has spoken
 
 	rma   rma
 	table tableIn
@@ -49,6 +51,8 @@ type control interface {
 	ExitNow()
 	// Exit reports code as the job's and ends the rank.
 	Exit(code int, grace time.Duration)
+	// Abort is Exit with the reason, which the console reports.
+	Abort(code int, why string, grace time.Duration)
 	BarrierNotify() error
 	BarriersDone() uint64
 	GatherSend(part []byte) error
@@ -57,18 +61,52 @@ type control interface {
 
 // newJob makes the Job of rank over ep, registering the library's handlers
 // and the default handler 0.
-func newJob(ep *amudp.Endpoint, ctl control, rank, size int, hostRank []int, exitTimeout time.Duration) *Job {
-	j := &Job{ep: ep, ctl: ctl, rank: rank, size: size, hostRank: hostRank, exitTimeout: exitTimeout}
+func newJob(ep *amudp.Endpoint, ctl control, rank, size int, exitTimeout time.Duration) *Job {
+	j := &Job{ep: ep, ctl: ctl, rank: rank, size: size, hostRank: []int{rank}, exitTimeout: exitTimeout}
 	ep.SetReturnedHandler(j.defaultReturned)
 	j.registerCore()
 	return j
 }
 
+// setHosts records every rank's host, once the table is complete: for
+// HostRanks and the abort message.
+func (j *Job) setHosts(hosts []string) {
+	j.hosts = hosts
+	j.hostRank = j.hostRank[:0]
+	for r, h := range hosts {
+		if h == hosts[j.rank] {
+			j.hostRank = append(j.hostRank, r)
+		}
+	}
+}
+
 // defaultReturned is handler 0's default: abort the job naming the
 // unreachable rank and its address (DESIGN.md §5).
+// It speaks once per rank however many requests come back: the first
+// aborts the job, and the console gives the job's one summary line.
 func (j *Job) defaultReturned(r Returned) {
-	fmt.Fprintf(os.Stderr, "%s: rank %d: %v; aborting the job\n", progName(), j.rank, r)
-	go j.ctl.Exit(1, j.exitTimeout) // not on the polling goroutine's stack
+	if j.aborting.Swap(true) {
+		return
+	}
+	why := j.describe(r)
+	fmt.Fprintf(os.Stderr, "%s: rank %d: %s; aborting the job\n", progName(), j.rank, why)
+	go j.ctl.Abort(1, why, j.exitTimeout) // not on the polling goroutine's stack
+}
+
+// describe says what a returned message means, naming the rank and host
+// that did not take it.
+func (j *Job) describe(r Returned) string {
+	host := ""
+	if r.Dest >= 0 && r.Dest < len(j.hosts) {
+		host = " on " + j.hosts[r.Dest]
+	}
+	switch {
+	case r.Incoming:
+		return fmt.Sprintf("a %s from rank %d%s (%v) cannot run here: %s (handler %d)", r.Kind, r.Dest, host, r.Addr, r.Reason, r.Handler)
+	case r.Reason == amudp.ReasonTimeout || r.Reason == amudp.ReasonClosed:
+		return fmt.Sprintf("rank %d%s (%v) is unreachable: a %s to it (handler %d) is undeliverable: %s", r.Dest, host, r.Addr, r.Kind, r.Handler, r.Reason)
+	}
+	return fmt.Sprintf("rank %d%s (%v) refused a %s (handler %d): %s", r.Dest, host, r.Addr, r.Kind, r.Handler, r.Reason)
 }
 
 // enter starts every call of the API. It is where a rank that the console

@@ -68,6 +68,8 @@ func (r memRank) ExitNow() {
 	runtime.Goexit()
 }
 
+func (r memRank) Abort(code int, _ string, grace time.Duration) { r.Exit(code, grace) }
+
 func (r memRank) Exit(code int, _ time.Duration) {
 	c := r.c
 	c.mu.Lock()
@@ -195,7 +197,7 @@ func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (
 		}
 		addrs[i] = conn.LocalAddr()
 		c.eps = append(c.eps, ep)
-		jobs[i] = newJob(ep, memRank{c, i}, i, n, []int{i}, time.Second)
+		jobs[i] = newJob(ep, memRank{c, i}, i, n, time.Second)
 	}
 	for _, ep := range c.eps {
 		if err := ep.SetPeers(addrs); err != nil {

@@ -130,6 +130,7 @@ type peerConn struct {
 	gone     bool // under a launcher: its connection ended without Exit
 	proc     *ProcExit
 	judged   bool
+	heard    time.Time // the last frame from it (see checkLive)
 }
 
 // who names a rank for messages.
@@ -310,6 +311,38 @@ type job struct {
 	returnTimer <-chan time.Time
 	killTimer   <-chan time.Time
 	coll        collectives
+	lastLive    time.Time // the last liveness check
+}
+
+// checkLive aborts the job when a rank that still runs has not been heard
+// from for GASNET_LIVENESS_TIMEOUT (its process stopped, its host hung or
+// cut off), and pings the others. A console that was itself stopped or
+// starved (the ticks came late) first forgives the time it was away.
+func (j *job) checkLive(now time.Time) {
+	if now.Sub(j.lastLive) > j.cfg.Liveness/2 {
+		for _, p := range j.peers {
+			p.heard = now
+		}
+	}
+	j.lastLive = now
+	if j.exitCode >= 0 {
+		return
+	}
+	ping, _ := encodeFrame(framePing, struct{}{})
+	for _, p := range j.peers {
+		if p.proc != nil || p.exited || p.closed {
+			continue
+		}
+		if d := now.Sub(p.heard); d >= j.cfg.Liveness {
+			j.say("%s has not answered the console for %v (GASNET_LIVENESS_TIMEOUT=%v): its process is stopped or its host is unreachable; aborting the job",
+				p.who(), d.Round(time.Millisecond), j.cfg.Liveness)
+			j.abnormal = max(j.abnormal, 1)
+			j.end(1)
+			j.kill()
+			return
+		}
+		p.out.sendFrame(ping)
+	}
 }
 
 // collectives tracks which collective each rank is in, for the hang report
@@ -561,12 +594,26 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 		defer hang.Stop()
 		hangC = hang.C
 	}
+	var liveC <-chan time.Time
+	if j.cfg.Liveness > 0 {
+		live := time.NewTicker(j.cfg.Liveness / 4)
+		defer live.Stop()
+		liveC = live.C
+		now := time.Now()
+		for _, p := range j.peers {
+			p.heard = now
+		}
+		j.lastLive = now
+	}
 	for exits != nil {
 		select {
 		case now := <-hangC:
 			j.checkHang(now)
+		case now := <-liveC:
+			j.checkLive(now)
 		case ev := <-events:
 			p := j.peers[ev.rank]
+			p.heard = time.Now()
 			if ev.err != nil {
 				p.closed = true
 				j.judge(p)
@@ -595,9 +642,12 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				c := exitCode(ev.body)
 				p.exited, p.exitCode = true, c.Code
 				if j.exitCode < 0 {
+					if c.Why != "" {
+						j.say("rank %d on %s aborted the job (code %d): %s", p.rank, p.join.Name, c.Code, c.Why)
+					}
 					j.end(c.Code)
 				} else {
-					p.out.send(frameTerminate, Code{j.exitCode})
+					p.out.send(frameTerminate, Code{Code: j.exitCode})
 				}
 			}
 		case e, ok := <-exits:
@@ -823,7 +873,7 @@ func (j *job) failed(p *peerConn, what string, code int) {
 // sets the timer after which stragglers are killed.
 func (j *job) end(code int) {
 	j.exitCode = code
-	j.broadcast(frameTerminate, Code{code})
+	j.broadcast(frameTerminate, Code{Code: code})
 	j.killTimer = time.After(j.cfg.ExitTimeout)
 }
 
@@ -842,7 +892,7 @@ func (j *job) broadcast(typ byte, v any) {
 // abort ends a job that never started serving.
 func (j *job) abort(code int, joined []*peerConn) int {
 	for _, p := range joined {
-		writeFrame(p.conn, frameTerminate, Code{code})
+		writeFrame(p.conn, frameTerminate, Code{Code: code})
 		p.conn.Close()
 	}
 	j.launch.Kill(j.cfg.ExitTimeout)

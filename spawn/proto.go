@@ -20,6 +20,8 @@ const (
 	frameTerminate byte = 6 // console → worker: exit now with the code in the body
 	frameOutput    byte = 7 // worker → console, first frame of a routed output stream: Output
 	frameHello     byte = 8 // worker → console, first frame of a control connection: Hello
+	framePing      byte = 9 // console → worker: answer with framePong (liveness)
+	framePong      byte = 10
 	maxFrame            = 64 << 20
 	// maxFirstFrame bounds the first frame of a connection, read before the
 	// secret is checked, and maxJoinFrame the Join that follows a Hello: a
@@ -66,6 +68,9 @@ type Gather struct {
 // Code is the body of exit and terminate frames.
 type Code struct {
 	Code int `json:"code"`
+	// Why is, in an Exit frame, the reason a rank aborts the job (the
+	// console reports it); empty for a plain Exit.
+	Why string `json:"why,omitempty"`
 }
 
 func writeFrame(w io.Writer, typ byte, v any) error {

@@ -350,6 +350,11 @@ func (w *Worker) readLoop() {
 			var c Code
 			json.Unmarshal(body, &c)
 			w.terminate(c.Code)
+		case framePing:
+			// Answered here, not by the program's goroutines: a rank that
+			// computes without calling the library is alive; only one
+			// whose process is stopped or whose host is gone is not.
+			w.send(framePong, struct{}{})
 		}
 	}
 }
@@ -381,10 +386,14 @@ func (w *Worker) GathersDone() (uint64, [][]byte) {
 
 // Exit reports code to the console, which ends the job with the first code
 // reported; it waits briefly for the console's word, then exits the process.
-func (w *Worker) Exit(code int, grace time.Duration) {
+func (w *Worker) Exit(code int, grace time.Duration) { w.Abort(code, "", grace) }
+
+// Abort is Exit with the reason this rank ends the job, which the console
+// reports in its summary line.
+func (w *Worker) Abort(code int, why string, grace time.Duration) {
 	w.exiting.Store(true)
 	os.Stdout.Sync()
-	if w.send(frameExit, Code{code}) == nil {
+	if w.send(frameExit, Code{Code: code, Why: why}) == nil {
 		time.Sleep(grace) // the console's Terminate normally ends us first
 	}
 	os.Exit(code)

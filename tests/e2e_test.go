@@ -449,3 +449,131 @@ func TestSecretOutOfLocalWorkersEnvironment(t *testing.T) {
 		t.Errorf("found %d workers with GASNET_SPAWN_SECRET_FD, want 4", workers)
 	}
 }
+
+// TestHostRanks: every rank of a local job, not only rank 0, knows that
+// all ranks share its host.
+func TestHostRanks(t *testing.T) {
+	r := run(t, t.Name(), []string{"GASNET_SPAWNFN=L", "HOSTRANKS=1", "LINES=0"}, "printer", "4")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	for rank := range 4 {
+		if want := fmt.Sprintf("rank %d shares its host with [0 1 2 3]\n", rank); !strings.Contains(r.stdout, want) {
+			t.Errorf("missing %q in\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestStoppedRank: a rank stopped (SIGSTOP) while the others wait for it in
+// a barrier ends the job after GASNET_LIVENESS_TIMEOUT with one line naming
+// it, its pid and host, and no process of the job left; stopped for less
+// than that and continued, the job completes.
+func TestStoppedRank(t *testing.T) {
+	host, _ := os.Hostname()
+	start := func(t *testing.T) (*exec.Cmd, *syncBuffer, int) {
+		cmd := exec.Command(filepath.Join(bin, "printer"), "4", "late")
+		cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name(), "LINES=0", "GASNET_LIVENESS_TIMEOUT=2s")
+		out := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		waitFor(t, func() bool { return strings.Count(out.String(), "ready rank") == 4 })
+		var pid int
+		for _, l := range strings.Split(out.String(), "\n") {
+			fmt.Sscanf(l, "ready rank 3 pid %d", &pid)
+		}
+		if pid == 0 {
+			t.Fatalf("no pid for rank 3 in\n%s", out.String())
+		}
+		return cmd, out, pid
+	}
+	wait := func(t *testing.T, cmd *exec.Cmd, within time.Duration) {
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(within):
+			t.Fatalf("the job did not end within %v", within)
+		}
+	}
+	t.Run("stays stopped", func(t *testing.T) {
+		cmd, out, pid := start(t)
+		syscall.Kill(pid, syscall.SIGSTOP)
+		stopped := time.Now()
+		wait(t, cmd, 10*time.Second)
+		el := time.Since(stopped)
+		if code := cmd.ProcessState.ExitCode(); code != 1 {
+			t.Errorf("exit %d, want 1\n%s", code, out.String())
+		}
+		want := fmt.Sprintf("rank 3 (pid %d on %s) has not answered the console for ", pid, host)
+		if n := strings.Count(out.String(), want); n != 1 {
+			t.Errorf("%d lines %q, want 1:\n%s", n, want, out.String())
+		}
+		if el < 2*time.Second || el > 6*time.Second {
+			t.Errorf("the job ended %v after the stop, want 2-6 s", el)
+		}
+		t.Logf("SIGSTOP to the console's exit: %v", el.Round(time.Millisecond))
+		checkNoSurvivors(t, t.Name(), 2*time.Second)
+	})
+	t.Run("continued in time", func(t *testing.T) {
+		cmd, out, pid := start(t)
+		syscall.Kill(pid, syscall.SIGSTOP)
+		time.Sleep(time.Second)
+		syscall.Kill(pid, syscall.SIGCONT)
+		time.Sleep(2 * time.Second) // past the timeout, counted from the stop
+		syscall.Kill(pid, syscall.SIGUSR2)
+		wait(t, cmd, 10*time.Second)
+		if code := cmd.ProcessState.ExitCode(); code != 0 || strings.Count(out.String(), "done rank") != 4 {
+			t.Errorf("exit %d, want 0 and 4 ranks done:\n%s", code, out.String())
+		}
+	})
+}
+
+// TestUnreachableRankOneLineEach: when a rank stops answering datagrams
+// while the others send to it, each of them says so in one line naming the
+// rank and host, however many requests come back, and the console adds
+// one summary line.
+func TestUnreachableRankOneLineEach(t *testing.T) {
+	host, _ := os.Hostname()
+	cmd := exec.Command(filepath.Join(bin, "printer"), "4", "flood")
+	cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name(), "LINES=0", "GASNET_LIVENESS_TIMEOUT=0",
+		"GASNET_REQUESTTIMEOUT_INITIAL=1000", "GASNET_REQUESTTIMEOUT_MAX=20000")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFor(t, func() bool { return strings.Count(out.String(), "ready rank") == 4 })
+	var pid int
+	for _, l := range strings.Split(out.String(), "\n") {
+		fmt.Sscanf(l, "ready rank 3 pid %d", &pid)
+	}
+	syscall.Kill(pid, syscall.SIGSTOP)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the job did not end:\n%s", out.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	s := out.String()
+	for r := range 3 {
+		line := fmt.Sprintf("printer: rank %d: rank 3 on %s (", r, host)
+		if n := strings.Count(s, line); n > 1 {
+			t.Errorf("rank %d said %d times that rank 3 is unreachable", r, n)
+		}
+	}
+	if n := strings.Count(s, "is unreachable"); n < 2 || n > 4 { // the ranks' lines and the summary
+		t.Errorf("%d lines about the unreachable rank:\n%s", n, s)
+	}
+	if n := strings.Count(s, " aborted the job (code 1): rank 3 on "+host); n != 1 {
+		t.Errorf("%d summary lines from the console, want 1:\n%s", n, s)
+	}
+	checkNoSurvivors(t, t.Name(), 3*time.Second)
+}

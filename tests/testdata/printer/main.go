@@ -1,6 +1,9 @@
 // Command printer is a test job: every rank prints LINES long lines from 4
 // goroutines at once (to check that routed lines never tear), then either
-// exits 0 or, with the argument "wait", waits forever in the network.
+// exits 0 or, with the argument "wait", waits forever in the network. With
+// HOSTRANKS set, each rank first prints the ranks on its host. With "late",
+// the last rank enters a final barrier only on SIGUSR2 (see lateBarrier);
+// with "flood", the others send it requests forever (see flood).
 package main
 
 import (
@@ -11,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"udpconduit/conduit"
 )
@@ -19,6 +23,9 @@ func main() {
 	conduit.Init()
 	lines, _ := strconv.Atoi(os.Getenv("LINES"))
 	r := conduit.Rank()
+	if os.Getenv("HOSTRANKS") != "" {
+		fmt.Printf("rank %d shares its host with %v\n", r, conduit.HostRanks())
+	}
 	putGetRing(r)
 	pad := strings.Repeat("x", 300)
 	var wg sync.WaitGroup
@@ -33,6 +40,12 @@ func main() {
 	}
 	wg.Wait()
 	conduit.Barrier()
+	if len(os.Args) > 1 && os.Args[1] == "late" {
+		lateBarrier(r)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "flood" {
+		flood(r)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "wait" {
 		usr1 := make(chan os.Signal, 1)
 		signal.Notify(usr1, syscall.SIGUSR1)
@@ -46,12 +59,45 @@ func main() {
 	conduit.Exit(0)
 }
 
+// hNop is a request handler that does nothing.
+const hNop = 200
+
+// flood: every rank says it is ready, with its pid; the last rank polls
+// forever, the others send it requests until the job ends.
+func flood(r int) {
+	fmt.Printf("ready rank %d pid %d\n", r, os.Getpid())
+	last := conduit.Size() - 1
+	for {
+		if r == last {
+			conduit.Poll()
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		conduit.RequestShort(last, hNop)
+	}
+}
+
+// lateBarrier: every rank says it is ready, with its pid; the last rank
+// enters the barrier only once it gets SIGUSR2, the others at once; all
+// then say done.
+func lateBarrier(r int) {
+	go2 := make(chan os.Signal, 1)
+	signal.Notify(go2, syscall.SIGUSR2)
+	fmt.Printf("ready rank %d pid %d\n", r, os.Getpid())
+	if r == conduit.Size()-1 {
+		<-go2
+	}
+	conduit.Barrier()
+	fmt.Printf("done rank %d\n", r)
+	conduit.Exit(0)
+}
+
 // putGetRing writes a 150000-byte pattern (three Long chunks) into the next
 // rank's segment, reads the previous rank's back (three Medium chunks) and
 // exits 3 on any wrong byte.
 func putGetRing(r int) {
 	const size = 150000
-	seg, err := conduit.Attach(nil, size)
+	seg, err := conduit.Attach([]conduit.HandlerEntry{{Index: hNop, Fn: func(*conduit.Token, []uint32, []byte) {}}}, size)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		conduit.Exit(3)
