@@ -68,9 +68,10 @@ func (e *Endpoint) sendAcks(p *peerState) {
 		pay = wire.AppendAckPair(pay, uint16(a>>16), uint16(a))
 	}
 	e.apay = pay
-	m := wire.Message{Header: wire.Header{Kind: KindAutoReply, Tag: p.tag, Src: uint32(e.rank),
+	m := wire.Message{Header: wire.Header{Kind: KindAutoReply, Src: uint32(e.rank),
 		Slot: uint16(p.acks[0] >> 16), Seq: uint16(p.acks[0])}, Payload: pay}
 	e.abuf, _ = m.Append(e.abuf[:0])
+	e.key.Seal(e.abuf, uint32(p.rank), e.authPay)
 	p.acks, p.ackNow = p.acks[:0], false
 	e.stats.sent.Add(1)
 	_ = e.tr.Send(e.abuf, p.addr)

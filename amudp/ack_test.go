@@ -87,14 +87,13 @@ func TestAutoRepliesShareADatagram(t *testing.T) {
 	e, raw := wireJob(t, Config{})
 	ran := 0
 	e.Register(130, func(*Token, []uint32, []byte) { ran++ })
-	tag := Tag([]byte("wire secret"), 0)
 	send := func(slot, seq uint16, flags uint8) {
-		m := wire.Message{Header: wire.Header{Kind: KindShortRequest, Flags: flags, Handler: 130, Tag: tag, Src: 1, Slot: slot, Seq: seq}}
+		m := wire.Message{Header: wire.Header{Kind: KindShortRequest, Flags: flags, Handler: 130, Src: 1, Slot: slot, Seq: seq}}
 		b, err := m.Append(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw.Send(b, e.LocalAddr())
+		raw.Send(sealed("wire secret", 0, b), e.LocalAddr())
 	}
 	send(0, 1, 0)
 	send(1, 1, 0)

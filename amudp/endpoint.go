@@ -1,8 +1,6 @@
 package amudp
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"net"
@@ -19,9 +17,12 @@ import (
 type Config struct {
 	// Rank is this endpoint's rank.
 	Rank int
-	// Secret is the job secret; the tag of every datagram is derived from it
-	// and the destination rank, and other datagrams are dropped.
+	// Secret is the job secret: every datagram carries a MAC keyed by it
+	// (wire.Key), and one whose MAC does not verify is dropped.
 	Secret []byte
+	// AuthPayload extends the MAC over payloads (GASNET_AUTH_PAYLOAD);
+	// headers, arguments and acknowledgements are always covered.
+	AuthPayload bool
 	// NetworkDepth is the number of outstanding requests per peer
 	// (GASNET_NETWORKDEPTH, default 128, 1..1024).
 	NetworkDepth int
@@ -50,18 +51,6 @@ type Config struct {
 	Polite bool
 }
 
-// Tag returns the 64-bit tag that datagrams to rank carry in a job with the
-// given secret.
-func Tag(secret []byte, rank int) uint64 {
-	h := sha256.New()
-	h.Write(secret)
-	var r [4]byte
-	binary.LittleEndian.PutUint32(r[:], uint32(rank))
-	h.Write(r[:])
-	var sum [sha256.Size]byte
-	return binary.LittleEndian.Uint64(h.Sum(sum[:0]))
-}
-
 // reqSlot is one credit instance at the requester.
 type reqSlot struct {
 	seq       uint16
@@ -87,7 +76,6 @@ type rxSlot struct {
 type peerState struct {
 	rank  int
 	addr  netip.AddrPort
-	tag   uint64 // tag of datagrams to this peer
 	rtt   retransmit.RTT
 	heard retransmit.Time // when a datagram from the peer last arrived (0: never)
 	pool  slotPool
@@ -113,8 +101,8 @@ type slotRef struct {
 type Endpoint struct {
 	tr       Transport
 	rank     int
-	myTag    uint64
-	secret   []byte
+	key      wire.Key
+	authPay  bool
 	depth    int
 	spin     time.Duration
 	polite   bool
@@ -202,13 +190,13 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 		cfg.SocketBufferMax = DefaultSocketBufferMax
 	}
 	e := &Endpoint{
-		tr: tr, rank: cfg.Rank, secret: append([]byte(nil), cfg.Secret...),
+		tr: tr, rank: cfg.Rank,
 		depth: cfg.NetworkDepth, spin: cfg.Spin, polite: cfg.Polite, reserved: cfg.Reserved, rcfg: cfg.Retransmit, origin: time.Now(),
 		bufMax:  cfg.SocketBufferMax,
 		tracker: retransmit.NewTracker(cfg.Retransmit),
 		rbuf:    make([]byte, MaxDatagram+1),
 	}
-	e.myTag = Tag(e.secret, e.rank)
+	e.key, e.authPay = wire.NewKey(cfg.Secret), cfg.AuthPayload
 	if rcv, _, err := tr.SetBuffers(0); err == nil {
 		e.window = windowFor(rcv)
 	}
@@ -311,7 +299,7 @@ func (e *Endpoint) Segment() []byte {
 func (e *Endpoint) peerLocked(rank int) *peerState {
 	p := e.peers[rank]
 	if p == nil {
-		p = &peerState{rank: rank, addr: e.addrs[rank], tag: Tag(e.secret, rank),
+		p = &peerState{rank: rank, addr: e.addrs[rank],
 			pool: newSlotPool(e.depth), slots: make([]reqSlot, e.depth), rx: make([]rxSlot, e.depth)}
 		e.peers[rank] = p
 	}

@@ -360,27 +360,28 @@ func TestGarbageDatagramsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	good := wire.Message{Header: wire.Header{Kind: KindShortRequest, Handler: 130, Tag: Tag([]byte("test secret"), 1), Src: 0, Slot: 0, Seq: 1}}
+	good := wire.Message{Header: wire.Header{Kind: KindShortRequest, Handler: 130, Src: 0, Slot: 0, Seq: 1}}
 	enc := func(m wire.Message) []byte {
 		b, err := m.Append(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return b
+		return sealed("test secret", 1, b)
 	}
-	wrongTag, unknownRank, badSlot, forgedSource := good, good, good, good
-	wrongTag.Tag++
+	wrongTag := enc(good)
+	wrongTag[4]++
+	unknownRank, badSlot, forgedSource := good, good, good
 	unknownRank.Src = 9
 	badSlot.Slot = 4
 	forgedSource.Src = 0 // right tag and rank, but from another address
-	for _, b := range [][]byte{{1, 2, 3}, enc(good)[:20], enc(wrongTag), enc(unknownRank), enc(badSlot), enc(forgedSource)} {
+	for _, b := range [][]byte{{1, 2, 3}, enc(good)[:20], wrongTag, enc(unknownRank), enc(badSlot), enc(forgedSource)} {
 		if _, err := c.Write(b); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitFor(t, eps[0], "drops counted", func() bool {
 		s := eps[1].Stats()
-		return s.BadDatagrams == 2 && s.BadTag == 1 && s.BadSource == 2 && s.BadSlot == 1
+		return s.BadDatagrams == 2 && s.BadMAC == 1 && s.BadSource == 2 && s.BadSlot == 1
 	})
 	if ran.Load() != 0 {
 		t.Errorf("a forged datagram ran a handler")
@@ -527,4 +528,11 @@ func TestReturnedSaysWhoDidWhat(t *testing.T) {
 			t.Errorf("got  %q\nwant %q", got, tc.want)
 		}
 	}
+}
+
+// sealed writes the MAC of datagram b to rank dest in a job with secret.
+func sealed(secret string, dest int, b []byte) []byte {
+	k := wire.NewKey([]byte(secret))
+	k.Seal(b, uint32(dest), false)
+	return b
 }

@@ -38,12 +38,17 @@ func intoSegment(seg, payload []byte, off uint64) ([]byte, Reason) {
 
 func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort) {
 	m := &e.msg
-	if len(b) > MaxDatagram || wire.Decode(b, m) != nil {
+	if len(b) > MaxDatagram || len(b) < wire.HeaderLen {
 		e.stats.badDatagrams.Add(1)
 		return
 	}
-	if m.Tag != e.myTag {
-		e.stats.badTag.Add(1)
+	// Nothing in a datagram is believed before its MAC verifies.
+	if !e.key.Verify(b, uint32(e.rank), e.authPay) {
+		e.stats.badMAC.Add(1)
+		return
+	}
+	if wire.Decode(b, m) != nil {
+		e.stats.badDatagrams.Add(1)
 		return
 	}
 	if int(m.Slot) >= e.depth {
@@ -98,7 +103,7 @@ func (e *Endpoint) handleRequest(m *wire.Message, src int) {
 
 	payload, reason := e.handlerView(h, m, seg)
 	if reason != ReasonNone {
-		ret := wire.Message{Header: wire.Header{Kind: KindReturned, Handler: m.Handler, NArgs: 1, Tag: p.tag,
+		ret := wire.Message{Header: wire.Header{Kind: KindReturned, Handler: m.Handler, NArgs: 1,
 			Src: uint32(e.rank), Slot: m.Slot, Seq: m.Seq}}
 		ret.Args[0] = uint32(reason)
 		_ = e.sendReply(p, m.Slot, &ret)
@@ -111,8 +116,8 @@ func (e *Endpoint) handleRequest(m *wire.Message, src int) {
 	if !t.replied {
 		// Store the automatic reply for a retransmitted request, but send
 		// it with the others of this pass (DESIGN.md §5: still the reply).
-		auto := wire.Message{Header: wire.Header{Kind: KindAutoReply, Tag: p.tag, Src: uint32(e.rank), Slot: m.Slot, Seq: m.Seq}}
-		_ = storeReply(r, &auto)
+		auto := wire.Message{Header: wire.Header{Kind: KindAutoReply, Src: uint32(e.rank), Slot: m.Slot, Seq: m.Seq}}
+		_ = e.storeReply(p, m.Slot, &auto)
 		e.queueAck(p, m.Slot, m.Seq, m.Flags&wire.FlagAckNow != 0)
 	}
 }

@@ -61,7 +61,7 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 		return e.runLocal(false, cat, handler, payload, off, args)
 	}
 	m := wire.Message{Header: wire.Header{Kind: wire.ReplyKind(cat), Handler: uint8(handler), NArgs: uint8(len(args)),
-		Tag: t.peer.tag, Src: uint32(e.rank), Slot: t.slot, Seq: t.seq, Offset: off}, Payload: payload}
+		Src: uint32(e.rank), Slot: t.slot, Seq: t.seq, Offset: off}, Payload: payload}
 	copy(m.Args[:], args)
 	t.replied = true
 	return e.sendReply(t.peer, t.slot, &m)
@@ -69,19 +69,22 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 
 // sendReply stores m as the slot's reply and sends it. Poller only.
 func (e *Endpoint) sendReply(p *peerState, slot uint16, m *wire.Message) error {
-	if err := storeReply(&p.rx[slot], m); err != nil {
+	if err := e.storeReply(p, slot, m); err != nil {
 		return err
 	}
 	e.stats.sent.Add(1)
 	return e.tr.Send(p.rx[slot].reply, p.addr)
 }
 
-// storeReply encodes m as the reply re-sent for a retransmitted request.
-func storeReply(r *rxSlot, m *wire.Message) error {
+// storeReply encodes and seals m as the reply of p's request in slot,
+// re-sent for a retransmitted request.
+func (e *Endpoint) storeReply(p *peerState, slot uint16, m *wire.Message) error {
+	r := &p.rx[slot]
 	var err error
 	if r.reply, err = m.Append(r.reply[:0]); err != nil {
 		return err
 	}
+	e.key.Seal(r.reply, uint32(p.rank), e.authPay)
 	r.replied = true
 	return nil
 }

@@ -113,7 +113,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	s.size = size
 	s.seq++
 	m := wire.Message{Header: wire.Header{Kind: wire.RequestKind(cat), Handler: uint8(handler), NArgs: uint8(len(args)),
-		Tag: p.tag, Src: uint32(e.rank), Slot: slot, Seq: s.seq, Offset: off}, Payload: payload}
+		Src: uint32(e.rank), Slot: slot, Seq: s.seq, Offset: off}, Payload: payload}
 	// Ask for the automatic reply at once when this is the only request in
 	// flight to p (a lone request, as in a ping-pong) or when it uses up p's
 	// credit (this sender is about to wait for replies). Otherwise the
@@ -128,6 +128,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		e.mu.Unlock()
 		return err
 	}
+	e.key.Seal(s.buf, uint32(p.rank), e.authPay)
 	s.inflight, s.freeLater, s.sending = true, false, 1
 	s.kind, s.handler = m.Kind, m.Handler
 	s.h = e.tracker.Add(e.now(), p.rtt.Timeout(e.rcfg))

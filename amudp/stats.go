@@ -4,18 +4,22 @@ import (
 	"sync/atomic"
 )
 
-// Stats counts what an endpoint dropped or repeated.
+// Stats counts what an endpoint dropped or repeated. Drops by reason:
+// BadDatagrams could not be decoded (too short, malformed), BadMAC failed
+// authentication (forged, corrupted, another job's, meant for another
+// rank), BadSource came from an address that is not the claimed rank's, or
+// an unknown rank; BadSlot named a credit slot beyond the network depth.
 type Stats struct {
 	Sent, Received, Retransmits, ReplyResends uint64
 	DupRequests, DupReplies, Stale            uint64
-	BadDatagrams, BadTag, BadSource, BadSlot  uint64
+	BadDatagrams, BadMAC, BadSource, BadSlot  uint64
 	Returned                                  uint64
 }
 
 type statCounters struct {
 	sent, received, retransmits, replyResends atomic.Uint64
 	dupRequests, dupReplies, stale            atomic.Uint64
-	badDatagrams, badTag, badSource, badSlot  atomic.Uint64
+	badDatagrams, badMAC, badSource, badSlot  atomic.Uint64
 	returned                                  atomic.Uint64
 }
 
@@ -26,7 +30,7 @@ func (e *Endpoint) Stats() Stats {
 		Sent: s.sent.Load(), Received: s.received.Load(), Retransmits: s.retransmits.Load(),
 		ReplyResends: s.replyResends.Load(), DupRequests: s.dupRequests.Load(),
 		DupReplies: s.dupReplies.Load(), Stale: s.stale.Load(), BadDatagrams: s.badDatagrams.Load(),
-		BadTag: s.badTag.Load(), BadSource: s.badSource.Load(), BadSlot: s.badSlot.Load(),
+		BadMAC: s.badMAC.Load(), BadSource: s.badSource.Load(), BadSlot: s.badSlot.Load(),
 		Returned: s.returned.Load(),
 	}
 }

@@ -158,7 +158,8 @@ func initOnce() {
 	ep, err := amudp.NewEndpoint(udp, amudp.Config{
 		Rank: w.Rank, Secret: w.Secret, NetworkDepth: cfg.NetworkDepth, SendDepth: cfg.SendDepth,
 		RecvDepth: cfg.RecvDepth, SocketBufferMax: cfg.SockBufMax, Spin: cfg.PollSpin, Polite: cfg.PollSpin == 0,
-		Reserved: FirstClientHandler,
+		AuthPayload: cfg.AuthPayload,
+		Reserved:    FirstClientHandler,
 		Retransmit: retransmit.Config{
 			Initial: time.Duration(cfg.ReqTimeoutInitial) * time.Microsecond,
 			Backoff: cfg.ReqTimeoutBackoff,

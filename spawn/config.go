@@ -28,11 +28,12 @@ type Config struct {
 	CSpawnServers string `envconfig:"GASNET_CSPAWN_SERVERS" default:"" desc:"server list for %M of CSPAWN_CMD (first N, space-separated); separators space , / ; :" bare:"CSPAWN_SERVERS"`
 	CSpawnRoute   bool   `envconfig:"GASNET_CSPAWN_ROUTE_OUTPUT" default:"false" desc:"route worker output through the console under the C spawner (else the launcher forwards it)"`
 
-	NetworkDepth int `envconfig:"GASNET_NETWORKDEPTH" default:"128" range:"1..1024" desc:"outstanding requests per peer"`
-	RecvDepth    int `envconfig:"GASNET_RECVDEPTH" default:"0" range:"1..65534" special:"0=the default" desc:"messages handled per poll; 0 = 2 × depth × min(max(1,N−1),4), at most 65534"`
-	SendDepth    int `envconfig:"GASNET_SENDDEPTH" default:"0" range:"1..1048576" special:"0=the default,-1=unlimited" desc:"outstanding requests over all peers; 0 = depth × min(max(1,N−1),4); -1 = unlimited"`
-	SockBufInit  int `envconfig:"GASNET_SOCKETBUFFER_INITIAL" default:"1048576" range:"4096..1073741824" special:"0=the system's default" desc:"UDP socket buffer bytes requested at start"`
-	SockBufMax   int `envconfig:"GASNET_SOCKETBUFFER_MAX" default:"4194304" range:"4096..1073741824" desc:"UDP socket buffer bytes the buffers may grow to"`
+	NetworkDepth int  `envconfig:"GASNET_NETWORKDEPTH" default:"128" range:"1..1024" desc:"outstanding requests per peer"`
+	RecvDepth    int  `envconfig:"GASNET_RECVDEPTH" default:"0" range:"1..65534" special:"0=the default" desc:"messages handled per poll; 0 = 2 × depth × min(max(1,N−1),4), at most 65534"`
+	SendDepth    int  `envconfig:"GASNET_SENDDEPTH" default:"0" range:"1..1048576" special:"0=the default,-1=unlimited" desc:"outstanding requests over all peers; 0 = depth × min(max(1,N−1),4); -1 = unlimited"`
+	AuthPayload  bool `envconfig:"GASNET_AUTH_PAYLOAD" default:"false" desc:"ours: extend each datagram's MAC (SipHash-2-4 keyed by the job secret) over its payload, so that a forged or altered payload is dropped too; headers, arguments and acknowledgements are always authenticated. Costs about 1 ns per payload byte on each side"`
+	SockBufInit  int  `envconfig:"GASNET_SOCKETBUFFER_INITIAL" default:"1048576" range:"4096..1073741824" special:"0=the system's default" desc:"UDP socket buffer bytes requested at start"`
+	SockBufMax   int  `envconfig:"GASNET_SOCKETBUFFER_MAX" default:"4194304" range:"4096..1073741824" desc:"UDP socket buffer bytes the buffers may grow to"`
 
 	ReqTimeoutMax     int64  `envconfig:"GASNET_REQUESTTIMEOUT_MAX" default:"30000000" range:"1000..3600000000" special:"0=never give up" desc:"µs: longest single retransmission wait, and the last term of the give-up schedule: a peer that sends nothing for the schedule's sum (81.1 s by default) makes its requests undeliverable; 0 = never give up"`
 	ReqTimeoutInitial int64  `envconfig:"GASNET_REQUESTTIMEOUT_INITIAL" default:"100000" range:"100..60000000" desc:"µs: first retransmission wait before an RTT estimate exists (and its upper bound)"`

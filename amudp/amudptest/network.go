@@ -22,12 +22,25 @@ type Network struct {
 	mu        sync.Mutex
 	rng       *rand.Rand
 	drop, dup float64
+	corrupt   float64
 	maxDelay  time.Duration
 	nodes     map[netip.AddrPort]*Conn
 	down      map[netip.AddrPort]bool
 
-	sent, dropped, dups atomic.Int64
+	sent, dropped, dups, forged atomic.Int64
 }
+
+// SetForgery makes the network deliver, for a fraction p of the datagrams,
+// a forged copy as well: the datagram with one random bit flipped, from the
+// same source address (an attacker who sees the traffic and can spoof).
+func (n *Network) SetForgery(p float64) {
+	n.mu.Lock()
+	n.corrupt = p
+	n.mu.Unlock()
+}
+
+// Forged counts the forged copies delivered.
+func (n *Network) Forged() int64 { return n.forged.Load() }
 
 // New returns a network that drops a fraction drop of the datagrams,
 // duplicates a fraction dup of the others, and delays each copy by a random
@@ -104,6 +117,10 @@ func (c *Conn) Send(b []byte, to netip.AddrPort) error {
 	for i := range copies {
 		delays[i] = time.Duration(n.rng.Int64N(int64(n.maxDelay) + 1))
 	}
+	flip := -1
+	if n.corrupt > 0 && len(b) > 0 && n.rng.Float64() < n.corrupt {
+		flip = n.rng.IntN(8 * len(b))
+	}
 	n.mu.Unlock()
 	if dst == nil || dst.closed.Load() || copies == 0 {
 		return nil
@@ -112,6 +129,12 @@ func (c *Conn) Send(b []byte, to netip.AddrPort) error {
 	dst.mu.Lock()
 	for _, d := range delays[:copies] {
 		dst.queue = append(dst.queue, packet{at: now.Add(d), from: c.addr, b: append([]byte(nil), b...)})
+	}
+	if flip >= 0 {
+		f := append([]byte(nil), b...)
+		f[flip/8] ^= 1 << (flip % 8)
+		dst.queue = append(dst.queue, packet{at: now, from: c.addr, b: f})
+		n.forged.Add(1)
 	}
 	dst.mu.Unlock()
 	dst.Wake()
