@@ -99,4 +99,3 @@ func BenchmarkMAC(b *testing.B) {
 		}
 	}
 }
-
