@@ -203,6 +203,30 @@ func TestCrashIsReported(t *testing.T) {
 	if !regexp.MustCompile(`rank 0 \(pid \d+ on \S+\) ended without exiting: killed by signal killed`).MatchString(r.stderr) {
 		t.Errorf("the console did not name the killed rank:\n%s", r.stderr)
 	}
+	// Each crash's own words reach the console, and the console names
+	// the rank that crashed.
+	named := regexp.MustCompile(`rank 0 \(pid \d+ on \S+\) ended without exiting: exit status 2; aborting the job`)
+	for k, words := range map[int]string{
+		29: "SIGQUIT: quit", 30: "SIGABRT: abort", 31: "fatal error: concurrent map writes",
+		32: "[signal SIGSEGV: segmentation violation", 33: "[signal SIGBUS: bus error",
+		34: "panic: runtime error: integer divide by zero", 35: "panic: testexit: panic in a goroutine",
+	} {
+		r := run(t, fmt.Sprint(t.Name(), k), nil, "testexit", "3", fmt.Sprint(k))
+		if !strings.Contains(r.stderr, words) || !named.MatchString(r.stderr) {
+			t.Errorf("scenario %d: want %q and the rank named:\n%s", k, words, r.stderr)
+		}
+	}
+}
+
+// TestBadScenarioSaidOnce: a bad or missing K is one line, not one per
+// rank, and exit 1.
+func TestBadScenarioSaidOnce(t *testing.T) {
+	for _, args := range [][]string{{"4", "99"}, {"4", "x"}, {"4"}} {
+		r := run(t, t.Name(), nil, "testexit", args...)
+		if r.code != 1 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || r.stderr == "" {
+			t.Errorf("testexit %v: exit %d, stderr:\n%s", args, r.code, r.stderr)
+		}
+	}
 }
 
 // programs are the names TestBadInput recognises as the first of its args.

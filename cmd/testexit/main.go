@@ -197,6 +197,158 @@ var Scenarios = []Scenario{
 		}
 		barrier()
 	}},
+	{"conduit.Exit(-1) on rank 0: outside 0..255, the job ends with 1", 1, func(r, n int) {
+		attach()
+		if r == 0 {
+			conduit.Exit(-1)
+		}
+		barrier()
+	}},
+	{"conduit.Exit(256) on rank 0: not 0, the job ends with 1", 1, func(r, n int) {
+		attach()
+		if r == 0 {
+			conduit.Exit(256)
+		}
+		barrier()
+	}},
+	{"exit(24) from a handler on rank 0 while every other rank floods it with requests", 24, func(r, n int) {
+		attach()
+		barrier()
+		if r == 0 {
+			conduit.RequestShort(0, hExit, 24) // runs among the others' requests
+			conduit.WaitUntil(func() bool { return false })
+		}
+		for {
+			conduit.RequestShort(0, hNop)
+		}
+	}},
+	// GASNet's testexit 51-55: one thread exits while the others of its
+	// process are busy in the library, or not.
+	{"exit(25) from one goroutine while another of the rank waits in a barrier", 25, func(r, n int) {
+		attach()
+		if r == 0 {
+			go barrier()
+			time.Sleep(50 * time.Millisecond)
+			conduit.Exit(25)
+		}
+		barrier()
+	}},
+	{"exit(26) from one goroutine while another of the rank spins without polling", 26, func(r, n int) {
+		attach()
+		barrier()
+		if r == 0 {
+			go spin()
+			time.Sleep(50 * time.Millisecond)
+			conduit.Exit(26)
+		}
+		barrier()
+	}},
+	{"exit(27) from one goroutine while another of the rank polls", 27, func(r, n int) {
+		attach()
+		barrier()
+		if r == 0 {
+			go func() {
+				for {
+					conduit.Poll()
+				}
+			}()
+			time.Sleep(50 * time.Millisecond)
+			conduit.Exit(27)
+		}
+		barrier()
+	}},
+	{"exit(28) from one goroutine while another of the rank sends requests", 28, func(r, n int) {
+		attach()
+		barrier()
+		if r == 0 {
+			go func() {
+				for {
+					conduit.RequestShort(n-1, hNop)
+				}
+			}()
+			time.Sleep(50 * time.Millisecond)
+			conduit.Exit(28)
+		}
+		conduit.WaitUntil(func() bool { return false })
+	}},
+	// Crashes: the console reports each by rank with the status the OS
+	// gives (a Go crash exits 2 with its trace on stderr).
+	{"SIGQUIT to rank 0 (goroutine dump) while others wait in a barrier", 2, func(r, n int) {
+		attach()
+		if r == 0 {
+			syscall.Kill(os.Getpid(), syscall.SIGQUIT)
+			select {}
+		}
+		barrier()
+	}},
+	{"SIGABRT to rank 0 (abort) while others wait in a barrier", 2, func(r, n int) {
+		attach()
+		if r == 0 {
+			syscall.Kill(os.Getpid(), syscall.SIGABRT)
+			select {}
+		}
+		barrier()
+	}},
+	{"fatal error on rank 0: concurrent map writes", 2, func(r, n int) {
+		attach()
+		if r == 0 {
+			m := map[int]int{}
+			for g := 0; g < 4; g++ {
+				go func() {
+					for i := 0; ; i++ {
+						m[i%64] = i
+					}
+				}()
+			}
+			select {}
+		}
+		barrier()
+	}},
+	{"segmentation fault on rank 0 (nil pointer write)", 2, func(r, n int) {
+		attach()
+		if r == 0 {
+			var p *[1 << 10]int
+			p[len(os.Args)] = 1
+		}
+		barrier()
+	}},
+	{"bus error on rank 0 (a mapped page past the end of its file)", 2, func(r, n int) {
+		attach()
+		if r == 0 {
+			busError()
+		}
+		barrier()
+	}},
+	{"floating-point exception on rank 0 (integer division by zero)", 2, func(r, n int) {
+		attach()
+		if r == 0 {
+			zero := len(os.Args) - len(os.Args)
+			fmt.Println(n / zero)
+		}
+		barrier()
+	}},
+	{"a panic in another goroutine of rank 0 while its main goroutine waits in a barrier", 2, func(r, n int) {
+		attach()
+		if r == 0 {
+			go func() { panic("testexit: panic in a goroutine") }()
+		}
+		barrier()
+	}},
+}
+
+// busError touches a mapped page that lies past the end of its (empty)
+// file: the kernel sends SIGBUS.
+func busError() {
+	f, err := os.CreateTemp("", "testexit-bus")
+	if err != nil {
+		panic(err)
+	}
+	os.Remove(f.Name())
+	b, err := syscall.Mmap(int(f.Fd()), 0, 4096, syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(b[0])
 }
 
 func main() {
@@ -207,13 +359,20 @@ func main() {
 		return
 	}
 	conduit.Init()
+	// Every rank checks K; rank 0 alone says what is wrong.
+	var k int
+	var bad string
 	if len(os.Args) != 2 {
-		fmt.Fprintf(os.Stderr, "usage: testexit N K (K = 1..%d; -list shows them)\n", len(Scenarios))
-		conduit.Exit(1)
+		bad = fmt.Sprintf("usage: testexit N K (K = 1..%d; -list shows them)", len(Scenarios))
+	} else if v, err := strconv.Atoi(os.Args[1]); err != nil || v < 1 || v > len(Scenarios) {
+		bad = fmt.Sprintf("testexit: K=%q: accepted 1..%d", os.Args[1], len(Scenarios))
+	} else {
+		k = v
 	}
-	k, err := strconv.Atoi(os.Args[1])
-	if err != nil || k < 1 || k > len(Scenarios) {
-		fmt.Fprintf(os.Stderr, "testexit: K=%q: accepted 1..%d\n", os.Args[1], len(Scenarios))
+	if bad != "" {
+		if conduit.Rank() == 0 {
+			fmt.Fprintln(os.Stderr, bad)
+		}
 		conduit.Exit(1)
 	}
 	Scenarios[k-1].Run(conduit.Rank(), conduit.Size())
