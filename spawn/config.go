@@ -265,7 +265,7 @@ func (c *Config) Describe(src map[string]Source) []string {
 // EnvTable renders the variable table of the README from Config's tags.
 func EnvTable() string {
 	var b strings.Builder
-	b.WriteString("| variable | default | also read as | meaning |\n|---|---|---|---|\n")
+	b.WriteString("| variable | default | also read as | accepted | meaning |\n|---|---|---|---|---|\n")
 	t := reflect.TypeOf(Config{})
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -278,7 +278,13 @@ func EnvTable() string {
 		if def == "" {
 			def = "(empty)"
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", name, def, aliases, strings.ReplaceAll(f.Tag.Get("desc"), "|", "\\|"))
+		acc := ""
+		if r := rangeOf(f); r.set {
+			acc = r.text()
+		} else if f.Type.Kind() == reflect.Bool {
+			acc = "1, 0, true, false"
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", name, def, aliases, acc, strings.ReplaceAll(f.Tag.Get("desc"), "|", "\\|"))
 	}
 	return b.String()
 }
