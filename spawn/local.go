@@ -44,6 +44,12 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 		// (file descriptor 3), not the environment, which stays readable
 		// in /proc/PID/environ for the worker's whole life.
 		pr, pw, err := os.Pipe()
+		if err == nil {
+			// Written before the worker starts (far below a pipe's
+			// buffer), so a worker that ends at once costs no EPIPE.
+			_, err = pw.WriteString(secret)
+			pw.Close()
+		}
 		if err != nil {
 			l.Kill(0)
 			return nil, fmt.Errorf("spawn L: worker %d: a pipe for its secret: %w", i, err)
@@ -57,10 +63,6 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 		cmd.WaitDelay = time.Second
 		err = cmd.Start()
 		pr.Close()
-		if err == nil {
-			_, err = pw.WriteString(secret) // far below a pipe's buffer: never blocks
-		}
-		pw.Close()
 		if err != nil {
 			l.Kill(0)
 			return nil, fmt.Errorf("spawn L: starting worker %d (%s): %w", i, spec.Program, err)
