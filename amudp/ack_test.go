@@ -166,8 +166,14 @@ func TestFloodBatchesReplies(t *testing.T) {
 	}
 	sent := eps[1].Stats().Sent
 	t.Logf("%d reply datagrams for %d requests", sent, n)
-	if sent > n/2 {
-		t.Errorf("%d reply datagrams for %d requests: replies are not batched", sent, n)
+	// Replies wait at most 50 µs for company; under the race detector the
+	// receiver handles fewer requests in that time, so fewer share one.
+	most := uint64(n / 2)
+	if raceEnabled {
+		most = n * 4 / 5
+	}
+	if sent > most {
+		t.Errorf("%d reply datagrams for %d requests: replies are not batched (want at most %d)", sent, n, most)
 	}
 }
 

@@ -1,0 +1,5 @@
+//go:build !race
+
+package amudp
+
+const raceEnabled = false
