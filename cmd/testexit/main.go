@@ -370,10 +370,13 @@ func main() {
 		k = v
 	}
 	if bad != "" {
+		// Rank 0 says it and ends the job; the others wait to be told, so
+		// that no Exit of theirs ends rank 0 before it speaks.
 		if conduit.Rank() == 0 {
 			fmt.Fprintln(os.Stderr, bad)
+			conduit.Exit(1)
 		}
-		conduit.Exit(1)
+		conduit.WaitUntil(func() bool { return false })
 	}
 	Scenarios[k-1].Run(conduit.Rank(), conduit.Size())
 }
