@@ -278,13 +278,7 @@ func EnvTable() string {
 		if def == "" {
 			def = "(empty)"
 		}
-		acc := ""
-		if r := rangeOf(f); r.set {
-			acc = r.text()
-		} else if f.Type.Kind() == reflect.Bool {
-			acc = "1, 0, true, false"
-		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", name, def, aliases, acc, strings.ReplaceAll(f.Tag.Get("desc"), "|", "\\|"))
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", name, def, aliases, accepted(f), strings.ReplaceAll(f.Tag.Get("desc"), "|", "\\|"))
 	}
 	return b.String()
 }

@@ -16,8 +16,8 @@ import (
 
 // bound is one end of a range or a special value, as a number: nanoseconds
 // for durations.
-func bound(kind reflect.Type, s string) (int64, error) {
-	if kind == reflect.TypeOf(time.Duration(0)) {
+func bound(typ reflect.Type, s string) (int64, error) {
+	if typ == reflect.TypeOf(time.Duration(0)) {
 		d, err := time.ParseDuration(s)
 		return int64(d), err
 	}
@@ -102,6 +102,15 @@ func acceptedField(field string) string {
 	if !ok {
 		return "malformed value"
 	}
+	if a := accepted(f); a != "" {
+		return a
+	}
+	return "malformed value"
+}
+
+// accepted says what f accepts, for errors and the README's table; "" for
+// a free-form string.
+func accepted(f reflect.StructField) string {
 	if r := rangeOf(f); r.set {
 		return r.text()
 	}
@@ -111,7 +120,7 @@ func acceptedField(field string) string {
 	case reflect.Int, reflect.Int64:
 		return "an integer"
 	}
-	return "malformed value"
+	return ""
 }
 
 // checkRanges returns an error naming the first field of c outside its

@@ -46,9 +46,12 @@ func watch(cmd *exec.Cmd) func() (syscall.WaitStatus, error) {
 			}
 		}
 		if err := rc.Read(func(uintptr) bool { return reaped() }); err != nil {
-			// The pidfd is not pollable here: wait in the kernel.
-			for !reaped() {
-				if _, err := syscall.Wait4(pid, &ws, 0, nil); err == nil || !errors.Is(err, syscall.EINTR) {
+			// The pidfd is not pollable here (Read calls the function
+			// before it waits, so the process is not reaped yet): wait in
+			// the kernel.
+			for {
+				_, err := syscall.Wait4(pid, &ws, 0, nil)
+				if !errors.Is(err, syscall.EINTR) {
 					return ws, err
 				}
 			}

@@ -327,14 +327,7 @@ func TestSignalsStopTheJob(t *testing.T) {
 				cmd.Process.Signal(syscall.SIGTERM)
 				tc.want = 143
 			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				cmd.Process.Kill()
-				t.Fatal("console did not stop")
-			}
+			waitEnd(t, cmd, out, 10*time.Second)
 			if got := cmd.ProcessState.ExitCode(); got != tc.want {
 				t.Errorf("exit %d, want %d\n%s", got, tc.want, out.String())
 			}
@@ -358,16 +351,50 @@ func TestKillConsoleEndsWorkers(t *testing.T) {
 // worker waits in the network.
 func startWaitingJob(t *testing.T, marker string, env ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(bin, "printer"), "4", "wait")
-	cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "LINES=1"), env...)
+	return startPrinter(t, marker, 4, "wait", "waiting", append([]string{"LINES=1"}, env...)...)
+}
+
+// startPrinter starts a printer job of n workers in mode (its first
+// argument: "wait", "late", "flood") with env added, and returns once ready
+// appears n times in its output. The job is killed when the test ends.
+func startPrinter(t *testing.T, marker string, n int, mode, ready string, env ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "printer"), fmt.Sprint(n), mode)
+	cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker), env...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitFor(t, func() bool { return strings.Count(out.String(), "waiting") == 4 })
+	waitFor(t, func() bool { return strings.Count(out.String(), ready) == n })
 	return cmd, out
+}
+
+// lastRankPID returns the pid of rank n-1 of a "late" or "flood" printer
+// job, from its "ready rank R pid P" line.
+func lastRankPID(t *testing.T, out *syncBuffer, n int) int {
+	t.Helper()
+	var pid int
+	for _, l := range strings.Split(out.String(), "\n") {
+		fmt.Sscanf(l, fmt.Sprintf("ready rank %d pid %%d", n-1), &pid)
+	}
+	if pid <= 0 {
+		t.Fatalf("no pid for rank %d in\n%s", n-1, out.String())
+	}
+	return pid
+}
+
+// waitEnd waits for cmd to end, failing the test after within.
+func waitEnd(t *testing.T, cmd *exec.Cmd, out *syncBuffer, within time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(within):
+		t.Fatalf("the job did not end within %v:\n%s", within, out.String())
+	}
 }
 
 func waitFor(t *testing.T, cond func() bool) {
@@ -420,15 +447,7 @@ func TestExitNeverHidesOutputOrCrash(t *testing.T) {
 // output: control, stdout, stderr, pidfd).
 func TestConsoleCostPerWorker(t *testing.T) {
 	const n = 64
-	cmd := exec.Command(filepath.Join(bin, "printer"), fmt.Sprint(n), "wait")
-	cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name(), "LINES=1")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
-	waitFor(t, func() bool { return strings.Count(out.String(), "waiting") == n })
+	cmd, _ := startPrinter(t, t.Name(), n, "wait", "waiting", "LINES=1")
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
@@ -502,38 +521,14 @@ func TestHostRanks(t *testing.T) {
 func TestStoppedRank(t *testing.T) {
 	host, _ := os.Hostname()
 	start := func(t *testing.T) (*exec.Cmd, *syncBuffer, int) {
-		cmd := exec.Command(filepath.Join(bin, "printer"), "4", "late")
-		cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name(), "LINES=0", "GASNET_LIVENESS_TIMEOUT=2s")
-		out := &syncBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		waitFor(t, func() bool { return strings.Count(out.String(), "ready rank") == 4 })
-		var pid int
-		for _, l := range strings.Split(out.String(), "\n") {
-			fmt.Sscanf(l, "ready rank 3 pid %d", &pid)
-		}
-		if pid == 0 {
-			t.Fatalf("no pid for rank 3 in\n%s", out.String())
-		}
-		return cmd, out, pid
-	}
-	wait := func(t *testing.T, cmd *exec.Cmd, within time.Duration) {
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(within):
-			t.Fatalf("the job did not end within %v", within)
-		}
+		cmd, out := startPrinter(t, t.Name(), 4, "late", "ready rank", "LINES=0", "GASNET_LIVENESS_TIMEOUT=2s")
+		return cmd, out, lastRankPID(t, out, 4)
 	}
 	t.Run("stays stopped", func(t *testing.T) {
 		cmd, out, pid := start(t)
 		syscall.Kill(pid, syscall.SIGSTOP)
 		stopped := time.Now()
-		wait(t, cmd, 10*time.Second)
+		waitEnd(t, cmd, out, 10*time.Second)
 		el := time.Since(stopped)
 		if code := cmd.ProcessState.ExitCode(); code != 1 {
 			t.Errorf("exit %d, want 1\n%s", code, out.String())
@@ -555,7 +550,7 @@ func TestStoppedRank(t *testing.T) {
 		syscall.Kill(pid, syscall.SIGCONT)
 		time.Sleep(2 * time.Second) // past the timeout, counted from the stop
 		syscall.Kill(pid, syscall.SIGUSR2)
-		wait(t, cmd, 10*time.Second)
+		waitEnd(t, cmd, out, 10*time.Second)
 		if code := cmd.ProcessState.ExitCode(); code != 0 || strings.Count(out.String(), "done rank") != 4 {
 			t.Errorf("exit %d, want 0 and 4 ranks done:\n%s", code, out.String())
 		}
@@ -568,28 +563,10 @@ func TestStoppedRank(t *testing.T) {
 // one summary line.
 func TestUnreachableRankOneLineEach(t *testing.T) {
 	host, _ := os.Hostname()
-	cmd := exec.Command(filepath.Join(bin, "printer"), "4", "flood")
-	cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name(), "LINES=0", "GASNET_LIVENESS_TIMEOUT=0",
+	cmd, out := startPrinter(t, t.Name(), 4, "flood", "ready rank", "LINES=0", "GASNET_LIVENESS_TIMEOUT=0",
 		"GASNET_REQUESTTIMEOUT_INITIAL=1000", "GASNET_REQUESTTIMEOUT_MAX=20000")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitFor(t, func() bool { return strings.Count(out.String(), "ready rank") == 4 })
-	var pid int
-	for _, l := range strings.Split(out.String(), "\n") {
-		fmt.Sscanf(l, "ready rank 3 pid %d", &pid)
-	}
-	syscall.Kill(pid, syscall.SIGSTOP)
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the job did not end:\n%s", out.String())
-	}
+	syscall.Kill(lastRankPID(t, out, 4), syscall.SIGSTOP)
+	waitEnd(t, cmd, out, 20*time.Second)
 	if code := cmd.ProcessState.ExitCode(); code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}

@@ -197,13 +197,7 @@ func TestLauncherSignals(t *testing.T) {
 		cmd, out := startWaitingJob(t, marker, env...)
 		checkSecretOffCommandLines(t, marker)
 		cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("console did not stop\n%s", out.String())
-		}
+		waitEnd(t, cmd, out, 10*time.Second)
 		if got := cmd.ProcessState.ExitCode(); got != 130 {
 			t.Errorf("SIGINT: exit %d, want 130\n%s", got, out.String())
 		}
