@@ -1,5 +1,0 @@
-//go:build !race
-
-package amudp
-
-const raceEnabled = false
