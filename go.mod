@@ -6,4 +6,7 @@ require github.com/google/go-cmp v0.7.0
 
 require golang.org/x/sys v0.49.0
 
-require github.com/kelseyhightower/envconfig v1.4.0
+require (
+	github.com/kelseyhightower/envconfig v1.4.0
+	github.com/kevinburke/ssh_config v1.6.0
+)
