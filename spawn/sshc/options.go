@@ -32,9 +32,9 @@ var builtinKeys = map[string]string{
 	"stricthostkeychecking": "StrictHostKeyChecking", "hostkeyalias": "HostKeyAlias",
 	"connecttimeout": "ConnectTimeout", "proxyjump": "ProxyJump",
 	"batchmode": "BatchMode", "loglevel": "LogLevel",
-	"passwordauthentication": "PasswordAuthentication",
+	"passwordauthentication":       "PasswordAuthentication",
 	"kbdinteractiveauthentication": "KbdInteractiveAuthentication",
-	"serveraliveinterval": "ServerAliveInterval",
+	"serveraliveinterval":          "ServerAliveInterval",
 }
 
 // BuiltinKeys lists the -o keys the built-in client honours, for messages
