@@ -19,10 +19,11 @@ import (
 // AMUDP_X, and bare X only where the `bare` tag says the reference documents
 // it.
 type Config struct {
-	SpawnFn       string `envconfig:"GASNET_SPAWNFN" default:"" desc:"spawner: L (fork/exec on this host), S (ssh), C (custom command); empty picks S when SSH_SERVERS is set, C when CSPAWN_CMD is set, C with srun inside a SLURM allocation (SLURM_JOB_ID set), else L"`
+	SpawnFn       string `envconfig:"GASNET_SPAWNFN" default:"" desc:"spawner: L (fork/exec on this host), S (ssh), C (custom command); empty picks S when SSH_SERVERS or SSH_NODEFILE is set, C when CSPAWN_CMD is set, C with srun inside a SLURM allocation (SLURM_JOB_ID set), else L"`
 	SSHCmd        string `envconfig:"GASNET_SSH_CMD" default:"" desc:"external ssh client (ssh, rsh or a wrapper) instead of the built-in one" bare:"SSH_CMD"`
 	SSHServers    string `envconfig:"GASNET_SSH_SERVERS" default:"" desc:"hosts for the S spawner, separated by space , / ; or :" bare:"SSH_SERVERS"`
-	SSHOptions    string `envconfig:"GASNET_SSH_OPTIONS" default:"" desc:"extra options for the ssh client" bare:"SSH_OPTIONS"`
+	SSHOptions    string `envconfig:"GASNET_SSH_OPTIONS" default:"" desc:"options for the ssh client, in OpenSSH syntax; the built-in client honours -p -l -i -F -J -q (-T -x -a -n -C change nothing) and -o HostName, Port, User, IdentityFile, IdentitiesOnly, UserKnownHostsFile, GlobalKnownHostsFile, StrictHostKeyChecking (yes, accept-new, no), HostKeyAlias, ConnectTimeout, ProxyJump, ServerAliveInterval, BatchMode, LogLevel, PasswordAuthentication, KbdInteractiveAuthentication; others need SSH_CMD=ssh" bare:"SSH_OPTIONS"`
+	SSHNodeFile   string `envconfig:"GASNET_SSH_NODEFILE" default:"" desc:"ours: file of hosts for the S spawner, one per line in rank order (as $PBS_NODEFILE or scontrol show hostnames), when SSH_SERVERS is unset" bare:"SSH_NODEFILE"`
 	SSHRemotePath string `envconfig:"GASNET_SSH_REMOTE_PATH" default:"" desc:"working directory of remote workers (default: the console's)" bare:"SSH_REMOTE_PATH"`
 	CSpawnCmd     string `envconfig:"GASNET_CSPAWN_CMD" default:"" desc:"custom spawn command, run once by /bin/sh: %N count, %C worker command (quoted), %D cwd, %P program, %M servers, %% percent; default inside a SLURM allocation: srun -n %N %C" bare:"CSPAWN_CMD"`
 	CSpawnServers string `envconfig:"GASNET_CSPAWN_SERVERS" default:"" desc:"server list for %M of CSPAWN_CMD (first N, space-separated); separators space , / ; :" bare:"CSPAWN_SERVERS"`
@@ -41,8 +42,9 @@ type Config struct {
 
 	RouteOutput bool   `envconfig:"GASNET_ROUTE_OUTPUT" default:"true" desc:"route worker stdout/stderr through the console, line-buffered per worker (L and S)"`
 	LineBufSize int    `envconfig:"GASNET_LINEBUFFERSZ" default:"1024" range:"1..1048576" special:"0=unbuffered" desc:"bytes of a routed output line buffer; 0 = pass bytes as they come"`
-	MasterIP    string `envconfig:"GASNET_MASTERIP" default:"" desc:"address workers use to reach the console (default 127.0.0.1 for L)"`
+	MasterIP    string `envconfig:"GASNET_MASTERIP" default:"" desc:"address workers use to reach the console; default 127.0.0.1 for L, and under S the address of this host's interface that routes to each host"`
 	WorkerIP    string `envconfig:"GASNET_WORKERIP" default:"" desc:"subnet (CIDR) or address prefix whose interface the workers' UDP sockets bind"`
+	ForwardEnv  string `envconfig:"GASNET_FORWARD_ENV" default:"" desc:"ours: the console's variables every worker gets, separated by spaces or commas: NAME passes the console's value, NAME=VALUE sets one (as mpirun -x; amudprun -x adds to it); remote workers get them on their env command line"`
 	EnvCmd      string `envconfig:"GASNET_ENV_CMD" default:"env" desc:"command that sets the environment of remote workers"`
 	HostDetect  string `envconfig:"GASNET_HOST_DETECT" default:"hostname" desc:"how ranks are grouped by host: conduit (UDP address), hostid, hostname"`
 	WorkerRank  string `envconfig:"GASNET_WORKER_RANK" default:"" desc:"this worker's rank: an integer, or the name of a variable holding it (SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK)"`
@@ -238,7 +240,7 @@ func (c *Config) ChooseSpawner() string {
 	switch {
 	case c.SpawnFn != "":
 		return c.SpawnFn
-	case c.SSHServers != "":
+	case c.SSHServers != "" || c.SSHNodeFile != "":
 		return "S"
 	case c.CSpawnCmd != "":
 		return "C"

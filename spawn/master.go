@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -59,12 +60,15 @@ func ParseN(argv []string) (int, error) {
 // when no spawner is chosen.
 const slurmTemplate = "srun -n %N %C"
 
-// spawnerFor returns the spawner of the given letter. say prints the C
-// spawner's command line in verbose mode (nil: quiet).
-func spawnerFor(name string, cfg *Config, say func(string, ...any)) (Spawner, error) {
+// spawnerFor returns the spawner of the given letter for a job of n
+// workers. say prints the spawners' notes and command lines in verbose mode
+// (nil: quiet).
+func spawnerFor(name string, cfg *Config, src map[string]Source, n int, say func(string, ...any)) (Spawner, error) {
 	switch name {
 	case "L":
 		return Local{}, nil
+	case "S":
+		return newSSH(cfg, src, n, say)
 	case "C":
 		c := Custom{Template: cfg.CSpawnCmd, Servers: SplitServers(cfg.CSpawnServers), Say: say}
 		if c.Template == "" {
@@ -78,7 +82,27 @@ func spawnerFor(name string, cfg *Config, say func(string, ...any)) (Spawner, er
 		}
 		return c, nil
 	}
-	return nil, fmt.Errorf("GASNET_SPAWNFN=%s: this spawner is not available yet in udpconduit; accepted: L, C", name)
+	return nil, fmt.Errorf("GASNET_SPAWNFN=%s: accepted: L, S or C", name)
+}
+
+// forwardEnv reads GASNET_FORWARD_ENV (name is the variable as set): NAME
+// takes the console's value, NAME=VALUE sets one.
+func forwardEnv(list, name string, lookup func(string) (string, bool)) ([]string, error) {
+	var out []string
+	for _, w := range strings.FieldsFunc(list, func(r rune) bool { return r == ' ' || r == ',' || r == '\t' }) {
+		k, v, set := strings.Cut(w, "=")
+		if !validRankSpec(k) || k[0] >= '0' && k[0] <= '9' {
+			return nil, fmt.Errorf("%s: %q is not a variable name; accepted: NAME or NAME=VALUE, separated by spaces or commas", name, k)
+		}
+		if !set {
+			var ok bool
+			if v, ok = lookup(k); !ok {
+				return nil, fmt.Errorf("%s: %s is not set in the console's environment; accepted: the name of a set variable, or NAME=VALUE", name, k)
+			}
+		}
+		out = append(out, k+"="+v)
+	}
+	return out, nil
 }
 
 // chooseSpawner is Config.ChooseSpawner, except that inside a SLURM
@@ -157,7 +181,7 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 			fmt.Fprintln(os.Stderr, "  "+l)
 		}
 	}
-	sp, err := spawnerFor(name, cfg, verbose)
+	sp, err := spawnerFor(name, cfg, src, n, verbose)
 	if err != nil {
 		say("%v", err)
 		return 1
@@ -168,7 +192,17 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 		return 1
 	}
 	host := cfg.MasterIP
-	if host == "" {
+	if s, ok := sp.(*SSH); ok && host == "" {
+		// Remote workers get an address, never a name to resolve.
+		if host, s.MasterIPs, err = consoleAddrs(s.Targets); err != nil {
+			say("%v", err)
+			return 1
+		}
+		if verbose != nil {
+			say("S spawner: workers reach the console at %s", cmp.Or(host, "the address of the interface that routes to each host"))
+		}
+	}
+	if host == "" && name != "S" {
 		host = "127.0.0.1"
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
@@ -181,8 +215,13 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 	rand.Read(sb[:])
 	secret := hex.EncodeToString(sb[:])
 
+	fwd, err := forwardEnv(cfg.ForwardEnv, displayName(src, "GASNET_FORWARD_ENV"), os.LookupEnv)
+	if err != nil {
+		say("%v", err)
+		return 1
+	}
 	spec := &WorkerSpec{Count: n, Program: program, Args: args,
-		Env: []string{EnvMaster + "=" + ln.Addr().String(), EnvSecret + "=" + secret}}
+		Env: append([]string{EnvMaster + "=" + ln.Addr().String(), EnvSecret + "=" + secret}, fwd...)}
 	spec.Dir, _ = os.Getwd()
 	outs := newOutputs(&console{out: [3]io.Writer{nil, os.Stdout, os.Stderr}}, cfg.LineBufSize)
 	if routed {

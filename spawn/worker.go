@@ -129,13 +129,23 @@ func Dial(cfg *Config) (*Worker, error) {
 }
 
 // readSecret returns the job secret: from the descriptor EnvSecretFD
-// names, read once and closed, or else from EnvSecret.
+// names, read once and closed, or else from EnvSecret. Descriptor 0 is the
+// ssh session of a remote worker (S): the secret is its first line, and
+// the rest of it is watched (see watchStdin).
 func readSecret() ([]byte, error) {
 	text := os.Getenv(EnvSecret)
-	if v := os.Getenv(EnvSecretFD); v != "" {
+	if v := os.Getenv(EnvSecretFD); v == "0" {
+		r := bufio.NewReader(os.Stdin)
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, fmt.Errorf("reading the job secret from the ssh session: %w", err)
+		}
+		text = strings.TrimSpace(line)
+		go watchStdin(r)
+	} else if v != "" {
 		fd, err := strconv.Atoi(v)
 		if err != nil || fd < 3 {
-			return nil, fmt.Errorf("%s=%q: accepted: a file descriptor >= 3", EnvSecretFD, v)
+			return nil, fmt.Errorf("%s=%q: accepted: 0 (the ssh session) or a file descriptor >= 3", EnvSecretFD, v)
 		}
 		f := os.NewFile(uintptr(fd), "secret")
 		b, err := io.ReadAll(io.LimitReader(f, 256))
@@ -150,6 +160,15 @@ func readSecret() ([]byte, error) {
 		return nil, fmt.Errorf("%s: missing or malformed job secret", EnvSecret)
 	}
 	return secret, nil
+}
+
+// watchStdin ends a remote worker when its ssh session ends: the console
+// keeps the session's stdin open for the worker's life, so its end means
+// that the console is gone (even by kill -9, and before the worker joined)
+// or has ended the job. Nothing is printed: nobody is left to read it.
+func watchStdin(r io.Reader) {
+	io.Copy(io.Discard, r)
+	os.Exit(128 + int(syscall.SIGHUP))
 }
 
 // addrOnSubnet returns this host's address in the subnet s (CIDR, or an
