@@ -312,6 +312,9 @@ func consoleAddrs(targets []sshc.Target) (listen string, perRank []netip.Addr, e
 		a, ok := byHost[t.HostName]
 		if !ok {
 			if a, err = routeSource(t.HostName, t.Port); err != nil {
+				if e := t.NameError(err); e != nil {
+					return "", nil, e
+				}
 				return "", nil, fmt.Errorf("ssh %s: finding the console's address for it: %w; set GASNET_MASTERIP", t.Dest(), err)
 			}
 			byHost[t.HostName] = a

@@ -135,13 +135,10 @@ func Dial(cfg *Config) (*Worker, error) {
 func readSecret() ([]byte, error) {
 	text := os.Getenv(EnvSecret)
 	if v := os.Getenv(EnvSecretFD); v == "0" {
-		r := bufio.NewReader(os.Stdin)
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return nil, fmt.Errorf("reading the job secret from the ssh session: %w", err)
+		if session.err != nil {
+			return nil, fmt.Errorf("reading the job secret from the ssh session: %w", session.err)
 		}
-		text = strings.TrimSpace(line)
-		go watchStdin(r)
+		text = session.secret
 	} else if v != "" {
 		fd, err := strconv.Atoi(v)
 		if err != nil || fd < 3 {
@@ -160,6 +157,29 @@ func readSecret() ([]byte, error) {
 		return nil, fmt.Errorf("%s: missing or malformed job secret", EnvSecret)
 	}
 	return secret, nil
+}
+
+// session is what a remote worker (S) read from its ssh session when it
+// started: the job secret, its first line.
+var session struct {
+	secret string
+	err    error
+}
+
+// init reads a remote worker's secret from its ssh session and starts
+// watching the session (watchStdin) as the process starts, before the
+// program's main: a worker that the job's end catches before it calls
+// conduit.Init still ends with its session.
+func init() {
+	if os.Getenv(EnvSecretFD) != "0" || os.Getenv(EnvMaster) == "" {
+		return
+	}
+	r := bufio.NewReader(os.Stdin)
+	line, err := r.ReadString('\n')
+	session.secret, session.err = strings.TrimSpace(line), err
+	if err == nil {
+		go watchStdin(r)
+	}
 }
 
 // watchStdin ends a remote worker when its ssh session ends: the console

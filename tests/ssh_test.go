@@ -3,8 +3,11 @@ package tests
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,4 +77,120 @@ func TestSSHLoopback(t *testing.T) {
 		}
 		checkNoSurvivors(t, marker, 2*time.Second)
 	})
+}
+
+// TestSSHKillConsole: kill -9 of the console ends every remote worker
+// within 2 s, whether they all wait in the job or one is still busy before
+// conduit.Init (never joined).
+func TestSSHKillConsole(t *testing.T) {
+	d := startSSHD(t, sshdOptions{})
+	config, _ := sshClientFiles(t, []string{d.knownHostsLine("127.0.0.1")}, "")
+	servers := fmt.Sprintf("127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d", d.port, d.port, d.port)
+	for _, c := range []struct{ mode, ready string }{{"wait", "waiting"}, {"slowjoin", "worker 2 sleeps before Init"}} {
+		t.Run(c.mode, func(t *testing.T) {
+			marker := t.Name()
+			cmd := exec.Command(filepath.Join(bin, "printer"), "3", c.mode)
+			cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "LINES=1"), sshEnv(servers, config)...)
+			out := &syncBuffer{}
+			cmd.Stdout, cmd.Stderr = out, out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), c.ready) || len(survivors(marker)) != 4; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the console and 3 workers are not all running after 20 s:\n%s\noutput:\n%s", strings.Join(survivors(marker), "\n"), out.String())
+				}
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			checkNoSurvivors(t, marker, 2*time.Second)
+		})
+	}
+}
+
+// TestSSHErrors: what stops an ssh job before it runs is one line on
+// stderr naming the host and what to do, exit 1, quickly, and nothing left
+// running.
+func TestSSHErrors(t *testing.T) {
+	d := startSSHD(t, sshdOptions{})
+	pw := startSSHD(t, sshdOptions{password: true})
+	other := startSSHD(t, sshdOptions{}) // its key stands for a changed one
+	good, _ := sshClientFiles(t, []string{d.knownHostsLine("127.0.0.1"), pw.knownHostsLine("127.0.0.1")}, "")
+	unknown, _ := sshClientFiles(t, nil, "")
+	changed, changedFile := sshClientFiles(t, []string{strings.Replace(other.knownHostsLine("127.0.0.1"), fmt.Sprint(other.port), fmt.Sprint(d.port), 1)}, "")
+	at := func(s *sshd) string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+	down := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	for _, c := range []struct {
+		name string
+		env  []string
+		want []string // in the one line, in order
+	}{
+		{"unknown host key", sshEnv(at(d), unknown), []string{"ssh 127.0.0.1 (" + at(d) + "): its host key ssh-ed25519 SHA256:", "is not known",
+			fmt.Sprintf("ssh-keyscan -p %d 127.0.0.1 >> ", d.port), "StrictHostKeyChecking=accept-new"}},
+		{"changed host key", sshEnv(at(d), changed), []string{"ssh 127.0.0.1 (" + at(d) + "): its host key has CHANGED: it offers ssh-ed25519 SHA256:",
+			"but " + changedFile + ":1 holds ssh-ed25519 SHA256:", "ssh-keygen -R"}},
+		{"password", sshEnv(at(pw), good), []string{"ssh 127.0.0.1 (" + at(pw) + "): login as root refused: the host asks for a password, and udpconduit never prompts", "ssh-copy-id"}},
+		{"host down", sshEnv(at(d)+" "+down, good), []string{"ssh 127.0.0.1 (" + down + "): cannot connect: ", "connection refused"}},
+		{"too few hosts", sshEnv(at(d)+" "+at(d), good), []string{"GASNET_SSH_SERVERS lists 2 host(s); N=3 needs 3"}},
+		{"unsupported option", sshEnv(at(d), good, "GASNET_SSH_OPTIONS=-F "+good+" -o Ciphers=aes128-ctr"), []string{"GASNET_SSH_OPTIONS: -o Ciphers: the built-in ssh client does not support it; set GASNET_SSH_CMD=ssh"}},
+		{"bad server list", sshEnv("h1:99999", good), []string{`GASNET_SSH_SERVERS: "h1:99999": port 99999; accepted: 1..65535`}},
+		{"name that does not resolve", sshEnv("no-such-host.invalid", good), []string{"no-such-host.invalid", "does not resolve"}},
+		{"no hosts", []string{"GASNET_SPAWNFN=S"}, []string{"the S spawner needs its hosts: GASNET_SSH_SERVERS"}},
+		{"forwarding an unset variable", sshEnv(at(d), good, "GASNET_FORWARD_ENV=UDPCONDUIT_TEST_MARKER NOT_SET_ANYWHERE"), []string{"GASNET_FORWARD_ENV: NOT_SET_ANYWHERE is not set in the console's environment"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			marker := t.Name()
+			n := "1"
+			switch c.name {
+			case "host down":
+				n = "2"
+			case "too few hosts":
+				n = "3"
+			}
+			start := time.Now()
+			r := run(t, marker, c.env, "hello", n)
+			took := time.Since(start)
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			if r.code != 1 || len(lines) != 1 || r.stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant exit 1 and one line", r.code, r.stdout, r.stderr)
+			}
+			rest := lines[0]
+			for _, w := range c.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("the line\n%s\ndoes not say %q (in that order)", lines[0], w)
+				}
+				rest = rest[i+len(w):]
+			}
+			if took > 10*time.Second {
+				t.Errorf("took %v", took)
+			}
+			checkNoSurvivors(t, marker, 2*time.Second)
+		})
+	}
+}
+
+// TestSSHHostKeyOptOuts: StrictHostKeyChecking=accept-new records an
+// unknown host's key (then a strict run passes), and =no accepts any key,
+// saying so in verbose mode.
+func TestSSHHostKeyOptOuts(t *testing.T) {
+	d := startSSHD(t, sshdOptions{})
+	config, known := sshClientFiles(t, nil, "")
+	at := fmt.Sprintf("127.0.0.1:%d", d.port)
+	r := run(t, t.Name(), sshEnv(at, config, "GASNET_SSH_OPTIONS=-F "+config+" -o StrictHostKeyChecking=accept-new"), "hello", "1")
+	if r.code != 0 {
+		t.Fatalf("accept-new: exit %d\n%s", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(known); string(b) != d.knownHostsLine("127.0.0.1") {
+		t.Errorf("accept-new: known_hosts holds %q, want %q", b, d.knownHostsLine("127.0.0.1"))
+	}
+	if r := run(t, t.Name(), sshEnv(at, config), "hello", "1"); r.code != 0 {
+		t.Fatalf("strict after accept-new: exit %d\n%s", r.code, r.stderr)
+	}
+	empty, _ := sshClientFiles(t, nil, "")
+	r = run(t, t.Name(), sshEnv(at, empty, "GASNET_SSH_OPTIONS=-F "+empty+" -o StrictHostKeyChecking=no", "GASNET_VERBOSEENV=1"), "hello", "1")
+	if r.code != 0 || !strings.Contains(r.stderr, "accepting its unverified host key ssh-ed25519 SHA256:") {
+		t.Fatalf("StrictHostKeyChecking=no: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
 }

@@ -37,8 +37,8 @@ type Dialer struct {
 	notes  map[string]string     // why a key file could not be used
 }
 
-// ErrNoPrompt is the answer the client gives a server that asks for a
-// password: the job must not hang on a prompt nobody sees.
+// ErrNoPrompt says why a host that asks for a password is refused: the job
+// must not hang on a prompt nobody sees.
 var ErrNoPrompt = errors.New("udpconduit never prompts for a password")
 
 func (d *Dialer) say(format string, a ...any) {
@@ -98,9 +98,8 @@ func (d *Dialer) dialVia(via *ssh.Client, t *Target) (*ssh.Client, error) {
 		conn, err = via.Dial("tcp", t.Addr())
 	}
 	if err != nil {
-		var dns *net.DNSError
-		if errors.As(err, &dns) {
-			return nil, fmt.Errorf("ssh %s: the name %s does not resolve on this host (%v); list an address, or add it to /etc/hosts or ~/.ssh/config (HostName)", t.Dest(), t.HostName, dns.Err)
+		if e := t.NameError(err); e != nil {
+			return nil, e
 		}
 		return nil, fmt.Errorf("ssh %s: cannot connect: %w", t.Dest(), err)
 	}
@@ -121,6 +120,16 @@ func (d *Dialer) dialVia(via *ssh.Client, t *Target) (*ssh.Client, error) {
 		go keepAlive(c, t.ServerAlive)
 	}
 	return c, nil
+}
+
+// NameError returns the message for err when it is a failed lookup of t's
+// host name, else nil.
+func (t *Target) NameError(err error) error {
+	var dns *net.DNSError
+	if !errors.As(err, &dns) {
+		return nil
+	}
+	return fmt.Errorf("ssh %s: the name %s does not resolve on this host (%s); list an address, or add it to /etc/hosts or to ~/.ssh/config as a HostName", t.Dest(), t.HostName, dns.Err)
 }
 
 // keepAlive sends OpenSSH keepalives every interval and closes c when one
@@ -169,26 +178,26 @@ func (d *Dialer) loginError(t *Target, err error, wantPass bool, notes []string)
 	return errors.New(b.String())
 }
 
-// clientConfig returns the ssh configuration for t: its auth methods (agent
-// keys, then key files, then password and keyboard-interactive methods
-// that only record that the host asked), and its host key check.
+// clientConfig returns the ssh configuration for t: its keys (the agent's,
+// then the key files'), a note of whether the server would rather have a
+// password, and its host key check.
 func (d *Dialer) clientConfig(t *Target) (*ssh.ClientConfig, *bool, []string, error) {
 	signers, notes := d.signers(t)
 	wantPass := new(bool)
+	// The client offers keys only. The server's list of the methods it
+	// would still accept tells whether it wanted a password.
 	var mu sync.Mutex
-	asked := func() { mu.Lock(); *wantPass = true; mu.Unlock() }
-	auth := []ssh.AuthMethod{
-		ssh.PasswordCallback(func() (string, error) { asked(); return "", ErrNoPrompt }),
-		ssh.KeyboardInteractive(func(name, instruction string, questions []string, echos []bool) ([]string, error) {
-			if len(questions) == 0 {
-				return nil, nil // some servers send an empty round
-			}
-			asked()
-			return nil, ErrNoPrompt
-		}),
+	noted := func(ctx *ssh.ClientAuthContext) (ssh.AuthMethod, error) {
+		if slices.Contains(ctx.AllowedMethods, "password") || slices.Contains(ctx.AllowedMethods, "keyboard-interactive") {
+			mu.Lock()
+			*wantPass = true
+			mu.Unlock()
+		}
+		return nil, nil
 	}
+	var auth []ssh.AuthMethod
 	if len(signers) > 0 {
-		auth = append([]ssh.AuthMethod{ssh.PublicKeys(signers...)}, auth...)
+		auth = append(auth, ssh.PublicKeys(signers...))
 	} else {
 		notes = append(notes, "no key to offer: no ssh-agent (SSH_AUTH_SOCK) key and none of "+strings.Join(t.Identities, ", ")+" could be read")
 	}
@@ -196,7 +205,7 @@ func (d *Dialer) clientConfig(t *Target) (*ssh.ClientConfig, *bool, []string, er
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return &ssh.ClientConfig{User: t.User, Auth: auth, HostKeyCallback: check, HostKeyAlgorithms: algos}, wantPass, notes, nil
+	return &ssh.ClientConfig{User: t.User, Auth: auth, AuthCallback: noted, HostKeyCallback: check, HostKeyAlgorithms: algos}, wantPass, notes, nil
 }
 
 // signers returns the keys to offer t: the agent's (only those of t's

@@ -3,7 +3,8 @@
 // exits 0 or, with the argument "wait", waits forever in the network. With
 // HOSTRANKS set, each rank first prints the ranks on its host. With "late",
 // the last rank enters a final barrier only on SIGUSR2 (see lateBarrier);
-// with "flood", the others send it requests forever (see flood).
+// with "flood", the others send it requests forever (see flood); with
+// "slowjoin", worker 2 sleeps a minute before conduit.Init.
 package main
 
 import (
@@ -20,6 +21,11 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "slowjoin" && os.Getenv("GASNET_SPAWN_INDEX") == "2" {
+		// A worker still busy before conduit.Init when the job ends.
+		fmt.Println("worker 2 sleeps before Init")
+		time.Sleep(time.Minute)
+	}
 	conduit.Init()
 	lines, _ := strconv.Atoi(os.Getenv("LINES"))
 	r := conduit.Rank()
