@@ -47,9 +47,17 @@ type SSH struct {
 	MasterIPs []netip.Addr
 	// Say prints notes in verbose mode (nil: quiet).
 	Say func(format string, a ...any)
+	// Cache is where programs are staged on hosts that lack the console's
+	// (GASNET_SSH_CACHE; relative to the remote home).
+	Cache string
 	// Stdout and Stderr receive what a worker prints before it routes its
 	// output to the console (and a remote shell's own errors).
 	Stdout, Stderr io.Writer
+
+	progOnce sync.Once
+	prog     *sshc.Program
+	progErr  error
+	placed   sync.Map // host → *placement
 }
 
 var _ Spawner = (*SSH)(nil)
@@ -64,8 +72,9 @@ const maxSessionsPerConn = 8
 // Name returns "S".
 func (*SSH) Name() string { return "S" }
 
-// remoteCommand is rank i's command line for the remote shell.
-func (s *SSH) remoteCommand(i int, spec *WorkerSpec) string {
+// remoteCommand is rank i's command line for the remote shell, which runs
+// the program at prog.
+func (s *SSH) remoteCommand(i int, spec *WorkerSpec, prog string) string {
 	dir := s.RemotePath
 	if dir == "" {
 		dir = spec.Dir
@@ -83,7 +92,7 @@ func (s *SSH) remoteCommand(i int, spec *WorkerSpec) string {
 		}
 		words = append(words, kv)
 	}
-	words = append(words, EnvSecretFD+"=0", EnvIndex+"="+strconv.Itoa(i), spec.Program)
+	words = append(words, EnvSecretFD+"=0", EnvIndex+"="+strconv.Itoa(i), prog)
 	words = append(words, spec.Args...)
 	return "cd " + ShellQuote(dir) + " && " + ShellJoin(words)
 }
@@ -134,8 +143,14 @@ func (s *SSH) Start(spec *WorkerSpec) (Launch, error) {
 				return
 			}
 			l.addClient(c)
+			prog, err := s.place(c, g.t, spec.Program)
+			if err != nil {
+				l.fail()
+				errs <- fmt.Errorf("ssh %s: %w", g.t.Dest(), err)
+				return
+			}
 			for _, i := range g.ranks {
-				if err := l.startRank(s, c, i, s.remoteCommand(i, spec), secret); err != nil {
+				if err := l.startRank(s, c, i, s.remoteCommand(i, spec, prog), secret); err != nil {
 					l.fail()
 					errs <- fmt.Errorf("ssh %s: starting worker %d: %w", g.t.Dest(), i, err)
 					return
@@ -151,6 +166,41 @@ func (s *SSH) Start(spec *WorkerSpec) (Launch, error) {
 	}
 	go func() { l.wg.Wait(); close(l.exits); l.closeClients() }()
 	return l, nil
+}
+
+// place returns the path of the program on t's host, staging it there when
+// the host lacks it (once per host and job).
+func (s *SSH) place(c *ssh.Client, t *sshc.Target, program string) (string, error) {
+	s.progOnce.Do(func() { s.prog, s.progErr = sshc.LocalProgram(program) })
+	if s.progErr != nil {
+		return "", s.progErr
+	}
+	key := t.User + "@" + t.Addr() + "/" + t.ProxyJump
+	v, _ := s.placed.LoadOrStore(key, &placement{})
+	pl := v.(*placement)
+	pl.once.Do(func() {
+		var how string
+		pl.path, how, pl.err = s.prog.Place(c, key, s.Cache)
+		if pl.err == nil && s.Say != nil {
+			switch how {
+			case "present":
+			case "cached":
+				s.Say("S spawner: %s lacks %s: running the copy staged there by an earlier job, %s", t.Dest(), program, pl.path)
+			case "staged":
+				s.Say("S spawner: %s lacks %s: staged it to %s", t.Dest(), program, pl.path)
+			default:
+				s.Say("S spawner: %s: running %s %s", t.Dest(), program, how)
+			}
+		}
+	})
+	return pl.path, pl.err
+}
+
+// placement is where the program is on one host.
+type placement struct {
+	once sync.Once
+	path string
+	err  error
 }
 
 // sshLaunch is the running sessions of a job's workers.
@@ -383,7 +433,7 @@ func newSSH(cfg *Config, src map[string]Source, n int, say func(string, ...any))
 	if err != nil {
 		return nil, err
 	}
-	s := &SSH{RemotePath: cfg.SSHRemotePath, EnvCmd: cfg.EnvCmd, Say: say, Stdout: os.Stdout, Stderr: os.Stderr,
+	s := &SSH{RemotePath: cfg.SSHRemotePath, EnvCmd: cfg.EnvCmd, Cache: cfg.SSHCache, Say: say, Stdout: os.Stdout, Stderr: os.Stderr,
 		Dialer: &sshc.Dialer{Timeout: cfg.ConnectTimeout, Say: say, AgentSocket: os.Getenv("SSH_AUTH_SOCK")}}
 	s.Dialer.Jump = func(hop string) (sshc.Target, error) {
 		hs, err := sshc.ParseServers("ProxyJump", hop)

@@ -194,3 +194,72 @@ func TestSSHHostKeyOptOuts(t *testing.T) {
 		t.Fatalf("StrictHostKeyChecking=no: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 }
+
+// TestSSHStaging: a host that lacks the program, or has another file at its
+// path, runs a copy staged over sftp into GASNET_SSH_CACHE under the
+// program's hash, reused by the next job; the host's own file is never
+// touched.
+func TestSSHStaging(t *testing.T) {
+	progDir := filepath.Join(t.TempDir(), "prog")
+	os.MkdirAll(progDir, 0o755)
+	prog := filepath.Join(progDir, "hello")
+	copyFile(t, filepath.Join(bin, "hello"), prog)
+	d := startSSHD(t, sshdOptions{hide: progDir})
+	config, _ := sshClientFiles(t, []string{d.knownHostsLine("127.0.0.1")}, "")
+	cache := filepath.Join(t.TempDir(), "cache")
+	servers := fmt.Sprintf("127.0.0.1:%d 127.0.0.1:%d", d.port, d.port)
+	env := append(sshEnv(servers, config), "GASNET_SSH_CACHE="+cache, "GASNET_VERBOSEENV=1")
+	host, _ := os.Hostname()
+	runProg := func(t *testing.T, say string) {
+		t.Helper()
+		cmd := exec.Command(prog, "2", "x")
+		cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name()), env...)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v\nstderr:\n%s", err, errb.String())
+		}
+		if d := cmp.Diff(helloLines([]string{host, host}, `["x"]`), sortedLines(out.String())); d != "" {
+			t.Errorf("output (-want +got):\n%s\nstderr:\n%s", d, errb.String())
+		}
+		if n := strings.Count(errb.String(), say); n != 1 {
+			t.Errorf("stderr says %q %d times, want once (one host):\n%s", say, n, errb.String())
+		}
+		checkNoSurvivors(t, t.Name(), 2*time.Second)
+	}
+	t.Run("absent", func(t *testing.T) { runProg(t, "lacks "+prog+": staged it to "+cache+"/") })
+	staged, _ := filepath.Glob(filepath.Join(cache, "*", "hello"))
+	if len(staged) != 1 || !sameFile(t, staged[0], prog) {
+		t.Fatalf("staged copies %v, want one, equal to the program", staged)
+	}
+	t.Run("reused", func(t *testing.T) { runProg(t, "lacks "+prog+": running the copy staged there by an earlier job, "+staged[0]) })
+	// Another file at the program's path on the host: it is not run, and
+	// not overwritten.
+	theirs := fmt.Sprintf("/proc/%d/root%s", d.cmd.Process.Pid, prog)
+	copyFile(t, filepath.Join(bin, "testcore"), theirs)
+	t.Run("different", func(t *testing.T) { runProg(t, "running the copy staged there by an earlier job") })
+	if !sameFile(t, theirs, filepath.Join(bin, "testcore")) {
+		t.Errorf("the host's own file at %s changed", prog)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err == nil {
+		err = os.WriteFile(to, b, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sameFile(t *testing.T, a, b string) bool {
+	t.Helper()
+	x, err1 := os.ReadFile(a)
+	y, err2 := os.ReadFile(b)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	return string(x) == string(y)
+}

@@ -32,6 +32,10 @@ type sshdOptions struct {
 	netns    string // run inside this network namespace, as host name hostname
 	hostname string
 	password bool // accept only passwords (a host that asks for one)
+	// hide is a directory the server and its sessions see empty (a tmpfs
+	// mounted over it in their own mount namespace): a host that lacks
+	// what the console has there.
+	hide string
 }
 
 var clientKey struct {
@@ -105,18 +109,26 @@ func startSSHD(t *testing.T, o sshdOptions) *sshd {
 	if o.password {
 		login = "PubkeyAuthentication no\nPasswordAuthentication yes\nKbdInteractiveAuthentication yes\nPermitRootLogin yes\n"
 	}
-	conf := fmt.Sprintf("Port %d\nListenAddress %s\nHostKey %s\nPidFile %s\nAuthorizedKeysFile %s\nStrictModes no\n%sUsePAM no\nUseDNS no\nMaxStartups 100:30:200\nMaxSessions 100\nLogLevel VERBOSE\n",
+	conf := fmt.Sprintf("Port %d\nListenAddress %s\nHostKey %s\nPidFile %s\nAuthorizedKeysFile %s\nStrictModes no\n%sUsePAM no\nUseDNS no\nMaxStartups 100:30:200\nMaxSessions 100\nLogLevel VERBOSE\nSubsystem sftp internal-sftp\n",
 		d.port, d.addr, hk, filepath.Join(d.dir, "sshd.pid"), filepath.Join(d.dir, "authorized_keys"), login)
 	cfgFile := filepath.Join(d.dir, "sshd_config")
 	if err := os.WriteFile(cfgFile, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	script := "exec /usr/sbin/sshd -D -e -f " + cfgFile
+	unshare := []string{"unshare"}
 	if o.netns != "" {
 		// Its own host name, seen by the sessions it starts.
-		d.cmd = exec.Command("ip", "netns", "exec", o.netns, "unshare", "--uts", "sh", "-c",
-			"hostname "+o.hostname+" && exec /usr/sbin/sshd -D -e -f "+cfgFile)
-	} else {
-		d.cmd = exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", cfgFile)
+		unshare = append(unshare, "--uts")
+		script = "hostname " + o.hostname + " && " + script
+	}
+	if o.hide != "" {
+		unshare = append(unshare, "--mount")
+		script = "mount -t tmpfs udpconduit-test " + o.hide + " && " + script
+	}
+	d.cmd = exec.Command(unshare[0], append(unshare[1:], "sh", "-c", script)...)
+	if o.netns != "" {
+		d.cmd = exec.Command("ip", append([]string{"netns", "exec", o.netns}, d.cmd.Args...)...)
 	}
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
