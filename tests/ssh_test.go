@@ -232,7 +232,9 @@ func TestSSHStaging(t *testing.T) {
 	if len(staged) != 1 || !sameFile(t, staged[0], prog) {
 		t.Fatalf("staged copies %v, want one, equal to the program", staged)
 	}
-	t.Run("reused", func(t *testing.T) { runProg(t, "lacks "+prog+": running the copy staged there by an earlier job, "+staged[0]) })
+	t.Run("reused", func(t *testing.T) {
+		runProg(t, "lacks "+prog+": running the copy staged there by an earlier job, "+staged[0])
+	})
 	// Another file at the program's path on the host: it is not run, and
 	// not overwritten.
 	theirs := fmt.Sprintf("/proc/%d/root%s", d.cmd.Process.Pid, prog)
