@@ -244,7 +244,7 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 	joins := make(chan *peerConn)
 	go accept(ln, acceptConfig{secret: secret, auth: min(authTimeout, cfg.ConnectTimeout), join: cfg.ConnectTimeout, say: say}, joins, outs)
 
-	j := &job{cfg: cfg, n: n, say: say, launch: launch, sigs: sigs, exitCode: -1}
+	j := &job{cfg: cfg, n: n, say: say, launch: launch, sigs: sigs, exitCode: -1, listed: name == "S"}
 	return j.run(joins)
 }
 
@@ -332,6 +332,7 @@ type bufConn struct {
 func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 
 type job struct {
+	listed   bool // ranks follow the spawn index (the S spawner's list)
 	cfg      *Config
 	n        int
 	say      func(string, ...any)
@@ -521,7 +522,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 	for i, p := range joined {
 		js[i] = p.join
 	}
-	ranks, err := AssignRanks(js, j.n)
+	ranks, err := AssignRanks(js, j.n, j.listed)
 	if err != nil {
 		j.say("%v", err)
 		return j.abort(1, joined)

@@ -9,8 +9,10 @@ import (
 // When any worker requested a rank, all must have, with disjoint values in
 // [0, n). Otherwise workers on one host get contiguous ranks: hosts in the
 // order they first joined, and within a host by spawn index, then join
-// order. joins is in join order; the result is indexed like it.
-func AssignRanks(joins []Join, n int) ([]int, error) {
+// order; but when listed is set (the S spawner, whose server list the user
+// wrote in rank order), rank i is the worker of spawn index i. joins is in
+// join order; the result is indexed like it.
+func AssignRanks(joins []Join, n int, listed bool) ([]int, error) {
 	if len(joins) != n {
 		return nil, fmt.Errorf("spawn: %d workers joined, want %d", len(joins), n)
 	}
@@ -35,6 +37,17 @@ func AssignRanks(joins []Join, n int) ([]int, error) {
 			}
 			seen[j.Rank] = j.Name
 			ranks[i] = j.Rank
+		}
+		return ranks, nil
+	}
+	if listed {
+		seen := make([]bool, n)
+		for i, j := range joins {
+			if j.Index < 0 || j.Index >= n || seen[j.Index] {
+				return nil, fmt.Errorf("spawn: worker on %s joined with spawn index %d: want each of 0..%d once", j.Name, j.Index, n-1)
+			}
+			seen[j.Index] = true
+			ranks[i] = j.Index
 		}
 		return ranks, nil
 	}

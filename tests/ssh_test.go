@@ -265,3 +265,86 @@ func sameFile(t *testing.T, a, b string) bool {
 	}
 	return string(x) == string(y)
 }
+
+// TestSSHHosts runs jobs across three hosts with their own addresses and
+// host names (network namespaces, an sshd each): hello and testcore, a
+// node file with a host listed twice, and a forwarded variable.
+func TestSSHHosts(t *testing.T) {
+	h := startHosts(t, 3)
+	servers := strings.Join(h.names, " ")
+	t.Run("hello", func(t *testing.T) {
+		marker := t.Name()
+		start := time.Now()
+		r := run(t, marker, sshEnv(servers, h.config), "hello", "3", "a", "b c")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+		t.Logf("hello on 3 hosts: %v", time.Since(start).Round(time.Millisecond))
+		if d := cmp.Diff(helloLines(h.names, `["a" "b c"]`), sortedLines(r.stdout)); d != "" {
+			t.Errorf("output (-want +got):\n%s\nstderr:\n%s", d, r.stderr)
+		}
+		checkNoSurvivors(t, marker, 2*time.Second)
+	})
+	t.Run("testcore", func(t *testing.T) {
+		r := run(t, t.Name(), sshEnv(servers, h.config), "testcore", "3", "500")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("nodefile", func(t *testing.T) {
+		nodes := t.TempDir() + "/nodes"
+		os.WriteFile(nodes, []byte("# from scontrol show hostnames\nuch2\nuch2\nuch3\nuch1\nuch1\n"), 0o644)
+		env := append(sshEnv("", h.config), "GASNET_SSH_SERVERS=", "GASNET_SSH_NODEFILE="+nodes)
+		r := run(t, t.Name(), env, "hello", "4")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+		if d := cmp.Diff(helloLines([]string{"uch2", "uch2", "uch3", "uch1"}, "[]"), sortedLines(r.stdout)); d != "" {
+			t.Errorf("output (-want +got):\n%s", d)
+		}
+	})
+	t.Run("forwarded", func(t *testing.T) {
+		env := append(sshEnv(servers, h.config), "GASNET_FORWARD_ENV=UDPCONDUIT_TEST_MARKER,MY_SETTING=two,MY_OTHER PRINT_ENV", "MY_OTHER=x'y \\$HOME", "PRINT_ENV=MY_SETTING MY_OTHER", "LINES=0")
+		r := run(t, t.Name(), env, "printer", "3")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+		var want []string
+		for i := range 3 {
+			want = append(want, fmt.Sprintf("rank %d: MY_SETTING=%q MY_OTHER=%q", i, "two", `x'y \$HOME`))
+		}
+		if d := cmp.Diff(want, sortedLines(r.stdout)); d != "" {
+			t.Errorf("output (-want +got):\n%s", d)
+		}
+	})
+}
+
+// TestSSHHostsFaults: on namespace hosts, a host that is down (an address
+// nobody answers) fails the job within GASNET_CONNECT_TIMEOUT naming it,
+// and kill -9 of the console ends the workers on every host.
+func TestSSHHostsFaults(t *testing.T) {
+	h := startHosts(t, 3)
+	t.Run("host down", func(t *testing.T) {
+		start := time.Now()
+		r := run(t, t.Name(), sshEnv("uch1 uch2 "+netPrefix+"9", h.config, "GASNET_CONNECT_TIMEOUT=2s"), "hello", "3")
+		took := time.Since(start)
+		if r.code != 1 || !strings.Contains(r.stderr, "ssh "+netPrefix+"9: cannot connect: no answer from "+netPrefix+"9:22 within 2s (GASNET_CONNECT_TIMEOUT") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and one line naming %s9", r.code, r.stderr, netPrefix)
+		}
+		if took > 5*time.Second {
+			t.Errorf("took %v with GASNET_CONNECT_TIMEOUT=2s", took)
+		}
+		t.Logf("%v: %s", took.Round(time.Millisecond), r.stderr)
+		checkNoSurvivors(t, t.Name(), 2*time.Second)
+	})
+	t.Run("kill -9", func(t *testing.T) {
+		marker := t.Name()
+		cmd, _ := startPrinter(t, marker, 3, "wait", "waiting", append(sshEnv(strings.Join(h.names, " "), h.config), "LINES=1")...)
+		if n := len(survivors(marker)); n != 4 {
+			t.Fatalf("%d processes of the job, want the console and 3 workers", n)
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		checkNoSurvivors(t, marker, 2*time.Second)
+	})
+}

@@ -101,6 +101,10 @@ func (d *Dialer) dialVia(via *ssh.Client, t *Target) (*ssh.Client, error) {
 		if e := t.NameError(err); e != nil {
 			return nil, e
 		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, fmt.Errorf("ssh %s: cannot connect: no answer from %s within %v (GASNET_CONNECT_TIMEOUT, or ConnectTimeout in ssh_config): the host is down, or a firewall drops the connection", t.Dest(), t.Addr(), timeout)
+		}
 		return nil, fmt.Errorf("ssh %s: cannot connect: %w", t.Dest(), err)
 	}
 	cfg, wantPass, notes, err := d.clientConfig(t)

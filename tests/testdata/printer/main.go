@@ -4,7 +4,8 @@
 // HOSTRANKS set, each rank first prints the ranks on its host. With "late",
 // the last rank enters a final barrier only on SIGUSR2 (see lateBarrier);
 // with "flood", the others send it requests forever (see flood); with
-// "slowjoin", worker 2 sleeps a minute before conduit.Init.
+// "slowjoin", worker 2 sleeps a minute before conduit.Init. With PRINT_ENV
+// set to variable names, each rank first prints their values.
 package main
 
 import (
@@ -29,6 +30,13 @@ func main() {
 	conduit.Init()
 	lines, _ := strconv.Atoi(os.Getenv("LINES"))
 	r := conduit.Rank()
+	if names := os.Getenv("PRINT_ENV"); names != "" {
+		var vs []string
+		for _, n := range strings.Fields(names) {
+			vs = append(vs, fmt.Sprintf("%s=%q", n, os.Getenv(n)))
+		}
+		fmt.Printf("rank %d: %s\n", r, strings.Join(vs, " "))
+	}
 	if os.Getenv("HOSTRANKS") != "" {
 		fmt.Printf("rank %d shares its host with %v\n", r, conduit.HostRanks())
 	}

@@ -1,0 +1,101 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Hosts made of network namespaces (DESIGN.md §9 tests): uch1..uchN have
+// 10.77.0.i/24 on a bridge that lives in namespace ucsw; the console, in
+// the root namespace, is 10.77.0.254 on veth uccon. Each host runs its own
+// sshd on port 22 under its own host name. Only these tests create names
+// with these prefixes.
+const (
+	netPrefix  = "10.77.0."
+	consoleIP  = netPrefix + "254"
+	switchNS   = "ucsw"
+	consoleDev = "uccon"
+)
+
+// netHosts is a set of namespace hosts with an sshd each.
+type netHosts struct {
+	names  []string // uch1...
+	addrs  []string
+	sshds  []*sshd
+	config string // ssh_config: Host uchI → HostName 10.77.0.I, the test key and known_hosts
+	known  string
+}
+
+func ip(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// needNetns fails the test (never skips it) without what namespace hosts
+// need: root, iproute2, unshare.
+func needNetns(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("network-namespace hosts need root")
+	}
+	needCommand("ip", "iproute2")(t)
+	needCommand("unshare", "util-linux")(t)
+	needSSHD(t)
+}
+
+// startHosts makes n namespace hosts with an sshd each, and removes them
+// (with every process left in them) when the test ends.
+func startHosts(t *testing.T, n int) *netHosts {
+	t.Helper()
+	needNetns(t)
+	removeHosts() // what a killed earlier run left
+	t.Cleanup(removeHosts)
+	ip(t, "netns", "add", switchNS)
+	ip(t, "-n", switchNS, "link", "add", "br0", "type", "bridge")
+	ip(t, "-n", switchNS, "link", "set", "lo", "up")
+	ip(t, "-n", switchNS, "link", "set", "br0", "up")
+	ip(t, "link", "add", consoleDev, "type", "veth", "peer", "name", "con", "netns", switchNS)
+	ip(t, "-n", switchNS, "link", "set", "con", "master", "br0", "up")
+	ip(t, "addr", "add", consoleIP+"/24", "dev", consoleDev)
+	ip(t, "link", "set", consoleDev, "up")
+	h := &netHosts{}
+	var known []string
+	var cfg strings.Builder
+	for i := 1; i <= n; i++ {
+		name, addr := fmt.Sprintf("uch%d", i), fmt.Sprintf("%s%d", netPrefix, i)
+		ip(t, "netns", "add", name)
+		ip(t, "link", "add", "eth0", "netns", name, "type", "veth", "peer", "name", name, "netns", switchNS)
+		ip(t, "-n", switchNS, "link", "set", name, "master", "br0", "up")
+		ip(t, "-n", name, "addr", "add", addr+"/24", "dev", "eth0")
+		ip(t, "-n", name, "link", "set", "lo", "up")
+		ip(t, "-n", name, "link", "set", "eth0", "up")
+		d := startSSHD(t, sshdOptions{netns: name, hostname: name, addr: addr})
+		h.names, h.addrs, h.sshds = append(h.names, name), append(h.addrs, addr), append(h.sshds, d)
+		known = append(known, d.knownHostsLine(addr))
+		fmt.Fprintf(&cfg, "Host %s\n  HostName %s\n", name, addr)
+	}
+	h.config, h.known = sshClientFiles(t, known, cfg.String())
+	return h
+}
+
+// removeHosts kills every process in the test namespaces and deletes them.
+func removeHosts() {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || !(f[0] == switchNS || strings.HasPrefix(f[0], "uch")) {
+			continue
+		}
+		pids, _ := exec.Command("ip", "netns", "pids", f[0]).Output()
+		for _, p := range strings.Fields(string(pids)) {
+			exec.Command("kill", "-9", p).Run()
+		}
+		exec.Command("ip", "netns", "del", f[0]).Run()
+	}
+	exec.Command("ip", "link", "del", consoleDev).Run()
+}
