@@ -26,8 +26,9 @@ func (Local) Name() string { return "L" }
 type localLaunch struct {
 	exits chan ProcExit
 	mu    sync.Mutex
-	pids  []int
-	done  []bool
+	pids  []int  // of the started processes
+	idx   []int  // their workers
+	done  []bool // by worker
 }
 
 // Start starts spec.Count children.
@@ -67,23 +68,33 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 			l.Kill(0)
 			return nil, fmt.Errorf("spawn L: starting worker %d (%s): %w", i, spec.Program, err)
 		}
-		pid := cmd.Process.Pid
-		l.mu.Lock()
-		l.pids = append(l.pids, pid)
-		l.mu.Unlock()
-		wait := watch(cmd)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ws, err := wait()
-			l.mu.Lock()
-			l.done[i] = true
-			l.mu.Unlock()
-			l.exits <- procExit(i, pid, host, ws, err)
-		}()
+		l.add(i, cmd, host, &wg, nil)
 	}
 	go func() { wg.Wait(); close(l.exits) }()
 	return l, nil
+}
+
+// add tracks the started process cmd of worker i until it ends; then
+// ended, if set, runs before its end is reported.
+func (l *localLaunch) add(i int, cmd *exec.Cmd, host string, wg *sync.WaitGroup, ended func()) {
+	pid := cmd.Process.Pid
+	l.mu.Lock()
+	l.pids = append(l.pids, pid)
+	l.idx = append(l.idx, i)
+	l.mu.Unlock()
+	wait := watch(cmd)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ws, err := wait()
+		l.mu.Lock()
+		l.done[i] = true
+		l.mu.Unlock()
+		if ended != nil {
+			ended()
+		}
+		l.exits <- procExit(i, pid, host, ws, err)
+	}()
 }
 
 // withoutSecret splits the job secret from a worker environment.
@@ -150,8 +161,8 @@ func (l *localLaunch) Signal(sig syscall.Signal) { l.signal(sig) }
 func (l *localLaunch) signal(sig syscall.Signal) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i, pid := range l.pids {
-		if !l.done[i] {
+	for k, pid := range l.pids {
+		if !l.done[l.idx[k]] {
 			_ = syscall.Kill(-pid, sig) // the child's whole group
 		}
 	}

@@ -33,8 +33,14 @@ import (
 // watches, so that it ends as soon as its ssh session does (the console
 // ended, even by kill -9, or killed the job).
 type SSH struct {
-	// Targets holds the resolved host of each rank.
+	// Targets holds the resolved host of each rank, and Servers its entry
+	// as listed.
 	Targets []sshc.Target
+	Servers []sshc.Server
+	// Command is the external client (GASNET_SSH_CMD) as words, with the
+	// options it gets; nil selects the built-in client.
+	Command []string
+	Options sshc.Options
 	Dialer  *sshc.Dialer
 	// RemotePath is the remote working directory ("" for the console's);
 	// EnvCmd the command that sets the environment (GASNET_ENV_CMD).
@@ -103,6 +109,9 @@ func (s *SSH) remoteCommand(i int, spec *WorkerSpec, prog string) string {
 func (s *SSH) Start(spec *WorkerSpec) (Launch, error) {
 	if len(s.Targets) < spec.Count {
 		return nil, fmt.Errorf("spawn S: %d hosts for %d workers", len(s.Targets), spec.Count)
+	}
+	if s.Command != nil {
+		return s.startExternal(spec)
 	}
 	_, secret := withoutSecret(spec.Env)
 	l := &sshLaunch{exits: make(chan ProcExit, spec.Count), ranks: make([]*sshRank, spec.Count)}
@@ -433,7 +442,7 @@ func newSSH(cfg *Config, src map[string]Source, n int, say func(string, ...any))
 	if err != nil {
 		return nil, err
 	}
-	s := &SSH{RemotePath: cfg.SSHRemotePath, EnvCmd: cfg.EnvCmd, Cache: cfg.SSHCache, Say: say, Stdout: os.Stdout, Stderr: os.Stderr,
+	s := &SSH{Servers: list, Options: opts, RemotePath: cfg.SSHRemotePath, EnvCmd: cfg.EnvCmd, Cache: cfg.SSHCache, Say: say, Stdout: os.Stdout, Stderr: os.Stderr,
 		Dialer: &sshc.Dialer{Timeout: cfg.ConnectTimeout, Say: say, AgentSocket: os.Getenv("SSH_AUTH_SOCK")}}
 	s.Dialer.Jump = func(hop string) (sshc.Target, error) {
 		hs, err := sshc.ParseServers("ProxyJump", hop)
@@ -454,6 +463,11 @@ func newSSH(cfg *Config, src map[string]Source, n int, say func(string, ...any))
 		s.Targets = append(s.Targets, t)
 	}
 	s.Env = consoleSettings(os.Environ())
+	if cfg.SSHCmd != "" {
+		if s.Command, err = externalCommand(displayName(src, "GASNET_SSH_CMD"), cfg.SSHCmd); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 

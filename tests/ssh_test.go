@@ -348,3 +348,40 @@ func TestSSHHostsFaults(t *testing.T) {
 		checkNoSurvivors(t, marker, 2*time.Second)
 	})
 }
+
+// TestSSHExternal: GASNET_SSH_CMD=ssh runs the job through OpenSSH's own
+// client with the same options, and a host that wants a password fails at
+// once (BatchMode) instead of hanging on a prompt.
+func TestSSHExternal(t *testing.T) {
+	h := startHosts(t, 3)
+	t.Run("hello", func(t *testing.T) {
+		marker := t.Name()
+		start := time.Now()
+		r := run(t, marker, sshEnv(strings.Join(h.names, " "), h.config, "GASNET_SSH_CMD=ssh"), "hello", "3", "a", "b c")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+		t.Logf("hello on 3 hosts with GASNET_SSH_CMD=ssh: %v", time.Since(start).Round(time.Millisecond))
+		if d := cmp.Diff(helloLines(h.names, `["a" "b c"]`), sortedLines(r.stdout)); d != "" {
+			t.Errorf("output (-want +got):\n%s\nstderr:\n%s", d, r.stderr)
+		}
+		checkNoSurvivors(t, marker, 2*time.Second)
+	})
+	t.Run("kill -9", func(t *testing.T) {
+		marker := t.Name()
+		cmd, _ := startPrinter(t, marker, 3, "wait", "waiting", append(sshEnv(strings.Join(h.names, " "), h.config, "GASNET_SSH_CMD=ssh"), "LINES=1")...)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		checkNoSurvivors(t, marker, 2*time.Second)
+	})
+	t.Run("password", func(t *testing.T) {
+		pw := startSSHD(t, sshdOptions{password: true})
+		config, _ := sshClientFiles(t, []string{pw.knownHostsLine("127.0.0.1")}, "")
+		start := time.Now()
+		r := run(t, t.Name(), sshEnv(fmt.Sprintf("127.0.0.1:%d", pw.port), config, "GASNET_SSH_CMD=ssh"), "hello", "1")
+		if r.code == 0 || !strings.Contains(r.stderr, "Permission denied") || time.Since(start) > 10*time.Second {
+			t.Fatalf("exit %d after %v, stderr:\n%s\nwant a failure that says Permission denied", r.code, time.Since(start), r.stderr)
+		}
+		t.Logf("stderr:\n%s", r.stderr)
+	})
+}
