@@ -69,6 +69,23 @@ func TestSSHLoopback(t *testing.T) {
 			checkNoSurvivors(t, marker, 2*time.Second)
 		})
 	}
+	t.Run("amudprun -x", func(t *testing.T) {
+		// Remote workers get only what is forwarded: -x NAME and -x NAME=VALUE.
+		env := []string{"GASNET_SSH_SERVERS=lo1 lo2", "GASNET_SSH_OPTIONS=-F " + config, "GASNET_FORWARD_ENV=UDPCONDUIT_TEST_MARKER",
+			"PRINT_ENV=MY_X MY_Y NOT_FORWARDED", "MY_Y=from the console", "NOT_FORWARDED=1", "LINES=0"}
+		r := run(t, t.Name(), env, "amudprun", "-np", "2", "-spawn", "S", "-x", "PRINT_ENV", "-x", "MY_X=a b,c", "-x", "MY_Y", filepath.Join(bin, "printer"))
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+		want := []string{`rank 0: MY_X="a b,c" MY_Y="from the console" NOT_FORWARDED=""`, `rank 1: MY_X="a b,c" MY_Y="from the console" NOT_FORWARDED=""`}
+		if d := cmp.Diff(want, sortedLines(r.stdout)); d != "" {
+			t.Errorf("output (-want +got):\n%s\nstderr:\n%s", d, r.stderr)
+		}
+		r = run(t, t.Name(), env, "amudprun", "-np", "2", "-x", "UNSET_HERE", filepath.Join(bin, "printer"))
+		if r.code != 1 || !strings.Contains(r.stderr, "-x UNSET_HERE: UNSET_HERE is not set in this environment") {
+			t.Errorf("-x of an unset variable: exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+	})
 	t.Run("testcore", func(t *testing.T) {
 		marker := t.Name()
 		r := run(t, marker, sshEnv("lo1 lo2 lo1", config), "testcore", "3", "200")

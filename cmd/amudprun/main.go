@@ -1,11 +1,13 @@
 // Command amudprun runs any udpconduit program as a job, the way AMUDP's
 // launcher of the same name does:
 //
-//	amudprun -np N [-spawn L|S|C] [-v] prog [args...]
+//	amudprun -np N [-spawn L|S|C] [-v] [-x NAME[=VALUE]]... prog [args...]
 //
 // It is the job's console: it spawns N workers running prog with args,
 // serves them and exits with the job's exit code. -spawn overrides
-// GASNET_SPAWNFN and -v sets GASNET_VERBOSEENV; every other setting comes
+// GASNET_SPAWNFN and -v sets GASNET_VERBOSEENV; -x, as mpirun's, gives
+// every worker the console's variable NAME, or sets it to VALUE (it adds to
+// GASNET_FORWARD_ENV; remote workers need it). Every other setting comes
 // from the GASNET_* / AMUDP_* environment, as for `prog N args...`.
 package main
 
@@ -21,7 +23,7 @@ import (
 	"udpconduit/spawn"
 )
 
-const usage = "usage: amudprun -np N [-spawn L|S|C] [-v] prog [args...]"
+const usage = "usage: amudprun -np N [-spawn L|S|C] [-v] [-x NAME[=VALUE]]... prog [args...]"
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -38,6 +40,20 @@ func run(argv []string) int {
 	np := fs.String("np", "", "number of workers, N")
 	sp := fs.String("spawn", "", "spawner: L (this host), S (ssh) or C (custom command); overrides GASNET_SPAWNFN")
 	verbose := fs.Bool("v", false, "print every setting in force (GASNET_VERBOSEENV=1)")
+	var forward []string
+	fs.Func("x", "give every worker the variable NAME (the console's value), or set it to VALUE; repeatable", func(v string) error {
+		name, val, set := strings.Cut(v, "=")
+		if name == "" || strings.ContainsAny(name, " ,\t") {
+			return fmt.Errorf("-x %s: accepted: NAME or NAME=VALUE", v)
+		}
+		if set {
+			os.Setenv(name, val)
+		} else if _, ok := os.LookupEnv(name); !ok {
+			return fmt.Errorf("-x %s: %s is not set in this environment; accepted: the name of a set variable, or NAME=VALUE", v, name)
+		}
+		forward = append(forward, name)
+		return nil
+	})
 	if err := fs.Parse(argv); err != nil {
 		if err == flag.ErrHelp {
 			fmt.Println(usage)
@@ -66,6 +82,13 @@ func run(argv []string) int {
 	}
 	if *verbose {
 		os.Setenv("GASNET_VERBOSEENV", "1")
+	}
+	if len(forward) > 0 {
+		list := os.Getenv("GASNET_FORWARD_ENV")
+		if v, ok := os.LookupEnv("AMUDP_FORWARD_ENV"); ok && list == "" {
+			list = v
+		}
+		os.Setenv("GASNET_FORWARD_ENV", strings.TrimSpace(list+" "+strings.Join(forward, " ")))
 	}
 	prog, err := exec.LookPath(fs.Arg(0))
 	if err == nil {
