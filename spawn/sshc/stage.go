@@ -20,12 +20,14 @@ import (
 // Program is the console's program, as the staging compares it with a
 // remote host's copy.
 type Program struct {
-	Path string // absolute path on the console's host (and the default remote path)
-	Size int64
+	Path  string // the path the program has on hosts that have it
+	Local string // the file that is copied to hosts that lack it
+	Size  int64
 	Hash string // hex SHA-256 of its contents
 }
 
-// LocalProgram reads the program at p once to know its size and hash.
+// LocalProgram reads the program at p once to know its size and hash; it
+// expects the same path on the hosts.
 func LocalProgram(p string) (*Program, error) {
 	f, err := os.Open(p)
 	if err != nil {
@@ -37,7 +39,7 @@ func LocalProgram(p string) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("staging: reading %s: %w", p, err)
 	}
-	return &Program{Path: p, Size: n, Hash: hex.EncodeToString(h.Sum(nil))}, nil
+	return &Program{Path: p, Local: p, Size: n, Hash: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // DefaultCache is where staged programs go on a remote host, relative to
@@ -119,7 +121,7 @@ func (p *Program) upload(sc *sftp.Client, dir, remote string) error {
 	var rb [8]byte
 	rand.Read(rb[:])
 	tmp := path.Join(dir, "."+path.Base(remote)+".tmp."+hex.EncodeToString(rb[:]))
-	src, err := os.Open(p.Path)
+	src, err := os.Open(p.Local)
 	if err != nil {
 		return err
 	}
