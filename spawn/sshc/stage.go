@@ -23,7 +23,7 @@ type Program struct {
 	Path  string // the path the program has on hosts that have it
 	Local string // the file that is copied to hosts that lack it
 	Size  int64
-	Hash string // hex SHA-256 of its contents
+	Hash  string // hex SHA-256 of its contents
 }
 
 // LocalProgram reads the program at p once to know its size and hash; it
