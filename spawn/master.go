@@ -605,13 +605,24 @@ var (
 // s was one.
 func (j *job) forward(s os.Signal) bool {
 	for _, f := range forwardSignals {
-		if s == f {
-			j.launch.Signal(s.(syscall.Signal))
-			return true
+		if s != f {
+			continue
 		}
+		if r, ok := j.launch.(signalRelay); ok && r.signalsThroughConsole() {
+			// Remote workers raise it themselves, when they have joined.
+			j.broadcast(frameSignal, Code{Code: int(s.(syscall.Signal))})
+		} else {
+			j.launch.Signal(s.(syscall.Signal))
+		}
+		return true
 	}
 	return false
 }
+
+// signalRelay is a Launch whose workers the console cannot signal (ssh:
+// OpenSSH's sshd refuses signal requests in root sessions, and an external
+// client passes none): forwarded signals go down the control connections.
+type signalRelay interface{ signalsThroughConsole() bool }
 
 func signalCode(s os.Signal) int {
 	if sig, ok := s.(syscall.Signal); ok {

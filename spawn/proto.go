@@ -22,6 +22,7 @@ const (
 	frameHello     byte = 8 // worker → console, first frame of a control connection: Hello
 	framePing      byte = 9 // console → worker: answer with framePong (liveness)
 	framePong      byte = 10
+	frameSignal    byte = 11 // console → worker: raise the signal numbered in the body (Code) on itself
 	maxFrame            = 64 << 20
 	// maxFirstFrame bounds the first frame of a connection, read before the
 	// secret is checked, and maxJoinFrame the Join that follows a Hello: a

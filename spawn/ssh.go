@@ -319,8 +319,9 @@ func signalNumber(name string) int {
 	return 0
 }
 
-func (l *sshLaunch) Exits() <-chan ProcExit { return l.exits }
-func (l *sshLaunch) PerWorker() bool        { return true }
+func (l *sshLaunch) Exits() <-chan ProcExit      { return l.exits }
+func (l *sshLaunch) signalsThroughConsole() bool { return true }
+func (l *sshLaunch) PerWorker() bool             { return true }
 
 // Kill sends SIGTERM down every running session, and after grace closes
 // the sessions' stdin and the connections: the workers, which watch their

@@ -62,6 +62,8 @@ func (s *SSH) startExternal(spec *WorkerSpec) (Launch, error) {
 // its worker (its stdin closes), but a client does not pass signals on.
 type extLaunch struct{ *localLaunch }
 
+func (l extLaunch) signalsThroughConsole() bool { return true }
+
 // Signal ends the clients for the signals that end a job, and passes no
 // other: SIGUSR1 would only kill a client.
 func (l extLaunch) Signal(sig syscall.Signal) {

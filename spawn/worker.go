@@ -389,6 +389,14 @@ func (w *Worker) readLoop() {
 			var c Code
 			json.Unmarshal(body, &c)
 			w.terminate(c.Code)
+		case frameSignal:
+			// A signal the console forwards to a worker it cannot signal
+			// itself (remote): only the forwarded ones.
+			var c Code
+			json.Unmarshal(body, &c)
+			if sig := syscall.Signal(c.Code); sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2 {
+				syscall.Kill(os.Getpid(), sig)
+			}
 		case framePing:
 			// Answered here, not by the program's goroutines: a rank that
 			// computes without calling the library is alive; only one

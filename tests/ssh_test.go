@@ -126,6 +126,25 @@ func TestSSHKillConsole(t *testing.T) {
 	}
 }
 
+// TestSSHSignals: SIGUSR1 at the console reaches every remote worker (an
+// ssh signal request), and SIGTERM ends the job with 143 and no worker left.
+func TestSSHSignals(t *testing.T) {
+	d := startSSHD(t, sshdOptions{})
+	config, _ := sshClientFiles(t, []string{d.knownHostsLine("127.0.0.1")}, "")
+	servers := fmt.Sprintf("127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d", d.port, d.port, d.port)
+	marker := t.Name()
+	cmd, out := startPrinter(t, marker, 3, "wait", "waiting", append(sshEnv(servers, config), "LINES=1")...)
+	cmd.Process.Signal(syscall.SIGUSR1)
+	defer func() { if t.Failed() { t.Logf("sshd log:\n%s\noutput:\n%s", d.log.String(), out.String()) } }()
+	waitFor(t, func() bool { return strings.Count(out.String(), "got SIGUSR1") == 3 })
+	cmd.Process.Signal(syscall.SIGTERM)
+	waitEnd(t, cmd, out, 10*time.Second)
+	if code := cmd.ProcessState.ExitCode(); code != 143 {
+		t.Errorf("exit %d after SIGTERM, want 143\n%s", code, out.String())
+	}
+	checkNoSurvivors(t, marker, 2*time.Second)
+}
+
 // TestSSHErrors: what stops an ssh job before it runs is one line on
 // stderr naming the host and what to do, exit 1, quickly, and nothing left
 // running.
