@@ -135,7 +135,11 @@ func TestSSHSignals(t *testing.T) {
 	marker := t.Name()
 	cmd, out := startPrinter(t, marker, 3, "wait", "waiting", append(sshEnv(servers, config), "LINES=1")...)
 	cmd.Process.Signal(syscall.SIGUSR1)
-	defer func() { if t.Failed() { t.Logf("sshd log:\n%s\noutput:\n%s", d.log.String(), out.String()) } }()
+	defer func() {
+		if t.Failed() {
+			t.Logf("sshd log:\n%s\noutput:\n%s", d.log.String(), out.String())
+		}
+	}()
 	waitFor(t, func() bool { return strings.Count(out.String(), "got SIGUSR1") == 3 })
 	cmd.Process.Signal(syscall.SIGTERM)
 	waitEnd(t, cmd, out, 10*time.Second)
