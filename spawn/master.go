@@ -244,7 +244,10 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 	joins := make(chan *peerConn)
 	go accept(ln, acceptConfig{secret: secret, auth: min(authTimeout, cfg.ConnectTimeout), join: cfg.ConnectTimeout, say: say}, joins, outs)
 
-	j := &job{cfg: cfg, n: n, say: say, launch: launch, sigs: sigs, exitCode: -1, listed: name == "S"}
+	j := &job{cfg: cfg, n: n, say: say, launch: launch, sigs: sigs, exitCode: -1, listed: name == "S", levels: 1}
+	if s, ok := sp.(*SSH); ok && s.Tree != nil {
+		j.levels = TreeDepth(s.Tree.Degree, n)
+	}
 	return j.run(joins)
 }
 
@@ -333,6 +336,7 @@ func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 
 type job struct {
 	listed   bool // ranks follow the spawn index (the S spawner's list)
+	levels   int  // of the spawn tree: 1 without one
 	cfg      *Config
 	n        int
 	say      func(string, ...any)
@@ -484,7 +488,10 @@ func (j *job) checkHang(now time.Time) {
 
 func (j *job) run(joins <-chan *peerConn) int {
 	var joined []*peerConn
-	deadline := time.After(j.cfg.ConnectTimeout)
+	// Each level of a spawn tree may take the connect timeout to start the
+	// next.
+	wait := j.cfg.ConnectTimeout * time.Duration(j.levels)
+	deadline := time.After(wait)
 	tick := time.NewTicker(reportEvery)
 	defer tick.Stop()
 	exits := j.launch.Exits()
@@ -495,7 +502,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 		case <-tick.C:
 			j.say("%d of %d workers joined; missing: %s", len(joined), j.n, missing(joined, j.n))
 		case <-deadline:
-			j.say("only %d of %d workers joined within GASNET_CONNECT_TIMEOUT=%v; missing: %s", len(joined), j.n, j.cfg.ConnectTimeout, missing(joined, j.n))
+			j.say("only %d of %d workers joined within GASNET_CONNECT_TIMEOUT=%v%s; missing: %s", len(joined), j.n, j.cfg.ConnectTimeout, levelsNote(j.levels), missing(joined, j.n))
 			return j.abort(1, joined)
 		case e, ok := <-exits:
 			if !ok {
@@ -510,7 +517,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 			if e.Clean {
 				hint = " (is it a program built on udpconduit that calls conduit.Init?)"
 			}
-			j.say("worker %d (pid %d on %s) ended before joining: %s%s", e.Index, e.PID, e.Host, e.Status, hint)
+			j.say("%s ended before joining: %s%s", e.who(), e.Status, hint)
 			return j.abort(max(e.Code, 1), joined)
 		case s := <-j.sigs:
 			if !j.forward(s) {
@@ -619,6 +626,13 @@ func (j *job) forward(s os.Signal) bool {
 	return false
 }
 
+func levelsNote(levels int) string {
+	if levels == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" for each of the spawn tree's %d levels", levels)
+}
+
 // signalRelay is a Launch whose workers the console cannot signal (ssh:
 // OpenSSH's sshd refuses signal requests in root sessions, and an external
 // client passes none): forwarded signals go down the control connections.
@@ -714,7 +728,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 					j.abnormal = max(e.Code, 1)
 					j.end(max(e.Code, 1))
 				case j.exitCode < 0 && !e.Clean:
-					j.say("worker %d (pid %d on %s) ended without exiting: %s; aborting the job", e.Index, e.PID, e.Host, e.Status)
+					j.say("%s ended without exiting: %s; aborting the job", e.who(), e.Status)
 					j.end(max(e.Code, 1))
 				case j.exitCode < 0 && e.Index < 0 && j.running() == 0:
 					j.end(0) // every rank ended without Exit, and the launcher says all went well

@@ -1,6 +1,7 @@
 package spawn
 
 import (
+	"fmt"
 	"syscall"
 	"time"
 )
@@ -28,6 +29,15 @@ type ProcExit struct {
 	Code   int    // exit code, or 128+signal
 	Status string // as the OS says it ("exit status 3", "signal: killed")
 	Clean  bool   // exited with code 0
+}
+
+// who names the worker for messages: "worker 3 (pid 1234 on h)", or
+// "worker 3 on h" when it ran on another host.
+func (e *ProcExit) who() string {
+	if e.PID == 0 {
+		return fmt.Sprintf("worker %d on %s", e.Index, e.Host)
+	}
+	return fmt.Sprintf("worker %d (pid %d on %s)", e.Index, e.PID, e.Host)
 }
 
 // Launch is a running set of processes a Spawner started.

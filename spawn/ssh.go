@@ -1,6 +1,8 @@
 package spawn
 
 import (
+	"cmp"
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -53,6 +55,15 @@ type SSH struct {
 	MasterIPs []netip.Addr
 	// Say prints notes in verbose mode (nil: quiet).
 	Say func(format string, a ...any)
+	// First is the spawn index of the first worker this spawner starts
+	// (a worker of a spawn tree starts its children, not ranks 0..).
+	First int
+	// Local is the file staged on hosts that lack the program ("": the
+	// program itself; a tree worker stages its own executable).
+	Local string
+	// Tree, when set, makes the started workers start their own children
+	// (GASNET_SSH_OUT_DEGREE); it goes down their stdin after the secret.
+	Tree *TreeInfo
 	// Cache is where programs are staged on hosts that lack the console's
 	// (GASNET_SSH_CACHE; relative to the remote home).
 	Cache string
@@ -98,7 +109,11 @@ func (s *SSH) remoteCommand(i int, spec *WorkerSpec, prog string) string {
 		}
 		words = append(words, kv)
 	}
-	words = append(words, EnvSecretFD+"=0", EnvIndex+"="+strconv.Itoa(i), prog)
+	words = append(words, EnvSecretFD+"=0", EnvIndex+"="+strconv.Itoa(s.First+i))
+	if s.Tree != nil {
+		words = append(words, EnvTree+"=1")
+	}
+	words = append(words, prog)
 	words = append(words, spec.Args...)
 	return "cd " + ShellQuote(dir) + " && " + ShellJoin(words)
 }
@@ -113,7 +128,19 @@ func (s *SSH) Start(spec *WorkerSpec) (Launch, error) {
 	if s.Command != nil {
 		return s.startExternal(spec)
 	}
+	if s.Tree != nil && s.First == 0 {
+		// The console starts the first level of the tree only.
+		spec = &WorkerSpec{Count: min(spec.Count, s.Tree.Degree), Program: spec.Program, Args: spec.Args, Env: spec.Env, Dir: spec.Dir}
+		s.Tree.Program, s.Tree.Args, s.Tree.Dir = spec.Program, spec.Args, cmp.Or(s.RemotePath, spec.Dir)
+	}
 	_, secret := withoutSecret(spec.Env)
+	if s.Tree != nil {
+		b, err := json.Marshal(s.Tree)
+		if err != nil {
+			return nil, err
+		}
+		secret += "\n" + string(b) // the second line of the workers' stdin
+	}
 	l := &sshLaunch{exits: make(chan ProcExit, spec.Count), ranks: make([]*sshRank, spec.Count)}
 	// Group the ranks by host, in groups a connection can carry.
 	type group struct {
@@ -161,7 +188,7 @@ func (s *SSH) Start(spec *WorkerSpec) (Launch, error) {
 			for _, i := range g.ranks {
 				if err := l.startRank(s, c, i, s.remoteCommand(i, spec, prog), secret); err != nil {
 					l.fail()
-					errs <- fmt.Errorf("ssh %s: starting worker %d: %w", g.t.Dest(), i, err)
+					errs <- fmt.Errorf("ssh %s: starting worker %d: %w", g.t.Dest(), s.First+i, err)
 					return
 				}
 			}
@@ -174,13 +201,21 @@ func (s *SSH) Start(spec *WorkerSpec) (Launch, error) {
 		return nil, err
 	}
 	go func() { l.wg.Wait(); close(l.exits); l.closeClients() }()
+	if s.Tree != nil && s.First == 0 {
+		return newTreeLaunch(l), nil
+	}
 	return l, nil
 }
 
 // place returns the path of the program on t's host, staging it there when
 // the host lacks it (once per host and job).
 func (s *SSH) place(c *ssh.Client, t *sshc.Target, program string) (string, error) {
-	s.progOnce.Do(func() { s.prog, s.progErr = sshc.LocalProgram(program) })
+	s.progOnce.Do(func() {
+		s.prog, s.progErr = sshc.LocalProgram(cmp.Or(s.Local, program))
+		if s.prog != nil {
+			s.prog.Path = program
+		}
+	})
 	if s.progErr != nil {
 		return "", s.progErr
 	}
@@ -262,7 +297,7 @@ func (l *sshLaunch) startRank(s *SSH, c *ssh.Client, i int, cmd, secret string) 
 	}
 	sess.Stdout, sess.Stderr = s.Stdout, s.Stderr
 	if s.Say != nil {
-		s.Say("S spawner: worker %d on %s: %s", i, s.Targets[i].Dest(), cmd)
+		s.Say("S spawner: worker %d on %s: %s", s.First+i, s.Targets[i].Dest(), cmd)
 	}
 	if err := sess.Start(cmd); err != nil {
 		sess.Close()
@@ -285,7 +320,7 @@ func (l *sshLaunch) startRank(s *SSH, c *ssh.Client, i int, cmd, secret string) 
 		r.done = true
 		l.mu.Unlock()
 		stdin.Close()
-		l.exits <- sessionExit(i, host, err)
+		l.exits <- sessionExit(s.First+i, host, err)
 	}()
 	return nil
 }
@@ -433,6 +468,30 @@ func newSSH(cfg *Config, src map[string]Source, n int, say func(string, ...any))
 	if list, err = sshc.ForRanks(list, n, from); err != nil {
 		return nil, err
 	}
+	if cfg.SSHOutDegree > 0 && cfg.SSHCmd != "" {
+		return nil, fmt.Errorf("%s=%d: the spawn tree needs the built-in ssh client; accepted with GASNET_SSH_CMD set: 0", displayName(src, "GASNET_SSH_OUT_DEGREE"), cfg.SSHOutDegree)
+	}
+	s, err := sshFor(cfg, src, list, say)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.SSHCmd != "" {
+		if s.Command, err = externalCommand(displayName(src, "GASNET_SSH_CMD"), cfg.SSHCmd); err != nil {
+			return nil, err
+		}
+	}
+	if d := cfg.SSHOutDegree; d > 0 && n > d {
+		s.Tree = &TreeInfo{Degree: d}
+		for _, sv := range list {
+			s.Tree.Servers = append(s.Tree.Servers, sv.String())
+		}
+	}
+	return s, nil
+}
+
+// sshFor makes the S spawner of the hosts in list (one per worker), with
+// the options and ssh_config files of this host.
+func sshFor(cfg *Config, src map[string]Source, list []sshc.Server, say func(string, ...any)) (*SSH, error) {
 	optName := displayName(src, "GASNET_SSH_OPTIONS")
 	opts, err := sshc.ParseOptions(optName, cfg.SSHOptions, cfg.SSHCmd != "")
 	if err != nil {
@@ -464,11 +523,6 @@ func newSSH(cfg *Config, src map[string]Source, n int, say func(string, ...any))
 		s.Targets = append(s.Targets, t)
 	}
 	s.Env = consoleSettings(os.Environ())
-	if cfg.SSHCmd != "" {
-		if s.Command, err = externalCommand(displayName(src, "GASNET_SSH_CMD"), cfg.SSHCmd); err != nil {
-			return nil, err
-		}
-	}
 	return s, nil
 }
 

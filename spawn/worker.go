@@ -45,6 +45,7 @@ type Worker struct {
 	termCode    atomic.Int32
 	terminating atomic.Bool
 	grace       atomic.Int64 // time.Duration; see SetGrace
+	children    *subtree     // the workers this one started (spawn tree)
 }
 
 // SetGrace sets how long after the console's Terminate a rank that makes
@@ -61,6 +62,7 @@ func (w *Worker) Terminating() bool { return w.terminating.Load() }
 // ExitNow ends a terminating rank's process with the job's code.
 func (w *Worker) ExitNow() {
 	os.Stdout.Sync()
+	w.children.waitEnd()
 	os.Exit(int(w.termCode.Load()))
 }
 
@@ -68,6 +70,7 @@ func (w *Worker) ExitNow() {
 func (w *Worker) terminate(code int) {
 	if w.exiting.Load() {
 		os.Stdout.Sync()
+		w.children.waitEnd()
 		os.Exit(code) // Exit was waiting for this word
 	}
 	w.termCode.Store(int32(code))
@@ -114,6 +117,9 @@ func Dial(cfg *Config) (*Worker, error) {
 			c.Close()
 			return nil, err
 		}
+	}
+	if session.tree != nil {
+		w.children = startSubtree(cfg, session.tree, secret)
 	}
 	local, _ := netip.ParseAddrPort(c.LocalAddr().String())
 	w.LocalIP = local.Addr().Unmap()
@@ -164,6 +170,7 @@ func readSecret() ([]byte, error) {
 var session struct {
 	secret string
 	err    error
+	tree   *TreeInfo // a spawn tree worker's second line
 }
 
 // init reads a remote worker's secret from its ssh session and starts
@@ -177,6 +184,16 @@ func init() {
 	r := bufio.NewReader(os.Stdin)
 	line, err := r.ReadString('\n')
 	session.secret, session.err = strings.TrimSpace(line), err
+	if err == nil && os.Getenv(EnvTree) == "1" {
+		line, err = r.ReadString('\n')
+		session.tree = new(TreeInfo)
+		if err == nil {
+			err = json.Unmarshal([]byte(line), session.tree)
+		}
+		if err != nil {
+			session.err = fmt.Errorf("the spawn tree's line: %w", err)
+		}
+	}
 	if err == nil {
 		go watchStdin(r)
 	}
@@ -289,6 +306,9 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 	}
 	if typ != frameWelcome || json.Unmarshal(body, &w.Welcome) != nil {
 		return fmt.Errorf("malformed welcome from the console")
+	}
+	if w.children != nil {
+		close(w.children.welcome)
 	}
 	for k, v := range w.Env {
 		os.Setenv(k, v)
@@ -443,5 +463,6 @@ func (w *Worker) Abort(code int, why string, grace time.Duration) {
 	if w.send(frameExit, Code{Code: code, Why: why}) == nil {
 		time.Sleep(grace) // the console's Terminate normally ends us first
 	}
+	w.children.waitEnd()
 	os.Exit(code)
 }

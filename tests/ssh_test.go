@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -423,5 +424,75 @@ func TestSSHExternal(t *testing.T) {
 			t.Fatalf("exit %d after %v, stderr:\n%s\nwant a failure that says Permission denied", r.code, time.Since(start), r.stderr)
 		}
 		t.Logf("stderr:\n%s", r.stderr)
+	})
+}
+
+// TestSSHTree: with GASNET_SSH_OUT_DEGREE=1 over three hosts the console
+// logs in to the first host only, which starts the second, which starts the
+// third (each sshd's log says who logged in); the job runs, kill -9 of the
+// console ends the whole chain, and a host down deep in the tree fails the
+// job naming it.
+func TestSSHTree(t *testing.T) {
+	h := startHosts(t, 3)
+	servers := strings.Join(h.names, " ")
+	tree := func(more ...string) []string {
+		return sshEnv(servers, h.config, append([]string{"GASNET_SSH_OUT_DEGREE=1"}, more...)...)
+	}
+	t.Run("hello", func(t *testing.T) {
+		marker := t.Name()
+		start := time.Now()
+		r := run(t, marker, tree(), "hello", "3", "a", "b c")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+		t.Logf("hello on 3 hosts through a spawn tree of out-degree 1: %v", time.Since(start).Round(time.Millisecond))
+		if d := cmp.Diff(helloLines(h.names, `["a" "b c"]`), sortedLines(r.stdout)); d != "" {
+			t.Errorf("output (-want +got):\n%s\nstderr:\n%s", d, r.stderr)
+		}
+		for i, d := range h.sshds {
+			from := consoleIP
+			if i > 0 {
+				from = h.addrs[i-1]
+			}
+			logins := regexp.MustCompile(`Accepted publickey for root from (\S+)`).FindAllStringSubmatch(d.log.String(), -1)
+			if len(logins) == 0 {
+				t.Errorf("%s: nobody logged in", h.names[i])
+			}
+			for _, l := range logins {
+				if l[1] != from {
+					t.Errorf("%s: a login from %s, want only from %s", h.names[i], l[1], from)
+				}
+			}
+		}
+		checkNoSurvivors(t, marker, 2*time.Second)
+	})
+	t.Run("testcore", func(t *testing.T) {
+		r := run(t, t.Name(), tree(), "testcore", "3", "300")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("exit code", func(t *testing.T) {
+		r := run(t, t.Name(), tree(), "testexit", "3", "3")
+		if r.code != 3 {
+			t.Fatalf("exit %d, want 3\nstderr:\n%s", r.code, r.stderr)
+		}
+	})
+	t.Run("kill -9", func(t *testing.T) {
+		marker := t.Name()
+		cmd, _ := startPrinter(t, marker, 3, "wait", "waiting", append(tree(), "LINES=1")...)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		checkNoSurvivors(t, marker, 2*time.Second)
+	})
+	t.Run("host down", func(t *testing.T) {
+		marker := t.Name()
+		start := time.Now()
+		r := run(t, marker, sshEnv("uch1 uch2 "+netPrefix+"9", h.config, "GASNET_SSH_OUT_DEGREE=1", "GASNET_CONNECT_TIMEOUT=2s"), "hello", "3")
+		if r.code != 1 || !strings.Contains(r.stderr, "ssh "+netPrefix+"9: cannot connect: no answer") || time.Since(start) > 8*time.Second {
+			t.Fatalf("exit %d after %v, stderr:\n%s\nwant exit 1 naming %s9", r.code, time.Since(start), r.stderr, netPrefix)
+		}
+		t.Logf("%v:\n%s", time.Since(start).Round(time.Millisecond), r.stderr)
+		checkNoSurvivors(t, marker, 2*time.Second)
 	})
 }

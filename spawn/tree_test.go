@@ -1,0 +1,45 @@
+package spawn
+
+import "testing"
+
+// TestSpawnTree: for every size and out-degree, the console and the
+// workers together start each worker exactly once, a worker only after its
+// parent (a lower index), no process more than d, and TreeDepth is the
+// longest chain.
+func TestSpawnTree(t *testing.T) {
+	for d := 1; d <= 5; d++ {
+		for n := 1; n <= 200; n++ {
+			started := make([]int, n)
+			depth := make([]int, n)
+			for i := -1; i < n; i++ {
+				first, count := SpawnChildren(i, d, n)
+				if count > d {
+					t.Fatalf("d=%d n=%d: %d starts %d", d, n, i, count)
+				}
+				for c := first; c < first+count; c++ {
+					if c <= i {
+						t.Fatalf("d=%d n=%d: %d starts %d", d, n, i, c)
+					}
+					started[c]++
+					depth[c] = 1
+					if i >= 0 {
+						depth[c] = depth[i] + 1
+					}
+				}
+			}
+			most := 0
+			for c, k := range started {
+				if k != 1 {
+					t.Fatalf("d=%d n=%d: worker %d started %d times", d, n, c, k)
+				}
+				most = max(most, depth[c])
+			}
+			if n > d && TreeDepth(d, n) != most {
+				t.Fatalf("d=%d n=%d: TreeDepth %d, longest chain %d", d, n, TreeDepth(d, n), most)
+			}
+		}
+	}
+	if TreeDepth(0, 100) != 1 || TreeDepth(4, 4) != 1 {
+		t.Error("without a tree the depth is 1")
+	}
+}
