@@ -2,8 +2,8 @@ package spawn
 
 import (
 	"cmp"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"

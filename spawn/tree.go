@@ -156,4 +156,3 @@ func (st *subtree) waitEnd() {
 	case <-time.After(st.wait):
 	}
 }
-
