@@ -43,7 +43,8 @@ func sortedLines(s string) []string {
 // naming it three ways (user@host:port, an ssh_config alias, an address
 // with -p in GASNET_SSH_OPTIONS), three ranks on the one host.
 func TestSSHLoopback(t *testing.T) {
-	d := startSSHD(t, sshdOptions{})
+	const banner = "AUTHORIZED USE ONLY: this banner must not reach the job's output"
+	d := startSSHD(t, sshdOptions{banner: banner})
 	config, _ := sshClientFiles(t, []string{d.knownHostsLine("127.0.0.1")},
 		fmt.Sprintf("Host lo1 lo2\n  HostName 127.0.0.1\n  Port %d\n", d.port))
 	host, _ := os.Hostname()
@@ -67,9 +68,47 @@ func TestSSHLoopback(t *testing.T) {
 			if d := cmp.Diff(helloLines(hosts, `["a" "b c"]`), sortedLines(r.stdout)); d != "" {
 				t.Errorf("output (-want +got):\n%s\nstderr:\n%s", d, r.stderr)
 			}
+			if strings.Contains(r.stdout+r.stderr, "AUTHORIZED") {
+				t.Errorf("the login banner reached the job's output:\n%s%s", r.stdout, r.stderr)
+			}
 			checkNoSurvivors(t, marker, 2*time.Second)
 		})
 	}
+	t.Run("remote path", func(t *testing.T) {
+		dir := t.TempDir()
+		env := append(sshEnv("lo1 lo2", config, "GASNET_SSH_REMOTE_PATH="+dir, "PRINT_ENV=PWD", "LINES=0"), "GASNET_FORWARD_ENV=UDPCONDUIT_TEST_MARKER PRINT_ENV")
+		r := run(t, t.Name(), env, "printer", "2")
+		want := []string{fmt.Sprintf("rank 0: PWD=%q", dir), fmt.Sprintf("rank 1: PWD=%q", dir)}
+		if d := cmp.Diff(want, sortedLines(r.stdout)); r.code != 0 || d != "" {
+			t.Errorf("exit %d, output (-want +got):\n%s\nstderr:\n%s", r.code, d, r.stderr)
+		}
+		r = run(t, t.Name(), sshEnv("lo1", config, "GASNET_SSH_REMOTE_PATH=/nonexistent/dir"), "hello", "1")
+		if r.code == 0 || !strings.Contains(r.stderr, "/nonexistent/dir") || !strings.Contains(r.stderr, "worker 0 on lo1 ended before joining") {
+			t.Errorf("a remote path that does not exist: exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+	})
+	t.Run("proxyjump", func(t *testing.T) {
+		env := sshEnv("lo2", config, "GASNET_SSH_OPTIONS=-F "+config+" -J lo1", "GASNET_MASTERIP=127.0.0.1")
+		logins := func() int { return strings.Count(d.log.String(), "Accepted publickey") }
+		before := logins()
+		r := run(t, t.Name(), env, "hello", "1")
+		if r.code != 0 || len(sortedLines(r.stdout)) != 1 {
+			t.Errorf("through ProxyJump: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		if n := logins() - before; n != 2 {
+			t.Errorf("%d logins for one worker through a jump host, want 2 (the jump, then the host)", n)
+		}
+		r = run(t, t.Name(), sshEnv("lo2", config, "GASNET_SSH_OPTIONS=-F "+config+" -J lo1"), "hello", "1")
+		if r.code != 1 || !strings.Contains(r.stderr, "GASNET_MASTERIP is needed: lo2 is reached through ProxyJump lo1") {
+			t.Errorf("ProxyJump without GASNET_MASTERIP: exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+	})
+	t.Run("external client, banner", func(t *testing.T) {
+		r := run(t, t.Name(), sshEnv("lo1 lo2", config, "GASNET_SSH_CMD=ssh"), "hello", "2")
+		if r.code != 0 || strings.Contains(r.stdout+r.stderr, "AUTHORIZED") {
+			t.Errorf("exit %d; want 0 and no banner:\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
 	t.Run("amudprun -x", func(t *testing.T) {
 		// Remote workers get only what is forwarded: -x NAME and -x NAME=VALUE.
 		env := []string{"GASNET_SSH_SERVERS=lo1 lo2", "GASNET_SSH_OPTIONS=-F " + config, "GASNET_FORWARD_ENV=UDPCONDUIT_TEST_MARKER",

@@ -36,6 +36,8 @@ type sshdOptions struct {
 	// mounted over it in their own mount namespace): a host that lacks
 	// what the console has there.
 	hide string
+	// banner is a login banner the server shows before authentication.
+	banner string
 }
 
 var clientKey struct {
@@ -111,6 +113,13 @@ func startSSHD(t *testing.T, o sshdOptions) *sshd {
 	}
 	conf := fmt.Sprintf("Port %d\nListenAddress %s\nHostKey %s\nPidFile %s\nAuthorizedKeysFile %s\nStrictModes no\n%sUsePAM no\nUseDNS no\nMaxStartups 100:30:200\nMaxSessions 100\nLogLevel VERBOSE\nSubsystem sftp internal-sftp\n",
 		d.port, d.addr, hk, filepath.Join(d.dir, "sshd.pid"), filepath.Join(d.dir, "authorized_keys"), login)
+	if o.banner != "" {
+		bf := filepath.Join(d.dir, "banner")
+		if err := os.WriteFile(bf, []byte(o.banner+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		conf += "Banner " + bf + "\n"
+	}
 	cfgFile := filepath.Join(d.dir, "sshd_config")
 	if err := os.WriteFile(cfgFile, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
