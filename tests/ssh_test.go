@@ -159,6 +159,16 @@ func TestSSHKillConsole(t *testing.T) {
 					t.Fatalf("the console and 3 workers are not all running after 20 s:\n%s\noutput:\n%s", strings.Join(survivors(marker), "\n"), out.String())
 				}
 			}
+			// The secret went down stdin: no environment or command line
+			// of any process holds it.
+			procs, _ := filepath.Glob("/proc/[0-9]*")
+			for _, p := range procs {
+				for _, f := range []string{"/environ", "/cmdline"} {
+					if b, _ := os.ReadFile(p + f); strings.Contains(string(b), "GASNET_SPAWN_SECRET=") {
+						t.Errorf("pid %s has GASNET_SPAWN_SECRET= in its %s", filepath.Base(p), f[1:])
+					}
+				}
+			}
 			cmd.Process.Signal(syscall.SIGKILL)
 			cmd.Wait()
 			checkNoSurvivors(t, marker, 2*time.Second)
