@@ -367,7 +367,11 @@ func startPrinter(t *testing.T, marker string, n int, mode, ready string, env ..
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitFor(t, func() bool { return strings.Count(out.String(), ready) == n })
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(out.String(), ready) != n; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q does not appear %d times within 20 s; the job's output:\n%s", ready, n, out.String())
+		}
+	}
 	return cmd, out
 }
 

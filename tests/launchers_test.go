@@ -85,6 +85,22 @@ func needSlurm(t *testing.T) {
 	}
 }
 
+// slurmIdle waits (at most 30 s) until SLURM runs no job: the node of a
+// cancelled job stays COMPLETING for a while, and a new srun queues behind
+// it.
+func slurmIdle(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, err := exec.Command("squeue", "-h").CombinedOutput()
+		if err == nil && len(bytes.TrimSpace(out)) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SLURM still has jobs after 30 s: %v\n%s", err, out)
+		}
+	}
+}
+
 func (l launcher) run(t *testing.T, marker string, env []string, prog string, args ...string) result {
 	t.Helper()
 	env = append(append([]string{"GASNET_SPAWNFN=C", "GASNET_CSPAWN_CMD=" + l.template}, l.env...), env...)
@@ -202,6 +218,9 @@ func TestLauncherSignals(t *testing.T) {
 			t.Errorf("SIGINT: exit %d, want 130\n%s", got, out.String())
 		}
 		checkNoSurvivors(t, marker, 2*time.Second)
+		if l.name == "srun" {
+			slurmIdle(t) // a cancelled step holds the node while it completes
+		}
 
 		marker = t.Name() + "/kill"
 		cmd, _ = startWaitingJob(t, marker, env...)
