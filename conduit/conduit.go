@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -147,8 +148,12 @@ func initOnce() {
 		fatal("%v", err)
 	}
 	// The console's settings are now in force: read them again.
-	if cfg, _, err = spawn.LoadConfig(); err != nil {
+	if cfg, src, err = spawn.LoadConfig(); err != nil {
 		fatal("%v", err)
+	}
+	spin, polite, why := progressMode(cfg.PollSpin, src["GASNET_POLL_SPIN"].Var != "", w.HostCount, runtime.NumCPU())
+	if cfg.VerboseEnv && w.Rank == 0 {
+		fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), why)
 	}
 	w.SetGrace(cfg.ExitTimeout / 2)
 	addrs, err := w.Addrs()
@@ -157,7 +162,7 @@ func initOnce() {
 	}
 	ep, err := amudp.NewEndpoint(udp, amudp.Config{
 		Rank: w.Rank, Secret: w.Secret, NetworkDepth: cfg.NetworkDepth, SendDepth: cfg.SendDepth,
-		RecvDepth: cfg.RecvDepth, SocketBufferMax: cfg.SockBufMax, Spin: cfg.PollSpin, Polite: cfg.PollSpin == 0,
+		RecvDepth: cfg.RecvDepth, SocketBufferMax: cfg.SockBufMax, Spin: spin, Polite: polite,
 		AuthPayload: cfg.AuthPayload,
 		Reserved:    FirstClientHandler,
 		Retransmit: retransmit.Config{
@@ -183,6 +188,21 @@ func initOnce() {
 	if cfg.RcvThread {
 		go progress(ep)
 	}
+}
+
+// progressMode chooses how blocking waits poll: they spin for spin
+// (GASNET_POLL_SPIN) before they sleep, unless this host has more ranks
+// than CPUs this process may use and the user did not set the spin, in
+// which case they sleep at once (polite): a spinning rank would take the
+// CPU that the rank it waits for needs. why says which, for verbose mode.
+func progressMode(spin time.Duration, set bool, ranks, cpus int) (time.Duration, bool, string) {
+	switch {
+	case set:
+		return spin, spin == 0, fmt.Sprintf("blocking waits spin %v before they sleep (GASNET_POLL_SPIN as set)", spin)
+	case ranks > cpus:
+		return 0, true, fmt.Sprintf("polite progress: %d ranks share this host's %d CPUs, so blocking waits sleep at once (set GASNET_POLL_SPIN to spin)", ranks, cpus)
+	}
+	return spin, spin == 0, fmt.Sprintf("blocking waits spin %v before they sleep (%d ranks on this host's %d CPUs)", spin, ranks, cpus)
 }
 
 // progress services the network in the background for GASNET_RCV_THREAD:

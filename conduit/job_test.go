@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -529,4 +530,27 @@ func TestJobCollectivesFromSeveralGoroutines(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestProgressMode: waits spin unless the host is oversubscribed and the
+// user did not set GASNET_POLL_SPIN, which always wins.
+func TestProgressMode(t *testing.T) {
+	for _, c := range []struct {
+		spin        time.Duration
+		set         bool
+		ranks, cpus int
+		wantSpin    time.Duration
+		wantPolite  bool
+		say         string
+	}{
+		{100 * time.Microsecond, false, 2, 2, 100 * time.Microsecond, false, "spin 100µs"},
+		{100 * time.Microsecond, false, 3, 2, 0, true, "polite progress: 3 ranks share this host's 2 CPUs"},
+		{50 * time.Microsecond, true, 512, 2, 50 * time.Microsecond, false, "as set"},
+		{0, true, 1, 8, 0, true, "spin 0s"},
+	} {
+		spin, polite, why := progressMode(c.spin, c.set, c.ranks, c.cpus)
+		if spin != c.wantSpin || polite != c.wantPolite || !strings.Contains(why, c.say) {
+			t.Errorf("progressMode(%v, %v, %d, %d) = %v, %v, %q", c.spin, c.set, c.ranks, c.cpus, spin, polite, why)
+		}
+	}
 }

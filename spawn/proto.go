@@ -59,6 +59,9 @@ type Welcome struct {
 	// the tree (see TreeChildren).
 	Peers map[int]string    `json:"peers,omitempty"`
 	Env   map[string]string `json:"env"` // the console's GASNET_*/AMUDP_* settings
+	// HostCount is the number of ranks on this rank's host, itself
+	// included (so that it can tell an oversubscribed host).
+	HostCount int `json:"hostCount"`
 }
 
 // Gather carries all-gather data.

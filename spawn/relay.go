@@ -41,8 +41,12 @@ type Table struct {
 func welcomes(tab Table, env map[string]string) []Welcome {
 	n := len(tab.Addrs)
 	out := make([]Welcome, n)
+	onHost := map[string]int{}
+	for _, h := range tab.Hosts {
+		onHost[h]++
+	}
 	for r := range out {
-		w := Welcome{Rank: r, Size: n, Env: env}
+		w := Welcome{Rank: r, Size: n, Env: env, HostCount: onHost[tab.Hosts[r]]}
 		if r == 0 {
 			w.Addrs, w.Hosts = tab.Addrs, tab.Hosts
 		} else {
