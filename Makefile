@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all build demo test unit e2e bench loss fuzz deps lint vet cross fmt clean
+.PHONY: all build demo test unit e2e bench loss scale fuzz deps lint vet cross fmt clean
 
 all: build
 
@@ -33,6 +33,11 @@ bench:
 # testcore at 0%, 10% and 30% UDP loss in a network namespace (root, nftables).
 loss:
 	scripts/loss-bench.sh 4 3000
+
+# How the cost grows with N: hello N against starting N bare programs, and
+# collectives in short round trips (figures, not a test).
+scale:
+	scripts/scale.sh $(SCALE_N)
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime=30s ./amudp/wire/

@@ -546,12 +546,24 @@ func (j *job) run(joins <-chan *peerConn) int {
 		tab.Addrs[p.rank], tab.Hosts[p.rank] = p.join.UDP, p.join.Host
 	}
 	ws := welcomes(tab, consoleEnv())
+	// Every frame is encoded before the first goes out: a welcomed worker
+	// starts working at once, and on an oversubscribed host it takes CPU
+	// from the console, which should only have writes left to do.
+	frames := make([][]byte, j.n)
+	for r := range frames {
+		if frames[r], err = encodeFrame(frameWelcome, ws[r]); err != nil {
+			j.say("rank %d: its welcome: %v", r, err)
+			return j.abort(1, joined)
+		}
+	}
 	events := make(chan event, 4*j.n)
 	for _, p := range j.peers {
-		if err := writeFrame(p.conn, frameWelcome, ws[p.rank]); err != nil {
+		if _, err := p.conn.Write(frames[p.rank]); err != nil {
 			j.say("rank %d on %s: sending its welcome: %v", p.rank, p.join.Name, err)
 			return j.abort(1, joined)
 		}
+	}
+	for _, p := range j.peers {
 		p.out = newSender(p.conn)
 		go readEvents(p, events)
 	}

@@ -5,6 +5,11 @@
 // measures against itself (loopback, no network).
 //
 //	./testam N [-json] [-iters K] [-sizes 64,1024,65000]
+//	./testam N -coll [-json] [-iters K]
+//
+// With -coll, rank 0 measures the short round trip to rank 1, then every
+// rank runs K barriers and K all-gathers of 8 bytes, and rank 0 reports
+// each per operation, also in short round trips ("rtts").
 //
 // Program flags follow N: everything after N is the workers' argv. Rank 0
 // prints one line per measurement, or with -json one JSON object per line:
@@ -46,6 +51,8 @@ type Result struct {
 	Iters int     `json:"iters"`
 	US    float64 `json:"us"`             // per round trip, or per message for floods
 	MBps  float64 `json:"MBps,omitempty"` // floods: 10^6 payload bytes per second
+	RTTs  float64 `json:"rtts,omitempty"` // collectives: in short round trips
+	Ranks int     `json:"ranks,omitempty"`
 }
 
 var replies, sunk atomic.Uint64
@@ -67,6 +74,7 @@ func main() {
 	fs := flag.NewFlagSet("testam", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print one JSON object per measurement")
+	coll := fs.Bool("coll", false, "measure barrier and 8-byte all-gather over every rank instead")
 	iters := fs.Int("iters", 10000, "iterations of each measurement")
 	sizes := fs.String("sizes", defaultSzs, "comma-separated payload sizes in bytes, 1.."+strconv.Itoa(conduit.MaxMedium))
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -85,18 +93,25 @@ func main() {
 	if err := conduit.Barrier(); err != nil {
 		die("barrier: %v", err)
 	}
-	if conduit.Rank() == 0 {
-		peer := min(1, conduit.Size()-1)
-		emit := func(r Result) {
-			if *asJSON {
-				b, _ := json.Marshal(r)
-				fmt.Println(string(b))
-			} else if r.MBps > 0 {
-				fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/msg  %10.1f MB/s\n", r.Test, r.Bytes, r.Iters, r.US, r.MBps)
-			} else {
-				fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/rtt\n", r.Test, r.Bytes, r.Iters, r.US)
-			}
+	emit := func(r Result) {
+		switch {
+		case *asJSON:
+			b, _ := json.Marshal(r)
+			fmt.Println(string(b))
+		case r.Ranks > 0:
+			fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/op  %6.2f rtts  %d ranks\n", r.Test, r.Bytes, r.Iters, r.US, r.RTTs, r.Ranks)
+		case r.MBps > 0:
+			fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/msg  %10.1f MB/s\n", r.Test, r.Bytes, r.Iters, r.US, r.MBps)
+		default:
+			fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/rtt\n", r.Test, r.Bytes, r.Iters, r.US)
 		}
+	}
+	peer := min(1, conduit.Size()-1)
+	if *coll {
+		if err := collectives(peer, *iters, emit); err != nil {
+			die("%v", err)
+		}
+	} else if conduit.Rank() == 0 {
 		if err := measure(peer, *iters, szs, emit); err != nil {
 			die("%v", err)
 		}
@@ -108,7 +123,53 @@ func main() {
 }
 
 func usage(format string, a ...any) {
-	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST]", format, a...)
+	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST | -coll]", format, a...)
+}
+
+// collectives measures, on every rank, barriers and 8-byte all-gathers;
+// rank 0 first measures the short round trip, the unit they are reported
+// in.
+func collectives(peer, iters int, emit func(Result)) error {
+	var rtt float64
+	if conduit.Rank() == 0 {
+		err := measure(peer, iters, nil, func(r Result) {
+			if r.Test == "short_rtt" {
+				rtt = r.US
+				emit(r)
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	part := make([]byte, 8)
+	for _, c := range []struct {
+		name  string
+		bytes int
+		op    func() error
+	}{
+		{"barrier", 0, conduit.Barrier},
+		{"allgather", 8, func() error { _, err := conduit.AllGather(part); return err }},
+	} {
+		warm := max(iters/10, 1)
+		if err := conduit.Barrier(); err != nil {
+			return err
+		}
+		var start time.Time
+		for i := 0; i < warm+iters; i++ {
+			if i == warm {
+				start = time.Now()
+			}
+			if err := c.op(); err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+		}
+		if conduit.Rank() == 0 {
+			u := us(time.Since(start), iters)
+			emit(Result{Test: c.name, Bytes: c.bytes, Iters: iters, US: u, RTTs: u / rtt, Ranks: conduit.Size()})
+		}
+	}
+	return nil
 }
 
 func die(format string, a ...any) { cli.Die("testam", format, a...) }

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# scale.sh [N...]: how udpconduit's cost grows with the number of workers,
+# on this machine, in one run (make scale). Figures, not a test:
+#  - the floor: starting N static Go programs that print a line, all at once,
+#    against `hello N` (GASNET_SPAWNFN=L), with their ratio;
+#  - barrier and 8-byte all-gather per operation over all ranks, in µs and
+#    in short round trips (testam -coll), at N = 2, 8, 64.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NS=("${@:-64 256 512 1024}")
+read -r -a NS <<<"${NS[*]}"
+make -s build
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+CGO_ENABLED=0 go build -o "$tmp/floor" ./tests/testdata/floor
+
+secs() { # secs CMD...: wall seconds of CMD, its output discarded
+  local start end
+  start=$(date +%s%N)
+  "$@" >/dev/null 2>"$tmp/err" || { echo "failed: $*" >&2; tail -5 "$tmp/err" >&2; return 1; }
+  end=$(date +%s%N)
+  awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'
+}
+floor() { # floor N: start N programs at once and wait for all
+  local i
+  for ((i = 0; i < $1; i++)); do "$tmp/floor" & done
+  wait
+}
+
+echo "nproc $(nproc), ulimit -n $(ulimit -n)"
+printf '%6s %10s %10s %7s\n' N floor_s hello_s ratio
+for n in "${NS[@]}"; do
+  f=$(secs floor "$n")
+  h=$(secs env GASNET_SPAWNFN=L ./bin/hello "$n")
+  printf '%6s %10s %10s %7s\n' "$n" "$f" "$h" "$(awk -v h="$h" -v f="$f" 'BEGIN { printf "%.2f", h / f }')"
+done
+for n in 2 8 64; do
+  iters=2000
+  [ "$n" -gt 8 ] && iters=200
+  GASNET_SPAWNFN=L ./bin/testam "$n" -coll -iters "$iters" | grep -v '^short_rtt' || true
+done
