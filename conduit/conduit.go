@@ -179,6 +179,7 @@ func initOnce() {
 		fatal("%v", err)
 	}
 	j := newJob(ep, w, w.Rank, w.Size, cfg.ExitTimeout)
+	j.hangWarn = cfg.HangWarn
 	w.OnEvent(ep.Wake)
 	if err := j.relayTable(w); err != nil {
 		fatal("rank %d: %v", w.Rank, err)

@@ -36,9 +36,14 @@ type Job struct {
 	// coll orders the collective calls of this rank's goroutines (see
 	// Barrier) and guards the fields below.
 	coll    sync.Mutex
-	attach  bool   // Attach has begun
-	barrier uint64 // barriers this rank entered
+	attach  bool // Attach has begun
 	gathers uint64
+
+	barrier         uint64 // barriers this rank entered (numbered from 1); under bar.mu
+	bar             amBarrier
+	consoleBarriers uint64        // of them, those the console served (startup)
+	hangWarn        time.Duration // GASNET_HANG_WARN (see waitIn); 0: never report
+	onReturned      atomic.Pointer[defaultReturnedFn]
 }
 
 // control is a rank's link to the console: the collectives it serves, and
@@ -57,13 +62,17 @@ type control interface {
 	BarriersDone() uint64
 	GatherSend(part []byte) error
 	GathersDone() (uint64, [][]byte)
+	// Report tells the console that this rank waits in collective seq of
+	// kind ("barrier", "all-gather"), or no longer does.
+	Report(kind string, seq uint64, in bool) error
 }
 
 // newJob makes the Job of rank over ep, registering the library's handlers
 // and the default handler 0.
 func newJob(ep *amudp.Endpoint, ctl control, rank, size int, exitTimeout time.Duration) *Job {
 	j := &Job{ep: ep, ctl: ctl, rank: rank, size: size, hostRank: []int{rank}, exitTimeout: exitTimeout}
-	ep.SetReturnedHandler(j.defaultReturned)
+	j.onReturned.Store(&defaultReturnedFn{j.defaultReturned})
+	ep.SetReturnedHandler(j.returned)
 	j.registerCore()
 	return j
 }
@@ -134,7 +143,27 @@ func (j *Job) wait(cond func() bool) error {
 
 // SetReturnedHandler replaces handler 0, which receives undeliverable
 // requests. The default aborts the job.
-func (j *Job) SetReturnedHandler(h func(Returned)) { j.enter().SetReturnedHandler(h) }
+func (j *Job) SetReturnedHandler(h func(Returned)) {
+	j.enter()
+	j.onReturned.Store(&defaultReturnedFn{h})
+}
+
+// defaultReturnedFn holds the program's handler 0 (nil: none).
+type defaultReturnedFn struct{ fn func(Returned) }
+
+// returned receives every undeliverable request: a barrier message that
+// could not be delivered counts as acknowledged (its receiver stopped
+// polling, which it does only after it heard it: see amBarrier), and the
+// rest go to handler 0.
+func (j *Job) returned(r Returned) {
+	if r.Handler == hBarrier && !r.Incoming {
+		j.bar.acked[j.bar.current.Load()&1].Add(1)
+		return
+	}
+	if h := j.onReturned.Load(); h != nil && h.fn != nil {
+		h.fn(r)
+	}
+}
 
 // Rank returns this worker's rank in [0, Size()).
 func (j *Job) Rank() int { j.enter(); return j.rank }
@@ -288,13 +317,24 @@ func (j *Job) Poll() error { return j.enter().Poll() }
 // WaitUntil services the network until cond returns true.
 func (j *Job) WaitUntil(cond func() bool) error { j.enter(); return j.wait(cond) }
 
-// BarrierNotify enters the next barrier without waiting.
+// BarrierNotify enters the next barrier without waiting (if the barrier
+// it last entered has not been waited for, it completes that one first).
+// The barrier runs over active messages among the ranks (see amBarrier).
 func (j *Job) BarrierNotify() error {
 	j.enter()
-	j.coll.Lock()
-	defer j.coll.Unlock()
-	j.barrier++
-	return j.ctl.BarrierNotify()
+	b := &j.bar
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.completed < b.notified {
+		if err := j.completeLocked(b.notified); err != nil {
+			return barrierError(b.notified, err)
+		}
+	}
+	if err := j.ep.Drain(); err != nil {
+		return err
+	}
+	e := j.nextBarrier()
+	return barrierError(e, j.notifyLocked(e))
 }
 
 // BarrierWait waits, servicing the network, until every rank has entered
@@ -302,34 +342,63 @@ func (j *Job) BarrierNotify() error {
 // before the other ranks entered happens before BarrierWait returns.
 func (j *Job) BarrierWait() error {
 	j.enter()
-	j.coll.Lock()
-	target := j.barrier
-	j.coll.Unlock()
-	return j.waitBarrier(target)
-}
-
-func (j *Job) waitBarrier(target uint64) error {
-	if err := j.wait(func() bool { return j.ctl.BarriersDone() >= target }); err != nil {
-		return err
+	b := &j.bar
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.completed == b.notified {
+		return nil
 	}
-	j.ep.Fence()
-	return nil
+	return barrierError(b.notified, j.completeLocked(b.notified))
 }
 
-// Barrier waits until every rank has reached it. Everything the program's
-// handlers did on this rank before every rank entered (a Put's data written
-// into the segment, say) happens before Barrier returns.
+// nextBarrier numbers the barrier this rank enters now. j.bar.mu held.
+func (j *Job) nextBarrier() uint64 {
+	j.barrier++
+	return j.barrier
+}
+
+// Barrier waits until every rank has reached it. A rank enters once every
+// request it sent has been answered, so every request sent anywhere before
+// the barrier has run when it completes, and what those handlers did on
+// this rank (a Put's data written into the segment, say) happens before
+// Barrier returns. It runs over
+// active messages among the ranks, in ⌈log2 N⌉ rounds of one message each
+// (a dissemination barrier), without the console.
 func (j *Job) Barrier() error {
 	j.enter()
-	j.coll.Lock()
-	j.barrier++
-	target := j.barrier
-	err := j.ctl.BarrierNotify()
-	j.coll.Unlock()
-	if err != nil {
+	b := &j.bar
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.completed < b.notified {
+		if err := j.completeLocked(b.notified); err != nil {
+			return barrierError(b.notified, err)
+		}
+	}
+	if err := j.ep.Drain(); err != nil {
 		return err
 	}
-	return j.waitBarrier(target)
+	e := j.nextBarrier()
+	if err := j.notifyLocked(e); err != nil {
+		return barrierError(e, err)
+	}
+	return barrierError(e, j.completeLocked(e))
+}
+
+// consoleBarrier is a barrier served by the console, for startup: before
+// the address table has reached every rank, a rank could not hear another's
+// barrier message.
+func (j *Job) consoleBarrier() error {
+	j.bar.mu.Lock()
+	defer j.bar.mu.Unlock()
+	e := j.nextBarrier()
+	j.consoleBarriers++
+	target := j.consoleBarriers
+	if err := j.ctl.BarrierNotify(); err != nil {
+		return err
+	}
+	return j.waitIn("barrier", e, func() error {
+		return j.wait(func() bool { return j.ctl.BarriersDone() >= target })
+	})
 }
 
 // AllGather contributes data and returns every rank's contribution, indexed
@@ -344,10 +413,12 @@ func (j *Job) AllGather(data []byte) ([][]byte, error) {
 		return nil, err
 	}
 	var parts [][]byte
-	err := j.wait(func() bool {
-		n, p := j.ctl.GathersDone()
-		parts = p
-		return n >= target
+	err := j.waitIn("all-gather", target, func() error {
+		return j.wait(func() bool {
+			n, p := j.ctl.GathersDone()
+			parts = p
+			return n >= target
+		})
 	})
 	j.ep.Fence()
 	return parts, err

@@ -105,6 +105,8 @@ func (r memRank) BarrierNotify() error {
 
 func (r memRank) BarriersDone() uint64 { return r.c.barriers.Load() }
 
+func (r memRank) Report(string, uint64, bool) error { return nil }
+
 func (r memRank) GatherSend(part []byte) error {
 	c := r.c
 	c.mu.Lock()

@@ -88,5 +88,5 @@ func (j *Job) relayTable(w *spawn.Worker) error {
 			}
 		}
 	}
-	return j.Barrier()
+	return j.consoleBarrier()
 }

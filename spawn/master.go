@@ -392,21 +392,23 @@ func (j *job) checkLive(now time.Time) {
 // collectives tracks which collective each rank is in, for the hang report
 // (GASNET_HANG_WARN).
 type collectives struct {
-	barriers, gathers []int // entered by each rank
-	since             time.Time
-	warned            time.Duration // the report was last given this long after since
+	// waiting holds, for each rank that said it has waited long in a
+	// collective (Coll), which one ("barrier 2"); "" for the others.
+	waiting []string
+	since   time.Time
+	warned  time.Duration // the report was last given this long after since
 }
 
-// stuck reports whether some ranks have entered a collective that others
-// have not, and describes where every rank is.
+// stuck reports whether some ranks wait long in a collective (they say so
+// after half of GASNET_HANG_WARN, and again when they leave it: a job whose
+// collectives match sends nothing), and describes where every rank is.
 func (j *job) stuck() (bool, string) {
 	c := &j.coll
-	minB, maxB, minG, maxG := c.barriers[0], c.barriers[0], c.gathers[0], c.gathers[0]
-	for r := range c.barriers {
-		minB, maxB = min(minB, c.barriers[r]), max(maxB, c.barriers[r])
-		minG, maxG = min(minG, c.gathers[r]), max(maxG, c.gathers[r])
+	someone := false
+	for _, w := range c.waiting {
+		someone = someone || w != ""
 	}
-	if minB == maxB && minG == maxG {
+	if !someone {
 		return false, ""
 	}
 	groups := map[string][]int{}
@@ -416,12 +418,10 @@ func (j *job) stuck() (bool, string) {
 		switch {
 		case p.proc != nil || p.exited:
 			where = "ended"
-		case c.barriers[r] == maxB && maxB > minB:
-			where = fmt.Sprintf("in barrier %d", maxB)
-		case c.gathers[r] == maxG && maxG > minG:
-			where = fmt.Sprintf("in all-gather %d", maxG)
+		case c.waiting[r] != "":
+			where = "in " + c.waiting[r]
 		default:
-			where = fmt.Sprintf("elsewhere (after barrier %d, all-gather %d)", c.barriers[r], c.gathers[r])
+			where = "elsewhere (in no collective)"
 		}
 		if groups[where] == nil {
 			order = append(order, where)
@@ -664,7 +664,7 @@ func signalCode(s os.Signal) int {
 func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 	barrier, gathered := 0, 0
 	parts := make([][]byte, j.n)
-	j.coll = collectives{barriers: make([]int, j.n), gathers: make([]int, j.n)}
+	j.coll = collectives{waiting: make([]string, j.n)}
 	var hangC <-chan time.Time
 	if j.cfg.HangWarn > 0 {
 		hang := time.NewTicker(max(min(j.cfg.HangWarn/4, time.Second), 10*time.Millisecond))
@@ -698,13 +698,11 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 			}
 			switch ev.typ {
 			case frameBarrier:
-				j.coll.barriers[ev.rank]++
 				if barrier++; barrier == j.n {
 					barrier = 0
 					j.broadcast(frameBarrier, struct{}{})
 				}
 			case frameGather:
-				j.coll.gathers[ev.rank]++
 				var g Gather
 				json.Unmarshal(ev.body, &g)
 				if len(g.Parts) == 1 {
@@ -714,6 +712,14 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 					gathered = 0
 					j.broadcast(frameGather, Gather{Parts: parts})
 					parts = make([][]byte, j.n)
+				}
+			case frameColl:
+				var c Coll
+				if json.Unmarshal(ev.body, &c) == nil && (c.Kind == "barrier" || c.Kind == "all-gather") {
+					j.coll.waiting[ev.rank] = ""
+					if c.In {
+						j.coll.waiting[ev.rank] = fmt.Sprintf("%s %d", c.Kind, c.Seq)
+					}
 				}
 			case frameExit:
 				c := exitCode(ev.body)

@@ -23,6 +23,7 @@ const (
 	framePing      byte = 9 // console → worker: answer with framePong (liveness)
 	framePong      byte = 10
 	frameSignal    byte = 11 // console → worker: raise the signal numbered in the body (Code) on itself
+	frameColl      byte = 12 // worker → console: Coll, where a rank waits long in a collective
 	maxFrame            = 64 << 20
 	// maxFirstFrame bounds the first frame of a connection, read before the
 	// secret is checked, and maxJoinFrame the Join that follows a Hello: a
@@ -62,6 +63,14 @@ type Welcome struct {
 	// HostCount is the number of ranks on this rank's host, itself
 	// included (so that it can tell an oversubscribed host).
 	HostCount int `json:"hostCount"`
+}
+
+// Coll says that a rank has waited long in a collective (In), or has left
+// it: the console reports collectives that do not match (GASNET_HANG_WARN).
+type Coll struct {
+	Kind string `json:"kind"` // "barrier", "all-gather"
+	Seq  uint64 `json:"seq"`  // its number on this rank, from 1
+	In   bool   `json:"in"`
 }
 
 // Gather carries all-gather data.

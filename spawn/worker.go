@@ -438,6 +438,12 @@ func (w *Worker) BarrierNotify() error { return w.send(frameBarrier, struct{}{})
 // BarriersDone returns how many barriers have completed.
 func (w *Worker) BarriersDone() uint64 { return w.barriers.Load() }
 
+// Report tells the console that this rank waits in collective seq of kind,
+// or no longer does (see Coll).
+func (w *Worker) Report(kind string, seq uint64, in bool) error {
+	return w.send(frameColl, Coll{Kind: kind, Seq: seq, In: in})
+}
+
 // GatherSend contributes this rank's part of the next all-gather.
 func (w *Worker) GatherSend(part []byte) error {
 	return w.send(frameGather, Gather{Parts: [][]byte{part}})

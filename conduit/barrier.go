@@ -1,0 +1,185 @@
+package conduit
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// hBarrier is the core handler of the barrier's messages: args are the
+// barrier's number (its parity is what matters) and the round.
+const hBarrier = 2
+
+// maxRounds bounds the rounds of a dissemination barrier: ⌈log2 N⌉ for N up
+// to 2^32.
+const maxRounds = 32
+
+// amBarrier is the state of the dissemination barrier (Hensgen, Finkel and
+// Manber), which runs over active messages among the ranks: in round k of
+// barrier e, rank r tells rank (r+2^k) mod N that it is there and waits to
+// hear the same from rank (r−2^k) mod N; after ⌈log2 N⌉ rounds every rank
+// has heard, through some chain, from every other. No rank can be more than
+// one barrier ahead of another (finishing barrier e+1 needs every rank in
+// it), so the counts of heard messages are kept for the two parities of e.
+// Exactly-once delivery of active messages makes a count the number of
+// ranks heard from.
+type amBarrier struct {
+	heard [2][maxRounds]atomic.Uint32 // messages received, by parity and round
+	acked [2]atomic.Uint32            // replies to this rank's own messages, by parity
+
+	current atomic.Uint64 // the barrier being waited for (read by Job.returned)
+
+	mu        chanMutex // one barrier at a time on this rank; guards the rest
+	notified  uint64    // the last barrier this rank entered
+	completed uint64    // the last barrier this rank completed
+}
+
+// chanMutex is a mutex whose waiters block on a channel: a goroutine that
+// waits for another's barrier then blocks as testing/synctest can see
+// (durably), so that a test's fake clock still advances.
+type chanMutex struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (m *chanMutex) Lock() {
+	m.once.Do(func() { m.ch = make(chan struct{}, 1) })
+	m.ch <- struct{}{}
+}
+
+func (m *chanMutex) Unlock() { <-m.ch }
+
+// message runs for each barrier message, and for the reply that
+// acknowledges it: args are the barrier number and the round. A rank leaves
+// a barrier only once its own messages are acknowledged: one that went on
+// computing (or ended) with a message still to retransmit would hold the
+// others in the barrier.
+func (b *amBarrier) message(t *Token, args []uint32, _ []byte) {
+	if len(args) != 2 || args[1] >= maxRounds {
+		return // not one of ours
+	}
+	if !t.IsRequest() {
+		b.acked[args[0]&1].Add(1)
+		return
+	}
+	b.heard[args[0]&1][args[1]].Add(1)
+	t.ReplyShort(hBarrier, args[0], args[1])
+}
+
+// rounds is the number of rounds of a barrier of n ranks.
+func rounds(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
+}
+
+// notifyLocked enters barrier e: its first round's message. b.mu held.
+func (j *Job) notifyLocked(e uint64) error {
+	j.bar.notified = e
+	j.bar.current.Store(e)
+	if j.size == 1 {
+		return nil
+	}
+	return j.ep.RequestShort((j.rank+1)%j.size, hBarrier, uint32(e), 0)
+}
+
+// completeLocked waits for the rounds of barrier e, sending each next
+// round's message as the previous one's arrives. b.mu held.
+func (j *Job) completeLocked(e uint64) error {
+	b := &j.bar
+	p := e & 1
+	err := j.waitIn("barrier", e, func() error {
+		for k := 0; k < rounds(j.size); k++ {
+			if k > 0 {
+				if err := j.ep.RequestShort((j.rank+1<<k)%j.size, hBarrier, uint32(e), uint32(k)); err != nil {
+					return err
+				}
+			}
+			c := &b.heard[p][k]
+			if err := j.barrierWait(func() bool { return c.Load() > 0 }); err != nil {
+				return err
+			}
+			c.Add(^uint32(0)) // consumed: the count is for barrier e+2 now
+		}
+		n := uint32(rounds(j.size))
+		a := &b.acked[p]
+		if err := j.barrierWait(func() bool { return a.Load() >= n }); err != nil {
+			return err
+		}
+		a.Add(-n)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.completed = e
+	j.ep.Fence()
+	return nil
+}
+
+// barrierWait waits until cond. Unlike other waits it goes on for a while
+// (a quarter of the exit timeout) when the console says the job has ended:
+// another rank may have completed this barrier and ended the job, and this
+// one must complete it too (the messages it needs are on their way) to
+// print what the program prints after it. A barrier that cannot complete
+// (a rank ended without entering it) then ends this rank.
+func (j *Job) barrierWait(cond func() bool) error {
+	var since time.Time
+	err := j.ep.WaitUntil(func() bool {
+		if cond() {
+			return true
+		}
+		if !j.ctl.Terminating() {
+			return false
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		return time.Since(since) >= j.exitTimeout/4
+	})
+	if !cond() && j.ctl.Terminating() {
+		j.ctl.ExitNow()
+	}
+	return err
+}
+
+// waitIn runs wait, the waiting part of collective number seq of the given
+// kind; if it lasts longer than half of GASNET_HANG_WARN, this rank tells
+// the console where it waits (and again when it leaves), so that the
+// console can say which ranks are in which collective when they do not
+// match. A job whose collectives match never reports.
+func (j *Job) waitIn(kind string, seq uint64, wait func() error) error {
+	if j.hangWarn <= 0 {
+		return wait()
+	}
+	var mu sync.Mutex
+	reported, done := false, false
+	t := time.AfterFunc(j.hangWarn/2, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			reported = true
+			j.ctl.Report(kind, seq, true)
+		}
+	})
+	err := wait()
+	t.Stop()
+	mu.Lock()
+	done = true
+	if reported {
+		j.ctl.Report(kind, seq, false)
+	}
+	mu.Unlock()
+	return err
+}
+
+// barrierError wraps a failed barrier's error with its number.
+func barrierError(e uint64, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("barrier %d: %w", e, err)
+}
