@@ -57,7 +57,7 @@ type Config struct {
 	PollSpin       time.Duration `envconfig:"GASNET_POLL_SPIN" default:"100us" range:"0s..1s" special:"-1ns=spin forever" desc:"ours: busy-poll time of a blocking wait before it sleeps in the kernel; 0 = sleep at once (polite); -1ns = spin forever. Unset, it is polite on a host with more ranks than CPUs (spinners would take the CPU the ranks they wait for need), else 100us; GASNET_VERBOSEENV says which"`
 	ExitTimeout    time.Duration `envconfig:"GASNET_EXIT_TIMEOUT" default:"2s" range:"100ms..1h" desc:"ours: once the job ends, a rank still computing is ended after half of it, and any worker left is killed after all of it; also how long the others have to follow a rank that ended with 0 without conduit.Exit"`
 	Liveness       time.Duration `envconfig:"GASNET_LIVENESS_TIMEOUT" default:"30s" range:"1s..24h" special:"0=never" desc:"ours: a rank that does not answer the console's pings for this long (stopped with SIGSTOP, its host hung or cut off) aborts the job with a line naming it; pings go every quarter of it"`
-	HangWarn       time.Duration `envconfig:"GASNET_HANG_WARN" default:"10s" range:"100ms..24h" special:"0=never" desc:"ours: when a collective (barrier, all-gather) has been entered by some ranks but not all for this long, the console says which ranks are in which collective, and again at doubling intervals; 0 = never"`
+	HangWarn       time.Duration `envconfig:"GASNET_HANG_WARN" default:"10s" range:"100ms..24h" special:"0=never" desc:"ours: a rank that has waited in a collective (barrier, all-gather) for half of this tells the console; once some have waited this long, the console says which ranks are in which collective, and again at doubling intervals; 0 = never"`
 }
 
 // Source says where a setting's value came from.
