@@ -41,6 +41,7 @@ type Job struct {
 
 	barrier         uint64 // barriers this rank entered (numbered from 1); under bar.mu
 	bar             amBarrier
+	gat             amGather
 	consoleBarriers uint64        // of them, those the console served (startup)
 	hangWarn        time.Duration // GASNET_HANG_WARN (see waitIn); 0: never report
 	onReturned      atomic.Pointer[defaultReturnedFn]
@@ -60,8 +61,6 @@ type control interface {
 	Abort(code int, why string, grace time.Duration)
 	BarrierNotify() error
 	BarriersDone() uint64
-	GatherSend(part []byte) error
-	GathersDone() (uint64, [][]byte)
 	// Report tells the console that this rank waits in collective seq of
 	// kind ("barrier", "all-gather"), or no longer does.
 	Report(kind string, seq uint64, in bool) error
@@ -158,6 +157,10 @@ type defaultReturnedFn struct{ fn func(Returned) }
 func (j *Job) returned(r Returned) {
 	if r.Handler == hBarrier && !r.Incoming {
 		j.bar.acked[j.bar.current.Load()&1].Add(1)
+		return
+	}
+	if r.Handler == hGather && !r.Incoming {
+		j.gat.acked[j.gat.current.Load()&1].Add(1)
 		return
 	}
 	if h := j.onReturned.Load(); h != nil && h.fn != nil {
@@ -403,25 +406,25 @@ func (j *Job) consoleBarrier() error {
 
 // AllGather contributes data and returns every rank's contribution, indexed
 // by rank. Concurrent calls of one rank's goroutines run one after another.
+// It runs over active messages among the ranks (Bruck's algorithm:
+// ⌈log2 N⌉ rounds, N−1 parts received in all), without the console. As for
+// Barrier, a rank enters once every request it sent has been answered.
 func (j *Job) AllGather(data []byte) ([][]byte, error) {
 	j.enter()
-	j.coll.Lock()
-	defer j.coll.Unlock()
-	j.gathers++
-	target := j.gathers
-	if err := j.ctl.GatherSend(data); err != nil {
+	j.gat.lock.Lock()
+	defer j.gat.lock.Unlock()
+	if err := j.ep.Drain(); err != nil {
 		return nil, err
 	}
-	var parts [][]byte
-	err := j.waitIn("all-gather", target, func() error {
-		return j.wait(func() bool {
-			n, p := j.ctl.GathersDone()
-			parts = p
-			return n >= target
-		})
-	})
-	j.ep.Fence()
-	return parts, err
+	j.coll.Lock()
+	j.gathers++
+	n := j.gathers
+	j.coll.Unlock()
+	parts, err := j.allGather(n, data)
+	if err != nil {
+		return nil, fmt.Errorf("all-gather %d: %w", n, err)
+	}
+	return parts, nil
 }
 
 // Exit ends the job: the first rank to call Exit sets the console's exit

@@ -21,8 +21,8 @@ import (
 )
 
 // memConsole is an in-memory console for in-process jobs: it serves the
-// collectives as spawn's console does (a barrier completes when every rank
-// has entered it; an all-gather when every rank has sent its part) and ends
+// startup barrier as spawn's console does (it completes when every rank has
+// entered it) and ends
 // the job as a worker process would end, except that a rank's "process" is
 // its goroutine: Exit and ExitNow end it with runtime.Goexit.
 type memConsole struct {
@@ -32,9 +32,6 @@ type memConsole struct {
 	mu          sync.Mutex
 	notified    []uint64
 	barriers    atomic.Uint64
-	sent        []int
-	parts       [][][]byte // parts[k][rank] of the k-th all-gather
-	gathersDone uint64
 	code        int
 	codeSet     bool
 	ends        []string // how each rank ended
@@ -107,46 +104,6 @@ func (r memRank) BarriersDone() uint64 { return r.c.barriers.Load() }
 
 func (r memRank) Report(string, uint64, bool) error { return nil }
 
-func (r memRank) GatherSend(part []byte) error {
-	c := r.c
-	c.mu.Lock()
-	k := c.sent[r.rank]
-	c.sent[r.rank]++
-	for len(c.parts) <= k {
-		c.parts = append(c.parts, make([][]byte, c.n))
-	}
-	c.parts[k][r.rank] = append([]byte{}, part...)
-	advanced := false
-	for c.gathersDone < uint64(len(c.parts)) && full(c.parts[c.gathersDone]) {
-		c.gathersDone++
-		advanced = true
-	}
-	c.mu.Unlock()
-	if advanced {
-		c.wakeAll()
-	}
-	return nil
-}
-
-func full(parts [][]byte) bool {
-	for _, p := range parts {
-		if p == nil {
-			return false
-		}
-	}
-	return true
-}
-
-func (r memRank) GathersDone() (uint64, [][]byte) {
-	c := r.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.gathersDone == 0 {
-		return 0, nil
-	}
-	return c.gathersDone, c.parts[c.gathersDone-1]
-}
-
 // jobResult is how an in-process job ended.
 type jobResult struct {
 	Code int      // the code of the first Exit; 0 when none
@@ -187,7 +144,7 @@ var loopbackUDP = jobNet{listen: func(int) (amudp.Transport, error) {
 // program's.
 func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (jobResult, []*Job) {
 	t.Helper()
-	c := &memConsole{n: n, notified: make([]uint64, n), sent: make([]int, n), ends: make([]string, n)}
+	c := &memConsole{n: n, notified: make([]uint64, n), ends: make([]string, n)}
 	jobs := make([]*Job, n)
 	addrs := make([]netip.AddrPort, n)
 	for i := range n {
@@ -554,5 +511,47 @@ func TestProgressMode(t *testing.T) {
 		if spin != c.wantSpin || polite != c.wantPolite || !strings.Contains(why, c.say) {
 			t.Errorf("progressMode(%v, %v, %d, %d) = %v, %v, %q", c.spin, c.set, c.ranks, c.cpus, spin, polite, why)
 		}
+	}
+}
+
+// TestAllGatherOverAMs: all-gathers over active messages on 1, 3, 5 and 8
+// ranks, under loss and duplication, with parts of different sizes (empty,
+// and past MaxMedium, so that a round spans several messages); every rank
+// gets every part, in rank order.
+func TestAllGatherOverAMs(t *testing.T) {
+	for _, n := range []int{1, 3, 5, 8} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				part := func(r, round int) []byte {
+					size := []int{0, 7, MaxMedium + 100, 3 * MaxMedium}[(r+round)%4]
+					b := make([]byte, size)
+					for i := range b {
+						b[i] = byte(r*31 + round + i)
+					}
+					return b
+				}
+				res, _ := runJob(t, n, memNet(amudptest.New(uint64(n), 0.1, 0.05, 100*time.Microsecond)), false, func(j *Job) {
+					for round := range 3 {
+						parts, err := j.AllGather(part(j.Rank(), round))
+						if err != nil {
+							t.Errorf("rank %d: %v", j.Rank(), err)
+							return
+						}
+						for r := range n {
+							if !bytes.Equal(parts[r], part(r, round)) {
+								t.Errorf("rank %d, all-gather %d: part %d has %d bytes, want %d, or other bytes", j.Rank(), round, r, len(parts[r]), len(part(r, round)))
+							}
+						}
+					}
+				})
+				want := jobResult{}
+				for range n {
+					want.Ends = append(want.Ends, "returned")
+				}
+				if d := cmp.Diff(want, res); d != "" {
+					t.Errorf("(-want +got):\n%s", d)
+				}
+			})
+		})
 	}
 }
