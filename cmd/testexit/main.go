@@ -331,6 +331,11 @@ var Scenarios = []Scenario{
 		attach()
 		if r == 0 {
 			go func() { panic("testexit: panic in a goroutine") }()
+		} else {
+			// Rank 0 must still wait in the barrier when its goroutine
+			// panics: a barrier over active messages can complete in
+			// microseconds.
+			time.Sleep(500 * time.Millisecond)
 		}
 		barrier()
 	}},
