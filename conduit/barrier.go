@@ -26,14 +26,30 @@ const maxRounds = 32
 // ranks heard from.
 type amBarrier struct {
 	heard [2][maxRounds]atomic.Uint32 // messages received, by parity and round
-	acked [2]atomic.Uint32            // replies to this rank's own messages, by parity
+	acked answered                    // its current barrier is the last one entered
 
-	current atomic.Uint64 // the barrier being waited for (read by Job.returned)
-
-	mu        chanMutex // one barrier at a time on this rank; guards the rest
-	notified  uint64    // the last barrier this rank entered
+	mu        chanMutex // one barrier at a time on this rank; guards completed
 	completed uint64    // the last barrier this rank completed
 }
+
+// answered counts the replies to a collective's own messages, by the
+// parity of the collective's number (no rank is two collectives of a kind
+// ahead), and knows the collective in progress: a message that cannot be
+// delivered counts as answered (see Job.returned).
+type answered struct {
+	n       [2]atomic.Uint32
+	current atomic.Uint64
+}
+
+func (a *answered) enter(n uint64)   { a.current.Store(n) }
+func (a *answered) add(n uint32)     { a.n[n&1].Add(1) }
+func (a *answered) returned()        { a.n[a.current.Load()&1].Add(1) }
+func (a *answered) last() uint64     { return a.current.Load() }
+func (a *answered) consume(want int) { a.n[a.current.Load()&1].Add(-uint32(want)) }
+
+// has reports whether want replies to the current collective's messages
+// have come.
+func (a *answered) has(want int) bool { return a.n[a.current.Load()&1].Load() >= uint32(want) }
 
 // chanMutex is a mutex whose waiters block on a channel: a goroutine that
 // waits for another's barrier then blocks as testing/synctest can see
@@ -60,7 +76,7 @@ func (b *amBarrier) message(t *Token, args []uint32, _ []byte) {
 		return // not one of ours
 	}
 	if !t.IsRequest() {
-		b.acked[args[0]&1].Add(1)
+		b.acked.add(args[0])
 		return
 	}
 	b.heard[args[0]&1][args[1]].Add(1)
@@ -76,14 +92,25 @@ func rounds(n int) int {
 	return k
 }
 
-// notifyLocked enters barrier e: its first round's message. b.mu held.
-func (j *Job) notifyLocked(e uint64) error {
-	j.bar.notified = e
-	j.bar.current.Store(e)
-	if j.size == 1 {
-		return nil
+// enterLocked enters the next barrier, once the one entered before (if not
+// waited for) is complete and every request this rank sent is answered:
+// its first round's message. It returns the barrier's number. b.mu held.
+func (j *Job) enterLocked() (uint64, error) {
+	b := &j.bar
+	if e := b.acked.last(); b.completed < e {
+		if err := j.completeLocked(e); err != nil {
+			return e, err
+		}
 	}
-	return j.ep.RequestShort((j.rank+1)%j.size, hBarrier, uint32(e), 0)
+	if err := j.ep.Drain(); err != nil {
+		return 0, err
+	}
+	e := j.nextBarrier()
+	b.acked.enter(e)
+	if j.size == 1 {
+		return e, nil
+	}
+	return e, j.ep.RequestShort((j.rank+1)%j.size, hBarrier, uint32(e), 0)
 }
 
 // completeLocked waits for the rounds of barrier e, sending each next
@@ -99,17 +126,15 @@ func (j *Job) completeLocked(e uint64) error {
 				}
 			}
 			c := &b.heard[p][k]
-			if err := j.barrierWait(func() bool { return c.Load() > 0 }); err != nil {
+			if err := j.collWait(func() bool { return c.Load() > 0 }); err != nil {
 				return err
 			}
 			c.Add(^uint32(0)) // consumed: the count is for barrier e+2 now
 		}
-		n := uint32(rounds(j.size))
-		a := &b.acked[p]
-		if err := j.barrierWait(func() bool { return a.Load() >= n }); err != nil {
+		if err := j.collWait(func() bool { return b.acked.has(rounds(j.size)) }); err != nil {
 			return err
 		}
-		a.Add(-n)
+		b.acked.consume(rounds(j.size))
 		return nil
 	})
 	if err != nil {
@@ -120,13 +145,14 @@ func (j *Job) completeLocked(e uint64) error {
 	return nil
 }
 
-// barrierWait waits until cond. Unlike other waits it goes on for a while
-// (a quarter of the exit timeout) when the console says the job has ended:
-// another rank may have completed this barrier and ended the job, and this
-// one must complete it too (the messages it needs are on their way) to
-// print what the program prints after it. A barrier that cannot complete
-// (a rank ended without entering it) then ends this rank.
-func (j *Job) barrierWait(cond func() bool) error {
+// collWait is the wait of the collectives: it waits until cond. Unlike
+// other waits it goes on for a while (a quarter of the exit timeout) when
+// the console says the job has ended: another rank may have completed this
+// collective and ended the job, and this one must complete it too (the
+// messages it needs are on their way) to print what the program prints
+// after it. A collective that cannot complete (a rank ended without
+// entering it) then ends this rank.
+func (j *Job) collWait(cond func() bool) error {
 	var since time.Time
 	err := j.ep.WaitUntil(func() bool {
 		if cond() {

@@ -4,9 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
-	"sync/atomic"
-
-	"udpconduit/amudp"
 )
 
 // hGather is the core handler of the all-gather's messages: args are the
@@ -25,21 +22,11 @@ const hGather = 3
 // all-gather's number, and a rank leaves only once its own messages are
 // answered.
 type amGather struct {
-	mu    sync.Mutex
-	in    [2][maxRounds]gatherIn
-	acked [2]atomic.Uint32 // replies to this rank's own messages, by parity
-	// current is the all-gather being waited for (read by Job.returned).
-	current atomic.Uint64
-	lock    chanMutex // one all-gather at a time on this rank
-}
-
-// gatherIn is one round's incoming byte string.
-type gatherIn struct {
-	buf    []byte
-	got    int // chunks received
-	chunks int
-	done   atomic.Bool
-	bad    error
+	mu    sync.Mutex // guards in
+	in    [2][maxRounds]assembly
+	acked answered
+	lock  chanMutex // one all-gather at a time on this rank
+	n     uint64    // all-gathers this rank entered; under lock
 }
 
 // message runs for each all-gather chunk, and for the reply that
@@ -48,32 +35,14 @@ func (g *amGather) message(t *Token, args []uint32, p []byte) {
 	if len(args) != 5 || args[1] >= maxRounds {
 		return // not one of ours
 	}
-	par := args[0] & 1
 	if !t.IsRequest() {
-		g.acked[par].Add(1)
+		g.acked.add(args[0])
 		return
 	}
-	t.ReplyShort(hGather, args[0], args[1], args[2], args[3], args[4])
-	idx, chunks, size := int(args[2]), int(args[3]), int(args[4])
+	t.ReplyShort(hGather, args...)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	in := &g.in[par][args[1]]
-	if in.done.Load() {
-		return
-	}
-	if in.buf == nil {
-		in.buf, in.chunks = make([]byte, size), chunks
-	}
-	off := idx * amudp.MaxMedium
-	if chunks != in.chunks || size != len(in.buf) || idx >= chunks || off+len(p) > size {
-		in.bad = fmt.Errorf("malformed chunk %d/%d of an all-gather round", idx, chunks)
-		in.done.Store(true)
-		return
-	}
-	copy(in.buf[off:], p)
-	if in.got++; in.got == in.chunks {
-		in.done.Store(true)
-	}
+	g.in[args[0]&1][args[1]].add(int(args[2]), int(args[3]), int(args[4]), p, "an all-gather round")
 }
 
 // take returns round k's byte string of all-gather parity par, and makes
@@ -81,17 +50,13 @@ func (g *amGather) message(t *Token, args []uint32, p []byte) {
 func (g *amGather) take(par uint64, k int) ([]byte, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	in := &g.in[par][k]
-	b, err := in.buf, in.bad
-	in.buf, in.got, in.chunks, in.bad = nil, 0, 0, nil
-	in.done.Store(false)
-	return b, err
+	return g.in[par][k].take()
 }
 
 // allGather runs all-gather number n with this rank's part data.
 func (j *Job) allGather(n uint64, data []byte) ([][]byte, error) {
 	g := &j.gat
-	g.current.Store(n)
+	g.acked.enter(n)
 	par := n & 1
 	have := [][]byte{append([]byte(nil), data...)} // parts of ranks j.rank, j.rank+1, ...
 	sent := 0
@@ -104,17 +69,16 @@ func (j *Job) allGather(n uint64, data []byte) ([][]byte, error) {
 				msg = binary.AppendUvarint(msg, uint64(len(p)))
 				msg = append(msg, p...)
 			}
-			chunks := max(1, (len(msg)+amudp.MaxMedium-1)/amudp.MaxMedium)
 			to := (j.rank - d + j.size) % j.size
-			for c := range chunks {
-				part := msg[c*amudp.MaxMedium : min((c+1)*amudp.MaxMedium, len(msg))]
-				if err := j.ep.RequestMedium(to, hGather, part, uint32(n), uint32(k), uint32(c), uint32(chunks), uint32(len(msg))); err != nil {
-					return err
-				}
+			err := sendChunks(msg, func(c, chunks int, part []byte) error {
 				sent++
+				return j.ep.RequestMedium(to, hGather, part, uint32(n), uint32(k), uint32(c), uint32(chunks), uint32(len(msg)))
+			})
+			if err != nil {
+				return err
 			}
 			in := &g.in[par][k]
-			if err := j.barrierWait(in.done.Load); err != nil {
+			if err := j.collWait(in.done.Load); err != nil {
 				return err
 			}
 			b, err := g.take(par, k)
@@ -130,11 +94,10 @@ func (j *Job) allGather(n uint64, data []byte) ([][]byte, error) {
 				b = b[w+int(l):]
 			}
 		}
-		a := &g.acked[par]
-		if err := j.barrierWait(func() bool { return a.Load() >= uint32(sent) }); err != nil {
+		if err := j.collWait(func() bool { return g.acked.has(sent) }); err != nil {
 			return err
 		}
-		a.Add(-uint32(sent))
+		g.acked.consume(sent)
 		return nil
 	})
 	if err != nil {

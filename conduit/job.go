@@ -33,11 +33,9 @@ type Job struct {
 	attached atomic.Bool
 	segs     []uint64 // segment size of every rank
 
-	// coll orders the collective calls of this rank's goroutines (see
-	// Barrier) and guards the fields below.
-	coll    sync.Mutex
-	attach  bool // Attach has begun
-	gathers uint64
+	// attachMu guards attach, which says that Attach has begun.
+	attachMu sync.Mutex
+	attach   bool
 
 	barrier         uint64 // barriers this rank entered (numbered from 1); under bar.mu
 	bar             amBarrier
@@ -156,11 +154,11 @@ type defaultReturnedFn struct{ fn func(Returned) }
 // rest go to handler 0.
 func (j *Job) returned(r Returned) {
 	if r.Handler == hBarrier && !r.Incoming {
-		j.bar.acked[j.bar.current.Load()&1].Add(1)
+		j.bar.acked.returned()
 		return
 	}
 	if r.Handler == hGather && !r.Incoming {
-		j.gat.acked[j.gat.current.Load()&1].Add(1)
+		j.gat.acked.returned()
 		return
 	}
 	if h := j.onReturned.Load(); h != nil && h.fn != nil {
@@ -191,16 +189,16 @@ func (j *Job) Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
 	if err := checkTable(handlers); err != nil {
 		return nil, err
 	}
-	j.coll.Lock()
+	j.attachMu.Lock()
 	if j.attach {
-		j.coll.Unlock()
+		j.attachMu.Unlock()
 		return nil, ErrAttached
 	}
 	seg, err := allocSegment(segmentSize)
 	if err == nil {
 		j.attach = true
 	}
-	j.coll.Unlock()
+	j.attachMu.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -328,16 +326,8 @@ func (j *Job) BarrierNotify() error {
 	b := &j.bar
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.completed < b.notified {
-		if err := j.completeLocked(b.notified); err != nil {
-			return barrierError(b.notified, err)
-		}
-	}
-	if err := j.ep.Drain(); err != nil {
-		return err
-	}
-	e := j.nextBarrier()
-	return barrierError(e, j.notifyLocked(e))
+	e, err := j.enterLocked()
+	return barrierError(e, err)
 }
 
 // BarrierWait waits, servicing the network, until every rank has entered
@@ -348,10 +338,11 @@ func (j *Job) BarrierWait() error {
 	b := &j.bar
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.completed == b.notified {
+	e := b.acked.last()
+	if b.completed == e {
 		return nil
 	}
-	return barrierError(b.notified, j.completeLocked(b.notified))
+	return barrierError(e, j.completeLocked(e))
 }
 
 // nextBarrier numbers the barrier this rank enters now. j.bar.mu held.
@@ -364,27 +355,19 @@ func (j *Job) nextBarrier() uint64 {
 // request it sent has been answered, so every request sent anywhere before
 // the barrier has run when it completes, and what those handlers did on
 // this rank (a Put's data written into the segment, say) happens before
-// Barrier returns. It runs over
-// active messages among the ranks, in ⌈log2 N⌉ rounds of one message each
-// (a dissemination barrier), without the console.
+// Barrier returns. It runs over active messages among the ranks, in
+// ⌈log2 N⌉ rounds of one message each (a dissemination barrier), without
+// the console.
 func (j *Job) Barrier() error {
 	j.enter()
 	b := &j.bar
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.completed < b.notified {
-		if err := j.completeLocked(b.notified); err != nil {
-			return barrierError(b.notified, err)
-		}
+	e, err := j.enterLocked()
+	if err == nil {
+		err = j.completeLocked(e)
 	}
-	if err := j.ep.Drain(); err != nil {
-		return err
-	}
-	e := j.nextBarrier()
-	if err := j.notifyLocked(e); err != nil {
-		return barrierError(e, err)
-	}
-	return barrierError(e, j.completeLocked(e))
+	return barrierError(e, err)
 }
 
 // consoleBarrier is a barrier served by the console, for startup: before
@@ -416,10 +399,8 @@ func (j *Job) AllGather(data []byte) ([][]byte, error) {
 	if err := j.ep.Drain(); err != nil {
 		return nil, err
 	}
-	j.coll.Lock()
-	j.gathers++
-	n := j.gathers
-	j.coll.Unlock()
+	j.gat.n++
+	n := j.gat.n
 	parts, err := j.allGather(n, data)
 	if err != nil {
 		return nil, fmt.Errorf("all-gather %d: %w", n, err)

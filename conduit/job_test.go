@@ -484,8 +484,8 @@ func TestJobCollectivesFromSeveralGoroutines(t *testing.T) {
 			t.Errorf("(-want +got):\n%s", d)
 		}
 		for _, j := range jobs {
-			if j.barrier != 2*rounds || j.gathers != 2*rounds {
-				t.Errorf("rank %d entered %d barriers and %d all-gathers, want %d each", j.rank, j.barrier, j.gathers, 2*rounds)
+			if j.barrier != 2*rounds || j.gat.n != 2*rounds {
+				t.Errorf("rank %d entered %d barriers and %d all-gathers, want %d each", j.rank, j.barrier, j.gat.n, 2*rounds)
 			}
 		}
 	})

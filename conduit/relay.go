@@ -3,9 +3,7 @@ package conduit
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 
-	"udpconduit/amudp"
 	"udpconduit/spawn"
 )
 
@@ -15,36 +13,19 @@ const hTable = 1
 
 // tableIn collects the relayed table's chunks.
 type tableIn struct {
-	mu     sync.Mutex
-	blob   []byte
-	got    int
-	chunks int
-	bad    error
-	done   atomic.Bool
+	mu sync.Mutex
+	assembly
 }
 
-// tableChunk runs for each chunk: args are its index, the chunk count and
-// the table's length in bytes.
+// chunk runs for each chunk: args are its index, the chunk count and the
+// table's length in bytes.
 func (t *tableIn) chunk(_ *Token, a []uint32, p []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(a) != 3 || t.done.Load() {
+	if len(a) != 3 {
 		return
 	}
-	idx, chunks, size := int(a[0]), int(a[1]), int(a[2])
-	if t.blob == nil {
-		t.blob, t.chunks = make([]byte, size), chunks
-	}
-	off := idx * amudp.MaxMedium
-	if chunks != t.chunks || size != len(t.blob) || idx >= chunks || off+len(p) > size {
-		t.bad = fmt.Errorf("malformed chunk %d/%d of the relayed address table", idx, chunks)
-		t.done.Store(true)
-		return
-	}
-	copy(t.blob[off:], p)
-	if t.got++; t.got == t.chunks {
-		t.done.Store(true)
-	}
+	t.add(int(a[0]), int(a[1]), int(a[2]), p, "the relayed address table")
 }
 
 // relayTable completes this worker's address table: rank 0 has it from the
@@ -58,7 +39,7 @@ func (j *Job) relayTable(w *spawn.Worker) error {
 			return fmt.Errorf("waiting for the address table: %w", err)
 		}
 		tab.mu.Lock()
-		blob, bad := tab.blob, tab.bad
+		blob, bad := tab.take()
 		tab.mu.Unlock()
 		if bad != nil {
 			return bad
@@ -79,13 +60,12 @@ func (j *Job) relayTable(w *spawn.Worker) error {
 		}
 	}
 	blob := spawn.EncodeTable(w.Table())
-	chunks := (len(blob) + amudp.MaxMedium - 1) / amudp.MaxMedium
 	for _, c := range spawn.TreeChildren(w.Rank, w.Size) {
-		for i := 0; i < chunks; i++ {
-			part := blob[i*amudp.MaxMedium : min((i+1)*amudp.MaxMedium, len(blob))]
-			if err := ep.RequestMedium(c, hTable, part, uint32(i), uint32(chunks), uint32(len(blob))); err != nil {
-				return fmt.Errorf("relaying the address table to rank %d: %w", c, err)
-			}
+		err := sendChunks(blob, func(i, chunks int, part []byte) error {
+			return ep.RequestMedium(c, hTable, part, uint32(i), uint32(chunks), uint32(len(blob)))
+		})
+		if err != nil {
+			return fmt.Errorf("relaying the address table to rank %d: %w", c, err)
 		}
 	}
 	return j.consoleBarrier()

@@ -35,7 +35,8 @@ func TestTableChunksAssemble(t *testing.T) {
 	if !tableIn.done.Load() || tableIn.bad != nil {
 		t.Fatalf("done=%v bad=%v after all %d chunks", tableIn.done.Load(), tableIn.bad, chunks)
 	}
-	got, err := spawn.DecodeTable(tableIn.blob, n)
+	blob2, _ := tableIn.take()
+	got, err := spawn.DecodeTable(blob2, n)
 	if err != nil {
 		t.Fatal(err)
 	}
