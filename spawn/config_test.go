@@ -3,10 +3,13 @@ package spawn
 import (
 	"flag"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"udpconduit/spawn/sshc"
 )
 
 var update = flag.Bool("update", false, "rewrite the README's variable table")
@@ -215,6 +218,18 @@ func TestCheckJob(t *testing.T) {
 			t.Errorf("%s %s N=%d: %v", tc.env, tc.spawn, tc.n, err)
 		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
 			t.Errorf("%s %s N=%d: got %v, want %q", tc.env, tc.spawn, tc.n, err, tc.want)
+		}
+	}
+}
+
+// TestSSHOptionsDocumented: GASNET_SSH_OPTIONS' description (and so the
+// README's table) names every -o key the built-in ssh client honours.
+func TestSSHOptionsDocumented(t *testing.T) {
+	f, _ := reflect.TypeOf(Config{}).FieldByName("SSHOptions")
+	desc := f.Tag.Get("desc")
+	for _, k := range sshc.BuiltinKeys() {
+		if !strings.Contains(desc, k) {
+			t.Errorf("GASNET_SSH_OPTIONS' description does not name %s", k)
 		}
 	}
 }

@@ -662,8 +662,7 @@ func signalCode(s os.Signal) int {
 // that is 0 and a rank ended otherwise than the job told it to, whose
 // status then wins. A crash is never reported as success.
 func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
-	barrier, gathered := 0, 0
-	parts := make([][]byte, j.n)
+	barrier := 0
 	j.coll = collectives{waiting: make([]string, j.n)}
 	var hangC <-chan time.Time
 	if j.cfg.HangWarn > 0 {
@@ -701,17 +700,6 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				if barrier++; barrier == j.n {
 					barrier = 0
 					j.broadcast(frameBarrier, struct{}{})
-				}
-			case frameGather:
-				var g Gather
-				json.Unmarshal(ev.body, &g)
-				if len(g.Parts) == 1 {
-					parts[ev.rank] = g.Parts[0]
-				}
-				if gathered++; gathered == j.n {
-					gathered = 0
-					j.broadcast(frameGather, Gather{Parts: parts})
-					parts = make([][]byte, j.n)
 				}
 			case frameColl:
 				var c Coll

@@ -12,10 +12,10 @@ import (
 // Each frame is one type byte, a little-endian uint32 length and a JSON (or
 // raw) body.
 const (
-	frameJoin      byte = 1 // worker → console: Join
-	frameWelcome   byte = 2 // console → worker: Welcome
-	frameBarrier   byte = 3 // worker → console: entered barrier; console → worker: barrier done
-	frameGather    byte = 4 // worker → console: its part; console → worker: all parts (Gather)
+	frameJoin    byte = 1 // worker → console: Join
+	frameWelcome byte = 2 // console → worker: Welcome
+	frameBarrier byte = 3 // worker → console: entered barrier; console → worker: barrier done
+	// 4 was the console's all-gather; collectives now run among the workers.
 	frameExit      byte = 5 // worker → console: Exit(code) called
 	frameTerminate byte = 6 // console → worker: exit now with the code in the body
 	frameOutput    byte = 7 // worker → console, first frame of a routed output stream: Output
@@ -71,11 +71,6 @@ type Coll struct {
 	Kind string `json:"kind"` // "barrier", "all-gather"
 	Seq  uint64 `json:"seq"`  // its number on this rank, from 1
 	In   bool   `json:"in"`
-}
-
-// Gather carries all-gather data.
-type Gather struct {
-	Parts [][]byte `json:"parts"`
 }
 
 // Code is the body of exit and terminate frames.

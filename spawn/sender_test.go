@@ -26,9 +26,9 @@ func TestBroadcastNeverCutsFrames(t *testing.T) {
 		defer workerEnd.Close()
 		p := &peerConn{conn: consoleEnd, out: newSender(consoleEnd)}
 		j := &job{cfg: cfg, n: 1, peers: []*peerConn{p}}
-		big := Gather{Parts: [][]byte{bytes.Repeat([]byte("x"), 1<<16)}}
+		big := Welcome{Env: map[string]string{"X": string(bytes.Repeat([]byte("x"), 1<<16))}}
 		start := time.Now()
-		j.broadcast(frameGather, big)
+		j.broadcast(frameWelcome, big)
 		j.broadcast(frameBarrier, struct{}{})
 		j.broadcast(frameTerminate, Code{Code: 7})
 		if d := time.Since(start); d != 0 {
@@ -43,11 +43,11 @@ func TestBroadcastNeverCutsFrames(t *testing.T) {
 				t.Fatalf("after frames %v: %v", got, err)
 			}
 			got = append(got, typ)
-			if typ == frameGather && len(body) < 1<<16 {
-				t.Errorf("gather frame of %d bytes", len(body))
+			if typ == frameWelcome && len(body) < 1<<16 {
+				t.Errorf("big frame of %d bytes", len(body))
 			}
 		}
-		if d := cmp.Diff([]byte{frameGather, frameBarrier, frameTerminate}, got); d != "" {
+		if d := cmp.Diff([]byte{frameWelcome, frameBarrier, frameTerminate}, got); d != "" {
 			t.Errorf("frames (-want +got):\n%s", d)
 		}
 		p.out.stop()

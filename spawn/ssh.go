@@ -416,13 +416,13 @@ func consoleAddrs(targets []sshc.Target) (listen string, perRank []netip.Addr, e
 		}
 		perRank[i] = a
 	}
-	for _, a := range perRank[1:] {
+	if len(perRank) == 0 {
+		return "127.0.0.1", nil, nil
+	}
+	for _, a := range perRank {
 		if a != perRank[0] {
 			return "", perRank, nil // every interface
 		}
-	}
-	if len(perRank) == 0 {
-		return "127.0.0.1", nil, nil
 	}
 	return perRank[0].String(), nil, nil
 }

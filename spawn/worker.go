@@ -22,8 +22,9 @@ import (
 // (the worker marker is in its environment).
 func IsWorker() bool { return os.Getenv(EnvMaster) != "" }
 
-// Worker is a worker's connection to its console: bootstrap, then barrier,
-// all-gather and exit services (DESIGN.md §7).
+// Worker is a worker's connection to its console: bootstrap (with the
+// startup barrier), output, hang reports and the end of the job (DESIGN.md
+// §7); the program's collectives run among the workers (package conduit).
 type Worker struct {
 	Welcome
 	// Secret is the job secret, from which datagram tags are derived.
@@ -36,9 +37,6 @@ type Worker struct {
 	wmu      sync.Mutex
 	r        *bufio.Reader
 	barriers atomic.Uint64 // barrier completions received
-	gathers  atomic.Uint64
-	gmu      sync.Mutex
-	gathered [][]byte
 	wake     atomic.Pointer[func()]
 	exiting  atomic.Bool
 	// The console's Terminate: the job's code, and whether it came.
@@ -397,14 +395,6 @@ func (w *Worker) readLoop() {
 		case frameBarrier:
 			w.barriers.Add(1)
 			w.event()
-		case frameGather:
-			var g Gather
-			json.Unmarshal(body, &g)
-			w.gmu.Lock()
-			w.gathered = g.Parts
-			w.gmu.Unlock()
-			w.gathers.Add(1)
-			w.event()
 		case frameTerminate:
 			var c Code
 			json.Unmarshal(body, &c)
@@ -442,19 +432,6 @@ func (w *Worker) BarriersDone() uint64 { return w.barriers.Load() }
 // or no longer does (see Coll).
 func (w *Worker) Report(kind string, seq uint64, in bool) error {
 	return w.send(frameColl, Coll{Kind: kind, Seq: seq, In: in})
-}
-
-// GatherSend contributes this rank's part of the next all-gather.
-func (w *Worker) GatherSend(part []byte) error {
-	return w.send(frameGather, Gather{Parts: [][]byte{part}})
-}
-
-// GathersDone returns how many all-gathers have completed, and the parts of
-// the latest.
-func (w *Worker) GathersDone() (uint64, [][]byte) {
-	w.gmu.Lock()
-	defer w.gmu.Unlock()
-	return w.gathers.Load(), w.gathered
 }
 
 // Exit reports code to the console, which ends the job with the first code

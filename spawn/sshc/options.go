@@ -48,10 +48,17 @@ func BuiltinKeys() []string {
 	return ks
 }
 
-// noArgFlags are OpenSSH flags that are meaningless for the built-in
-// client's sessions (never a terminal, X11 or agent forwarding, stdin
-// always the console's pipe), so accepting them changes nothing.
-const noArgFlags = "TxanqC"
+// OpenSSH's flags, by what the built-in client does with them.
+const (
+	// argFlags take an argument (-p 22, -p22).
+	argFlags = "BbcDEeFIiJLlmOopQRSWw"
+	// harmlessFlags are meaningless for the built-in client's sessions
+	// (never a terminal, X11 or agent forwarding, stdin always the
+	// console's pipe; -q only quiets), so accepting them changes nothing.
+	harmlessFlags = "TxanqC"
+	// otherFlags take no argument and need OpenSSH's own client.
+	otherFlags = "46AfGgKkMNsVvXYy"
+)
 
 // ParseOptions reads an OpenSSH option string: -p port, -l user, -i file,
 // -F file, -J jump, -o Key=Value (also -oKey=Value and -o "Key Value"),
@@ -69,7 +76,7 @@ func ParseOptions(name, s string, external bool) (Options, error) {
 	o := Options{Set: map[string]string{}, Words: words}
 	unsupported := func(what string) error {
 		return fmt.Errorf("%s: %s: the built-in ssh client does not support it; set GASNET_SSH_CMD=ssh to use OpenSSH's client with these options, or use -p -l -i -F -J -q, or -o with %s",
-			name, what, strings.Join(sortedValues(builtinKeys), ", "))
+			name, what, strings.Join(BuiltinKeys(), ", "))
 	}
 	for i := 0; i < len(words); i++ {
 		w := words[i]
@@ -78,16 +85,18 @@ func ParseOptions(name, s string, external bool) (Options, error) {
 		}
 		for j := 1; j < len(w); j++ {
 			f := w[j]
-			if strings.IndexByte("plioFJbcDeEILmQRSwWBOE", f) < 0 {
-				if strings.IndexByte(noArgFlags, f) >= 0 || strings.IndexByte("46vAXYkgGMNsfVtK", f) >= 0 {
-					if f == 'q' {
-						o.Quiet = true
-					}
-					if !external && strings.IndexByte(noArgFlags, f) < 0 {
-						return o, unsupported("-" + string(f))
-					}
-					continue
+			switch {
+			case f == 'q':
+				o.Quiet = true
+				continue
+			case strings.IndexByte(harmlessFlags, f) >= 0:
+				continue
+			case strings.IndexByte(otherFlags, f) >= 0:
+				if !external {
+					return o, unsupported("-" + string(f))
 				}
+				continue
+			case strings.IndexByte(argFlags, f) < 0:
 				return o, fmt.Errorf("%s: -%c is not an ssh option", name, f)
 			}
 			// f takes an argument: the rest of this word, or the next.
@@ -156,15 +165,6 @@ func (o *Options) set(name string, f byte, arg string, external bool, unsupporte
 		}
 	}
 	return nil
-}
-
-func sortedValues(m map[string]string) []string {
-	var vs []string
-	for _, v := range m {
-		vs = append(vs, v)
-	}
-	sort.Strings(vs)
-	return vs
 }
 
 // SplitWords splits s into words as a POSIX shell would, without
