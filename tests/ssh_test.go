@@ -409,6 +409,23 @@ func TestSSHHosts(t *testing.T) {
 	})
 }
 
+// killConsole starts a 3-worker printer job with env that waits in the
+// network, checks that procs processes carry the test's marker (the console
+// and 3 workers, to which it is forwarded; and 3 ssh clients with
+// GASNET_SSH_CMD), kills the console with SIGKILL, and wants every process
+// of the job gone within 2 s.
+func killConsole(t *testing.T, procs int, env []string) {
+	t.Helper()
+	marker := t.Name()
+	cmd, _ := startPrinter(t, marker, 3, "wait", "waiting", append(env, "LINES=1")...)
+	if n := len(survivors(marker)); n != procs {
+		t.Fatalf("%d processes of the job, want %d:\n%s", n, procs, strings.Join(survivors(marker), "\n"))
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	checkNoSurvivors(t, marker, 2*time.Second)
+}
+
 // TestSSHHostsFaults: on namespace hosts, a host that is down (an address
 // nobody answers) fails the job within GASNET_CONNECT_TIMEOUT naming it,
 // and kill -9 of the console ends the workers on every host.
@@ -427,16 +444,7 @@ func TestSSHHostsFaults(t *testing.T) {
 		t.Logf("%v: %s", took.Round(time.Millisecond), r.stderr)
 		checkNoSurvivors(t, t.Name(), 2*time.Second)
 	})
-	t.Run("kill -9", func(t *testing.T) {
-		marker := t.Name()
-		cmd, _ := startPrinter(t, marker, 3, "wait", "waiting", append(sshEnv(strings.Join(h.names, " "), h.config), "LINES=1")...)
-		if n := len(survivors(marker)); n != 4 {
-			t.Fatalf("%d processes of the job, want the console and 3 workers", n)
-		}
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		checkNoSurvivors(t, marker, 2*time.Second)
-	})
+	t.Run("kill -9", func(t *testing.T) { killConsole(t, 4, sshEnv(strings.Join(h.names, " "), h.config)) })
 }
 
 // TestSSHExternal: GASNET_SSH_CMD=ssh runs the job through OpenSSH's own
@@ -458,11 +466,7 @@ func TestSSHExternal(t *testing.T) {
 		checkNoSurvivors(t, marker, 2*time.Second)
 	})
 	t.Run("kill -9", func(t *testing.T) {
-		marker := t.Name()
-		cmd, _ := startPrinter(t, marker, 3, "wait", "waiting", append(sshEnv(strings.Join(h.names, " "), h.config, "GASNET_SSH_CMD=ssh"), "LINES=1")...)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		checkNoSurvivors(t, marker, 2*time.Second)
+		killConsole(t, 7, sshEnv(strings.Join(h.names, " "), h.config, "GASNET_SSH_CMD=ssh"))
 	})
 	t.Run("password", func(t *testing.T) {
 		pw := startSSHD(t, sshdOptions{password: true})
@@ -527,13 +531,7 @@ func TestSSHTree(t *testing.T) {
 			t.Fatalf("exit %d, want 3\nstderr:\n%s", r.code, r.stderr)
 		}
 	})
-	t.Run("kill -9", func(t *testing.T) {
-		marker := t.Name()
-		cmd, _ := startPrinter(t, marker, 3, "wait", "waiting", append(tree(), "LINES=1")...)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		checkNoSurvivors(t, marker, 2*time.Second)
-	})
+	t.Run("kill -9", func(t *testing.T) { killConsole(t, 4, tree()) })
 	t.Run("host down", func(t *testing.T) {
 		marker := t.Name()
 		start := time.Now()
