@@ -299,6 +299,29 @@ func Barrier() error { return def().Barrier() }
 // by rank.
 func AllGather(data []byte) ([][]byte, error) { return def().AllGather(data) }
 
+// Broadcast returns the root's data on every rank; see Job.Broadcast.
+func Broadcast(root int, data []byte) ([]byte, error) { return def().Broadcast(root, data) }
+
+// ReduceUint64 combines every rank's vector with op, the result at root;
+// see Job.ReduceUint64.
+func ReduceUint64(root int, op Op, v []uint64) ([]uint64, error) {
+	return def().ReduceUint64(root, op, v)
+}
+
+// ReduceFloat64 combines every rank's vector with op, the result at root;
+// see Job.ReduceFloat64.
+func ReduceFloat64(root int, op Op, v []float64) ([]float64, error) {
+	return def().ReduceFloat64(root, op, v)
+}
+
+// AllReduceUint64 combines every rank's vector with op, the result on every
+// rank; see Job.AllReduceUint64.
+func AllReduceUint64(op Op, v []uint64) ([]uint64, error) { return def().AllReduceUint64(op, v) }
+
+// AllReduceFloat64 combines every rank's vector with op, the result on
+// every rank; see Job.AllReduceFloat64.
+func AllReduceFloat64(op Op, v []float64) ([]float64, error) { return def().AllReduceFloat64(op, v) }
+
 // PutNB starts writing data at offset of dest's segment; see Job.PutNB.
 func PutNB(dest int, offset uint64, data []byte) (*Handle, error) {
 	return def().PutNB(dest, offset, data)

@@ -40,6 +40,7 @@ type Job struct {
 	barrier         uint64 // barriers this rank entered (numbered from 1); under bar.mu
 	bar             amBarrier
 	gat             amGather
+	tree            amTree
 	consoleBarriers uint64        // of them, those the console served (startup)
 	hangWarn        time.Duration // GASNET_HANG_WARN (see waitIn); 0: never report
 	onReturned      atomic.Pointer[defaultReturnedFn]
@@ -159,6 +160,10 @@ func (j *Job) returned(r Returned) {
 	}
 	if r.Handler == hGather && !r.Incoming {
 		j.gat.acked.returned()
+		return
+	}
+	if r.Handler == hTree && !r.Incoming {
+		j.tree.acked.returned()
 		return
 	}
 	if h := j.onReturned.Load(); h != nil && h.fn != nil {

@@ -77,6 +77,7 @@ func (j *Job) registerCore() {
 	ep.Register(hTable, j.table.chunk)
 	ep.Register(hBarrier, j.bar.message)
 	ep.Register(hGather, j.gat.message)
+	ep.Register(hTree, j.tree.message)
 	ep.Register(hPut, func(t *Token, args []uint32, _ []byte) {
 		if len(args) == 1 && t.IsRequest() {
 			t.ReplyShort(hDone, args[0])

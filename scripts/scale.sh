@@ -3,7 +3,8 @@
 # on this machine, in one run (make scale). Figures, not a test:
 #  - the floor: starting N static Go programs that print a line, all at once,
 #    against `hello N` (GASNET_SPAWNFN=L), with their ratio;
-#  - barrier and 8-byte all-gather per operation over all ranks, in µs and
+#  - barrier, 8-byte all-gather and broadcast, and one-element all-reduce
+#    per operation over all ranks, in µs and
 #    in short round trips (testam -coll), at N = 2, 8, 64.
 set -euo pipefail
 cd "$(dirname "$0")/.."

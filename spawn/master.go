@@ -703,7 +703,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				}
 			case frameColl:
 				var c Coll
-				if json.Unmarshal(ev.body, &c) == nil && (c.Kind == "barrier" || c.Kind == "all-gather") {
+				if json.Unmarshal(ev.body, &c) == nil && collKinds[c.Kind] {
 					j.coll.waiting[ev.rank] = ""
 					if c.In {
 						j.coll.waiting[ev.rank] = fmt.Sprintf("%s %d", c.Kind, c.Seq)

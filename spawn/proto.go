@@ -68,10 +68,14 @@ type Welcome struct {
 // Coll says that a rank has waited long in a collective (In), or has left
 // it: the console reports collectives that do not match (GASNET_HANG_WARN).
 type Coll struct {
-	Kind string `json:"kind"` // "barrier", "all-gather"
+	Kind string `json:"kind"` // one of collKinds
 	Seq  uint64 `json:"seq"`  // its number on this rank, from 1
 	In   bool   `json:"in"`
 }
+
+// collKinds are the collectives a rank reports (Coll.Kind); each kind has
+// its own numbering.
+var collKinds = map[string]bool{"barrier": true, "all-gather": true, "broadcast": true, "reduce": true}
 
 // Code is the body of exit and terminate frames.
 type Code struct {

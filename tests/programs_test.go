@@ -77,6 +77,24 @@ func TestTestamJSON(t *testing.T) {
 	checkNoSurvivors(t, t.Name(), 2*time.Second)
 }
 
+// TestTestamCollectives: testam -coll runs every collective over active
+// messages on 5 ranks (broadcast, all-gather and all-reduce check what they
+// return on every rank) and reports each.
+func TestTestamCollectives(t *testing.T) {
+	r := run(t, t.Name(), nil, "testam", "5", "-coll", "-iters", "30")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		got = append(got, strings.Fields(line)[0])
+	}
+	if d := cmp.Diff([]string{"short_rtt", "barrier", "allgather", "broadcast", "allreduce"}, got); d != "" {
+		t.Errorf("measurements (-want +got):\n%s\n%s", d, r.stdout)
+	}
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
+}
+
 // TestAmudprun launches programs through amudprun: hello's args and ranks,
 // testcore's verdict, and a scenario's exit code.
 func TestAmudprun(t *testing.T) {

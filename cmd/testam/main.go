@@ -8,8 +8,9 @@
 //	./testam N -coll [-json] [-iters K]
 //
 // With -coll, rank 0 measures the short round trip to rank 1, then every
-// rank runs K barriers and K all-gathers of 8 bytes, and rank 0 reports
-// each per operation, also in short round trips ("rtts").
+// rank runs K barriers, K all-gathers of 8 bytes, K broadcasts of 8 bytes
+// from rank 0 and K all-reductions (sum) of one uint64, each checked, and
+// rank 0 reports each per operation, also in short round trips ("rtts").
 //
 // Program flags follow N: everything after N is the workers' argv. Rank 0
 // prints one line per measurement, or with -json one JSON object per line:
@@ -126,7 +127,8 @@ func usage(format string, a ...any) {
 	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST | -coll]", format, a...)
 }
 
-// collectives measures, on every rank, barriers and 8-byte all-gathers;
+// collectives measures, on every rank, barriers, 8-byte all-gathers and
+// broadcasts, and one-element all-reductions, checking what each returns;
 // rank 0 first measures the short round trip, the unit they are reported
 // in.
 func collectives(peer, iters int, emit func(Result)) error {
@@ -142,14 +144,35 @@ func collectives(peer, iters int, emit func(Result)) error {
 			return err
 		}
 	}
-	part := make([]byte, 8)
+	me, n := conduit.Rank(), conduit.Size()
+	part := []byte(fmt.Sprintf("rank%4d", me%10000))
 	for _, c := range []struct {
 		name  string
 		bytes int
 		op    func() error
 	}{
 		{"barrier", 0, conduit.Barrier},
-		{"allgather", 8, func() error { _, err := conduit.AllGather(part); return err }},
+		{"allgather", 8, func() error {
+			parts, err := conduit.AllGather(part)
+			if err == nil && (len(parts) != n || string(parts[n-1]) != fmt.Sprintf("rank%4d", (n-1)%10000)) {
+				err = fmt.Errorf("rank %d: %d parts, the last %q", me, len(parts), parts[len(parts)-1])
+			}
+			return err
+		}},
+		{"broadcast", 8, func() error {
+			b, err := conduit.Broadcast(0, part)
+			if err == nil && string(b) != "rank   0" {
+				err = fmt.Errorf("rank %d received %q", me, b)
+			}
+			return err
+		}},
+		{"allreduce", 8, func() error {
+			sum, err := conduit.AllReduceUint64(conduit.Sum, []uint64{uint64(me)})
+			if want := uint64(n * (n - 1) / 2); err == nil && (len(sum) != 1 || sum[0] != want) {
+				err = fmt.Errorf("rank %d: sum %v, want [%d]", me, sum, want)
+			}
+			return err
+		}},
 	} {
 		warm := max(iters/10, 1)
 		if err := conduit.Barrier(); err != nil {

@@ -1,0 +1,471 @@
+package conduit
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+	"sync"
+)
+
+// hTree is the core handler of the broadcast's and the reduction's
+// messages: args are the collective's number, its description (see
+// treeMeta), the root, the chunk's index, the chunk count and the length of
+// the byte string in bytes; the payload is the chunk.
+const hTree = 4
+
+// Op is a reduction operator.
+type Op uint8
+
+// The reduction operators. Sum of uint64 wraps modulo 2^64; Min and Max of
+// float64 follow math.Min and math.Max (a NaN anywhere gives NaN). The
+// reduction runs over a binomial tree, so a float64 sum is the same on
+// every run of a job of the same size and root, but may differ in the last
+// bits from a sum taken in rank order.
+const (
+	Sum Op = iota + 1
+	Min
+	Max
+)
+
+func (o Op) String() string {
+	switch o {
+	case Sum:
+		return "sum"
+	case Min:
+		return "min"
+	case Max:
+		return "max"
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// The kinds of tree collective, and the element types of a reduction.
+const (
+	treeBroadcast = 1
+	treeReduce    = 2
+
+	elemUint64  = 1
+	elemFloat64 = 2
+)
+
+// treeMeta packs what a tree message says about its collective: the round
+// (which child or parent it comes from), the kind, the operator and the
+// element type. Ranks that disagree on any but the round called different
+// collectives.
+func treeMeta(round, kind int, op Op, elem int) uint32 {
+	return uint32(round) | uint32(kind)<<8 | uint32(op)<<16 | uint32(elem)<<24
+}
+
+// describeMeta names the collective a tree message belongs to.
+func describeMeta(m uint32, root uint32) string {
+	switch m >> 8 & 0xff {
+	case treeBroadcast:
+		return fmt.Sprintf("a broadcast from rank %d", root)
+	case treeReduce:
+		elem := "uint64"
+		if m>>24 == elemFloat64 {
+			elem = "float64"
+		}
+		return fmt.Sprintf("a %s reduction of %s to rank %d", Op(m>>16&0xff), elem, root)
+	}
+	return "another collective"
+}
+
+// treeKey names what a rank receives in one round of tree collective n.
+type treeKey struct {
+	n     uint32
+	round uint8
+}
+
+// treeIn is a byte string received (or arriving) for a round.
+type treeIn struct {
+	assembly
+	meta, root uint32
+}
+
+// amTree is the state of the broadcast and the reduction, which run over a
+// binomial tree among the ranks (after MPICH's): with ranks numbered
+// relative to the root, rank v receives from v minus its lowest set bit and
+// sends to v+2^k for every 2^k below that bit, so each rank receives once
+// and the tree is ⌈log2 N⌉ deep; the reduction runs the same tree upwards,
+// each rank combining what its children sent with its own vector before it
+// sends the result to its parent. Nothing bounds how far the root of a
+// broadcast can run ahead of the others (it waits for no one), so what
+// arrives is kept by the collective's full number until its rank takes it.
+// A rank leaves a collective once its own messages are answered, as in the
+// barrier.
+type amTree struct {
+	mu    sync.Mutex // guards in
+	in    map[treeKey]*treeIn
+	acked answered
+	lock  chanMutex // one tree collective at a time on this rank
+	n     uint64    // tree collectives this rank entered; under lock
+}
+
+// message runs for each tree message, and for the reply that acknowledges
+// it.
+func (t *amTree) message(tok *Token, args []uint32, p []byte) {
+	if len(args) != 6 || args[1]&0xff >= maxRounds {
+		return // not one of ours
+	}
+	if !tok.IsRequest() {
+		t.acked.add(args[0])
+		return
+	}
+	tok.ReplyShort(hTree, args...)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.in == nil {
+		t.in = make(map[treeKey]*treeIn)
+	}
+	k := treeKey{args[0], uint8(args[1])}
+	in := t.in[k]
+	if in == nil {
+		in = &treeIn{meta: args[1], root: args[2]}
+		t.in[k] = in
+	}
+	if in.meta != args[1] || in.root != args[2] {
+		in.bad = fmt.Errorf("chunks of %s and of %s", describeMeta(in.meta, in.root), describeMeta(args[1], args[2]))
+		in.done.Store(true)
+		return
+	}
+	in.add(int(args[3]), int(args[4]), int(args[5]), p, "a tree collective's message")
+}
+
+// ready reports whether round k of collective n has arrived whole.
+func (t *amTree) ready(k treeKey) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	in := t.in[k]
+	return in != nil && in.done.Load()
+}
+
+// take removes round k of collective n and returns it.
+func (t *amTree) take(k treeKey) (*treeIn, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	in := t.in[k]
+	delete(t.in, k)
+	return in, in.bad
+}
+
+// treeCall is one tree collective in progress on this rank.
+type treeCall struct {
+	j          *Job
+	n          uint64
+	root       int
+	kind, elem int
+	op         Op
+	sent       int // messages sent, to be answered before leaving
+}
+
+// rel and abs convert between ranks and ranks relative to the root.
+func (c *treeCall) rel(r int) int { return (r - c.root + c.j.size) % c.j.size }
+func (c *treeCall) abs(v int) int { return (v + c.root) % c.j.size }
+
+// send sends blob to rank v (relative) as round k's message.
+func (c *treeCall) send(v, k int, blob []byte) error {
+	meta := treeMeta(k, c.kind, c.op, c.elem)
+	return sendChunks(blob, func(i, chunks int, part []byte) error {
+		c.sent++
+		return c.j.ep.RequestMedium(c.abs(v), hTree, part, uint32(c.n), meta, uint32(c.root), uint32(i), uint32(chunks), uint32(len(blob)))
+	})
+}
+
+// recv waits for round k's message from rank v (relative) and returns it.
+func (c *treeCall) recv(v, k int) ([]byte, error) {
+	t := &c.j.tree
+	key := treeKey{uint32(c.n), uint8(k)}
+	if err := c.j.collWait(func() bool { return t.ready(key) }); err != nil {
+		return nil, err
+	}
+	in, err := t.take(key)
+	if err != nil {
+		return nil, fmt.Errorf("from rank %d: %w", c.abs(v), err)
+	}
+	if want := treeMeta(k, c.kind, c.op, c.elem); in.meta != want || in.root != uint32(c.root) {
+		return nil, fmt.Errorf("rank %d is in %s, this rank in %s", c.abs(v), describeMeta(in.meta, in.root), describeMeta(want, uint32(c.root)))
+	}
+	return in.buf, nil
+}
+
+// finish waits until every message this rank sent is answered.
+func (c *treeCall) finish() error {
+	t := &c.j.tree
+	if err := c.j.collWait(func() bool { return t.acked.has(c.sent) }); err != nil {
+		return err
+	}
+	t.acked.consume(c.sent)
+	return nil
+}
+
+// broadcast runs the broadcast's tree: the root's blob reaches every rank.
+func (c *treeCall) broadcast(blob []byte) ([]byte, error) {
+	v, size := c.rel(c.j.rank), c.j.size
+	mask := 1
+	for ; mask < size; mask <<= 1 {
+		if v&mask != 0 {
+			b, err := c.recv(v-mask, bits.TrailingZeros(uint(mask)))
+			if err != nil {
+				return nil, err
+			}
+			blob = b
+			break
+		}
+	}
+	for m := mask >> 1; m > 0; m >>= 1 {
+		if v+m < size {
+			if err := c.send(v+m, bits.TrailingZeros(uint(m)), blob); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return blob, c.finish()
+}
+
+// reduce runs the reduction's tree: acc combined with every rank's vector
+// (by combine, which checks the lengths) reaches the root, which returns
+// it; the other ranks return nil.
+func (c *treeCall) reduce(acc []byte, combine func(acc, in []byte) error) ([]byte, error) {
+	v, size := c.rel(c.j.rank), c.j.size
+	for mask := 1; mask < size; mask <<= 1 {
+		k := bits.TrailingZeros(uint(mask))
+		if v&mask != 0 {
+			if err := c.send(v-mask, k, acc); err != nil {
+				return nil, err
+			}
+			acc = nil
+			break
+		}
+		if v|mask < size {
+			in, err := c.recv(v|mask, k)
+			if err != nil {
+				return nil, err
+			}
+			if err := combine(acc, in); err != nil {
+				return nil, fmt.Errorf("from rank %d: %w", c.abs(v|mask), err)
+			}
+		}
+	}
+	return acc, c.finish()
+}
+
+// treeCollective runs body, which runs one or more tree collectives (see
+// Job.treeCall), on this rank, after every request it sent has been
+// answered, holding the lock that orders this rank's tree collectives.
+func (j *Job) treeCollective(what string, root int, body func() error) error {
+	j.enter()
+	if root < 0 || root >= j.size {
+		return fmt.Errorf("%s: root %d: accepted: a rank from 0 to %d", what, root, j.size-1)
+	}
+	t := &j.tree
+	t.lock.Lock()
+	defer t.lock.Unlock()
+	if err := j.ep.Drain(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := body(); err != nil {
+		return err
+	}
+	j.ep.Fence()
+	return nil
+}
+
+// treeCall numbers the next tree collective of this rank, of the given
+// kind and root, and runs body on it under the hang reports; what names it
+// in errors and reports. j.tree.lock held.
+func (j *Job) treeCall(what string, root int, body func(c *treeCall) error) error {
+	t := &j.tree
+	t.n++
+	c := &treeCall{j: j, n: t.n, root: root}
+	t.acked.enter(c.n)
+	if err := j.waitIn(what, c.n, func() error { return body(c) }); err != nil {
+		return fmt.Errorf("%s %d: %w", what, c.n, err)
+	}
+	return nil
+}
+
+// broadcastLocked is Broadcast with j.tree.lock held; blob is the root's.
+func (j *Job) broadcastLocked(root int, blob []byte) ([]byte, error) {
+	var out []byte
+	err := j.treeCall("broadcast", root, func(c *treeCall) error {
+		c.kind = treeBroadcast
+		if j.rank != root {
+			blob = nil
+		}
+		b, err := c.broadcast(blob)
+		out = b
+		return err
+	})
+	return out, err
+}
+
+// reduceLocked runs a reduction of the packed vector acc (which it may
+// overwrite) with j.tree.lock held: the result at the root, nil elsewhere.
+func (j *Job) reduceLocked(root int, op Op, elem int, acc []byte) ([]byte, error) {
+	if op < Sum || op > Max {
+		return nil, fmt.Errorf("reduce: %v: accepted: conduit.Sum, conduit.Min or conduit.Max", op)
+	}
+	var out []byte
+	err := j.treeCall("reduce", root, func(c *treeCall) error {
+		b, err := c.reduceVec(op, elem, acc)
+		out = b
+		return err
+	})
+	return out, err
+}
+
+// allReduce reduces the packed vector acc to rank 0 and broadcasts the
+// result, as one step of this rank's collective order.
+func (j *Job) allReduce(op Op, elem int, acc []byte) ([]byte, error) {
+	var out []byte
+	err := j.treeCollective("all-reduce", 0, func() error {
+		b, err := j.reduceLocked(0, op, elem, acc)
+		if err != nil {
+			return err
+		}
+		out, err = j.broadcastLocked(0, b)
+		return err
+	})
+	return out, err
+}
+
+// Broadcast sends the root's data to every rank: every rank calls it with
+// the same root, and each returns a copy of the data the root passed (the
+// others' data is not used). It runs over active messages among the ranks,
+// down a binomial tree ⌈log2 N⌉ deep, without the console. Broadcasts and
+// reductions are collectives of one sequence: every rank calls them in the
+// same order, and concurrent calls of one rank's goroutines run one after
+// another. As for Barrier, a rank enters once every request it sent has
+// been answered; unlike Barrier, Broadcast does not synchronise: the root
+// may return before the others have received.
+func (j *Job) Broadcast(root int, data []byte) ([]byte, error) {
+	var out []byte
+	err := j.treeCollective("broadcast", root, func() error {
+		b, err := j.broadcastLocked(root, data)
+		if err == nil && j.rank == root {
+			b = append([]byte{}, b...)
+		}
+		out = b
+		return err
+	})
+	return out, err
+}
+
+// ReduceUint64 combines the vectors of every rank element by element with
+// op and returns the result at the root (nil elsewhere). Every rank passes
+// a vector of the same length. It runs up a binomial tree among the ranks,
+// as Broadcast runs down one, with the same ordering rules.
+func (j *Job) ReduceUint64(root int, op Op, v []uint64) ([]uint64, error) {
+	var out []byte
+	err := j.treeCollective("reduce", root, func() (err error) {
+		out, err = j.reduceLocked(root, op, elemUint64, uint64Bytes(v))
+		return err
+	})
+	return bytesUint64(out), err
+}
+
+// ReduceFloat64 is ReduceUint64 for float64 vectors.
+func (j *Job) ReduceFloat64(root int, op Op, v []float64) ([]float64, error) {
+	var out []byte
+	err := j.treeCollective("reduce", root, func() (err error) {
+		out, err = j.reduceLocked(root, op, elemFloat64, float64Bytes(v))
+		return err
+	})
+	return bytesFloat64(out), err
+}
+
+// AllReduceUint64 is ReduceUint64 whose result every rank gets: a reduction
+// to rank 0 and a broadcast from it (2⌈log2 N⌉ rounds), as one step of the
+// ranks' collective order.
+func (j *Job) AllReduceUint64(op Op, v []uint64) ([]uint64, error) {
+	out, err := j.allReduce(op, elemUint64, uint64Bytes(v))
+	return bytesUint64(out), err
+}
+
+// AllReduceFloat64 is AllReduceUint64 for float64 vectors.
+func (j *Job) AllReduceFloat64(op Op, v []float64) ([]float64, error) {
+	out, err := j.allReduce(op, elemFloat64, float64Bytes(v))
+	return bytesFloat64(out), err
+}
+
+// reduceVec runs a reduction of the vector packed in acc (8 bytes an
+// element, little-endian), which it may overwrite.
+func (c *treeCall) reduceVec(op Op, elem int, acc []byte) ([]byte, error) {
+	c.kind, c.op, c.elem = treeReduce, op, elem
+	return c.reduce(acc, func(acc, in []byte) error {
+		if len(in) != len(acc) {
+			return fmt.Errorf("a vector of %d elements, this rank's has %d", len(in)/8, len(acc)/8)
+		}
+		combine(op, elem, acc, in)
+		return nil
+	})
+}
+
+// combine sets acc[i] = acc[i] op in[i] for every 8-byte element.
+func combine(op Op, elem int, acc, in []byte) {
+	for i := 0; i+8 <= len(acc); i += 8 {
+		a, b := binary.LittleEndian.Uint64(acc[i:]), binary.LittleEndian.Uint64(in[i:])
+		var r uint64
+		if elem == elemUint64 {
+			switch op {
+			case Sum:
+				r = a + b
+			case Min:
+				r = min(a, b)
+			case Max:
+				r = max(a, b)
+			}
+		} else {
+			x, y := math.Float64frombits(a), math.Float64frombits(b)
+			switch op {
+			case Sum:
+				r = math.Float64bits(x + y)
+			case Min:
+				r = math.Float64bits(math.Min(x, y))
+			case Max:
+				r = math.Float64bits(math.Max(x, y))
+			}
+		}
+		binary.LittleEndian.PutUint64(acc[i:], r)
+	}
+}
+
+func uint64Bytes(v []uint64) []byte {
+	b := make([]byte, 0, 8*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint64(b, x)
+	}
+	return b
+}
+
+func bytesUint64(b []byte) []uint64 {
+	if b == nil {
+		return nil
+	}
+	v := make([]uint64, len(b)/8)
+	for i := range v {
+		v[i] = binary.LittleEndian.Uint64(b[8*i:])
+	}
+	return v
+}
+
+func float64Bytes(v []float64) []byte {
+	b := make([]byte, 0, 8*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	return b
+}
+
+func bytesFloat64(b []byte) []float64 {
+	if b == nil {
+		return nil
+	}
+	v := make([]float64, len(b)/8)
+	for i := range v {
+		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return v
+}

@@ -1,0 +1,193 @@
+package conduit
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"udpconduit/amudp/amudptest"
+)
+
+// returnedAll is the result of a job whose ranks all returned.
+func returnedAll(n int) jobResult {
+	want := jobResult{}
+	for range n {
+		want.Ends = append(want.Ends, "returned")
+	}
+	return want
+}
+
+// TestBroadcastAndReduceOverAMs: broadcasts, reductions and all-reductions
+// on 1 to 13 ranks under loss and duplication, from every root, with
+// vectors that span several messages; every rank gets what the
+// definitions say. The root broadcasts several times in a row while the
+// others are late, so what it sends ahead must wait for them.
+func TestBroadcastAndReduceOverAMs(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 5, 8, 13} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// Vector of rank r in step s: long enough to span two
+				// medium messages.
+				const elems = MaxMedium/8 + 5
+				vec := func(r, s int) []uint64 {
+					v := make([]uint64, elems)
+					for i := range v {
+						v[i] = uint64((r*7919+i*31+s)%1000) << (i % 50)
+					}
+					v[0] = math.MaxUint64 - uint64(r) // sums wrap
+					return v
+				}
+				fvec := func(r, s int) []float64 {
+					v := make([]float64, 17)
+					for i := range v {
+						v[i] = float64((r*131+i*7+s)%97) - 40 // integers: exact sums in any order
+					}
+					return v
+				}
+				blob := func(root, s int) []byte {
+					b := make([]byte, []int{0, 1, MaxMedium, 2*MaxMedium + 9}[(root+s)%4])
+					for i := range b {
+						b[i] = byte(root*13 + s + i)
+					}
+					return b
+				}
+				res, _ := runJob(t, n, memNet(amudptest.New(uint64(n), 0.1, 0.05, 100*time.Microsecond)), false, func(j *Job) {
+					me := j.Rank()
+					for s := range 3 { // the root's broadcasts run ahead
+						if me != 0 {
+							time.Sleep(10 * time.Millisecond)
+						}
+						got, err := j.Broadcast(0, blob(0, s))
+						if err != nil || !bytes.Equal(got, blob(0, s)) {
+							t.Errorf("rank %d: broadcast %d from 0: %d bytes, %v", me, s, len(got), err)
+						}
+					}
+					for root := range n {
+						s := root + 10
+						var data []byte
+						if me == root {
+							data = blob(root, s)
+						}
+						got, err := j.Broadcast(root, data)
+						if err != nil || !bytes.Equal(got, blob(root, s)) {
+							t.Errorf("rank %d: broadcast from %d: %d bytes, %v", me, root, len(got), err)
+						}
+						for _, op := range []Op{Sum, Min, Max} {
+							want, fwant := vec(0, s), fvec(0, s)
+							for r := 1; r < n; r++ {
+								for i, x := range vec(r, s) {
+									want[i] = map[Op]uint64{Sum: want[i] + x, Min: min(want[i], x), Max: max(want[i], x)}[op]
+								}
+								for i, x := range fvec(r, s) {
+									fwant[i] = map[Op]float64{Sum: fwant[i] + x, Min: min(fwant[i], x), Max: max(fwant[i], x)}[op]
+								}
+							}
+							got, err := j.ReduceUint64(root, op, vec(me, s))
+							if me != root {
+								want = nil
+							}
+							if err != nil || !cmp.Equal(got, want) {
+								t.Errorf("rank %d: %v reduction to %d: %v (%d elements)", me, op, root, err, len(got))
+							}
+							fgot, err := j.AllReduceFloat64(op, fvec(me, s))
+							if d := cmp.Diff(fwant, fgot); err != nil || d != "" {
+								t.Errorf("rank %d: %v all-reduction: %v %s", me, op, err, d)
+							}
+						}
+					}
+				})
+				if d := cmp.Diff(returnedAll(n), res); d != "" {
+					t.Errorf("(-want +got):\n%s", d)
+				}
+			})
+		})
+	}
+}
+
+// TestReduceDefinitions: the operators on the edge values, each against a
+// definition written out.
+func TestReduceDefinitions(t *testing.T) {
+	u := func(op Op, a, b uint64) uint64 {
+		acc := uint64Bytes([]uint64{a})
+		combine(op, elemUint64, acc, uint64Bytes([]uint64{b}))
+		return bytesUint64(acc)[0]
+	}
+	f := func(op Op, a, b float64) float64 {
+		acc := float64Bytes([]float64{a})
+		combine(op, elemFloat64, acc, float64Bytes([]float64{b}))
+		return bytesFloat64(acc)[0]
+	}
+	if got := u(Sum, math.MaxUint64, 2); got != 1 {
+		t.Errorf("uint64 sum wraps to %d, want 1", got)
+	}
+	if got := u(Min, 3, math.MaxUint64); got != 3 {
+		t.Errorf("uint64 min = %d", got)
+	}
+	if got := u(Max, 3, math.MaxUint64); got != math.MaxUint64 {
+		t.Errorf("uint64 max = %d", got)
+	}
+	if got := f(Sum, 0.5, -2); got != -1.5 {
+		t.Errorf("float64 sum = %v", got)
+	}
+	if got := f(Min, math.Inf(-1), 1); !math.IsInf(got, -1) {
+		t.Errorf("float64 min = %v", got)
+	}
+	if got := f(Max, 1, math.NaN()); !math.IsNaN(got) {
+		t.Errorf("float64 max with a NaN = %v, want NaN", got)
+	}
+}
+
+// TestTreeCollectiveMisuse: a root out of range and an unknown operator are
+// errors that take no collective's number (the next call still matches on
+// every rank); ranks that call different tree collectives, or disagree on
+// the root, are told so instead of combining what does not belong together;
+// vectors of different lengths are an error at the rank that sees them.
+func TestTreeCollectiveMisuse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 4
+		errs := make([][]string, n)
+		res, _ := runJob(t, n, memNet(amudptest.New(9, 0, 0, 0)), false, func(j *Job) {
+			me := j.Rank()
+			say := func(err error) {
+				if err != nil {
+					errs[me] = append(errs[me], err.Error())
+				}
+			}
+			_, err := j.Broadcast(n, nil)
+			say(err)
+			_, err = j.ReduceUint64(0, Op(9), []uint64{1})
+			say(err)
+			if got, err := j.AllReduceUint64(Sum, []uint64{uint64(me)}); err != nil || !cmp.Equal(got, []uint64{6}) {
+				t.Errorf("rank %d: after the refused calls, the sum is %v, %v", me, got, err)
+			}
+			// Rank 0 reduces uint64 while the others reduce float64:
+			// rank 1's message reaches rank 0, which names it.
+			if me == 0 {
+				_, err = j.ReduceUint64(0, Max, []uint64{1})
+			} else {
+				_, err = j.ReduceFloat64(0, Max, []float64{1})
+			}
+			if me == 0 {
+				say(err)
+			}
+			j.Barrier()
+		})
+		_ = res
+		want := []string{
+			"broadcast: root 4: accepted: a rank from 0 to 3",
+			"reduce: Op(9): accepted: conduit.Sum, conduit.Min or conduit.Max",
+		}
+		if d := cmp.Diff(want, errs[2]); d != "" {
+			t.Errorf("rank 2's errors (-want +got):\n%s", d)
+		}
+		if len(errs[0]) != 3 || !strings.Contains(errs[0][2], "reduce 3: rank 1 is in a max reduction of float64 to rank 0, this rank in a max reduction of uint64 to rank 0") {
+			t.Errorf("rank 0's errors: %q", errs[0])
+		}
+	})
+}
