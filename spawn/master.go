@@ -344,6 +344,9 @@ type job struct {
 	sigs     chan os.Signal
 	peers    []*peerConn // by rank
 	byIndex  map[int]*peerConn
+	// nRunning and nUnjudged count the ranks running() and not judged
+	// (see track).
+	nRunning, nUnjudged int
 	exitCode int // -1 while running
 	// abnormal is the status of the first rank that ended other than as the
 	// job told it (0: none); it replaces an exit code of 0 (see judge).
@@ -535,6 +538,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 		return j.abort(1, joined)
 	}
 	j.peers = make([]*peerConn, j.n)
+	j.nRunning, j.nUnjudged = j.n, j.n
 	j.byIndex = map[int]*peerConn{}
 	tab := Table{Addrs: make([]string, j.n), Hosts: make([]string, j.n)}
 	for i, p := range joined {
@@ -711,7 +715,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				}
 			case frameExit:
 				c := exitCode(ev.body)
-				p.exited, p.exitCode = true, c.Code
+				j.track(p, func() { p.exited, p.exitCode = true, c.Code })
 				if j.exitCode < 0 {
 					if c.Why != "" {
 						j.say("rank %d on %s aborted the job (code %d): %s", p.rank, p.join.Name, c.Code, c.Why)
@@ -744,7 +748,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				}
 				continue
 			}
-			p.proc = &e
+			j.track(p, func() { p.proc = &e })
 			j.judge(p)
 		case s := <-j.sigs:
 			if j.forward(s) {
@@ -788,7 +792,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 			} else if ev.typ == frameExit {
 				c := exitCode(ev.body)
 				p := j.peers[ev.rank]
-				p.exited, p.exitCode = true, c.Code
+				j.track(p, func() { p.exited, p.exitCode = true, c.Code })
 			}
 		case <-deadline:
 			for _, p := range j.peers {
@@ -829,25 +833,28 @@ func (j *job) kill() {
 
 // running counts the ranks whose process has not ended and that have not
 // called Exit.
-func (j *job) running() int {
-	n := 0
-	for _, p := range j.peers {
-		if p.proc == nil && !p.exited && !p.gone {
-			n++
-		}
+func (j *job) running() int { return j.nRunning }
+
+// unjudged counts the ranks not yet judged (see judge).
+func (j *job) unjudged() int { return j.nUnjudged }
+
+// track runs f, which changes what the console knows of rank p, and keeps
+// the counts of running and unjudged ranks, so that no event costs a scan
+// of every rank.
+func (j *job) track(p *peerConn, f func()) {
+	running, judged := p.running(), p.judged
+	f()
+	if running && !p.running() {
+		j.nRunning--
 	}
-	return n
+	if !judged && p.judged {
+		j.nUnjudged--
+	}
 }
 
-func (j *job) unjudged() int {
-	n := 0
-	for _, p := range j.peers {
-		if !p.judged {
-			n++
-		}
-	}
-	return n
-}
+// running reports whether p's process has not ended and p has not called
+// Exit.
+func (p *peerConn) running() bool { return p.proc == nil && !p.exited && !p.gone }
 
 // judge decides, once a rank's process has ended and its connection has
 // ended too (so that an Exit frame it sent has been read), whether it ended
@@ -868,7 +875,7 @@ func (j *job) judge(p *peerConn) {
 	if p.judged || p.proc == nil || (!p.closed && !p.exited) {
 		return
 	}
-	p.judged = true
+	j.track(p, func() { p.judged = true })
 	e := p.proc
 	switch {
 	case j.killing:
@@ -906,11 +913,11 @@ func (j *job) judgeLaunched(p *peerConn) {
 	if p.judged || !p.closed {
 		return
 	}
-	p.judged = true
+	j.track(p, func() { p.judged = true })
 	if j.killing || p.exited || j.exitCode >= 0 {
 		return
 	}
-	p.gone = true
+	j.track(p, func() { p.gone = true })
 	j.returned = append(j.returned, p)
 	if j.running() > 0 {
 		j.returnTimer = time.After(j.cfg.ExitTimeout)
