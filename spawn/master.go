@@ -335,19 +335,19 @@ type bufConn struct {
 func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 
 type job struct {
-	listed   bool // ranks follow the spawn index (the S spawner's list)
-	levels   int  // of the spawn tree: 1 without one
-	cfg      *Config
-	n        int
-	say      func(string, ...any)
-	launch   Launch
-	sigs     chan os.Signal
-	peers    []*peerConn // by rank
-	byIndex  map[int]*peerConn
+	listed  bool // ranks follow the spawn index (the S spawner's list)
+	levels  int  // of the spawn tree: 1 without one
+	cfg     *Config
+	n       int
+	say     func(string, ...any)
+	launch  Launch
+	sigs    chan os.Signal
+	peers   []*peerConn // by rank
+	byIndex map[int]*peerConn
 	// nRunning and nUnjudged count the ranks running() and not judged
 	// (see track).
 	nRunning, nUnjudged int
-	exitCode int // -1 while running
+	exitCode            int // -1 while running
 	// abnormal is the status of the first rank that ended other than as the
 	// job told it (0: none); it replaces an exit code of 0 (see judge).
 	abnormal int
