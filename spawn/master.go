@@ -290,7 +290,7 @@ func accept(ln net.Listener, ac acceptConfig, joins chan<- *peerConn, outs *outp
 		delay = 5 * time.Millisecond
 		go func() {
 			c.SetReadDeadline(time.Now().Add(ac.auth))
-			r := bufio.NewReader(c)
+			r := bufio.NewReaderSize(c, frameReadBuf)
 			typ, body, err := readFrameMax(r, maxFirstFrame)
 			var h Hello
 			var o Output
@@ -603,8 +603,13 @@ func consoleEnv() map[string]string {
 	return env
 }
 
+// frameReadBuf is the read buffer of a connection to a worker: control
+// frames are small (and a long read bypasses the buffer), and a console of
+// 16384 workers holds two buffers each (the second reads the first).
+const frameReadBuf = 256
+
 func readEvents(p *peerConn, out chan<- event) {
-	r := bufio.NewReader(p.conn)
+	r := bufio.NewReaderSize(p.conn, frameReadBuf)
 	for {
 		typ, body, err := readFrame(r)
 		out <- event{rank: p.rank, typ: typ, body: body, err: err}
