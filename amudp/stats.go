@@ -1,6 +1,7 @@
 package amudp
 
 import (
+	"fmt"
 	"sync/atomic"
 )
 
@@ -33,4 +34,11 @@ func (e *Endpoint) Stats() Stats {
 		BadMAC: s.badMAC.Load(), BadSource: s.badSource.Load(), BadSlot: s.badSlot.Load(),
 		Returned: s.returned.Load(),
 	}
+}
+
+// String is one line of the counters, as GASNET_STATS prints it.
+func (s Stats) String() string {
+	return fmt.Sprintf("sent %d received %d retransmits %d reply-resends %d dup-requests %d dup-replies %d stale %d returned %d; dropped: malformed %d bad-mac %d bad-source %d bad-slot %d",
+		s.Sent, s.Received, s.Retransmits, s.ReplyResends, s.DupRequests, s.DupReplies, s.Stale, s.Returned,
+		s.BadDatagrams, s.BadMAC, s.BadSource, s.BadSlot)
 }

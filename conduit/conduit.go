@@ -181,6 +181,9 @@ func initOnce() {
 	j := newJob(ep, w, w.Rank, w.Size, cfg.ExitTimeout)
 	j.hangWarn = cfg.HangWarn
 	w.OnEvent(ep.Wake)
+	if cfg.Stats {
+		w.AtExit(func() { fmt.Fprintf(os.Stderr, "%s: rank %d stats: %v\n", progName(), w.Rank, ep.Stats()) })
+	}
 	if err := j.relayTable(w); err != nil {
 		fatal("rank %d: %v", w.Rank, err)
 	}

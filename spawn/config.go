@@ -51,6 +51,7 @@ type Config struct {
 	HostDetect  string `envconfig:"GASNET_HOST_DETECT" default:"hostname" desc:"how ranks are grouped by host: conduit (UDP address), hostid, hostname"`
 	WorkerRank  string `envconfig:"GASNET_WORKER_RANK" default:"" desc:"this worker's rank: an integer, or the name of a variable holding it (SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK)"`
 	VerboseEnv  bool   `envconfig:"GASNET_VERBOSEENV" default:"false" desc:"print every setting in force and where it came from"`
+	Stats       bool   `envconfig:"GASNET_STATS" default:"false" desc:"ours: each rank prints one line of its network statistics on stderr when it ends (it calls Exit or is told to exit): datagrams sent and received, retransmissions, duplicates, undeliverable requests, and datagrams dropped by reason (malformed, failed MAC, wrong source, bad credit slot)"`
 
 	RcvThread      bool          `envconfig:"GASNET_RCV_THREAD" default:"false" desc:"run a background goroutine that polls the network, so handlers run and replies go out while the program computes without polling"`
 	ConnectTimeout time.Duration `envconfig:"GASNET_CONNECT_TIMEOUT" default:"60s" range:"100ms..24h" desc:"ours: how long the console waits for all workers to join, and a worker to reach the console"`

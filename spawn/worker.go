@@ -44,6 +44,23 @@ type Worker struct {
 	terminating atomic.Bool
 	grace       atomic.Int64 // time.Duration; see SetGrace
 	children    *subtree     // the workers this one started (spawn tree)
+	atExit      atomic.Pointer[func()]
+	exitOnce    sync.Once
+}
+
+// AtExit sets f to run once when this rank ends through the library (it
+// calls Exit, or the console tells it to exit), before the process exits.
+func (w *Worker) AtExit(f func()) { w.atExit.Store(&f) }
+
+// exit runs the AtExit function and exits the process with code.
+func (w *Worker) exit(code int) {
+	w.exitOnce.Do(func() {
+		if f := w.atExit.Load(); f != nil {
+			(*f)()
+		}
+	})
+	os.Stdout.Sync()
+	w.exit(code)
 }
 
 // SetGrace sets how long after the console's Terminate a rank that makes
@@ -58,18 +75,12 @@ func (w *Worker) SetGrace(d time.Duration) { w.grace.Store(int64(d)) }
 func (w *Worker) Terminating() bool { return w.terminating.Load() }
 
 // ExitNow ends a terminating rank's process with the job's code.
-func (w *Worker) ExitNow() {
-	os.Stdout.Sync()
-	w.children.waitEnd()
-	os.Exit(int(w.termCode.Load()))
-}
+func (w *Worker) ExitNow() { w.exit(int(w.termCode.Load())) }
 
 // terminate handles the console's Terminate.
 func (w *Worker) terminate(code int) {
 	if w.exiting.Load() {
-		os.Stdout.Sync()
-		w.children.waitEnd()
-		os.Exit(code) // Exit was waiting for this word
+		w.exit(code) // Exit was waiting for this word
 	}
 	w.termCode.Store(int32(code))
 	if w.terminating.Swap(true) {
@@ -446,6 +457,5 @@ func (w *Worker) Abort(code int, why string, grace time.Duration) {
 	if w.send(frameExit, Code{Code: code, Why: why}) == nil {
 		time.Sleep(grace) // the console's Terminate normally ends us first
 	}
-	w.children.waitEnd()
-	os.Exit(code)
+	w.exit(code)
 }
