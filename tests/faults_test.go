@@ -1,0 +1,233 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The fault suite (DESIGN.md §5): jobs on real sockets inside a network
+// namespace of the test's own (ucf-PID-K; the namespace hosts are uch*),
+// whose datagrams nftables drops, duplicates or delays (an HTB class of
+// 100 kbit/s on the loopback device reorders them), loopback included.
+
+var faultSeq atomic.Int32
+
+// faultNS makes a private network namespace with its loopback up, removed
+// when the test ends.
+func faultNS(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("the fault suite needs root (network namespaces, nftables)")
+	}
+	needCommand("ip", "iproute2")(t)
+	needCommand("nft", "nftables")(t)
+	needCommand("tc", "iproute2")(t)
+	name := fmt.Sprintf("ucf-%d-%d", os.Getpid(), faultSeq.Add(1))
+	ip(t, "netns", "add", name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	ip(t, "-n", name, "link", "set", "lo", "up")
+	return name
+}
+
+// inNS runs a command inside namespace ns and fails the test on error.
+func inNS(t *testing.T, ns string, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("in %s: %s: %v\n%s", ns, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// nftRules loads rules (nft -f syntax) into namespace ns.
+func nftRules(t *testing.T, ns, rules string) { inNS(t, ns, rules, "nft", "-f", "-") }
+
+// nftCounted sums the packets every nft counter of namespace ns counted.
+func nftCounted(t *testing.T, ns string) int {
+	sum := 0
+	for _, m := range regexp.MustCompile(`counter packets (\d+)`).FindAllStringSubmatch(inNS(t, ns, "", "nft", "list", "ruleset"), -1) {
+		n, _ := strconv.Atoi(m[1])
+		sum += n
+	}
+	return sum
+}
+
+// lossRules drops pct% of UDP datagrams on input (inet input hook) or on
+// output (netdev egress hook of each device: a silent drop, as a network's)
+// in a namespace whose devices are devs.
+func lossRules(pct int, dir string, devs ...string) string {
+	rule := fmt.Sprintf("meta l4proto udp numgen random mod 100 < %d counter drop", pct)
+	if dir == "in" {
+		return "table inet ucloss {\n chain in {\n  type filter hook input priority -10; policy accept;\n  " + rule + "\n }\n}\n"
+	}
+	var b strings.Builder
+	b.WriteString("table netdev ucloss {\n")
+	for _, d := range devs {
+		fmt.Fprintf(&b, " chain out_%s {\n  type filter hook egress device %q priority 0; policy accept;\n  %s\n }\n", d, d, rule)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// runInNS runs program prog of the job inside namespace ns, as run does.
+func runInNS(t *testing.T, ns, marker string, env []string, prog string, args ...string) (result, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, filepath.Join(bin, prog)}, args...)...)
+	cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v: timed out\nstderr:\n%s", prog, args, errb.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}, took
+}
+
+// rankStats is one rank's GASNET_STATS line.
+type rankStats map[string]int
+
+var statsLine = regexp.MustCompile(`(?m)^\S+: rank (\d+) stats: (.*)$`)
+
+// jobStats parses the GASNET_STATS lines of a job's stderr: one per rank,
+// or the test fails.
+func jobStats(t *testing.T, stderr string, n int) []rankStats {
+	t.Helper()
+	out := make([]rankStats, n)
+	for _, m := range statsLine.FindAllStringSubmatch(stderr, -1) {
+		r, _ := strconv.Atoi(m[1])
+		if r < 0 || r >= n || out[r] != nil {
+			t.Fatalf("stats line for rank %s: out of range or repeated\n%s", m[1], stderr)
+		}
+		s := rankStats{}
+		f := strings.Fields(strings.NewReplacer(";", "", "dropped:", "").Replace(m[2]))
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.Atoi(f[i+1])
+			if err != nil {
+				t.Fatalf("stats line %q: %q is not a count", m[0], f[i+1])
+			}
+			s[f[i]] = v
+		}
+		out[r] = s
+	}
+	for r, s := range out {
+		if s == nil {
+			t.Fatalf("no stats line from rank %d\nstderr:\n%s", r, stderr)
+		}
+		for _, k := range []string{"sent", "received", "retransmits", "reply-resends", "dup-requests", "dup-replies", "malformed", "bad-mac", "bad-source", "bad-slot"} {
+			if _, ok := s[k]; !ok {
+				t.Fatalf("rank %d's stats line lacks %q", r, k)
+			}
+		}
+	}
+	return out
+}
+
+// total sums one counter over the ranks.
+func total(st []rankStats, key string) int {
+	n := 0
+	for _, s := range st {
+		n += s[key]
+	}
+	return n
+}
+
+// faultCore runs testcore on 4 workers in namespace ns with statistics on
+// and checks its verdict: every request and reply ran exactly once with
+// intact data. It returns the ranks' statistics.
+func faultCore(t *testing.T, ns string, msgs int) []rankStats {
+	t.Helper()
+	r, took := runInNS(t, ns, t.Name(), []string{"GASNET_SPAWNFN=L", "GASNET_STATS=1"}, "testcore", "4", "-msgs", strconv.Itoa(msgs), "-threads", "2")
+	if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "every request and reply ran exactly once, every checksum matched") {
+		t.Fatalf("testcore: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	st := jobStats(t, r.stderr, 4)
+	t.Logf("%v, %.0f requests/s; retransmits %d, reply resends %d, duplicate requests %d, duplicate replies %d",
+		took.Round(time.Millisecond), float64(4*msgs)/took.Seconds(), total(st, "retransmits"), total(st, "reply-resends"), total(st, "dup-requests"), total(st, "dup-replies"))
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
+	return st
+}
+
+// TestFaultLoss: testcore on 4 workers, every request and reply exactly
+// once with intact payloads, while nftables drops 1%, 10% and 30% of the
+// datagrams on input, and on output; the ranks' statistics show the
+// retransmissions that recovered them.
+func TestFaultLoss(t *testing.T) {
+	for _, dir := range []string{"in", "out"} {
+		for _, pct := range []int{1, 10, 30} {
+			t.Run(fmt.Sprintf("%s-%d%%", dir, pct), func(t *testing.T) {
+				ns := faultNS(t)
+				nftRules(t, ns, lossRules(pct, dir, "lo"))
+				st := faultCore(t, ns, 1000)
+				dropped := nftCounted(t, ns)
+				sent := total(st, "sent")
+				t.Logf("nftables dropped %d of about %d datagrams", dropped, sent)
+				if dropped == 0 {
+					t.Fatalf("nftables dropped nothing: the rules did not apply")
+				}
+				if total(st, "retransmits")+total(st, "reply-resends") == 0 {
+					t.Errorf("%d datagrams dropped, yet no rank retransmitted anything", dropped)
+				}
+			})
+		}
+	}
+}
+
+// TestFaultDuplication: nftables sends a second copy of 10% of the
+// datagrams; duplicates are counted and discarded, and every handler runs
+// once.
+func TestFaultDuplication(t *testing.T) {
+	ns := faultNS(t)
+	nftRules(t, ns, "table netdev ucdup {\n chain out_lo {\n  type filter hook egress device \"lo\" priority 0; policy accept;\n  meta l4proto udp numgen random mod 100 < 10 counter dup to \"lo\"\n }\n}\n")
+	st := faultCore(t, ns, 1000)
+	copies := nftCounted(t, ns)
+	if copies == 0 {
+		t.Fatalf("nftables duplicated nothing: the rule did not apply")
+	}
+	if total(st, "dup-requests")+total(st, "dup-replies") == 0 {
+		t.Errorf("%d datagrams duplicated, yet no rank saw a duplicate", copies)
+	}
+}
+
+// TestFaultReordering: a random 10% of the datagrams go through an HTB
+// class of 100 kbit/s on the loopback device, so they arrive after others
+// sent later (netem is not in this kernel); every handler still runs once.
+func TestFaultReordering(t *testing.T) {
+	ns := faultNS(t)
+	inNS(t, ns, "", "tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb", "default", "1")
+	inNS(t, ns, "", "tc", "class", "add", "dev", "lo", "parent", "1:", "classid", "1:1", "htb", "rate", "10gbit", "quantum", "60000")
+	inNS(t, ns, "", "tc", "class", "add", "dev", "lo", "parent", "1:", "classid", "1:2", "htb", "rate", "100kbit", "burst", "100", "cburst", "100", "quantum", "1500")
+	nftRules(t, ns, "table inet ucreorder {\n chain out {\n  type filter hook output priority 0; policy accept;\n  meta l4proto udp numgen random mod 100 < 10 counter meta priority set 1:2\n }\n}\n")
+	faultCore(t, ns, 1000)
+	delayed := nftCounted(t, ns)
+	classes := inNS(t, ns, "", "tc", "-s", "class", "show", "dev", "lo")
+	t.Logf("%d datagrams through the slow class:\n%s", delayed, classes)
+	if delayed == 0 || !regexp.MustCompile(`class htb 1:2 [^\n]*\n\s*Sent [1-9]`).MatchString(classes) {
+		t.Fatalf("no datagram went through the slow class")
+	}
+}
