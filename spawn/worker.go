@@ -60,7 +60,8 @@ func (w *Worker) exit(code int) {
 		}
 	})
 	os.Stdout.Sync()
-	w.exit(code)
+	w.children.waitEnd()
+	os.Exit(code)
 }
 
 // SetGrace sets how long after the console's Terminate a rank that makes

@@ -379,12 +379,18 @@ func startPrinter(t *testing.T, marker string, n int, mode, ready string, env ..
 // job, from its "ready rank R pid P" line.
 func lastRankPID(t *testing.T, out *syncBuffer, n int) int {
 	t.Helper()
+	return rankPID(t, out, n-1)
+}
+
+// rankPID returns the pid of rank r of a "late" or "flood" printer job.
+func rankPID(t *testing.T, out *syncBuffer, r int) int {
+	t.Helper()
 	var pid int
 	for _, l := range strings.Split(out.String(), "\n") {
-		fmt.Sscanf(l, fmt.Sprintf("ready rank %d pid %%d", n-1), &pid)
+		fmt.Sscanf(l, fmt.Sprintf("ready rank %d pid %%d", r), &pid)
 	}
 	if pid <= 0 {
-		t.Fatalf("no pid for rank %d in\n%s", n-1, out.String())
+		t.Fatalf("no pid for rank %d in\n%s", r, out.String())
 	}
 	return pid
 }

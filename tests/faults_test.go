@@ -231,3 +231,52 @@ func TestFaultReordering(t *testing.T) {
 		t.Fatalf("no datagram went through the slow class")
 	}
 }
+
+// TestStoppedPeerDuringTraffic: the rank that three others flood with
+// requests is stopped (SIGSTOP) for 1.5 s, well within the give-up time,
+// and continued: their retransmissions reach it, and the job ends as it
+// says (Exit(0) on SIGUSR2), with nothing reported undeliverable.
+func TestStoppedPeerDuringTraffic(t *testing.T) {
+	cmd, out := startPrinter(t, t.Name(), 4, "flood", "ready rank", "LINES=0", "GASNET_STATS=1")
+	pid := lastRankPID(t, out, 4)
+	syscall.Kill(pid, syscall.SIGSTOP)
+	time.Sleep(1500 * time.Millisecond)
+	syscall.Kill(pid, syscall.SIGCONT)
+	time.Sleep(500 * time.Millisecond)
+	syscall.Kill(pid, syscall.SIGUSR2)
+	waitEnd(t, cmd, out, 10*time.Second)
+	s := out.String()
+	if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(s, "flood over") || strings.Contains(s, "unreachable") {
+		t.Fatalf("exit %d, want 0 after \"flood over\" and nothing unreachable:\n%s", code, s)
+	}
+	st := jobStats(t, s, 4)
+	t.Logf("retransmits %d while rank 3 was stopped", total(st, "retransmits"))
+	if total(st, "retransmits") == 0 {
+		t.Errorf("no rank retransmitted while rank 3 was stopped")
+	}
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
+}
+
+// TestKilledWorkerDuringTraffic: kill -9 of a rank that floods another
+// ends the job within 2 s with a non-zero code and a line naming the rank,
+// and no process of the job is left.
+func TestKilledWorkerDuringTraffic(t *testing.T) {
+	cmd, out := startPrinter(t, t.Name(), 4, "flood", "ready rank", "LINES=0")
+	pid := rankPID(t, out, 1)
+	time.Sleep(200 * time.Millisecond) // traffic under way
+	syscall.Kill(pid, syscall.SIGKILL)
+	killed := time.Now()
+	waitEnd(t, cmd, out, 10*time.Second)
+	took := time.Since(killed)
+	t.Logf("kill -9 of rank 1 to the console's exit: %v", took.Round(time.Millisecond))
+	if code := cmd.ProcessState.ExitCode(); code == 0 {
+		t.Errorf("exit 0 after a rank was killed:\n%s", out.String())
+	}
+	if want := fmt.Sprintf("rank 1 (pid %d on ", pid); !strings.Contains(out.String(), want) {
+		t.Errorf("no line names %q:\n%s", want, out.String())
+	}
+	if took > 2*time.Second {
+		t.Errorf("the job ended %v after the kill, want within 2 s:\n%s", took, out.String())
+	}
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
+}

@@ -3,7 +3,8 @@
 // exits 0 or, with the argument "wait", waits forever in the network. With
 // HOSTRANKS set, each rank first prints the ranks on its host. With "late",
 // the last rank enters a final barrier only on SIGUSR2 (see lateBarrier);
-// with "flood", the others send it requests forever (see flood); with
+// with "flood", the others send it requests until it gets SIGUSR2 (see
+// flood); with
 // "slowjoin", worker 2 sleeps a minute before conduit.Init. With PRINT_ENV
 // set to variable names, each rank first prints their values.
 package main
@@ -77,12 +78,21 @@ func main() {
 const hNop = 200
 
 // flood: every rank says it is ready, with its pid; the last rank polls
-// forever, the others send it requests until the job ends.
+// until it gets SIGUSR2, then calls Exit(0); the others send it requests
+// until the job ends.
 func flood(r int) {
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
 	fmt.Printf("ready rank %d pid %d\n", r, os.Getpid())
 	last := conduit.Size() - 1
 	for {
 		if r == last {
+			select {
+			case <-usr2:
+				fmt.Println("flood over")
+				conduit.Exit(0)
+			default:
+			}
 			conduit.Poll()
 			time.Sleep(time.Millisecond)
 			continue
