@@ -78,10 +78,15 @@ type peerState struct {
 	addr  netip.AddrPort
 	rtt   retransmit.RTT
 	heard retransmit.Time // when a datagram from the peer last arrived (0: never)
-	pool  slotPool
-	bytes byteWindow
-	slots []reqSlot
-	rx    []rxSlot // owned by the poller
+	// probedAt is when a retransmission last went to the peer, and probe
+	// the request it carried: while the peer has sent nothing since,
+	// that request alone is retransmitted (see fireTimers).
+	probedAt retransmit.Time
+	probe    int
+	pool     slotPool
+	bytes    byteWindow
+	slots    []reqSlot
+	rx       []rxSlot // owned by the poller
 
 	// Automatic replies waiting to go out together; owned by the poller.
 	acks      []uint32 // slot<<16 | seq
@@ -299,7 +304,7 @@ func (e *Endpoint) Segment() []byte {
 func (e *Endpoint) peerLocked(rank int) *peerState {
 	p := e.peers[rank]
 	if p == nil {
-		p = &peerState{rank: rank, addr: e.addrs[rank],
+		p = &peerState{rank: rank, addr: e.addrs[rank], probe: -1,
 			pool: newSlotPool(e.depth), slots: make([]reqSlot, e.depth), rx: make([]rxSlot, e.depth)}
 		e.peers[rank] = p
 	}

@@ -451,3 +451,52 @@ func TestOneInFlightUnderHeavyLoss(t *testing.T) {
 		}
 	})
 }
+
+// TestSilentPeerIsProbedOneRequestAtATime: with 64 requests in flight to a
+// peer that is cut off for a second, the sender retransmits one of them at
+// a time (the others' timers run on, held back) instead of all 64; once the
+// link heals every request runs exactly once.
+func TestSilentPeerIsProbedOneRequestAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lnet := amudptest.New(11, 0, 0, 0)
+		rc := retransmit.Config{Initial: 5 * time.Millisecond, Backoff: 2, Max: 30 * time.Second, MinRTO: time.Millisecond}
+		eps, stop := pair(t, lnet, amudp.Config{NetworkDepth: 64, Retransmit: rc}, nil)
+		defer stop()
+		var runs [2][64]int
+		eps[1].Register(130, func(_ *amudp.Token, a []uint32, _ []byte) { runs[a[0]][a[1]]++ })
+		for id := range 64 { // an RTT estimate first
+			eps[0].RequestShort(1, 130, 0, uint32(id))
+		}
+		if err := eps[0].Drain(); err != nil {
+			t.Fatal(err)
+		}
+		before := eps[0].Stats()
+		lnet.SetDown(eps[1].LocalAddr(), true)
+		for id := range 64 {
+			eps[0].RequestShort(1, 130, 1, uint32(id))
+		}
+		deadline := time.Now().Add(time.Second)
+		eps[0].WaitUntil(func() bool { return !time.Now().Before(deadline) })
+		cut := eps[0].Stats()
+		lnet.SetDown(eps[1].LocalAddr(), false)
+		if err := eps[0].Drain(); err != nil {
+			t.Fatal(err)
+		}
+		resent := cut.Retransmits - before.Retransmits
+		t.Logf("1 s cut off: %d retransmissions, %d held back", resent, cut.HeldBack-before.HeldBack)
+		// One request's retransmissions in a second of silence: waits
+		// growing from 1 ms, by the RTO while the peer was heard within
+		// the last second, number about 45; 64 requests would send 64
+		// times as many.
+		if resent > 100 {
+			t.Errorf("%d retransmissions to a silent peer in 1 s, want one request's worth (< 100)", resent)
+		}
+		for ph := range 2 {
+			for id, n := range runs[ph] {
+				if n != 1 {
+					t.Errorf("phase %d request %d ran %d times", ph, id, n)
+				}
+			}
+		}
+	})
+}

@@ -40,6 +40,19 @@ func (e *Endpoint) fireTimers() {
 		// request is given up only after the peer's silence
 		// (retransmit.Config.NextWait, GiveUpAfter).
 		if e.tracker.Expire(h, now, p.heard, p.rtt.Timeout(e.rcfg)) {
+			// A peer that has sent nothing since the last
+			// retransmission to it (stopped, cut off, or that
+			// retransmission was lost) is probed with one request at
+			// a time, as TCP retransmits only the oldest segment: the
+			// others' timers run on unsent, and they go again once
+			// the peer is heard. Without this, a peer stopped for a
+			// second drew every outstanding request's retransmissions
+			// (network depth × senders, tens of thousands a second).
+			if p.heard < p.probedAt && p.probe != h {
+				e.stats.heldBack.Add(1)
+				continue
+			}
+			p.probedAt, p.probe = now, h
 			s.sending++
 			e.resends = append(e.resends, ref)
 			continue
