@@ -39,8 +39,19 @@ loss:
 scale:
 	scripts/scale.sh $(SCALE_N)
 
+# Every fuzz target for FUZZTIME each (CI: 5s), from the seed corpora in
+# testdata/fuzz: the wire decoder, the control-frame reader, the C
+# spawner's template expander and server list, and the ssh server-list and
+# option parsers.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := ./amudp/wire/:FuzzDecode ./spawn/:FuzzControlFrame ./spawn/:FuzzExpandTemplate \
+	./spawn/:FuzzSplitServers ./spawn/sshc/:FuzzParseServers ./spawn/sshc/:FuzzParseOptions
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime=30s ./amudp/wire/
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime=$(FUZZTIME) "$${t%%:*}" >/tmp/fuzz.$$$$ 2>&1 || { cat /tmp/fuzz.$$$$; rm -f /tmp/fuzz.$$$$; exit 1; }; \
+		tail -1 /tmp/fuzz.$$$$; rm -f /tmp/fuzz.$$$$; \
+	done
 
 # System packages the tests need on a fresh Debian machine (root).
 # The launchers of the C spawner's tests: SLURM (srun, started by the tests

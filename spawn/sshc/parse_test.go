@@ -27,6 +27,8 @@ func TestParseServers(t *testing.T) {
 		{in: "bob@", err: `"bob@": accepted`},
 		{in: "[::1", err: `"[::1": not an address in brackets`},
 		{in: "[nothost]", err: `not an address in brackets`},
+		{in: "[@:", err: `"[@:": accepted: host, user@host`}, // found by FuzzParseServers
+		{in: "u@[h]x", err: `not an address in brackets`},
 	} {
 		got, err := ParseServers("GASNET_SSH_SERVERS", c.in)
 		if c.err != "" {

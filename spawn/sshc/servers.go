@@ -91,7 +91,7 @@ func nextPiece(s string) (piece, rest string) {
 func parseEntry(name, entry string) (Server, error) {
 	var s Server
 	if u, h, ok := strings.Cut(entry, "@"); ok {
-		if u == "" || h == "" {
+		if u == "" || h == "" || strings.ContainsAny(u, "[]:") {
 			return s, fmt.Errorf("%s: %q: accepted: host, user@host, host:port or user@host:port", name, entry)
 		}
 		s.User, entry = u, h
@@ -102,7 +102,7 @@ func parseEntry(name, entry string) (Server, error) {
 			return s, fmt.Errorf("%s: %q: not an address in brackets; accepted: [IPv6] or [IPv6]:port", name, entry)
 		}
 		entry = v6
-	} else if allDigits(entry) || entry == "" || strings.ContainsAny(entry, "[]@") {
+	} else if allDigits(entry) || entry == "" || strings.ContainsAny(entry, "[]@:") {
 		return s, fmt.Errorf("%s: %q is not a host name; accepted: host, user@host, host:port or user@host:port", name, entry)
 	}
 	s.Host = entry
