@@ -280,3 +280,48 @@ func TestKilledWorkerDuringTraffic(t *testing.T) {
 	}
 	checkNoSurvivors(t, t.Name(), 2*time.Second)
 }
+
+// TestHostileDatagrams: while a job runs, a process of the same namespace
+// sends every worker's port garbage, truncated and oversized copies of the
+// job's datagrams, the job's own datagrams replayed from their original
+// source addresses, and an earlier job's datagrams replayed the same way
+// (tests/testdata/attacker): the job completes with every request and
+// reply run exactly once, and its statistics show what was dropped.
+func TestHostileDatagrams(t *testing.T) {
+	ns := faultNS(t)
+	capture := filepath.Join(t.TempDir(), "earlier-job")
+	capDone := make(chan string, 1)
+	go func() {
+		out, _ := exec.Command("ip", "netns", "exec", ns, filepath.Join(bin, "attacker"), "capture", "3", capture).CombinedOutput()
+		capDone <- string(out)
+	}()
+	time.Sleep(300 * time.Millisecond) // the sniffer is up
+	if r, _ := runInNS(t, ns, t.Name()+"-earlier", []string{"GASNET_SPAWNFN=L"}, "testcore", "4", "-msgs", "300"); r.code != 0 {
+		t.Fatalf("the earlier job: exit %d\n%s", r.code, r.stderr)
+	}
+	if out := <-capDone; !regexp.MustCompile(`captured [1-9]\d* datagrams`).MatchString(out) {
+		t.Fatalf("nothing captured of the earlier job: %s", out)
+	}
+	attack := exec.Command("ip", "netns", "exec", ns, filepath.Join(bin, "attacker"), "attack", "4", capture)
+	var attackOut bytes.Buffer
+	attack.Stdout, attack.Stderr = &attackOut, &attackOut
+	if err := attack.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { attack.Process.Kill(); attack.Wait() })
+	time.Sleep(200 * time.Millisecond)
+	st := faultCore(t, ns, 3000)
+	attack.Wait()
+	t.Logf("the attacker sent:\n%s", attackOut.String())
+	for _, what := range []string{"garbage", "truncated", "oversized", "live replays", "earlier job's replays"} {
+		if !regexp.MustCompile(`(?m)^` + what + ` [1-9]`).MatchString(attackOut.String()) {
+			t.Errorf("the attacker sent no %s:\n%s", what, attackOut.String())
+		}
+	}
+	t.Logf("dropped: malformed %d, bad MAC %d, bad source %d, bad slot %d; duplicates %d, stale %d",
+		total(st, "malformed"), total(st, "bad-mac"), total(st, "bad-source"), total(st, "bad-slot"),
+		total(st, "dup-requests")+total(st, "dup-replies"), total(st, "stale"))
+	if total(st, "malformed") == 0 || total(st, "bad-mac") == 0 {
+		t.Errorf("the ranks counted no malformed or no failed-MAC datagram under attack")
+	}
+}
