@@ -3,13 +3,18 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -323,5 +328,99 @@ func TestHostileDatagrams(t *testing.T) {
 		total(st, "dup-requests")+total(st, "dup-replies"), total(st, "stale"))
 	if total(st, "malformed") == 0 || total(st, "bad-mac") == 0 {
 		t.Errorf("the ranks counted no malformed or no failed-MAC datagram under attack")
+	}
+}
+
+// consoleAddr reads the console's address from the environment of a worker
+// of the job with the given marker (L workers have it there).
+func consoleAddr(t *testing.T, marker string) string {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte("UDPCONDUIT_TEST_MARKER="+marker+"\x00")) {
+			continue
+		}
+		for _, kv := range bytes.Split(b, []byte{0}) {
+			if v, ok := bytes.CutPrefix(kv, []byte("GASNET_SPAWN_MASTER=")); ok {
+				return string(v)
+			}
+		}
+	}
+	t.Fatalf("no worker of %s names its console", marker)
+	return ""
+}
+
+// TestHostileConnections: while a job runs, 1000 connections at once reach
+// its console: silent ones, ones with a wrong secret, garbage, and a frame
+// header that announces 64 MiB. The console closes each within its 5 s
+// window for the secret, having read a few bytes, and the job then ends
+// as it would have, its output whole.
+func TestHostileConnections(t *testing.T) {
+	cmd, out := startPrinter(t, t.Name(), 4, "late", "ready rank", "LINES=0")
+	addr := consoleAddr(t, t.Name())
+	hello, _ := json.Marshal(map[string]string{"secret": strings.Repeat("ab", 32)})
+	payloads := [][]byte{
+		nil, // silent
+		append([]byte{8, byte(len(hello)), 0, 0, 0}, hello...), // a Hello with a wrong secret
+		[]byte("GET / HTTP/1.0\r\n\r\n"),                       // garbage
+		{8, 0, 0, 0, 4},                                        // a 64 MiB frame
+	}
+	const conns = 1000
+	start := time.Now()
+	var wg sync.WaitGroup
+	var closed, failed atomic.Int32
+	var slowest atomic.Int64
+	for i := range conns {
+		wg.Go(func() {
+			c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			defer c.Close()
+			c.Write(payloads[i%len(payloads)])
+			c.SetReadDeadline(time.Now().Add(15 * time.Second))
+			if _, err := io.Copy(io.Discard, c); err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+				closed.Add(1)
+				if d := int64(time.Since(start)); d > slowest.Load() {
+					slowest.Store(d)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d of %d connections closed by the console, the last after %v; %d not made", closed.Load(), conns, time.Duration(slowest.Load()).Round(time.Millisecond), failed.Load())
+	if closed.Load()+failed.Load() != conns {
+		t.Errorf("%d connections were still open after 15 s", conns-closed.Load()-failed.Load())
+	}
+	syscall.Kill(lastRankPID(t, out, 4), syscall.SIGUSR2)
+	waitEnd(t, cmd, out, 20*time.Second)
+	if code := cmd.ProcessState.ExitCode(); code != 0 || strings.Count(out.String(), "done rank") != 4 {
+		t.Errorf("exit %d, want 0 and 4 ranks done:\n%s", code, out.String())
+	}
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
+}
+
+// TestTwoJobsAtOnce: two jobs on the same host at once, each with its own
+// secret and ports, do not disturb each other.
+func TestTwoJobsAtOnce(t *testing.T) {
+	var wg sync.WaitGroup
+	res := make([]result, 2)
+	for i := range res {
+		wg.Go(func() {
+			res[i] = run(t, fmt.Sprintf("%s-%d", t.Name(), i), []string{"GASNET_STATS=1"}, "testcore", "4", "-msgs", "2000")
+		})
+	}
+	wg.Wait()
+	for i, r := range res {
+		if r.code != 0 {
+			t.Errorf("job %d: exit %d\n%s", i, r.code, r.stderr)
+			continue
+		}
+		st := jobStats(t, r.stderr, 4)
+		if n := total(st, "bad-mac") + total(st, "bad-source") + total(st, "malformed"); n != 0 {
+			t.Errorf("job %d dropped %d datagrams: the other job's reached it", i, n)
+		}
 	}
 }
