@@ -381,6 +381,34 @@ func TestSSHHosts(t *testing.T) {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 	})
+	t.Run("testcore with 10% loss on uch2", func(t *testing.T) {
+		// 10% of the datagrams uch2 receives, and of those it sends (as
+		// uch1 and uch3 receive them), are dropped. Input hooks see a
+		// datagram once reassembled: a drop on output would hit each IP
+		// fragment of a long message (45 of 1500 bytes for 64 KB), and a
+		// 64 KB datagram would then get through 1% of the time (see
+		// README, Loss).
+		needCommand("nft", "nftables")(t)
+		nftRules(t, "uch2", lossRules(10, "in"))
+		for _, other := range []string{"uch1", "uch3"} {
+			nftRules(t, other, "table inet ucloss {\n chain in {\n  type filter hook input priority -10; policy accept;\n  ip saddr "+netPrefix+"2 meta l4proto udp numgen random mod 100 < 10 counter drop\n }\n}\n")
+		}
+		t.Cleanup(func() {
+			for _, ns := range h.names {
+				exec.Command("ip", "netns", "exec", ns, "nft", "flush", "ruleset").Run()
+			}
+		})
+		r := run(t, t.Name(), sshEnv(servers, h.config, "GASNET_STATS=1"), "testcore", "3", "-msgs", "1000")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		st := jobStats(t, r.stderr, 3)
+		dropped := nftCounted(t, "uch1") + nftCounted(t, "uch2") + nftCounted(t, "uch3")
+		t.Logf("nftables dropped %d datagrams to and from uch2; retransmits %d, duplicates %d", dropped, total(st, "retransmits"), total(st, "dup-requests")+total(st, "dup-replies"))
+		if dropped == 0 || total(st, "retransmits")+total(st, "reply-resends") == 0 {
+			t.Errorf("dropped %d, retransmitted %d: the loss did not happen or was not recovered from", dropped, total(st, "retransmits"))
+		}
+	})
 	t.Run("nodefile", func(t *testing.T) {
 		nodes := t.TempDir() + "/nodes"
 		os.WriteFile(nodes, []byte("# from scontrol show hostnames\nuch2\nuch2\nuch3\nuch1\nuch1\n"), 0o644)
