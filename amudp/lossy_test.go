@@ -453,9 +453,10 @@ func TestOneInFlightUnderHeavyLoss(t *testing.T) {
 }
 
 // TestSilentPeerIsProbedOneRequestAtATime: with 64 requests in flight to a
-// peer that is cut off for a second, the sender retransmits one of them at
-// a time (the others' timers run on, held back) instead of all 64; once the
-// link heals every request runs exactly once.
+// peer that is cut off for 3 s, the sender retransmits them all only while
+// the silence is short (silentAfter), then one at a time (the others'
+// timers run on, held back); once the link heals every request runs
+// exactly once.
 func TestSilentPeerIsProbedOneRequestAtATime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lnet := amudptest.New(11, 0, 0, 0)
@@ -475,21 +476,20 @@ func TestSilentPeerIsProbedOneRequestAtATime(t *testing.T) {
 		for id := range 64 {
 			eps[0].RequestShort(1, 130, 1, uint32(id))
 		}
-		deadline := time.Now().Add(time.Second)
+		deadline := time.Now().Add(3 * time.Second)
 		eps[0].WaitUntil(func() bool { return !time.Now().Before(deadline) })
 		cut := eps[0].Stats()
 		lnet.SetDown(eps[1].LocalAddr(), false)
 		if err := eps[0].Drain(); err != nil {
 			t.Fatal(err)
 		}
-		resent := cut.Retransmits - before.Retransmits
-		t.Logf("1 s cut off: %d retransmissions, %d held back", resent, cut.HeldBack-before.HeldBack)
-		// One request's retransmissions in a second of silence: waits
-		// growing from 1 ms, by the RTO while the peer was heard within
-		// the last second, number about 45; 64 requests would send 64
-		// times as many.
-		if resent > 100 {
-			t.Errorf("%d retransmissions to a silent peer in 1 s, want one request's worth (< 100)", resent)
+		resent, held := cut.Retransmits-before.Retransmits, cut.HeldBack-before.HeldBack
+		t.Logf("3 s cut off: %d retransmissions, %d held back", resent, held)
+		// Without the rule every held-back retransmission would have
+		// gone out (704, against 263 with it, most of them in the
+		// first silentAfter).
+		if held == 0 || 2*resent > resent+held {
+			t.Errorf("%d retransmissions to a silent peer in 3 s and %d held back; want most held back", resent, held)
 		}
 		for ph := range 2 {
 			for id, n := range runs[ph] {

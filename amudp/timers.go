@@ -39,16 +39,20 @@ func (e *Endpoint) fireTimers() {
 		// Waits stay near the RTT while the peer is heard from, and a
 		// request is given up only after the peer's silence
 		// (retransmit.Config.NextWait, GiveUpAfter).
-		if e.tracker.Expire(h, now, p.heard, p.rtt.Timeout(e.rcfg)) {
-			// A peer that has sent nothing since the last
-			// retransmission to it (stopped, cut off, or that
-			// retransmission was lost) is probed with one request at
-			// a time, as TCP retransmits only the oldest segment: the
-			// others' timers run on unsent, and they go again once
-			// the peer is heard. Without this, a peer stopped for a
-			// second drew every outstanding request's retransmissions
-			// (network depth × senders, tens of thousands a second).
-			if p.heard < p.probedAt && p.probe != h {
+		rto := p.rtt.Timeout(e.rcfg)
+		if e.tracker.Expire(h, now, p.heard, rto) {
+			// A peer silent for longer than loss alone explains
+			// (silentAfter: stopped, cut off) that has sent nothing
+			// since the last retransmission to it is probed with one
+			// request at a time, as TCP retransmits only the oldest
+			// segment: the others' timers run on unsent, and they go
+			// again once the peer is heard. Without this, a peer
+			// stopped for a second drew every outstanding request's
+			// retransmissions (network depth × senders, tens of
+			// thousands a second). A peer that is only losing
+			// datagrams is heard within a few round trips, and its
+			// requests are retransmitted as they fall due.
+			if now.Sub(p.heard) > silentAfter(rto) && p.heard < p.probedAt && p.probe != h {
 				e.stats.heldBack.Add(1)
 				continue
 			}
@@ -79,6 +83,12 @@ func (e *Endpoint) fireTimers() {
 		e.returned(r)
 	}
 }
+
+// silentAfter is how long a peer must have sent nothing before only one
+// request at a time is retransmitted to it: many round-trip timeouts, so
+// that random loss (after which the peer is heard within a few round
+// trips) never triggers it.
+func silentAfter(rto time.Duration) time.Duration { return max(8*rto, 20*time.Millisecond) }
 
 // syncDeadlineLocked publishes the tracker's next deadline for the spin loop.
 func (e *Endpoint) syncDeadlineLocked() {

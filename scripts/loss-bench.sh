@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# loss-bench.sh [N] [MSGS]: times testcore on N workers inside a network
-# namespace whose UDP datagrams (loopback included) are dropped at random by
-# nftables, at 0%, 10% and 30% loss, with each run's ratio to the 0% run.
-# Needs root, iproute2 and nftables (make deps). The namespace is this
-# script's own (udpc-loss-$$) and is removed on exit. Measured figures, not a
-# test: see the hardening issue's targets (10%: <= 2x, 30%: <= 5x, none given up).
+# loss-bench.sh [N] [MSGS]: udpconduit under packet loss, in a network
+# namespace of this script's own (udpc-loss-$$, removed on exit) whose UDP
+# datagrams (loopback included) nftables drops at random: at 0%, 1%, 10%
+# and 30% loss, testcore on N workers (MSGS requests per rank, from 2
+# goroutines per rank) with its time, requests per second, ratio to the 0%
+# run and retransmissions (GASNET_STATS), then testam's medium bandwidth
+# (65000-byte requests between 2 ranks) with its retransmissions. Needs
+# root, iproute2 and nftables (make deps). Measured figures, not a test
+# (the fault suite in tests/faults_test.go is the test).
 set -euo pipefail
 N=${1:-4}
 MSGS=${2:-3000}
@@ -12,10 +15,13 @@ cd "$(dirname "$0")/.."
 make -s build
 NS=udpc-loss-$$
 ip netns add "$NS"
-trap 'ip netns del "$NS" 2>/dev/null || true' EXIT
+trap 'ip netns del "$NS" 2>/dev/null || true; rm -f /tmp/loss-bench.$$' EXIT
 ip -n "$NS" link set lo up
+# sum KEY: the sum of a GASNET_STATS counter over the ranks' lines.
+sum() { grep ' stats: ' /tmp/loss-bench.$$ | grep -o " $1 [0-9]*" | awk '{s += $2} END {print s + 0}'; }
 base=""
-for pct in 0 10 30; do
+printf '%5s %-26s %9s %6s %8s %8s %-22s %8s\n' loss testcore ms/run req/s ratio resent "testam medium" resent
+for pct in 0 1 10 30; do
   ip netns exec "$NS" nft delete table inet udploss 2>/dev/null || true
   if [ "$pct" -gt 0 ]; then
     # input hook: every datagram delivered inside the namespace, loopback
@@ -25,12 +31,14 @@ for pct in 0 10 30; do
   fi
   start=$(date +%s%N)
   code=0
-  ip netns exec "$NS" env GASNET_SPAWNFN=L ./bin/testcore "$N" -msgs "$MSGS" -threads 2 >/tmp/loss-bench.$$ 2>&1 || code=$?
+  ip netns exec "$NS" env GASNET_SPAWNFN=L GASNET_STATS=1 ./bin/testcore "$N" -msgs "$MSGS" -threads 2 >/tmp/loss-bench.$$ 2>&1 || code=$?
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
   [ -z "$base" ] && base=$ms
-  drops=$(ip netns exec "$NS" nft list ruleset 2>/dev/null | grep -o 'packets [0-9]*' | head -1 || true)
-  printf '%3d%% loss: exit %d, %6d ms, ratio %s to 0%%, nft %s\n' "$pct" "$code" "$ms" \
-    "$(awk -v a="$ms" -v b="$base" 'BEGIN{printf "%.2f", a/b}')" "${drops:-packets 0}"
-  if [ "$code" -ne 0 ]; then tail -3 /tmp/loss-bench.$$; fi
+  resent=$(sum retransmits)
+  if [ "$code" -ne 0 ]; then echo "testcore at $pct% exited $code:"; tail -3 /tmp/loss-bench.$$; fi
+  ip netns exec "$NS" env GASNET_SPAWNFN=L GASNET_STATS=1 ./bin/testam 2 -iters 300 -sizes 65000 >/tmp/loss-bench.$$ 2>&1 || echo "testam at $pct% failed"
+  bw=$(awk '/^medium_flood/ {print $(NF-1), $NF}' /tmp/loss-bench.$$)
+  printf '%4d%% %-26s %9d %6d %8s %8d %-22s %8d\n' "$pct" "exit $code" "$ms" \
+    "$(( N * MSGS * 1000 / (ms > 0 ? ms : 1) ))" "$(awk -v a="$ms" -v b="$base" 'BEGIN{printf "%.2f", a/b}')" \
+    "$resent" "${bw:-?}" "$(sum retransmits)"
 done
-rm -f /tmp/loss-bench.$$

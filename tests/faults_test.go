@@ -255,7 +255,7 @@ func TestStoppedPeerDuringTraffic(t *testing.T) {
 		t.Fatalf("exit %d, want 0 after \"flood over\" and nothing unreachable:\n%s", code, s)
 	}
 	st := jobStats(t, s, 4)
-	t.Logf("retransmits %d while rank 3 was stopped", total(st, "retransmits"))
+	t.Logf("retransmits %d, held back %d, while rank 3 was stopped", total(st, "retransmits"), total(st, "held-back"))
 	if total(st, "retransmits") == 0 {
 		t.Errorf("no rank retransmitted while rank 3 was stopped")
 	}
