@@ -576,7 +576,16 @@ func TestUnreachableRankOneLineEach(t *testing.T) {
 	cmd, out := startPrinter(t, t.Name(), 4, "flood", "ready rank", "LINES=0", "GASNET_LIVENESS_TIMEOUT=0",
 		"GASNET_REQUESTTIMEOUT_INITIAL=1000", "GASNET_REQUESTTIMEOUT_MAX=20000")
 	syscall.Kill(lastRankPID(t, out, 4), syscall.SIGSTOP)
+	stopped := time.Now()
+	for !strings.Contains(out.String(), "is unreachable") && time.Since(stopped) < 20*time.Second {
+		time.Sleep(time.Millisecond)
+	}
+	said := time.Since(stopped)
 	waitEnd(t, cmd, out, 20*time.Second)
+	// The stopped rank cannot exit: the console kills it after
+	// GASNET_EXIT_TIMEOUT (2 s).
+	t.Logf("SIGSTOP during traffic to the first abort line: %v (give-up after 71 ms of silence); to the console's exit: %v",
+		said.Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond))
 	if code := cmd.ProcessState.ExitCode(); code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
