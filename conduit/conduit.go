@@ -58,6 +58,12 @@ var (
 	ErrOutOfSegment   = errors.New("conduit: range outside the remote segment")
 )
 
+// Usage is the syntax of the program's own arguments (those after N), for
+// the usage line that -h or --help as the first argument prints (with the
+// main settings) before the console exits 0; set it before Init. Empty
+// means "[args...]".
+var Usage string
+
 // HandlerEntry names one handler of the table passed to Attach.
 type HandlerEntry struct {
 	Index int
@@ -125,6 +131,10 @@ func initOnce() {
 				fmt.Fprintf(os.Stderr, "%s: %s\n", progName(), msg)
 			}
 			os.Exit(1)
+		}
+		if len(os.Args) > 1 && spawn.IsHelp(os.Args[1]) {
+			fmt.Print(spawn.Help(os.Args[0], Usage))
+			os.Exit(0)
 		}
 		n, err := spawn.ParseN(os.Args)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
@@ -285,5 +286,43 @@ func EnvTable() string {
 		}
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", name, def, aliases, accepted(f), strings.ReplaceAll(f.Tag.Get("desc"), "|", "\\|"))
 	}
+	return b.String()
+}
+
+// helpVars are the settings -h shows; the rest are in the README's table.
+var helpVars = []string{"GASNET_SPAWNFN", "GASNET_SSH_SERVERS", "GASNET_CSPAWN_CMD", "GASNET_ROUTE_OUTPUT",
+	"GASNET_NETWORKDEPTH", "GASNET_EXIT_TIMEOUT", "GASNET_STATS", "GASNET_VERBOSEENV"}
+
+// Help is what a program prints for -h or --help as its first argument:
+// its usage (args is the syntax of its own arguments, "" for "[args...]"),
+// what a job is, and the main settings with their defaults, from Config's
+// tags.
+func Help(prog, args string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\n", UsageOf(prog, args))
+	fmt.Fprintf(&b, "Runs a udpconduit job: this process is the console, and starts N workers\n"+
+		"running this program with the arguments after N as their argv; it routes\n"+
+		"their output and exits with the job's code.\n\n")
+	fmt.Fprintf(&b, "Main settings (environment variables, also read with the AMUDP_ prefix):\n")
+	t := reflect.TypeOf(Config{})
+	for _, name := range helpVars {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if f.Tag.Get("envconfig") != name {
+				continue
+			}
+			def := "default " + f.Tag.Get("default")
+			switch {
+			case name == "GASNET_SPAWNFN":
+				def = "default L, or C with srun inside a SLURM allocation"
+			case f.Tag.Get("default") == "":
+				def = "unset by default"
+			}
+			desc, _, _ := strings.Cut(strings.TrimPrefix(f.Tag.Get("desc"), "ours: "), "; ")
+			fmt.Fprintf(&b, "  %-22s %s (%s)\n", name, desc, def)
+		}
+	}
+	fmt.Fprintf(&b, "\nEvery setting, its default and what it accepts: README.md (Configuration),\n"+
+		"or GASNET_VERBOSEENV=1 %s N, which prints those in force.\n", filepath.Base(prog))
 	return b.String()
 }

@@ -35,9 +35,19 @@ const (
 const reportEvery = 5 * time.Second
 
 // Usage is the one-line usage of a program's console.
-func Usage(prog string) string {
-	return fmt.Sprintf("usage: %s N [args...]  (N: number of workers, a positive integer)", filepath.Base(prog))
+func Usage(prog string) string { return UsageOf(prog, "") }
+
+// UsageOf is Usage for a program whose own arguments are args ("" for
+// "[args...]").
+func UsageOf(prog, args string) string {
+	if args == "" {
+		args = "[args...]"
+	}
+	return fmt.Sprintf("usage: %s N %s  (N: number of workers, a positive integer)", filepath.Base(prog), args)
 }
+
+// IsHelp reports whether arg asks for the usage: -h, -help or --help.
+func IsHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
 // ParseN reads the node count from the console's argv[1].
 func ParseN(argv []string) (int, error) {

@@ -218,3 +218,25 @@ func TestMismatchedCollectivesAreReported(t *testing.T) {
 	}
 	checkNoSurvivors(t, marker, 3*time.Second)
 }
+
+// TestHelp: -h, -help and --help as the first argument of any program print
+// its usage, what a job is and the main settings on stdout and exit 0,
+// starting no worker; after N they are the workers' arguments.
+func TestHelp(t *testing.T) {
+	for _, prog := range []string{"hello", "testam", "testcore", "testexit", "amudprun"} {
+		for _, flag := range []string{"-h", "-help", "--help"} {
+			r := run(t, t.Name()+prog, nil, prog, flag)
+			if r.code != 0 || !strings.HasPrefix(r.stdout, "usage: "+prog+" ") {
+				t.Errorf("%s %s: exit %d, stdout %q, stderr %q", prog, flag, r.code, r.stdout, r.stderr)
+			}
+			if prog != "amudprun" && (!strings.Contains(r.stdout, "GASNET_SPAWNFN") || !strings.Contains(r.stdout, "README.md")) {
+				t.Errorf("%s %s names neither the main settings nor where the rest are:\n%s", prog, flag, r.stdout)
+			}
+		}
+		checkNoSurvivors(t, t.Name()+prog, time.Second)
+	}
+	r := run(t, t.Name(), []string{"GASNET_SPAWNFN=L"}, "hello", "1", "-h")
+	if r.code != 0 || !strings.Contains(r.stdout, `args=["-h"]`) {
+		t.Errorf("hello 1 -h: exit %d, stdout %q: -h after N is the workers'", r.code, r.stdout)
+	}
+}

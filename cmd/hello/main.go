@@ -12,6 +12,7 @@ import (
 )
 
 func main() {
+	conduit.Usage = "[args...]  (each worker prints them)"
 	conduit.Init()
 	host, _ := os.Hostname()
 	fmt.Printf("hello from rank %d of %d on %s args=%q\n", conduit.Rank(), conduit.Size(), host, os.Args[1:])

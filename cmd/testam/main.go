@@ -71,6 +71,7 @@ var handlers = []conduit.HandlerEntry{
 }
 
 func main() {
+	conduit.Usage = "[-json] [-iters K] [-sizes LIST | -coll]"
 	conduit.Init()
 	fs := flag.NewFlagSet("testam", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

@@ -116,6 +116,7 @@ func reply(t *conduit.Token, a []uint32, _ []byte) {
 }
 
 func main() {
+	conduit.Usage = "[-msgs K] [-threads T] [-seed S]"
 	conduit.Init()
 	fs := flag.NewFlagSet("testcore", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

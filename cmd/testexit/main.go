@@ -363,6 +363,7 @@ func main() {
 		}
 		return
 	}
+	conduit.Usage = "K  (K: the scenario, 1..35; -list shows them)"
 	conduit.Init()
 	// Every rank checks K; rank 0 alone says what is wrong.
 	var k int
