@@ -1,4 +1,4 @@
-module udpconduit
+module github.com/udpconduit/udpconduit
 
 go 1.26.0
 

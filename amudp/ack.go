@@ -3,8 +3,8 @@ package amudp
 import (
 	"time"
 
-	"udpconduit/amudp/wire"
-	"udpconduit/retransmit"
+	"github.com/udpconduit/udpconduit/amudp/wire"
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // ackBatch is the most automatic replies to one peer that share a datagram.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"udpconduit/amudp/wire"
-	"udpconduit/retransmit"
+	"github.com/udpconduit/udpconduit/amudp/wire"
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // wireJob is an endpoint of rank 0 whose peer, rank 1, is a bare UDP socket

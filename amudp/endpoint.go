@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"udpconduit/amudp/wire"
-	"udpconduit/retransmit"
+	"github.com/udpconduit/udpconduit/amudp/wire"
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // Config configures an Endpoint. A zero field means its default.

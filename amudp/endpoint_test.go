@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"udpconduit/amudp/wire"
-	"udpconduit/retransmit"
+	"github.com/udpconduit/udpconduit/amudp/wire"
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 var loopback = netip.MustParseAddrPort("127.0.0.1:0")

@@ -11,9 +11,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"udpconduit/amudp"
-	"udpconduit/amudp/amudptest"
-	"udpconduit/retransmit"
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/amudp/amudptest"
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // TestExactlyOnceUnderLoss: thousands of random short/medium/long requests

@@ -3,7 +3,7 @@ package amudp
 import (
 	"net/netip"
 
-	"udpconduit/amudp/wire"
+	"github.com/udpconduit/udpconduit/amudp/wire"
 )
 
 // handlerView returns the payload a handler sees for a received request or

@@ -3,7 +3,7 @@ package amudp
 import (
 	"fmt"
 
-	"udpconduit/amudp/wire"
+	"github.com/udpconduit/udpconduit/amudp/wire"
 )
 
 // Token identifies the message a handler is running for, and replies to it.

@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"udpconduit/retransmit"
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // RTT returns the smoothed round-trip estimate to rank, if any.

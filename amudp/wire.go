@@ -1,6 +1,6 @@
 package amudp
 
-import "udpconduit/amudp/wire"
+import "github.com/udpconduit/udpconduit/amudp/wire"
 
 // The names of the wire format that the endpoint's API uses, so that callers
 // need not import package wire.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/amudp"
 )
 
 // assembly collects a byte string that comes in medium messages of at most

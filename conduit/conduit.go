@@ -22,9 +22,9 @@ import (
 	"sync"
 	"time"
 
-	"udpconduit/amudp"
-	"udpconduit/retransmit"
-	"udpconduit/spawn"
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/retransmit"
+	"github.com/udpconduit/udpconduit/spawn"
 )
 
 // Handler runs an active message; see amudp.Handler.

@@ -3,7 +3,7 @@ package conduit_test
 import (
 	"fmt"
 
-	"udpconduit/conduit"
+	"github.com/udpconduit/udpconduit/conduit"
 )
 
 // A job's program: the console spawns the workers inside Init; each worker

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/amudp"
 )
 
 // Job is one rank's view of a running job: its endpoint, its link to the

@@ -15,9 +15,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"udpconduit/amudp"
-	"udpconduit/amudp/amudptest"
-	"udpconduit/retransmit"
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/amudp/amudptest"
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // memConsole is an in-memory console for in-process jobs: it serves the

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"udpconduit/spawn"
+	"github.com/udpconduit/udpconduit/spawn"
 )
 
 // hTable is the core handler that receives a chunk of the address table

@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"udpconduit/amudp"
-	"udpconduit/spawn"
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/spawn"
 )
 
 // TestTableChunksAssemble: a table of several chunks, delivered in any

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"udpconduit/amudp/amudptest"
+	"github.com/udpconduit/udpconduit/amudp/amudptest"
 )
 
 // returnedAll is the result of a job whose ranks all returned.

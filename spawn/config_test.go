@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"udpconduit/spawn/sshc"
+	"github.com/udpconduit/udpconduit/spawn/sshc"
 )
 
 var update = flag.Bool("update", false, "rewrite the README's variable table")

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"udpconduit/spawn/sshc"
+	"github.com/udpconduit/udpconduit/spawn/sshc"
 )
 
 // FuzzExpandTemplate: expanding any template never panics, and the worker

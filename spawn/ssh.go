@@ -20,7 +20,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
-	"udpconduit/spawn/sshc"
+	"github.com/udpconduit/udpconduit/spawn/sshc"
 )
 
 // SSH is the S spawner (DESIGN.md §9): one worker per entry of the server

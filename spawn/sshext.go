@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"udpconduit/spawn/sshc"
+	"github.com/udpconduit/udpconduit/spawn/sshc"
 )
 
 // startExternal starts the workers through an external client

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"udpconduit/spawn/sshc"
+	"github.com/udpconduit/udpconduit/spawn/sshc"
 )
 
 // EnvTree marks a worker of a spawn tree: the second line of its stdin is

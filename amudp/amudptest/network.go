@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/amudp"
 )
 
 // Network is a set of connected in-memory sockets.

@@ -20,7 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"udpconduit/spawn"
+	"github.com/udpconduit/udpconduit/spawn"
 )
 
 const usage = "usage: amudprun -np N [-spawn L|S|C] [-v] [-x NAME[=VALUE]]... prog [args...]"

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"udpconduit/conduit"
+	"github.com/udpconduit/udpconduit/conduit"
 )
 
 func main() {

@@ -30,8 +30,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"udpconduit/cmd/internal/cli"
-	"udpconduit/conduit"
+	"github.com/udpconduit/udpconduit/cmd/internal/cli"
+	"github.com/udpconduit/udpconduit/conduit"
 )
 
 const (

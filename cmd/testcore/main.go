@@ -21,8 +21,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"udpconduit/cmd/internal/cli"
-	"udpconduit/conduit"
+	"github.com/udpconduit/udpconduit/cmd/internal/cli"
+	"github.com/udpconduit/udpconduit/conduit"
 )
 
 const (

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"udpconduit/conduit"
+	"github.com/udpconduit/udpconduit/conduit"
 )
 
 // Scenario is one exit test; Want is the console's expected exit code

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"udpconduit/conduit"
+	"github.com/udpconduit/udpconduit/conduit"
 )
 
 // BadArgs reports a bad program argument once, from rank 0 (every rank

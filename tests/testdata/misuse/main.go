@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"udpconduit/amudp"
-	"udpconduit/conduit"
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/conduit"
 )
 
 var failed atomic.Bool

@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"udpconduit/conduit"
+	"github.com/udpconduit/udpconduit/conduit"
 )
 
 func main() {

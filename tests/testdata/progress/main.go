@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"udpconduit/conduit"
+	"github.com/udpconduit/udpconduit/conduit"
 )
 
 func main() {
