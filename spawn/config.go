@@ -44,6 +44,8 @@ type Config struct {
 	ReqTimeoutBackoff uint32 `envconfig:"GASNET_REQUESTTIMEOUT_BACKOFF" default:"2" range:"1..64" desc:"multiplier of each further retransmission wait while the peer is silent"`
 
 	RouteOutput bool   `envconfig:"GASNET_ROUTE_OUTPUT" default:"true" desc:"route worker stdout/stderr through the console, line-buffered per worker (L and S)"`
+	OutputLabel bool   `envconfig:"GASNET_OUTPUT_LABEL" default:"false" desc:"ours: prefix each routed output line with its rank, as srun -l and mpirun --tag-output do: [R] on stdout, [R stderr] on stderr (amudprun -l)"`
+	OutputDir   string `envconfig:"GASNET_OUTPUT_DIR" default:"" desc:"ours: write each rank's routed output to files of its own in this directory (created if missing), rank.R.stdout and rank.R.stderr, instead of the console's, as mpirun --output-filename does (amudprun -output-dir DIR)"`
 	LineBufSize int    `envconfig:"GASNET_LINEBUFFERSZ" default:"1024" range:"1..1048576" special:"0=unbuffered" desc:"bytes of a routed output line buffer; 0 = pass bytes as they come"`
 	MasterIP    string `envconfig:"GASNET_MASTERIP" default:"" desc:"address workers use to reach the console; default 127.0.0.1 for L, and under S the address of this host's interface that routes to each host"`
 	WorkerIP    string `envconfig:"GASNET_WORKERIP" default:"" desc:"subnet (CIDR) or address prefix whose interface the workers' UDP sockets bind"`
@@ -314,7 +316,7 @@ func Help(prog, args string) string {
 			def := "default " + f.Tag.Get("default")
 			switch {
 			case name == "GASNET_SPAWNFN":
-				def = "default L, or C with srun inside a SLURM allocation"
+				def = "default L; S when GASNET_SSH_SERVERS is set, C when GASNET_CSPAWN_CMD is, or inside a SLURM allocation"
 			case f.Tag.Get("default") == "":
 				def = "unset by default"
 			}

@@ -234,6 +234,13 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 		Env: append([]string{EnvMaster + "=" + ln.Addr().String(), EnvSecret + "=" + secret}, fwd...)}
 	spec.Dir, _ = os.Getwd()
 	outs := newOutputs(&console{out: [3]io.Writer{nil, os.Stdout, os.Stderr}}, cfg.LineBufSize)
+	outs.label, outs.dir = cfg.OutputLabel, cfg.OutputDir
+	if outs.dir != "" {
+		if err := os.MkdirAll(outs.dir, 0o755); err != nil {
+			say("GASNET_OUTPUT_DIR=%s: %v", outs.dir, err)
+			return 1
+		}
+	}
 	if routed {
 		spec.Env = append(spec.Env, EnvRoute+"=1")
 	}
@@ -254,7 +261,7 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 	joins := make(chan *peerConn)
 	go accept(ln, acceptConfig{secret: secret, auth: min(authTimeout, cfg.ConnectTimeout), join: cfg.ConnectTimeout, say: say}, joins, outs)
 
-	j := &job{cfg: cfg, n: n, say: say, launch: launch, sigs: sigs, exitCode: -1, listed: name == "S", levels: 1}
+	j := &job{cfg: cfg, n: n, say: say, launch: launch, sigs: sigs, exitCode: -1, listed: name == "S", levels: 1, outs: outs}
 	if s, ok := sp.(*SSH); ok && s.Tree != nil {
 		j.levels = TreeDepth(s.Tree.Degree, n)
 	}
@@ -318,7 +325,7 @@ func accept(ln net.Listener, ac acceptConfig, joins chan<- *peerConn, outs *outp
 				return
 			case typ == frameOutput && json.Unmarshal(body, &o) == nil && ours(o.Secret) && (o.Stream == 1 || o.Stream == 2):
 				c.SetReadDeadline(time.Time{})
-				outs.serve(c, r, o.Stream)
+				outs.serve(c, r, o.Stream, o.Index)
 				return
 			}
 			c.Close() // not one of ours
@@ -357,7 +364,8 @@ type job struct {
 	// nRunning and nUnjudged count the ranks running() and not judged
 	// (see track).
 	nRunning, nUnjudged int
-	exitCode            int // -1 while running
+	outs                *outputs // routed output: told the ranks once assigned
+	exitCode            int      // -1 while running
 	// abnormal is the status of the first rank that ended other than as the
 	// job told it (0: none); it replaces an exit code of 0 (see judge).
 	abnormal int
@@ -549,6 +557,15 @@ func (j *job) run(joins <-chan *peerConn) int {
 	}
 	j.peers = make([]*peerConn, j.n)
 	j.nRunning, j.nUnjudged = j.n, j.n
+	byIndex := map[int]int{}
+	for i, p := range joined {
+		if p.join.Index >= 0 {
+			byIndex[p.join.Index] = ranks[i]
+		}
+	}
+	if j.outs != nil {
+		j.outs.setRanks(byIndex)
+	}
 	j.byIndex = map[int]*peerConn{}
 	tab := Table{Addrs: make([]string, j.n), Hosts: make([]string, j.n)}
 	for i, p := range joined {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -60,22 +61,43 @@ func routeOutput(addr string, secret []byte, deadline time.Time) error {
 // outputs is the console's side of routed output: one line buffer per
 // worker stream, written to the console.
 type outputs struct {
-	cons *console
-	size int
-	mu   sync.Mutex
-	open map[net.Conn]bool
+	cons  *console
+	size  int
+	label bool                         // GASNET_OUTPUT_LABEL
+	dir   string                       // GASNET_OUTPUT_DIR
+	ranks *atomic.Pointer[map[int]int] // spawn index → rank, once assigned
+	mu    sync.Mutex
+	open  map[net.Conn]bool
 }
 
 func newOutputs(cons *console, size int) *outputs {
-	return &outputs{cons: cons, size: size, open: map[net.Conn]bool{}}
+	return &outputs{cons: cons, size: size, open: map[net.Conn]bool{}, ranks: new(atomic.Pointer[map[int]int])}
 }
 
-// serve copies one stream until the worker closes it.
-func (o *outputs) serve(c net.Conn, r *bufio.Reader, stream int) {
+// setRanks records the rank of each spawn index, for labels and file names.
+func (o *outputs) setRanks(m map[int]int) { o.ranks.Store(&m) }
+
+// rankOf returns the rank of the worker of spawn index i, once known.
+func (o *outputs) rankOf(i int) (int, bool) {
+	if o.ranks == nil {
+		return 0, false
+	}
+	m := o.ranks.Load()
+	if m == nil {
+		return 0, false
+	}
+	r, ok := (*m)[i]
+	return r, ok
+}
+
+// serve copies one stream of the worker of spawn index index until the
+// worker closes it.
+func (o *outputs) serve(c net.Conn, r *bufio.Reader, stream, index int) {
 	o.mu.Lock()
 	o.open[c] = true
 	o.mu.Unlock()
 	lw := newLineWriter(o.cons, stream, o.size)
+	lw.o, lw.index = o, index
 	io.Copy(lw, r)
 	lw.Close()
 	c.Close()

@@ -1,6 +1,7 @@
 package spawn
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -253,4 +254,38 @@ func TestAcceptKeepsGoingThroughErrors(t *testing.T) {
 			t.Errorf("said %q, want one line naming RLIMIT_NOFILE", said)
 		}
 	})
+}
+
+// TestOutputLabels: with labels on, each line of a stream starts with its
+// rank (and "stderr" on stderr), wherever the writes cut the lines, in
+// line-buffered and unbuffered mode; before ranks are known the label
+// names the worker's spawn index.
+func TestOutputLabels(t *testing.T) {
+	for _, size := range []int{0, 8, 1024} {
+		var out, errb bytes.Buffer
+		o := newOutputs(&console{out: [3]io.Writer{nil, &out, &errb}}, size)
+		o.label = true
+		w1 := newLineWriter(o.cons, 1, size)
+		w1.o, w1.index = o, 5
+		w2 := newLineWriter(o.cons, 2, size)
+		w2.o, w2.index = o, 6
+		w1.Write([]byte("early\n"))
+		w1.Close()
+		o.setRanks(map[int]int{5: 1, 6: 0})
+		w1 = newLineWriter(o.cons, 1, size)
+		w1.o, w1.index = o, 5
+		for _, p := range []string{"one\ntw", "o\n", "", "three\nfour"} {
+			w1.Write([]byte(p))
+		}
+		w1.Close()
+		w2.Write([]byte("oops\n"))
+		w2.Close()
+		want := "[worker 5] early\n[1] one\n[1] two\n[1] three\n[1] four"
+		if d := cmp.Diff(want, out.String()); d != "" {
+			t.Errorf("size %d: stdout (-want +got):\n%s", size, d)
+		}
+		if d := cmp.Diff("[0 stderr] oops\n", errb.String()); d != "" {
+			t.Errorf("size %d: stderr (-want +got):\n%s", size, d)
+		}
+	}
 }

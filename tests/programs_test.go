@@ -240,3 +240,34 @@ func TestHelp(t *testing.T) {
 		t.Errorf("hello 1 -h: exit %d, stdout %q: -h after N is the workers'", r.code, r.stdout)
 	}
 }
+
+// TestOutputLabelsAndFiles: amudprun -l (GASNET_OUTPUT_LABEL) prefixes each
+// routed line with its rank, and stderr's with "stderr" too;
+// GASNET_OUTPUT_DIR puts each rank's output in files of its own instead of
+// the console's.
+func TestOutputLabelsAndFiles(t *testing.T) {
+	r := run(t, t.Name(), []string{"GASNET_SPAWNFN=L", "GASNET_STATS=1"}, "amudprun", "-np", "3", "-l", filepath.Join(bin, "testcore"), "-msgs", "20")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if !strings.HasPrefix(r.stdout, "[0] testcore: 3 ranks") {
+		t.Errorf("stdout not labelled: %q", r.stdout)
+	}
+	for rank := range 3 {
+		if want := fmt.Sprintf("[%d stderr] testcore: rank %d stats: ", rank, rank); !strings.Contains(r.stderr, want) {
+			t.Errorf("no line %q in stderr:\n%s", want, r.stderr)
+		}
+	}
+	dir := t.TempDir() + "/out"
+	r = run(t, t.Name(), []string{"GASNET_SPAWNFN=L", "GASNET_OUTPUT_DIR=" + dir}, "hello", "3", "a")
+	if r.code != 0 || r.stdout != "" {
+		t.Fatalf("exit %d, console stdout %q (want none)\n%s", r.code, r.stdout, r.stderr)
+	}
+	host, _ := os.Hostname()
+	for rank := range 3 {
+		b, err := os.ReadFile(fmt.Sprintf("%s/rank.%d.stdout", dir, rank))
+		if want := fmt.Sprintf("hello from rank %d of 3 on %s args=[\"a\"]\n", rank, host); err != nil || string(b) != want {
+			t.Errorf("rank %d's file: %q, %v; want %q", rank, b, err, want)
+		}
+	}
+}

@@ -23,7 +23,7 @@ import (
 	"github.com/udpconduit/udpconduit/spawn"
 )
 
-const usage = "usage: amudprun -np N [-spawn L|S|C] [-v] [-x NAME[=VALUE]]... prog [args...]"
+const usage = "usage: amudprun -np N [-spawn L|S|C] [-v] [-l] [-output-dir DIR] [-x NAME[=VALUE]]... prog [args...]"
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -40,6 +40,8 @@ func run(argv []string) int {
 	np := fs.String("np", "", "number of workers, N")
 	sp := fs.String("spawn", "", "spawner: L (this host), S (ssh) or C (custom command); overrides GASNET_SPAWNFN")
 	verbose := fs.Bool("v", false, "print every setting in force (GASNET_VERBOSEENV=1)")
+	label := fs.Bool("l", false, "prefix each output line with its rank, as srun -l (GASNET_OUTPUT_LABEL=1)")
+	outDir := fs.String("output-dir", "", "write each rank's output to DIR/rank.R.stdout and .stderr (GASNET_OUTPUT_DIR=DIR)")
 	var forward []string
 	fs.Func("x", "give every worker the variable NAME (the console's value), or set it to VALUE; repeatable", func(v string) error {
 		name, val, set := strings.Cut(v, "=")
@@ -82,6 +84,12 @@ func run(argv []string) int {
 	}
 	if *verbose {
 		os.Setenv("GASNET_VERBOSEENV", "1")
+	}
+	if *label {
+		os.Setenv("GASNET_OUTPUT_LABEL", "1")
+	}
+	if *outDir != "" {
+		os.Setenv("GASNET_OUTPUT_DIR", *outDir)
 	}
 	if len(forward) > 0 {
 		list := os.Getenv("GASNET_FORWARD_ENV")
