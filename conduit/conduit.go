@@ -10,6 +10,18 @@
 //     segment that Long messages and Put/Get use.
 //  3. Send requests, Poll or WaitUntil, Barrier, Put/Get.
 //  4. Exit(code), or return from main (exit code 0 for the job).
+//
+// Goroutines: every function and method of the package may be called from
+// any goroutine of a worker, at the same time. Handlers run on whichever
+// goroutine polls (a request, Poll, WaitUntil, a collective), one at a
+// time per rank, or on a background goroutine with GASNET_RCV_THREAD=1.
+// Collectives (Barrier, AllGather, Broadcast, the reductions) match across
+// ranks by their order of call: called from several goroutines of a rank
+// they do not race, but take numbers in the order they reach the library.
+//
+// Programs: cmd/hello is the smallest; cmd/testcore sends every kind of
+// request and reply and checks them; the Examples below show Init and
+// Attach, request and reply, Put and Get, collectives and Exit.
 package conduit
 
 import (
@@ -27,14 +39,54 @@ import (
 	"github.com/udpconduit/udpconduit/spawn"
 )
 
-// Handler runs an active message; see amudp.Handler.
+// Handler runs an active message: t identifies the message (and replies to
+// a request), args are its arguments and payload its Medium or Long payload,
+// valid only during the call (a Long payload is also in the segment). It
+// runs on whichever goroutine polls, one handler at a time per rank; it
+// must not block, and may reply once (t.ReplyShort/Medium/Long) to a
+// request.
 type Handler = amudp.Handler
 
-// Token identifies the message a handler runs for; see amudp.Token.
+// Token identifies the message a handler runs for: its source rank
+// (Source), whether it is a request (IsRequest), and the way to reply. A
+// Token is valid only during its handler's call, on that goroutine.
 type Token = amudp.Token
 
-// Returned describes an undeliverable request; see amudp.Returned.
+// Returned describes an undeliverable request, as handler 0 receives it
+// (SetReturnedHandler): the destination rank and address (Dest, Addr),
+// why (Reason: ReasonTimeout when the peer was silent for the give-up
+// time), its kind and handler, and whether it was refused here (Incoming).
 type Returned = amudp.Returned
+
+// Reasons a request is returned (Returned.Reason).
+const (
+	// ReasonBadHandler: the destination has no handler at that index.
+	ReasonBadHandler = amudp.ReasonBadHandler
+	// ReasonNoSegment: a Long request to a rank without a segment.
+	ReasonNoSegment = amudp.ReasonNoSegment
+	// ReasonBadOffset: a Long request outside the destination's segment.
+	ReasonBadOffset = amudp.ReasonBadOffset
+	// ReasonTimeout: the destination sent nothing for the give-up time.
+	ReasonTimeout = amudp.ReasonTimeout
+	// ReasonClosed: this rank's endpoint closed with the request in flight.
+	ReasonClosed = amudp.ReasonClosed
+)
+
+// Errors that requests and a Token's replies return, wrapped: compare
+// with errors.Is. Every call may be made from any goroutine of a worker.
+var (
+	// ErrTooManyArgs: more than MaxArgs arguments.
+	ErrTooManyArgs = amudp.ErrTooManyArgs
+	// ErrPayloadTooBig: a Medium payload over MaxMedium bytes, or a Long
+	// one over MaxLong.
+	ErrPayloadTooBig = amudp.ErrPayloadTooBig
+	// ErrBadRank: a destination outside 0..Size()-1.
+	ErrBadRank = amudp.ErrBadRank
+	// ErrNotInHandler: a reply from outside a request handler.
+	ErrNotInHandler = amudp.ErrNotInHandler
+	// ErrAlreadyReplied: a second reply to one request.
+	ErrAlreadyReplied = amudp.ErrAlreadyReplied
+)
 
 // Limits re-exported from amudp.
 const (

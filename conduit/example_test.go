@@ -35,3 +35,15 @@ func ExamplePut() {
 	buf := make([]byte, 5)
 	conduit.Get(peer, 0, buf)
 }
+
+// Collectives: a barrier, a broadcast from rank 0, a sum over every rank.
+func ExampleAllReduceUint64() {
+	conduit.Init()
+	conduit.Barrier()
+	cfg, _ := conduit.Broadcast(0, []byte("settings from rank 0"))
+	sum, _ := conduit.AllReduceUint64(conduit.Sum, []uint64{uint64(conduit.Rank())})
+	if conduit.Rank() == 0 {
+		fmt.Printf("%s; sum of ranks %d\n", cfg, sum[0])
+	}
+	conduit.Exit(0)
+}
