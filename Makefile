@@ -45,7 +45,7 @@ scale:
 # option parsers.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./amudp/wire/:FuzzDecode ./spawn/:FuzzControlFrame ./spawn/:FuzzExpandTemplate \
-	./spawn/:FuzzSplitServers ./spawn/sshc/:FuzzParseServers ./spawn/sshc/:FuzzParseOptions
+	./spawn/:FuzzSplitServers ./spawn/:FuzzDecodeTable ./spawn/sshc/:FuzzParseServers ./spawn/sshc/:FuzzParseOptions
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \

@@ -34,12 +34,16 @@ func (t *tableIn) chunk(_ *Token, a []uint32, p []byte) {
 // rank sends to one that does not know its address yet.
 func (j *Job) relayTable(w *spawn.Worker) error {
 	ep, tab := j.ep, &j.table
-	if !w.HasTable() {
+	var blob []byte // the table's wire form, passed on as it came
+	if w.HasTable() {
+		blob = spawn.EncodeTable(w.Table())
+	} else {
 		if err := ep.WaitUntil(tab.done.Load); err != nil {
 			return fmt.Errorf("waiting for the address table: %w", err)
 		}
 		tab.mu.Lock()
-		blob, bad := tab.take()
+		var bad error
+		blob, bad = tab.take()
 		tab.mu.Unlock()
 		if bad != nil {
 			return bad
@@ -59,7 +63,6 @@ func (j *Job) relayTable(w *spawn.Worker) error {
 			return err
 		}
 	}
-	blob := spawn.EncodeTable(w.Table())
 	for _, c := range spawn.TreeChildren(w.Rank, w.Size) {
 		err := sendChunks(blob, func(i, chunks int, part []byte) error {
 			return ep.RequestMedium(c, hTable, part, uint32(i), uint32(chunks), uint32(len(blob)))
