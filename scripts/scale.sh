@@ -5,7 +5,8 @@
 #    against `hello N` (GASNET_SPAWNFN=L), with their ratio;
 #  - barrier, 8-byte all-gather and broadcast, and one-element all-reduce
 #    per operation over all ranks, in µs and
-#    in short round trips (testam -coll), at N = 2, 8, 64.
+#    in short round trips (testam -coll), at N = 2, 8, 64, next to Open
+#    MPI's MPI_Barrier and MPI_Allgather over TCP (scripts/mpicoll/coll.c).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NS=("${@:-64 256 512 1024}")
@@ -35,8 +36,21 @@ for n in "${NS[@]}"; do
   h=$(secs env GASNET_SPAWNFN=L ./bin/hello "$n")
   printf '%6s %10s %10s %7s\n' "$n" "$f" "$h" "$(awk -v h="$h" -v f="$f" 'BEGIN { printf "%.2f", h / f }')"
 done
+# The reference: Open MPI's MPI_Barrier and MPI_Allgather over its TCP
+# transport (no shared memory, as ours) on the same cores, oversubscribed
+# alike: how much of the growth with N this machine imposes on any runtime.
+mpi=
+if command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null; then
+  mpicc.openmpi -O2 -o "$tmp/coll" scripts/mpicoll/coll.c && mpi=1
+else
+  echo "no mpicc.openmpi/mpirun.openmpi (make deps installs them): no MPI reference"
+fi
 for n in 2 8 64; do
   iters=2000
   [ "$n" -gt 8 ] && iters=200
   GASNET_SPAWNFN=L ./bin/testam "$n" -coll -iters "$iters" | grep -v '^short_rtt' || true
+  if [ -n "$mpi" ]; then
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+      timeout 300 mpirun.openmpi -np "$n" --mca btl tcp,self "$tmp/coll" "$iters" 2>/dev/null | grep '^mpi_' || true
+  fi
 done

@@ -1,0 +1,30 @@
+/* coll: MPI_Barrier and an 8-byte MPI_Allgather, timed per operation, as
+ * the reference a udpconduit job's collectives are compared with on the
+ * same machine (scripts/scale.sh). Usage: mpirun -np N coll ITERS */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv) {
+	int rank, size, iters = argc > 1 ? atoi(argv[1]) : 1000;
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	long long mine = rank, *all = malloc(sizeof(long long) * size);
+	for (int i = 0; i < iters / 10 + 1; i++) /* warm up */
+		MPI_Barrier(MPI_COMM_WORLD);
+	double t0 = MPI_Wtime();
+	for (int i = 0; i < iters; i++)
+		MPI_Barrier(MPI_COMM_WORLD);
+	double t1 = MPI_Wtime();
+	for (int i = 0; i < iters; i++)
+		MPI_Allgather(&mine, 1, MPI_LONG_LONG, all, 1, MPI_LONG_LONG, MPI_COMM_WORLD);
+	double t2 = MPI_Wtime();
+	if (rank == 0) {
+		printf("mpi_barrier       0 B %6d iters %12.2f µs/op  %d ranks\n", iters, (t1 - t0) / iters * 1e6, size);
+		printf("mpi_allgather     8 B %6d iters %12.2f µs/op  %d ranks\n", iters, (t2 - t1) / iters * 1e6, size);
+	}
+	free(all);
+	MPI_Finalize();
+	return 0;
+}
