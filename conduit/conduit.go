@@ -19,9 +19,17 @@
 // ranks by their order of call: called from several goroutines of a rank
 // they do not race, but take numbers in the order they reach the library.
 //
+// In one process: RunLocal runs a job of N ranks on goroutines of the
+// calling process, each with a Job of its own over a loopback UDP socket,
+// with no console and no spawning. The Job methods are the package-level
+// functions of the same names; the runnable examples (go test -run Example)
+// use it, and so can a program's own tests.
+//
 // Programs: cmd/hello is the smallest; cmd/testcore sends every kind of
 // request and reply and checks them; the Examples below show Init and
-// Attach, request and reply, Put and Get, collectives and Exit.
+// Attach, request and reply, Put and Get, collectives and Exit, as a
+// program run as `./prog N` writes them, and the same in RunLocal, with
+// their output.
 package conduit
 
 import (

@@ -2,6 +2,8 @@ package conduit_test
 
 import (
 	"fmt"
+	"strconv"
+	"sync/atomic"
 
 	"github.com/udpconduit/udpconduit/conduit"
 )
@@ -46,4 +48,99 @@ func ExampleAllReduceUint64() {
 		fmt.Printf("%s; sum of ranks %d\n", cfg, sum[0])
 	}
 	conduit.Exit(0)
+}
+
+// A job of 4 ranks inside this process (RunLocal): each rank asks the
+// next one, with a short request, to add 100 to its rank; the reply's
+// handler keeps the answer, and an all-gather brings every answer to rank 0,
+// which prints them.
+func ExampleRunLocal() {
+	code, err := conduit.RunLocal(4, func(j *conduit.Job) {
+		var answer atomic.Int64
+		answer.Store(-1)
+		_, err := j.Attach([]conduit.HandlerEntry{
+			{Index: 130, Fn: func(t *conduit.Token, args []uint32, _ []byte) { t.ReplyShort(131, args[0]+100) }},
+			{Index: 131, Fn: func(_ *conduit.Token, args []uint32, _ []byte) { answer.Store(int64(args[0])) }},
+		}, 0)
+		if err != nil {
+			j.Exit(1)
+		}
+		j.RequestShort((j.Rank()+1)%j.Size(), 130, uint32(j.Rank()))
+		j.WaitUntil(func() bool { return answer.Load() >= 0 })
+		all, _ := j.AllGather([]byte(strconv.FormatInt(answer.Load(), 10)))
+		if j.Rank() == 0 {
+			for r, a := range all {
+				fmt.Printf("rank %d: %s\n", r, a)
+			}
+		}
+	})
+	fmt.Println("exit code", code, err)
+	// Output:
+	// rank 0: 100
+	// rank 1: 101
+	// rank 2: 102
+	// rank 3: 103
+	// exit code 0 <nil>
+}
+
+// Put writes into another rank's segment and Get reads from one; a barrier
+// orders the writes before the reads. Each rank writes a greeting into the
+// segment of the next rank, then reads its own segment directly and the
+// previous rank's segment with Get.
+func ExampleJob_Put() {
+	conduit.RunLocal(3, func(j *conduit.Job) {
+		seg, _ := j.Attach(nil, 64)
+		next, prev := (j.Rank()+1)%j.Size(), (j.Rank()+j.Size()-1)%j.Size()
+		j.Put(next, 0, fmt.Appendf(nil, "from %d", j.Rank()))
+		j.Barrier() // every Put has landed
+		local := string(seg[:6])
+		remote := make([]byte, 6)
+		j.Get(prev, 0, remote) // what prev's predecessor wrote there
+		out, _ := j.AllGather(fmt.Appendf(nil, "rank %d holds %q, rank %d holds %q", j.Rank(), local, prev, remote))
+		if j.Rank() == 0 {
+			for _, o := range out {
+				fmt.Println(string(o))
+			}
+		}
+	})
+	// Output:
+	// rank 0 holds "from 2", rank 2 holds "from 1"
+	// rank 1 holds "from 0", rank 0 holds "from 2"
+	// rank 2 holds "from 1", rank 1 holds "from 0"
+}
+
+// Broadcast sends rank 0's bytes to every rank; AllReduceUint64 gives every
+// rank the sum (or minimum, maximum) over all ranks, element by element.
+func ExampleJob_AllReduceUint64() {
+	conduit.RunLocal(5, func(j *conduit.Job) {
+		var cfg []byte
+		if j.Rank() == 0 {
+			cfg = []byte("step=0.25")
+		}
+		cfg, _ = j.Broadcast(0, cfg)
+		r := uint64(j.Rank())
+		sum, _ := j.AllReduceUint64(conduit.Sum, []uint64{r, r * r})
+		max, _ := j.AllReduceUint64(conduit.Max, []uint64{r})
+		if j.Rank() == 4 {
+			fmt.Printf("%s; sums %v; max %v\n", cfg, sum, max)
+		}
+	})
+	// Output:
+	// step=0.25; sums [10 30]; max [4]
+}
+
+// Exit ends the whole job with its code, even ranks that wait for a message
+// that will never come: here rank 1 gives up, and rank 0, waiting for a
+// barrier that rank 1 never enters, is ended too.
+func ExampleJob_Exit() {
+	code, _ := conduit.RunLocal(2, func(j *conduit.Job) {
+		if j.Rank() == 1 {
+			j.Exit(3)
+		}
+		j.Barrier()
+		fmt.Println("not reached")
+	})
+	fmt.Println("exit code", code)
+	// Output:
+	// exit code 3
 }

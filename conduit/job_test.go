@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,90 +18,6 @@ import (
 	"github.com/udpconduit/udpconduit/amudp/amudptest"
 	"github.com/udpconduit/udpconduit/retransmit"
 )
-
-// memConsole is an in-memory console for in-process jobs: it serves the
-// startup barrier as spawn's console does (it completes when every rank has
-// entered it) and ends
-// the job as a worker process would end, except that a rank's "process" is
-// its goroutine: Exit and ExitNow end it with runtime.Goexit.
-type memConsole struct {
-	n   int
-	eps []*amudp.Endpoint
-
-	mu          sync.Mutex
-	notified    []uint64
-	barriers    atomic.Uint64
-	code        int
-	codeSet     bool
-	ends        []string // how each rank ended
-	terminating atomic.Bool
-}
-
-func (c *memConsole) wakeAll() {
-	for _, e := range c.eps {
-		e.Wake()
-	}
-}
-
-// end records how rank ended (the first way only).
-func (c *memConsole) end(rank int, how string) {
-	c.mu.Lock()
-	if c.ends[rank] == "" {
-		c.ends[rank] = how
-	}
-	c.mu.Unlock()
-}
-
-// memRank is one rank's link to a memConsole.
-type memRank struct {
-	c    *memConsole
-	rank int
-}
-
-func (r memRank) Terminating() bool { return r.c.terminating.Load() }
-
-func (r memRank) ExitNow() {
-	r.c.end(r.rank, "terminated")
-	runtime.Goexit()
-}
-
-func (r memRank) Abort(code int, _ string, grace time.Duration) { r.Exit(code, grace) }
-
-func (r memRank) Exit(code int, _ time.Duration) {
-	c := r.c
-	c.mu.Lock()
-	if !c.codeSet {
-		c.code, c.codeSet = code, true
-	}
-	c.mu.Unlock()
-	c.end(r.rank, fmt.Sprintf("exit %d", code))
-	c.terminating.Store(true)
-	c.wakeAll()
-	runtime.Goexit()
-}
-
-func (r memRank) BarrierNotify() error {
-	c := r.c
-	c.mu.Lock()
-	c.notified[r.rank]++
-	low := c.notified[0]
-	for _, k := range c.notified {
-		low = min(low, k)
-	}
-	advanced := low > c.barriers.Load()
-	if advanced {
-		c.barriers.Store(low) // under mu: completions never go backwards
-	}
-	c.mu.Unlock()
-	if advanced {
-		c.wakeAll()
-	}
-	return nil
-}
-
-func (r memRank) BarriersDone() uint64 { return r.c.barriers.Load() }
-
-func (r memRank) Report(string, uint64, bool) error { return nil }
 
 // jobResult is how an in-process job ended.
 type jobResult struct {
@@ -144,43 +59,19 @@ var loopbackUDP = jobNet{listen: func(int) (amudp.Transport, error) {
 // program's.
 func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (jobResult, []*Job) {
 	t.Helper()
-	c := &memConsole{n: n, notified: make([]uint64, n), ends: make([]string, n)}
-	jobs := make([]*Job, n)
-	addrs := make([]netip.AddrPort, n)
-	for i := range n {
-		conn, err := jn.listen(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ep, err := amudp.NewEndpoint(conn, amudp.Config{Rank: i, Secret: []byte("job test"), NetworkDepth: 16,
-			Retransmit: testRetransmit, Reserved: FirstClientHandler, Polite: true, AuthPayload: jn.authPayload})
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[i] = conn.LocalAddr()
-		c.eps = append(c.eps, ep)
-		jobs[i] = newJob(ep, memRank{c, i}, i, n, time.Second)
+	lj, err := newLocalJob(n, jn.listen, amudp.Config{Secret: []byte("job test"), NetworkDepth: 16,
+		Retransmit: testRetransmit, Polite: true, AuthPayload: jn.authPayload}, time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, ep := range c.eps {
-		if err := ep.SetPeers(addrs); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c := lj.c
 	var pollers sync.WaitGroup
 	if rcvThread {
 		for _, ep := range c.eps {
 			pollers.Go(func() { progress(ep) })
 		}
 	}
-	var wg sync.WaitGroup
-	for i, j := range jobs {
-		wg.Go(func() {
-			body(j)
-			c.end(i, "returned")
-		})
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	done := lj.start(body)
 	select {
 	case <-done:
 	case <-time.After(jn.limit):
@@ -195,17 +86,13 @@ func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (
 			// The ranks did not heed the console: closing their
 			// endpoints ends every wait, so the bubble can end.
 			t.Errorf("ranks still running a minute after they were told to terminate")
-			for _, ep := range c.eps {
-				ep.Close()
-			}
+			lj.close()
 			<-done
 		}
 	}
-	for _, ep := range c.eps {
-		ep.Close()
-	}
+	lj.close()
 	pollers.Wait()
-	return jobResult{Code: c.code, Ends: c.ends}, jobs
+	return jobResult{Code: c.code, Ends: c.ends}, lj.jobs
 }
 
 func pattern(seed, n int) []byte {
@@ -553,5 +440,42 @@ func TestAllGatherOverAMs(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestRunLocal: RunLocal refuses a job size out of range with the accepted
+// range, and runs a job of more ranks than CPUs (polite waits) through
+// collectives to its code.
+func TestRunLocal(t *testing.T) {
+	for _, n := range []int{0, -1, amudp.MaxPeers + 1} {
+		if _, err := RunLocal(n, func(*Job) {}); err == nil || !strings.Contains(err.Error(), "accepted: 1 to") {
+			t.Errorf("RunLocal(%d): %v", n, err)
+		}
+	}
+	const n = 16
+	var sums sync.Map
+	code, err := RunLocal(n, func(j *Job) {
+		for range 20 {
+			if err := j.Barrier(); err != nil {
+				t.Error(err)
+			}
+		}
+		s, err := j.AllReduceUint64(Sum, []uint64{1})
+		if err != nil {
+			t.Error(err)
+		}
+		sums.Store(j.Rank(), s[0])
+		j.Barrier() // Exit ends the ranks still waiting
+		if j.Rank() == n-1 {
+			j.Exit(7)
+		}
+	})
+	if err != nil || code != 7 {
+		t.Errorf("code %d, %v; want 7", code, err)
+	}
+	for r := range n {
+		if v, _ := sums.Load(r); v != uint64(n) {
+			t.Errorf("rank %d: sum %v, want %d", r, v, n)
+		}
 	}
 }

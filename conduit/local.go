@@ -1,0 +1,195 @@
+package conduit
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/udpconduit/udpconduit/amudp"
+)
+
+// RunLocal runs a job of n ranks inside this process and returns its exit
+// code: each rank's program runs on a goroutine of its own, with a Job over
+// a UDP socket on 127.0.0.1 of its own, so its messages, collectives and
+// Put/Get take the same path as between processes. It is for examples,
+// tests and trying the library out; a program run as `./prog N` uses Init
+// and the package-level functions instead, which act on this process's own
+// job and cannot be called from inside RunLocal.
+//
+// program receives its rank's Job and calls its methods. The job ends when
+// every program has returned (code 0) or when one calls Job.Exit: its code
+// is the job's, and Exit ends the calling goroutine (runtime.Goexit) and
+// every other rank's at its next wait, as it ends processes. A rank that
+// computes without waiting runs on until it returns. A panic in a program
+// ends the whole process, as it would end a worker's.
+//
+// RunLocal may be called from several goroutines at once; each call is a
+// job of its own. n is 1 to amudp.MaxPeers.
+func RunLocal(n int, program func(j *Job)) (int, error) {
+	if n < 1 || n > amudp.MaxPeers {
+		return 0, fmt.Errorf("conduit: RunLocal: n=%d: accepted: 1 to %d ranks", n, amudp.MaxPeers)
+	}
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	listen := func(int) (amudp.Transport, error) {
+		return amudp.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), amudp.DefaultSocketBufferInitial)
+	}
+	// As in a job of processes: polite waits when the ranks outnumber the
+	// CPUs, where spinners would take the CPU the others need.
+	polite := n > runtime.NumCPU()
+	lj, err := newLocalJob(n, listen, amudp.Config{Secret: secret, Polite: polite}, 2*time.Second)
+	if err != nil {
+		return 0, fmt.Errorf("conduit: RunLocal: %w", err)
+	}
+	<-lj.start(program)
+	lj.close()
+	return lj.c.code, nil
+}
+
+// localJob is an in-process job: RunLocal's, and the package tests'.
+type localJob struct {
+	c    *localConsole
+	jobs []*Job
+}
+
+// newLocalJob opens n endpoints with listen, configured by cfg (its Rank
+// and Reserved set here), and makes their Jobs under one localConsole.
+func newLocalJob(n int, listen func(i int) (amudp.Transport, error), cfg amudp.Config, exitTimeout time.Duration) (*localJob, error) {
+	c := &localConsole{n: n, notified: make([]uint64, n), ends: make([]string, n)}
+	lj := &localJob{c: c, jobs: make([]*Job, n)}
+	addrs := make([]netip.AddrPort, n)
+	for i := range n {
+		conn, err := listen(i)
+		if err != nil {
+			lj.close()
+			return nil, err
+		}
+		cfg.Rank, cfg.Reserved = i, FirstClientHandler
+		ep, err := amudp.NewEndpoint(conn, cfg)
+		if err != nil {
+			conn.Close()
+			lj.close()
+			return nil, err
+		}
+		addrs[i] = conn.LocalAddr()
+		c.eps = append(c.eps, ep)
+		lj.jobs[i] = newJob(ep, localRank{c, i}, i, n, exitTimeout)
+	}
+	for _, ep := range c.eps {
+		if err := ep.SetPeers(addrs); err != nil {
+			lj.close()
+			return nil, err
+		}
+	}
+	return lj, nil
+}
+
+// start runs program on every rank's goroutine; the channel closes when
+// all have ended.
+func (lj *localJob) start(program func(j *Job)) <-chan struct{} {
+	var wg sync.WaitGroup
+	for i, j := range lj.jobs {
+		wg.Go(func() {
+			program(j)
+			lj.c.end(i, "returned")
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// close releases every rank's socket.
+func (lj *localJob) close() {
+	for _, ep := range lj.c.eps {
+		ep.Close()
+	}
+}
+
+// localConsole is the console of an in-process job: it serves the startup
+// barrier as spawn's console does (it completes when every rank has entered
+// it) and ends the job as a worker process would end, except that a rank's
+// "process" is its goroutine: Exit and ExitNow end it with runtime.Goexit.
+type localConsole struct {
+	n   int
+	eps []*amudp.Endpoint
+
+	mu          sync.Mutex
+	notified    []uint64
+	barriers    atomic.Uint64
+	code        int
+	codeSet     bool
+	ends        []string // how each rank ended
+	terminating atomic.Bool
+}
+
+func (c *localConsole) wakeAll() {
+	for _, e := range c.eps {
+		e.Wake()
+	}
+}
+
+// end records how rank ended (the first way only).
+func (c *localConsole) end(rank int, how string) {
+	c.mu.Lock()
+	if c.ends[rank] == "" {
+		c.ends[rank] = how
+	}
+	c.mu.Unlock()
+}
+
+// localRank is one rank's link to a localConsole: the control of its Job.
+type localRank struct {
+	c    *localConsole
+	rank int
+}
+
+func (r localRank) Terminating() bool { return r.c.terminating.Load() }
+
+func (r localRank) ExitNow() {
+	r.c.end(r.rank, "terminated")
+	runtime.Goexit()
+}
+
+// Abort exits; the Job has said why on stderr.
+func (r localRank) Abort(code int, _ string, grace time.Duration) { r.Exit(code, grace) }
+
+func (r localRank) Exit(code int, _ time.Duration) {
+	c := r.c
+	c.mu.Lock()
+	if !c.codeSet {
+		c.code, c.codeSet = code, true
+	}
+	c.mu.Unlock()
+	c.end(r.rank, fmt.Sprintf("exit %d", code))
+	c.terminating.Store(true)
+	c.wakeAll()
+	runtime.Goexit()
+}
+
+func (r localRank) BarrierNotify() error {
+	c := r.c
+	c.mu.Lock()
+	c.notified[r.rank]++
+	low := c.notified[0]
+	for _, k := range c.notified {
+		low = min(low, k)
+	}
+	advanced := low > c.barriers.Load()
+	if advanced {
+		c.barriers.Store(low) // under mu: completions never go backwards
+	}
+	c.mu.Unlock()
+	if advanced {
+		c.wakeAll()
+	}
+	return nil
+}
+
+func (r localRank) BarriersDone() uint64 { return r.c.barriers.Load() }
+
+func (r localRank) Report(string, uint64, bool) error { return nil }
