@@ -120,8 +120,8 @@ var (
 
 // Usage is the syntax of the program's own arguments (those after N), for
 // the usage line that -h or --help as the first argument prints (with the
-// main settings) before the console exits 0; set it before Init. Empty
-// means "[args...]".
+// main settings) before the console exits 0; set it before Init, on the
+// goroutine that calls Init. Empty means "[args...]".
 var Usage string
 
 // HandlerEntry names one handler of the table passed to Attach.
@@ -153,6 +153,9 @@ func def() *Job {
 // spawns the workers, serves them and exits the process with the job's exit
 // code: it never returns there. In a worker it bootstraps (rank, size, peer
 // addresses) and returns. Errors are printed as one line and exit 1.
+// Call it first, from main: before it has returned, the other
+// package-level functions print ErrNotInitialized's message and exit 1.
+// Concurrent and repeated calls run it once.
 func Init() {
 	std.once.Do(initOnce)
 }
@@ -297,7 +300,7 @@ func progress(ep *amudp.Endpoint) {
 // Default); each is documented at the Job method of the same name.
 
 // SetReturnedHandler replaces handler 0, which receives undeliverable
-// requests. The default aborts the job.
+// requests; see Job.SetReturnedHandler.
 func SetReturnedHandler(h func(Returned)) { def().SetReturnedHandler(h) }
 
 // Rank returns this worker's rank in [0, Size()).
@@ -343,10 +346,11 @@ func RequestLong(dest, handler int, payload []byte, offset uint64, args ...uint3
 	return def().RequestLong(dest, handler, payload, offset, args...)
 }
 
-// Poll handles pending messages and due retransmissions.
+// Poll handles pending messages and due retransmissions; see Job.Poll.
 func Poll() error { return def().Poll() }
 
-// WaitUntil services the network until cond returns true.
+// WaitUntil services the network until cond returns true; see
+// Job.WaitUntil.
 func WaitUntil(cond func() bool) error { return def().WaitUntil(cond) }
 
 // Collectives (Barrier, BarrierNotify/BarrierWait, AllGather, Attach) are
@@ -358,7 +362,8 @@ func WaitUntil(cond func() bool) error { return def().WaitUntil(cond) }
 // collective stays incomplete for GASNET_HANG_WARN, the console says which
 // ranks are in which collective.
 
-// BarrierNotify enters the next barrier without waiting.
+// BarrierNotify enters the next barrier without waiting; see
+// Job.BarrierNotify.
 func BarrierNotify() error { return def().BarrierNotify() }
 
 // BarrierWait waits until every rank has entered the barrier this rank last
@@ -413,5 +418,5 @@ func Get(src int, offset uint64, buf []byte) error { return def().Get(src, offse
 
 // Exit ends the job: the first rank to call Exit sets the console's exit
 // code, and every other rank is told to exit, even one that is computing
-// without polling. It does not return.
+// without polling. It does not return: see Job.Exit.
 func Exit(code int) { def().Exit(code) }

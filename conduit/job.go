@@ -15,7 +15,9 @@ import (
 // console, its segment and the order of its collectives. Init makes the Job
 // of a worker process, and the package-level functions act on it (see
 // Default); a Job's methods are the same calls on a given Job, which is how
-// the package's tests run several ranks in one process.
+// RunLocal runs several ranks in one process. Every method may be called
+// from any goroutine, by several at once, with the ordering rules of the
+// package doc for collectives.
 type Job struct {
 	ep          *amudp.Endpoint
 	ctl         control
@@ -140,7 +142,9 @@ func (j *Job) wait(cond func() bool) error {
 }
 
 // SetReturnedHandler replaces handler 0, which receives undeliverable
-// requests. The default aborts the job.
+// requests. The default aborts the job. h runs as handlers do, on the
+// goroutine that polls when the request is given up, and must not block;
+// it may be replaced from any goroutine at any time.
 func (j *Job) SetReturnedHandler(h func(Returned)) {
 	j.enter()
 	j.onReturned.Store(&defaultReturnedFn{h})
@@ -317,14 +321,25 @@ func (j *Job) checkRemote(dest int, offset uint64, n int) error {
 	return nil
 }
 
-// Poll handles pending messages and due retransmissions.
+// Poll handles pending messages and due retransmissions, running their
+// handlers on the calling goroutine, and returns without waiting. If
+// another goroutine of the rank is polling at that moment, Poll leaves the
+// messages to it (so from a handler, Poll does nothing).
 func (j *Job) Poll() error { return j.enter().Poll() }
 
-// WaitUntil services the network until cond returns true.
+// WaitUntil services the network until cond returns true, running
+// handlers on the calling goroutine (or, while another goroutine polls,
+// sleeping until that one's next pass). cond is called on the calling
+// goroutine after every pass, so it must be cheap and must not block; state
+// that handlers write and cond reads needs a mutex or atomics, as handlers
+// may run on another goroutine. It returns early with the error of a
+// request given up (handler 0 has seen it). Not from a handler.
 func (j *Job) WaitUntil(cond func() bool) error { j.enter(); return j.wait(cond) }
 
 // BarrierNotify enters the next barrier without waiting (if the barrier
 // it last entered has not been waited for, it completes that one first).
+// Pair it with BarrierWait on the same rank; between the two the rank may
+// compute and communicate from any goroutine.
 // The barrier runs over active messages among the ranks (see amBarrier).
 func (j *Job) BarrierNotify() error {
 	j.enter()
@@ -418,6 +433,10 @@ func (j *Job) AllGather(data []byte) ([][]byte, error) {
 // without polling. It does not return. Exit codes are 0..MaxExitCode, as a
 // process's are; any other code is reported on stderr and the job ends with
 // 1, so that no failure can wrap around to success (256 would be 0).
+// In a worker process any goroutine may call it, a handler too, and it
+// ends the process. In RunLocal it ends the calling goroutine
+// (runtime.Goexit), which must be one of the rank's program goroutines, not
+// a handler, and the rank's other goroutines at their next wait.
 func (j *Job) Exit(code int) {
 	j.enter()
 	if code < 0 || code > MaxExitCode {

@@ -14,7 +14,9 @@ const (
 	hDone     = 67 // Short reply: handle
 )
 
-// Handle is a non-blocking Put or Get in progress.
+// Handle is a non-blocking Put or Get in progress. Done and Wait may be
+// called from any goroutine, by several at once; a Get's buffer is filled
+// once Done reports true, and must not be read before.
 type Handle struct {
 	id      uint32
 	pending atomic.Int64
@@ -27,7 +29,8 @@ type Handle struct {
 // Done reports whether the operation completed.
 func (h *Handle) Done() bool { return h.pending.Load() == 0 }
 
-// Wait services the network until the operation completes.
+// Wait services the network until the operation completes (see
+// Job.WaitUntil for where handlers run meanwhile). Not from a handler.
 func (h *Handle) Wait() error {
 	h.job.enter()
 	err := h.job.wait(h.Done)
