@@ -340,7 +340,8 @@ func (j *Job) WaitUntil(cond func() bool) error { j.enter(); return j.wait(cond)
 // it last entered has not been waited for, it completes that one first).
 // Pair it with BarrierWait on the same rank; between the two the rank may
 // compute and communicate from any goroutine.
-// The barrier runs over active messages among the ranks (see amBarrier).
+// The barrier runs over active messages among the ranks (a dissemination
+// barrier, DESIGN.md §7).
 func (j *Job) BarrierNotify() error {
 	j.enter()
 	b := &j.bar
