@@ -62,7 +62,14 @@ func run(t *testing.T, marker string, env []string, prog string, args ...string)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, prog), args...)
+	return runCmd(t, ctx, exec.CommandContext(ctx, filepath.Join(bin, prog), args...), marker, env, prog, args)
+}
+
+// runCmd runs cmd, a job's program prog (for messages), with the marker and
+// env added to this process's environment, and returns its exit code (128+N
+// for signal N) and output; the test fails if ctx expires first.
+func runCmd(t *testing.T, ctx context.Context, cmd *exec.Cmd, marker string, env []string, prog string, args []string) result {
+	t.Helper()
 	cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

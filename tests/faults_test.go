@@ -93,25 +93,9 @@ func runInNS(t *testing.T, ns, marker string, env []string, prog string, args ..
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, filepath.Join(bin, prog)}, args...)...)
-	cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
-	err := cmd.Run()
-	took := time.Since(start)
-	if ctx.Err() != nil {
-		t.Fatalf("%s %v: timed out\nstderr:\n%s", prog, args, errb.String())
-	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal())
-		}
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, out.String(), errb.String()}, took
+	res := runCmd(t, ctx, cmd, marker, env, prog, args)
+	return res, time.Since(start)
 }
 
 // rankStats is one rank's GASNET_STATS line.
