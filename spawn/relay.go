@@ -71,10 +71,11 @@ func welcomes(tab Table, env map[string]string) []Welcome {
 //
 // A job's ranks share a few hosts, so each rank costs its address and a
 // byte or two (JSON, which this replaced, repeated every host name and was
-// a fifth of the CPU of bootstrapping 1024 workers on 2 cores).
+// 18% of the CPU while 1024 workers on 2 cores took their table).
 const tableVersion = 1
 
-// EncodeTable returns the relay's wire form of t.
+// EncodeTable returns the relay's wire form of t, whose Addrs and Hosts
+// have one entry per rank.
 func EncodeTable(t Table) []byte {
 	index := map[string]int{}
 	var hosts []string
@@ -98,11 +99,7 @@ func EncodeTable(t Table) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(t.Addrs)))
 	for r, a := range t.Addrs {
-		h := ""
-		if r < len(t.Hosts) {
-			h = t.Hosts[r]
-		}
-		b = binary.AppendUvarint(b, uint64(index[h]))
+		b = binary.AppendUvarint(b, uint64(index[t.Hosts[r]]))
 		b = binary.AppendUvarint(b, uint64(len(a)))
 		b = append(b, a...)
 	}
@@ -112,70 +109,50 @@ func EncodeTable(t Table) []byte {
 // DecodeTable parses a relayed table of n ranks. Its strings share one
 // copy of b.
 func DecodeTable(b []byte, n int) (Table, error) {
-	bad := func() (Table, error) {
-		return Table{}, fmt.Errorf("relayed address table is malformed (%d bytes for %d ranks)", len(b), n)
-	}
+	bad := fmt.Errorf("relayed address table is malformed (%d bytes for %d ranks)", len(b), n)
 	if len(b) == 0 || b[0] != tableVersion {
-		return bad()
+		return Table{}, bad
 	}
-	d := tableDecoder{s: string(b), off: 1}
-	nh := d.uvarint()
-	if d.err || nh == 0 || nh > uint64(len(d.s)) {
-		return bad()
+	all, off, ok := string(b), 1, true
+	uvarint := func() uint64 {
+		v, k := binary.Uvarint(b[off:])
+		if k <= 0 {
+			ok = false
+			return 0
+		}
+		off += k
+		return v
+	}
+	str := func() string {
+		l := uvarint()
+		if !ok || l > uint64(len(b)-off) {
+			ok = false
+			return ""
+		}
+		off += int(l)
+		return all[off-int(l) : off]
+	}
+	nh := uvarint()
+	if !ok || nh == 0 || nh > uint64(len(b)) {
+		return Table{}, bad
 	}
 	hosts := make([]string, nh)
 	for i := range hosts {
-		hosts[i] = d.str()
+		hosts[i] = str()
 	}
-	if nr := d.uvarint(); d.err || nr != uint64(n) {
-		return bad()
+	if nr := uvarint(); !ok || nr != uint64(n) {
+		return Table{}, bad
 	}
 	t := Table{Addrs: make([]string, n), Hosts: make([]string, n)}
 	for r := range n {
-		h := d.uvarint()
-		if d.err || h >= nh {
-			return bad()
+		h := uvarint()
+		if !ok || h >= nh {
+			return Table{}, bad
 		}
-		t.Hosts[r], t.Addrs[r] = hosts[h], d.str()
+		t.Hosts[r], t.Addrs[r] = hosts[h], str()
 	}
-	if d.err || d.off != len(d.s) {
-		return bad()
+	if !ok || off != len(b) {
+		return Table{}, bad
 	}
 	return t, nil
-}
-
-// tableDecoder reads DecodeTable's fields; err sticks at the first field
-// that runs past the end.
-type tableDecoder struct {
-	s   string
-	off int
-	err bool
-}
-
-func (d *tableDecoder) uvarint() uint64 {
-	var v uint64
-	for shift := 0; shift < 64; shift += 7 {
-		if d.off >= len(d.s) {
-			break
-		}
-		c := d.s[d.off]
-		d.off++
-		v |= uint64(c&0x7f) << shift
-		if c < 0x80 {
-			return v
-		}
-	}
-	d.err = true
-	return 0
-}
-
-func (d *tableDecoder) str() string {
-	l := d.uvarint()
-	if d.err || l > uint64(len(d.s)-d.off) {
-		d.err = true
-		return ""
-	}
-	s := d.s[d.off : d.off+int(l)]
-	d.off += int(l)
-	return s
 }
