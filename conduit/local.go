@@ -40,8 +40,8 @@ func RunLocal(n int, program func(j *Job)) (int, error) {
 	}
 	// As in a job of processes: polite waits when the ranks outnumber the
 	// CPUs, where spinners would take the CPU the others need.
-	polite := n > runtime.NumCPU()
-	lj, err := newLocalJob(n, listen, amudp.Config{Secret: secret, Polite: polite}, 2*time.Second)
+	spin, polite, _ := progressMode(amudp.DefaultSpin, false, n, runtime.NumCPU())
+	lj, err := newLocalJob(n, listen, amudp.Config{Secret: secret, Spin: spin, Polite: polite}, 2*time.Second)
 	if err != nil {
 		return 0, fmt.Errorf("conduit: RunLocal: %w", err)
 	}
