@@ -20,12 +20,15 @@ const pollFirstGap = ackDelay
 const maxBlock = 20 * time.Millisecond
 
 // maxBlockPolite is maxBlock for a polite endpoint, whose host has more
-// ranks than cores: each of its waiters' extra wakeups costs a context
-// switch that a busy rank pays for, and at 1024 ranks on 2 cores 50 of them
-// per second each doubled the CPU time of a job (hello 1024: 14.5 CPU-s with
-// 20 ms, 7.4 with 250 ms). Wakeups do not depend on it: datagrams, Wake and
-// retransmission deadlines end a sleep.
-const maxBlockPolite = 200 * time.Millisecond
+// ranks than cores. Wakeups do not depend on it: datagrams, Wake and
+// retransmission deadlines end a sleep; it only bounds the cost of a missed
+// one. Each extra wakeup of a waiter costs context switches (the Go
+// runtime's monitor thread polls ~60 times after each blocking syscall)
+// that the busy ranks pay for: hello 1024 on 2 cores took 35-41 s and 67-78
+// CPU-s with 200 ms (79k ppoll calls), 24-28 s and 46-55 CPU-s with 5 s
+// (17k), while its early ranks wait ~20 s for the last to start
+// (DESIGN.md §7).
+const maxBlockPolite = 5 * time.Second
 
 // Poll handles pending messages (at most the receive depth) and due
 // retransmissions. It returns at once when another goroutine is polling.

@@ -162,7 +162,10 @@ func (j *Job) collWait(cond func() bool) error {
 			return false
 		}
 		if since.IsZero() {
+			// A sleeping wait ends at datagrams, Wakes and
+			// retransmissions, not at a time of ours: wake it then.
 			since = time.Now()
+			time.AfterFunc(j.exitTimeout/4, j.ep.Wake)
 		}
 		return time.Since(since) >= j.exitTimeout/4
 	})

@@ -260,9 +260,11 @@ func jobProgram(t *testing.T, jn jobNet, rcvThread bool) []*Job {
 
 // TestJobExitEndsTheOthers: one rank calls Exit(3) while the others wait in
 // a barrier it never enters. The job's code is 3, and every other rank ends
-// at its wait, told by the console.
+// at its wait, told by the console, a quarter of the exit timeout later (the
+// time a collective has to complete), not at a polite sleep's cap.
 func TestJobExitEndsTheOthers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		start := time.Now() // virtual time
 		res, _ := runJob(t, 3, memNet(amudptest.New(1, 0.1, 0, 0)), false, func(j *Job) {
 			if j.Rank() == 2 {
 				j.Exit(3)
@@ -274,6 +276,11 @@ func TestJobExitEndsTheOthers(t *testing.T) {
 		want := jobResult{Code: 3, Ends: []string{"terminated", "terminated", "exit 3"}}
 		if d := cmp.Diff(want, res); d != "" {
 			t.Errorf("(-want +got):\n%s", d)
+		}
+		// runJob's exit timeout is 1 s: the ranks leave their barrier
+		// 250 ms after the Terminate.
+		if d := time.Since(start); d < 250*time.Millisecond || d > 300*time.Millisecond {
+			t.Errorf("the job took %v of virtual time; want 250 ms, a quarter of the exit timeout", d)
 		}
 	})
 }
