@@ -226,7 +226,8 @@ func initOnce() {
 	}
 	spin, polite, why := progressMode(cfg.PollSpin, src["GASNET_POLL_SPIN"].Var != "", w.HostCount, runtime.NumCPU())
 	if cfg.VerboseEnv && w.Rank == 0 {
-		fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), why)
+		// GOMAXPROCS as the L spawner may have set it (spawn.Local).
+		fmt.Fprintf(os.Stderr, "%s: rank 0: %s; GOMAXPROCS %d\n", progName(), why, runtime.GOMAXPROCS(0))
 	}
 	w.SetGrace(cfg.ExitTimeout / 2)
 	addrs, err := w.Addrs()

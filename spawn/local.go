@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,7 +16,9 @@ import (
 // Local is the L spawner: it forks and execs N copies of the program on this
 // host. Each child has its own process group (so a terminal's Ctrl-C reaches
 // only the console, which stops the job in order) and dies with the console
-// (Pdeathsig), so no worker outlives a killed console.
+// (Pdeathsig), so no worker outlives a killed console. When the workers
+// outnumber the CPUs, each gets GOMAXPROCS=1 unless the user set GOMAXPROCS
+// (see workerProcs).
 type Local struct{}
 
 var _ Spawner = Local{}
@@ -37,6 +40,10 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 	host, _ := os.Hostname()
 	var wg sync.WaitGroup
 	env, secret := withoutSecret(spec.Env)
+	_, set := os.LookupEnv(EnvGoMaxProcs)
+	if kv, ok := workerProcs(spec.Count, runtime.NumCPU(), set); ok {
+		env = append(env, kv)
+	}
 	for i := 0; i < spec.Count; i++ {
 		cmd := exec.Command(spec.Program, spec.Args...)
 		cmd.Dir = spec.Dir

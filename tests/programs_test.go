@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -116,6 +117,29 @@ func TestAmudprun(t *testing.T) {
 		t.Errorf("amudprun -v: exit %d\nstderr:\n%s", r.code, r.stderr)
 	}
 	checkNoSurvivors(t, marker, 2*time.Second)
+}
+
+// TestOversubscribedWorkers: when the workers outnumber the CPUs, the L
+// spawner gives each GOMAXPROCS=1 and their blocking waits are polite, as
+// rank 0 says in verbose mode; a GOMAXPROCS of the user's stands, and a job
+// that fits the CPUs keeps the runtime's default.
+func TestOversubscribedWorkers(t *testing.T) {
+	cpus := runtime.NumCPU()
+	for _, tt := range []struct {
+		env  []string
+		n    int
+		want string
+	}{
+		{nil, cpus + 1, "polite progress: " + strconv.Itoa(cpus+1) + " ranks share this host's " + strconv.Itoa(cpus) + " CPUs"},
+		{nil, cpus + 1, "; GOMAXPROCS 1\n"},
+		{[]string{"GOMAXPROCS=3"}, cpus + 1, "; GOMAXPROCS 3\n"},
+		{nil, 1, "; GOMAXPROCS " + strconv.Itoa(cpus) + "\n"},
+	} {
+		r := run(t, t.Name(), append([]string{"GASNET_VERBOSEENV=1"}, tt.env...), "hello", strconv.Itoa(tt.n))
+		if r.code != 0 || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("hello %d with %q: exit %d, want %q in stderr:\n%s", tt.n, tt.env, r.code, tt.want, r.stderr)
+		}
+	}
 }
 
 // TestReceiveThread: with GASNET_RCV_THREAD=1 a rank that computes without
