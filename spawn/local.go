@@ -17,8 +17,8 @@ import (
 // host. Each child has its own process group (so a terminal's Ctrl-C reaches
 // only the console, which stops the job in order) and dies with the console
 // (Pdeathsig), so no worker outlives a killed console. When the workers
-// outnumber the CPUs, each gets GOMAXPROCS=1 unless the user set GOMAXPROCS
-// (see workerProcs).
+// outnumber the CPUs, each starts with GOMAXPROCS=1 unless the user set
+// GOMAXPROCS (see workerProcs).
 type Local struct{}
 
 var _ Spawner = Local{}
@@ -41,9 +41,7 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 	var wg sync.WaitGroup
 	env, secret := withoutSecret(spec.Env)
 	_, set := os.LookupEnv(EnvGoMaxProcs)
-	if kv, ok := workerProcs(spec.Count, runtime.NumCPU(), set); ok {
-		env = append(env, kv)
-	}
+	env = append(env, workerProcs(spec.Count, runtime.NumCPU(), set)...)
 	for i := 0; i < spec.Count; i++ {
 		cmd := exec.Command(spec.Program, spec.Args...)
 		cmd.Dir = spec.Dir

@@ -120,9 +120,9 @@ func TestAmudprun(t *testing.T) {
 }
 
 // TestOversubscribedWorkers: when the workers outnumber the CPUs, the L
-// spawner gives each GOMAXPROCS=1 and their blocking waits are polite, as
-// rank 0 says in verbose mode; a GOMAXPROCS of the user's stands, and a job
-// that fits the CPUs keeps the runtime's default.
+// spawner starts each with GOMAXPROCS=1 and their blocking waits are polite,
+// as rank 0 says in verbose mode; a GOMAXPROCS of the user's stands, and a
+// job that fits the CPUs keeps the runtime's default.
 func TestOversubscribedWorkers(t *testing.T) {
 	cpus := runtime.NumCPU()
 	for _, tt := range []struct {
@@ -131,7 +131,7 @@ func TestOversubscribedWorkers(t *testing.T) {
 		want string
 	}{
 		{nil, cpus + 1, "polite progress: " + strconv.Itoa(cpus+1) + " ranks share this host's " + strconv.Itoa(cpus) + " CPUs"},
-		{nil, cpus + 1, "; GOMAXPROCS 1\n"},
+		{nil, cpus + 1, "; GOMAXPROCS 1 until the job has started (the L spawner's), then the runtime's default\n"},
 		{[]string{"GOMAXPROCS=3"}, cpus + 1, "; GOMAXPROCS 3\n"},
 		{nil, 1, "; GOMAXPROCS " + strconv.Itoa(cpus) + "\n"},
 	} {
