@@ -115,6 +115,9 @@ type Endpoint struct {
 	rcfg     retransmit.Config
 	origin   time.Time
 	bufMax   int
+	// interrupt, when set, makes the waits inside the endpoint give up
+	// (SetInterrupt).
+	interrupt atomic.Pointer[func() bool]
 
 	mu       sync.Mutex // guards the fields below, up to pollMu
 	handlers [NumHandlers]Handler
@@ -278,6 +281,18 @@ func (e *Endpoint) Register(index int, h Handler) error {
 	return nil
 }
 
+// SetInterrupt sets f, which the waits inside the endpoint (a request
+// waiting for credit, Drain) consult while they wait: once it returns true
+// they give up with ErrInterrupted. Call Wake when its answer changes. f
+// runs on the waiting goroutine; it must be cheap and must not block.
+func (e *Endpoint) SetInterrupt(f func() bool) { e.interrupt.Store(&f) }
+
+// interrupted reports whether the waits inside the endpoint must give up.
+func (e *Endpoint) interrupted() bool {
+	f := e.interrupt.Load()
+	return f != nil && (*f)()
+}
+
 // SetReturnedHandler installs handler 0. Without one, the first returned
 // request is reported as a *ReturnedError by Poll and the waiting calls.
 func (e *Endpoint) SetReturnedHandler(h ReturnedHandler) {
@@ -314,9 +329,15 @@ func (e *Endpoint) peerLocked(rank int) *peerState {
 func (e *Endpoint) isClosed() bool { return e.closedFlag.Load() }
 
 // Drain waits until every request this endpoint sent has been answered or
-// returned.
+// returned, or the interrupt function (SetInterrupt) says to give up.
 func (e *Endpoint) Drain() error {
-	return e.WaitUntil(func() bool { return e.Outstanding() == 0 })
+	if err := e.WaitUntil(func() bool { return e.Outstanding() == 0 || e.interrupted() }); err != nil {
+		return err
+	}
+	if e.Outstanding() != 0 {
+		return ErrInterrupted
+	}
+	return nil
 }
 
 // Close releases the endpoint's socket. Requests still in flight are

@@ -351,6 +351,40 @@ func TestUndeliverableAfterTimeout(t *testing.T) {
 	}
 }
 
+// TestInterruptEndsWaits: a request waiting for credit to a peer that does
+// not answer, and Drain, give up with ErrInterrupted once the interrupt
+// function says so and the endpoint is woken; before that they wait.
+func TestInterruptEndsWaits(t *testing.T) {
+	eps := newJob(t, 2, Config{NetworkDepth: 2})
+	var stop atomic.Bool
+	eps[0].SetInterrupt(stop.Load)
+	for range 2 { // the peer never polls: the credit is used up
+		if err := eps[0].RequestShort(1, 130); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := make(chan error, 1)
+	go func() { sent <- eps[0].RequestShort(1, 130) }()
+	select {
+	case err := <-sent:
+		t.Fatalf("a request without credit returned %v before the interrupt", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	stop.Store(true)
+	eps[0].Wake()
+	select {
+	case err := <-sent:
+		if !errors.Is(err, ErrInterrupted) {
+			t.Errorf("request = %v, want ErrInterrupted", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request still waits for credit after the interrupt")
+	}
+	if err := eps[0].Drain(); !errors.Is(err, ErrInterrupted) {
+		t.Errorf("Drain = %v, want ErrInterrupted", err)
+	}
+}
+
 // TestGarbageDatagramsDropped sends malformed and forged datagrams from a raw
 // socket: none runs a handler, each is counted.
 func TestGarbageDatagramsDropped(t *testing.T) {

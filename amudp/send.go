@@ -29,6 +29,9 @@ var (
 	ErrOutOfSegment   = errors.New("amudp: long payload outside the segment")
 	ErrNoPeers        = errors.New("amudp: peer table not set")
 	ErrNoAddress      = errors.New("amudp: address of the destination not known yet")
+	// ErrInterrupted: a wait for credit, or Drain, gave up because the
+	// interrupt function said so (SetInterrupt).
+	ErrInterrupted = errors.New("amudp: wait interrupted")
 )
 
 func checkMessage(cat Category, handler int, payload []byte, args []uint32) error {
@@ -97,7 +100,10 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	size := wire.HeaderLen + 4*len(args) + len(payload)
 	for !e.creditLocked(p, size) {
 		e.mu.Unlock()
-		if err := e.waitOnce(func() bool { return e.hasCredit(p, size) }); err != nil {
+		if e.interrupted() {
+			return ErrInterrupted
+		}
+		if err := e.waitOnce(func() bool { return e.hasCredit(p, size) || e.interrupted() }); err != nil {
 			return err
 		}
 		e.mu.Lock()

@@ -153,22 +153,7 @@ func (j *Job) completeLocked(e uint64) error {
 // after it. A collective that cannot complete (a rank ended without
 // entering it) then ends this rank.
 func (j *Job) collWait(cond func() bool) error {
-	var since time.Time
-	err := j.ep.WaitUntil(func() bool {
-		if cond() {
-			return true
-		}
-		if !j.ctl.Terminating() {
-			return false
-		}
-		if since.IsZero() {
-			// A sleeping wait ends at datagrams, Wakes and
-			// retransmissions, not at a time of ours: wake it then.
-			since = time.Now()
-			time.AfterFunc(j.exitTimeout/4, j.ep.Wake)
-		}
-		return time.Since(since) >= j.exitTimeout/4
-	})
+	err := j.ep.WaitUntil(func() bool { return cond() || j.leaving() })
 	if !cond() && j.ctl.Terminating() {
 		j.ctl.ExitNow()
 	}

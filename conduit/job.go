@@ -2,6 +2,7 @@ package conduit
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -25,7 +26,11 @@ type Job struct {
 	hostRank    []int
 	hosts       []string // host of every rank (for messages); nil in tests
 	exitTimeout time.Duration
-	aborting    atomic.Bool // the default handler 0 has spoken
+	// ending is when this rank first saw that the job ended elsewhere
+	// (see leaving), set once by endingOnce.
+	ending     time.Time
+	endingOnce sync.Once
+	aborting   atomic.Bool // the default handler 0 has spoken
 
 	rma   rma
 	table tableIn
@@ -73,8 +78,38 @@ func newJob(ep *amudp.Endpoint, ctl control, rank, size int, exitTimeout time.Du
 	j := &Job{ep: ep, ctl: ctl, rank: rank, size: size, hostRank: []int{rank}, exitTimeout: exitTimeout}
 	j.onReturned.Store(&defaultReturnedFn{j.defaultReturned})
 	ep.SetReturnedHandler(j.returned)
+	ep.SetInterrupt(j.leaving)
 	j.registerCore()
 	return j
+}
+
+// leaving reports whether this rank's waits must give up because the job
+// ended elsewhere: the console said so a quarter of the exit timeout ago.
+// Until then a wait goes on, so that a collective another rank completed
+// before it ended the job completes here too (the messages it needs are on
+// their way) and the program prints what it prints after it. A sleeping
+// wait ends at datagrams, Wakes and retransmissions, not at a time of ours:
+// a timer wakes it then.
+func (j *Job) leaving() bool {
+	if !j.ctl.Terminating() {
+		return false
+	}
+	j.endingOnce.Do(func() {
+		j.ending = time.Now()
+		time.AfterFunc(j.exitTimeout/4, j.ep.Wake)
+	})
+	return time.Since(j.ending) >= j.exitTimeout/4
+}
+
+// done ends the rank, as its wait would have, when err says a wait inside
+// the endpoint gave up because the job ended elsewhere (leaving); any other
+// error it returns. Every API call that may wait for credit or Drain
+// returns through it.
+func (j *Job) done(err error) error {
+	if errors.Is(err, amudp.ErrInterrupted) && j.ctl.Terminating() {
+		j.ctl.ExitNow()
+	}
+	return err
 }
 
 // setHosts records every rank's host, once the table is complete: for
@@ -280,7 +315,7 @@ func (j *Job) RequestShort(dest, handler int, args ...uint32) error {
 	if err != nil {
 		return err
 	}
-	return ep.RequestShort(dest, handler, args...)
+	return j.done(ep.RequestShort(dest, handler, args...))
 }
 
 // RequestMedium sends a Medium request; payload may be reused on return.
@@ -289,7 +324,7 @@ func (j *Job) RequestMedium(dest, handler int, payload []byte, args ...uint32) e
 	if err != nil {
 		return err
 	}
-	return ep.RequestMedium(dest, handler, payload, args...)
+	return j.done(ep.RequestMedium(dest, handler, payload, args...))
 }
 
 // RequestLong sends a Long request writing payload at offset of dest's
@@ -303,7 +338,7 @@ func (j *Job) RequestLong(dest, handler int, payload []byte, offset uint64, args
 	if err := j.checkRemote(dest, offset, len(payload)); err != nil {
 		return err
 	}
-	return ep.RequestLong(dest, handler, payload, offset, args...)
+	return j.done(ep.RequestLong(dest, handler, payload, offset, args...))
 }
 
 // checkRemote checks a range of dest's segment against the sizes exchanged
@@ -348,7 +383,7 @@ func (j *Job) BarrierNotify() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, err := j.enterLocked()
-	return barrierError(e, err)
+	return j.done(barrierError(e, err))
 }
 
 // BarrierWait waits, servicing the network, until every rank has entered
@@ -363,7 +398,7 @@ func (j *Job) BarrierWait() error {
 	if b.completed == e {
 		return nil
 	}
-	return barrierError(e, j.completeLocked(e))
+	return j.done(barrierError(e, j.completeLocked(e)))
 }
 
 // nextBarrier numbers the barrier this rank enters now. j.bar.mu held.
@@ -388,7 +423,7 @@ func (j *Job) Barrier() error {
 	if err == nil {
 		err = j.completeLocked(e)
 	}
-	return barrierError(e, err)
+	return j.done(barrierError(e, err))
 }
 
 // consoleBarrier is a barrier served by the console, for startup: before
@@ -418,13 +453,13 @@ func (j *Job) AllGather(data []byte) ([][]byte, error) {
 	j.gat.lock.Lock()
 	defer j.gat.lock.Unlock()
 	if err := j.ep.Drain(); err != nil {
-		return nil, err
+		return nil, j.done(err)
 	}
 	j.gat.n++
 	n := j.gat.n
 	parts, err := j.allGather(n, data)
 	if err != nil {
-		return nil, fmt.Errorf("all-gather %d: %w", n, err)
+		return nil, j.done(fmt.Errorf("all-gather %d: %w", n, err))
 	}
 	return parts, nil
 }

@@ -285,6 +285,40 @@ func TestJobExitEndsTheOthers(t *testing.T) {
 	})
 }
 
+// TestJobExitEndsSendersWaitingForCredit: one rank calls Exit(24) while the
+// others flood it with requests, which it no longer answers: their requests
+// wait for credit, and they end there a quarter of the exit timeout after
+// the Terminate, as a collective's wait does, not when a request to the
+// silent rank is given up (2 s here) or later.
+func TestJobExitEndsSendersWaitingForCredit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now() // virtual time
+		res, _ := runJob(t, 3, memNet(amudptest.New(1, 0, 0, 0)), false, func(j *Job) {
+			if _, err := j.Attach([]HandlerEntry{{130, func(*Token, []uint32, []byte) {}}}, 0); err != nil {
+				t.Error(err)
+				return
+			}
+			if j.Rank() == 0 {
+				time.Sleep(10 * time.Millisecond) // the others run out of credit
+				j.Exit(24)
+			}
+			for {
+				if err := j.RequestShort(0, 130); err != nil {
+					t.Errorf("rank %d: %v", j.Rank(), err)
+					return
+				}
+			}
+		})
+		want := jobResult{Code: 24, Ends: []string{"exit 24", "terminated", "terminated"}}
+		if d := cmp.Diff(want, res); d != "" {
+			t.Errorf("(-want +got):\n%s", d)
+		}
+		if d := time.Since(start); d < 250*time.Millisecond || d > 300*time.Millisecond {
+			t.Errorf("the job took %v of virtual time; want 260 ms: 10 ms, then a quarter of the exit timeout", d)
+		}
+	})
+}
+
 // TestJobUndeliverableAborts: a rank whose peer is cut off from the network
 // gives its request up after the peer's silence, and the default handler 0
 // aborts the job with code 1; the waiting ranks end.

@@ -138,7 +138,7 @@ func (j *Job) PutNB(dest int, offset uint64, data []byte) (*Handle, error) {
 		c := data[i*MaxLong : min((i+1)*MaxLong, len(data))]
 		if err := j.ep.RequestLong(dest, hPut, c, offset+uint64(i*MaxLong), h.id); err != nil {
 			j.rma.forget(h)
-			return nil, fmt.Errorf("conduit: put to rank %d: %w", dest, err)
+			return nil, j.done(fmt.Errorf("conduit: put to rank %d: %w", dest, err))
 		}
 	}
 	return h, nil
@@ -168,7 +168,7 @@ func (j *Job) GetNB(src int, offset uint64, buf []byte) (*Handle, error) {
 		off := offset + uint64(i*MaxMedium)
 		if err := j.ep.RequestShort(src, hGetReq, uint32(off), uint32(off>>32), uint32(n), h.id, uint32(i*MaxMedium)); err != nil {
 			j.rma.forget(h)
-			return nil, fmt.Errorf("conduit: get from rank %d: %w", src, err)
+			return nil, j.done(fmt.Errorf("conduit: get from rank %d: %w", src, err))
 		}
 	}
 	return h, nil

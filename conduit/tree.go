@@ -263,10 +263,10 @@ func (j *Job) treeCollective(what string, root int, body func() error) error {
 	t.lock.Lock()
 	defer t.lock.Unlock()
 	if err := j.ep.Drain(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return j.done(fmt.Errorf("%s: %w", what, err))
 	}
 	if err := body(); err != nil {
-		return err
+		return j.done(err)
 	}
 	j.ep.Fence()
 	return nil
