@@ -267,6 +267,7 @@ func TestJobExitEndsTheOthers(t *testing.T) {
 		start := time.Now() // virtual time
 		res, _ := runJob(t, 3, memNet(amudptest.New(1, 0.1, 0, 0)), false, func(j *Job) {
 			if j.Rank() == 2 {
+				time.Sleep(10 * time.Millisecond) // the others wait in the barrier
 				j.Exit(3)
 				t.Error("Exit returned")
 			}
@@ -279,8 +280,8 @@ func TestJobExitEndsTheOthers(t *testing.T) {
 		}
 		// runJob's exit timeout is 1 s: the ranks leave their barrier
 		// 250 ms after the Terminate.
-		if d := time.Since(start); d < 250*time.Millisecond || d > 300*time.Millisecond {
-			t.Errorf("the job took %v of virtual time; want 250 ms, a quarter of the exit timeout", d)
+		if d := time.Since(start); d < 260*time.Millisecond || d > 310*time.Millisecond {
+			t.Errorf("the job took %v of virtual time; want 260 ms: 10 ms, then a quarter of the exit timeout", d)
 		}
 	})
 }
