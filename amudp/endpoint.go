@@ -331,13 +331,21 @@ func (e *Endpoint) isClosed() bool { return e.closedFlag.Load() }
 // Drain waits until every request this endpoint sent has been answered or
 // returned, or the interrupt function (SetInterrupt) says to give up.
 func (e *Endpoint) Drain() error {
-	if err := e.WaitUntil(func() bool { return e.Outstanding() == 0 || e.interrupted() }); err != nil {
-		return err
+	// Whether the last check gave up: afterwards another goroutine may have
+	// sent more, so Outstanding then says nothing about this wait.
+	cut := false
+	err := e.WaitUntil(func() bool {
+		cut = false
+		if e.Outstanding() == 0 {
+			return true
+		}
+		cut = e.interrupted()
+		return cut
+	})
+	if err == nil && cut {
+		err = ErrInterrupted
 	}
-	if e.Outstanding() != 0 {
-		return ErrInterrupted
-	}
-	return nil
+	return err
 }
 
 // Close releases the endpoint's socket. Requests still in flight are
