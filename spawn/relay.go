@@ -133,7 +133,7 @@ func DecodeTable(b []byte, n int) (Table, error) {
 		return all[off-int(l) : off]
 	}
 	nh := uvarint()
-	if !ok || nh == 0 || nh > uint64(len(b)) {
+	if !ok || nh == 0 || nh > uint64(n) { // distinct hosts of n >= 1 ranks
 		return Table{}, bad
 	}
 	hosts := make([]string, nh)

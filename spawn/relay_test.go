@@ -122,6 +122,14 @@ func TestTableMalformed(t *testing.T) {
 	if _, err := DecodeTable([]byte{tableVersion + 1, 1, 1, 'h', 1, 0, 1, 'a'}, 1); err == nil {
 		t.Error("another version was accepted")
 	}
+	// Found by FuzzDecodeTable: a table of no ranks with a host, which
+	// EncodeTable would not write back (no job has 0 ranks).
+	if _, err := DecodeTable([]byte{tableVersion, 1, 0, 0}, 0); err == nil {
+		t.Error("a table of 0 ranks was accepted")
+	}
+	if _, err := DecodeTable([]byte{tableVersion, 2, 1, 'h', 1, 'i', 1, 0, 1, 'a'}, 1); err == nil {
+		t.Error("more hosts than ranks were accepted")
+	}
 }
 
 // FuzzDecodeTable: whatever a tree parent sends, DecodeTable returns a
