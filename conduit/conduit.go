@@ -226,11 +226,7 @@ func initOnce() {
 	}
 	spin, polite, why := progressMode(cfg.PollSpin, src["GASNET_POLL_SPIN"].Var != "", w.HostCount, runtime.NumCPU())
 	if cfg.VerboseEnv && w.Rank == 0 {
-		procs := fmt.Sprintf("GOMAXPROCS %d", runtime.GOMAXPROCS(0))
-		if os.Getenv(spawn.EnvStartProcs) != "" {
-			procs = "GOMAXPROCS 1 until the job has started (the L spawner's), then the runtime's default"
-		}
-		fmt.Fprintf(os.Stderr, "%s: rank 0: %s; %s\n", progName(), why, procs)
+		fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), why)
 	}
 	w.SetGrace(cfg.ExitTimeout / 2)
 	addrs, err := w.Addrs()
@@ -265,7 +261,6 @@ func initOnce() {
 		fatal("rank %d: %v", w.Rank, err)
 	}
 	j.setHosts(w.Hosts)
-	spawn.RestoreProcs()
 	std.job = j
 	if cfg.RcvThread {
 		go progress(ep)

@@ -106,7 +106,7 @@ func (j *Job) leaving() bool {
 // error it returns. Every API call that may wait for credit or Drain
 // returns through it.
 func (j *Job) done(err error) error {
-	if errors.Is(err, amudp.ErrInterrupted) && j.ctl.Terminating() {
+	if errors.Is(err, amudp.ErrInterrupted) {
 		j.ctl.ExitNow()
 	}
 	return err

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,9 +15,7 @@ import (
 // Local is the L spawner: it forks and execs N copies of the program on this
 // host. Each child has its own process group (so a terminal's Ctrl-C reaches
 // only the console, which stops the job in order) and dies with the console
-// (Pdeathsig), so no worker outlives a killed console. When the workers
-// outnumber the CPUs, each starts with GOMAXPROCS=1 unless the user set
-// GOMAXPROCS (see workerProcs).
+// (Pdeathsig), so no worker outlives a killed console.
 type Local struct{}
 
 var _ Spawner = Local{}
@@ -40,8 +37,6 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 	host, _ := os.Hostname()
 	var wg sync.WaitGroup
 	env, secret := withoutSecret(spec.Env)
-	_, set := os.LookupEnv(EnvGoMaxProcs)
-	env = append(env, workerProcs(spec.Count, runtime.NumCPU(), set)...)
 	for i := 0; i < spec.Count; i++ {
 		cmd := exec.Command(spec.Program, spec.Args...)
 		cmd.Dir = spec.Dir

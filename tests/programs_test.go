@@ -119,10 +119,9 @@ func TestAmudprun(t *testing.T) {
 	checkNoSurvivors(t, marker, 2*time.Second)
 }
 
-// TestOversubscribedWorkers: when the workers outnumber the CPUs, the L
-// spawner starts each with GOMAXPROCS=1 and their blocking waits are polite,
-// as rank 0 says in verbose mode; a GOMAXPROCS of the user's stands, and a
-// job that fits the CPUs keeps the runtime's default.
+// TestOversubscribedWorkers: when the workers outnumber the CPUs their
+// blocking waits are polite, as rank 0 says in verbose mode; a
+// GASNET_POLL_SPIN of the user's wins, and a job that fits the CPUs spins.
 func TestOversubscribedWorkers(t *testing.T) {
 	cpus := runtime.NumCPU()
 	for _, tt := range []struct {
@@ -131,9 +130,8 @@ func TestOversubscribedWorkers(t *testing.T) {
 		want string
 	}{
 		{nil, cpus + 1, "polite progress: " + strconv.Itoa(cpus+1) + " ranks share this host's " + strconv.Itoa(cpus) + " CPUs"},
-		{nil, cpus + 1, "; GOMAXPROCS 1 until the job has started (the L spawner's), then the runtime's default\n"},
-		{[]string{"GOMAXPROCS=3"}, cpus + 1, "; GOMAXPROCS 3\n"},
-		{nil, 1, "; GOMAXPROCS " + strconv.Itoa(cpus) + "\n"},
+		{[]string{"GASNET_POLL_SPIN=50us"}, cpus + 1, "blocking waits spin 50µs before they sleep (GASNET_POLL_SPIN as set)"},
+		{nil, 1, "blocking waits spin 100µs before they sleep (1 ranks on this host's " + strconv.Itoa(cpus) + " CPUs)"},
 	} {
 		r := run(t, t.Name(), append([]string{"GASNET_VERBOSEENV=1"}, tt.env...), "hello", strconv.Itoa(tt.n))
 		if r.code != 0 || !strings.Contains(r.stderr, tt.want) {
