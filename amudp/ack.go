@@ -80,8 +80,8 @@ func (e *Endpoint) sendAcks(p *peerState) {
 // ackLocked completes p's request (slot, seq) if it is in flight, and
 // reports whether it was; anything else is a duplicate reply.
 func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, now retransmit.Time) bool {
-	s := &p.slots[slot]
-	if !s.inflight || s.seq != seq {
+	s := p.req(slot)
+	if s == nil || !s.inflight || s.seq != seq {
 		e.stats.dupReplies.Add(1)
 		return false
 	}

@@ -280,3 +280,52 @@ func TestByteWindowKeepsFloodInBuffer(t *testing.T) {
 		t.Errorf("the kernel dropped %d of 3000 datagrams", d)
 	}
 }
+
+// TestRepliesToUnusedSlots: an authenticated reply naming a slot that no
+// request of this endpoint ever used (a peer's bug, or an old job's replay
+// with the same secret) is a duplicate, not a crash, whether the endpoint
+// has talked to the peer yet or not, and alone or in an auto-reply's list.
+func TestRepliesToUnusedSlots(t *testing.T) {
+	e, raw := wireJob(t, Config{NetworkDepth: 64})
+	replies := 0
+	e.Register(131, func(*Token, []uint32, []byte) { replies++ })
+	send := func(kind Kind, slot uint16, pairs ...uint16) {
+		m := wire.Message{Header: wire.Header{Kind: kind, Src: 1, Slot: slot, Seq: 1}}
+		if kind == KindShortReply {
+			m.Handler = 131
+		}
+		for i := 0; i+1 < len(pairs); i += 2 {
+			m.Payload = wire.AppendAckPair(m.Payload, pairs[i], pairs[i+1])
+		}
+		b, err := m.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.Send(sealed("wire secret", 0, b), e.LocalAddr())
+	}
+	dups := func(want uint64) {
+		t.Helper()
+		if err := e.WaitUntil(func() bool { return e.Stats().DupReplies >= want }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(KindShortReply, 5) // no state for rank 1 yet
+	dups(1)
+	if err := e.RequestShort(1, 130); err != nil { // slot 0 of rank 1 in use
+		t.Fatal(err)
+	}
+	recvMsg(t, raw)
+	send(KindShortReply, 40)       // a slot of a chunk never allocated
+	send(KindAutoReply, 63, 50, 1) // the same, twice in one datagram
+	dups(4)
+	if replies != 0 {
+		t.Errorf("%d reply handlers ran for requests never sent", replies)
+	}
+	send(KindShortReply, 0) // the real reply still completes the request
+	if err := e.WaitUntil(func() bool { return replies == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Drain(); err != nil {
+		t.Fatal(err)
+	}
+}

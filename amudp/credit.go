@@ -3,37 +3,40 @@ package amudp
 // slotPool hands out a peer's credit instances (slots 0..depth-1): a request
 // holds one from transmission until its reply arrives, so at most depth
 // requests are outstanding to the peer (GASNET_NETWORKDEPTH, DESIGN.md §6).
-// It is pure bookkeeping; the endpoint guards it with its mutex.
+// A released slot is the next one handed out again, and a slot never used
+// before only when none is free, so the slots in use stay as few as the
+// requests that were ever outstanding at once (and the peer's per-slot
+// state with them: see peerState). It is pure bookkeeping; the endpoint
+// guards it with its mutex.
 type slotPool struct {
-	free []uint16 // a stack of free slots
+	free  []uint16 // a stack of released slots
+	next  int      // slots handed out at least once: 0..next-1
+	depth int
 }
 
-func newSlotPool(depth int) slotPool {
-	p := slotPool{free: make([]uint16, depth)}
-	for i := range p.free {
-		p.free[i] = uint16(depth - 1 - i) // slot 0 on top
-	}
-	return p
-}
+func newSlotPool(depth int) slotPool { return slotPool{depth: depth} }
 
 func (p *slotPool) acquire() (uint16, bool) {
-	n := len(p.free)
-	if n == 0 {
+	if n := len(p.free); n > 0 {
+		s := p.free[n-1]
+		p.free = p.free[:n-1]
+		return s, true
+	}
+	if p.next == p.depth {
 		return 0, false
 	}
-	s := p.free[n-1]
-	p.free = p.free[:n-1]
-	return s, true
+	p.next++
+	return uint16(p.next - 1), true
 }
 
 func (p *slotPool) release(s uint16) {
-	if len(p.free) == cap(p.free) {
-		panic("amudp: slot released twice") // an invariant of the endpoint, not input
+	if len(p.free) >= p.next || int(s) >= p.next {
+		panic("amudp: slot released twice or never acquired") // an invariant of the endpoint, not input
 	}
 	p.free = append(p.free, s)
 }
 
-func (p *slotPool) available() int { return len(p.free) }
+func (p *slotPool) available() int { return len(p.free) + p.depth - p.next }
 
 // sendCredits bounds the requests outstanding over all peers
 // (GASNET_SENDDEPTH); limit < 0 means unlimited.
@@ -92,7 +95,7 @@ func (e *Endpoint) hasCredit(p *peerState, size int) bool {
 func (e *Endpoint) releaseLocked(p *peerState, slot uint16) {
 	p.pool.release(slot)
 	e.send.give()
-	p.bytes.give(p.slots[slot].size)
+	p.bytes.give(p.req(slot).size)
 }
 
 // sendDoneLocked ends one send of a slot's buffer, freeing the slot when its
@@ -100,7 +103,7 @@ func (e *Endpoint) releaseLocked(p *peerState, slot uint16) {
 // returns outside a poll pass, which the caller must announce with Wake
 // after unlocking, or goroutines waiting for credit sleep past it.
 func (e *Endpoint) sendDoneLocked(p *peerState, slot uint16) bool {
-	s := &p.slots[slot]
+	s := p.req(slot)
 	s.sending--
 	if s.sending == 0 && s.freeLater {
 		s.freeLater = false
@@ -112,7 +115,7 @@ func (e *Endpoint) sendDoneLocked(p *peerState, slot uint16) bool {
 
 // completeLocked ends a request: acknowledged, refused or given up.
 func (e *Endpoint) completeLocked(p *peerState, slot uint16) {
-	s := &p.slots[slot]
+	s := p.req(slot)
 	s.inflight = false
 	if s.sending > 0 {
 		s.freeLater = true

@@ -3,6 +3,10 @@ package amudp
 import (
 	"testing"
 	"testing/quick"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/udpconduit/udpconduit/amudp/wire"
 )
 
 // creditModel is the naive reference: counts per peer and in total.
@@ -70,4 +74,86 @@ func TestCreditsAgainstModel(t *testing.T) {
 	if err := quick.Check(f, &quick.Config{MaxCount: 500}); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestSlotsReusedBeforeNew: a released slot is handed out again before a
+// slot never used, so the slots in use stay as few as the requests that were
+// outstanding at once.
+func TestSlotsReusedBeforeNew(t *testing.T) {
+	p := newSlotPool(8)
+	var got []uint16
+	take := func() {
+		s, ok := p.acquire()
+		if !ok {
+			t.Fatal("no slot with credit left")
+		}
+		got = append(got, s)
+	}
+	take()
+	take()
+	take()
+	p.release(1)
+	p.release(0)
+	take()
+	take()
+	take()
+	if d := cmp.Diff([]uint16{0, 1, 2, 0, 1, 3}, got); d != "" {
+		t.Errorf("slots handed out (-want +got):\n%s", d)
+	}
+	if p.available() != 4 {
+		t.Errorf("available = %d, want 4", p.available())
+	}
+}
+
+// TestPeerStateGrowsWithUse: a peer's per-slot state is allocated a chunk at
+// a time as slots are first used, at the sender and at the receiver: a job
+// of many ranks that each talk to a few peers with few requests outstanding
+// does not pay the network depth's worth of state per peer.
+func TestPeerStateGrowsWithUse(t *testing.T) {
+	e, raw := wireJob(t, Config{NetworkDepth: 128})
+	e.Register(130, func(*Token, []uint32, []byte) {})
+	allocated := func(what string, n int) int {
+		t.Helper()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		p := e.peers[1]
+		k := 0
+		for i := range 128 / slotChunk {
+			switch what {
+			case "slots":
+				if p.slots[i] != nil {
+					k++
+				}
+			case "rx":
+				if p.rx[i] != nil {
+					k++
+				}
+			}
+		}
+		if k != n {
+			t.Errorf("%s chunks allocated: %d, want %d", what, k, n)
+		}
+		return k
+	}
+	for i := range slotChunk + 1 { // never answered: slots 0..16
+		if err := e.RequestShort(1, 130, uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocated("slots", 2)
+	allocated("rx", 0)
+	ran := 0
+	e.Register(131, func(*Token, []uint32, []byte) { ran++ })
+	for seq := uint16(1); seq <= 3; seq++ { // one slot, used three times
+		m := wire.Message{Header: wire.Header{Kind: KindShortRequest, Handler: 131, Src: 1, Slot: 0, Seq: seq}}
+		b, err := m.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.Send(sealed("wire secret", 0, b), e.LocalAddr())
+		if err := e.WaitUntil(func() bool { return ran == int(seq) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocated("rx", 1)
 }

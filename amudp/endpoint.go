@@ -85,8 +85,12 @@ type peerState struct {
 	probe    int
 	pool     slotPool
 	bytes    byteWindow
-	slots    []reqSlot
-	rx       []rxSlot // owned by the poller
+	// The per-slot state, in chunks of slotChunk allocated on first use
+	// (a peer that never has more than a few requests outstanding costs
+	// one chunk, not the network depth's worth). The chunk tables have a
+	// fixed length, so a chunk, once set, is read without the lock.
+	slots []*[slotChunk]reqSlot // under mu
+	rx    []*[slotChunk]rxSlot  // owned by the poller
 
 	// Automatic replies waiting to go out together; owned by the poller.
 	acks      []uint32 // slot<<16 | seq
@@ -319,11 +323,46 @@ func (e *Endpoint) Segment() []byte {
 func (e *Endpoint) peerLocked(rank int) *peerState {
 	p := e.peers[rank]
 	if p == nil {
-		p = &peerState{rank: rank, addr: e.addrs[rank], probe: -1,
-			pool: newSlotPool(e.depth), slots: make([]reqSlot, e.depth), rx: make([]rxSlot, e.depth)}
+		chunks := (e.depth + slotChunk - 1) / slotChunk
+		p = &peerState{rank: rank, addr: e.addrs[rank], probe: -1, pool: newSlotPool(e.depth),
+			slots: make([]*[slotChunk]reqSlot, chunks), rx: make([]*[slotChunk]rxSlot, chunks)}
 		e.peers[rank] = p
 	}
 	return p
+}
+
+// slotChunk is how many slots' state a peer allocates at a time.
+const slotChunk = 16
+
+// req returns the state of request slot s, or nil when no request has
+// used the slot (a slot named by a reply that this endpoint never sent).
+// mu held, or s in flight.
+func (p *peerState) req(s uint16) *reqSlot {
+	c := p.slots[int(s)/slotChunk]
+	if c == nil {
+		return nil
+	}
+	return &c[int(s)%slotChunk]
+}
+
+// newReq returns the state of request slot s, just acquired, allocating
+// its chunk on first use. mu held.
+func (p *peerState) newReq(s uint16) *reqSlot {
+	c := &p.slots[int(s)/slotChunk]
+	if *c == nil {
+		*c = new([slotChunk]reqSlot)
+	}
+	return &(*c)[int(s)%slotChunk]
+}
+
+// rxAt returns the receiver's state of slot s (below the depth),
+// allocating its chunk on first use. Poller only.
+func (p *peerState) rxAt(s uint16) *rxSlot {
+	c := &p.rx[int(s)/slotChunk]
+	if *c == nil {
+		*c = new([slotChunk]rxSlot)
+	}
+	return &(*c)[int(s)%slotChunk]
 }
 
 func (e *Endpoint) isClosed() bool { return e.closedFlag.Load() }

@@ -75,7 +75,7 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort) {
 // with it released.
 func (e *Endpoint) handleRequest(m *wire.Message, src int) {
 	p := e.peerLocked(src)
-	r := &p.rx[m.Slot]
+	r := p.rxAt(m.Slot)
 	// Sequence numbers compare in serial-number arithmetic (RFC 1982): the
 	// sender may have given up on requests of this slot that never arrived,
 	// so a new request can be more than one ahead. A slot has one request
@@ -146,8 +146,11 @@ func (e *Endpoint) handleReply(m *wire.Message, src int) {
 		e.mu.Unlock()
 		return
 	}
-	s := &p.slots[m.Slot]
-	kind, handler := s.kind, s.handler
+	var kind Kind
+	var handler uint8
+	if s := p.req(m.Slot); s != nil {
+		kind, handler = s.kind, s.handler
+	}
 	if !e.ackLocked(p, m.Slot, m.Seq, now) {
 		e.mu.Unlock()
 		return

@@ -73,13 +73,13 @@ func (e *Endpoint) sendReply(p *peerState, slot uint16, m *wire.Message) error {
 		return err
 	}
 	e.stats.sent.Add(1)
-	return e.tr.Send(p.rx[slot].reply, p.addr)
+	return e.tr.Send(p.rxAt(slot).reply, p.addr)
 }
 
 // storeReply encodes and seals m as the reply of p's request in slot,
 // re-sent for a retransmitted request.
 func (e *Endpoint) storeReply(p *peerState, slot uint16, m *wire.Message) error {
-	r := &p.rx[slot]
+	r := p.rxAt(slot)
 	var err error
 	if r.reply, err = m.Append(r.reply[:0]); err != nil {
 		return err

@@ -115,7 +115,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	slot, _ := p.pool.acquire()
 	e.send.take()
 	p.bytes.take(size)
-	s := &p.slots[slot]
+	s := p.newReq(slot)
 	s.size = size
 	s.seq++
 	m := wire.Message{Header: wire.Header{Kind: wire.RequestKind(cat), Handler: uint8(handler), NArgs: uint8(len(args)),

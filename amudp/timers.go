@@ -35,7 +35,7 @@ func (e *Endpoint) fireTimers() {
 		}
 		ref := e.owner[h]
 		p := e.peers[ref.peer]
-		s := &p.slots[ref.slot]
+		s := p.req(ref.slot)
 		// Waits stay near the RTT while the peer is heard from, and a
 		// request is given up only after the peer's silence
 		// (retransmit.Config.NextWait, GiveUpAfter).
@@ -68,7 +68,7 @@ func (e *Endpoint) fireTimers() {
 	e.mu.Unlock()
 	for _, ref := range e.resends {
 		p := e.peers[ref.peer] // peers entries never change once set
-		_ = e.tr.Send(p.slots[ref.slot].buf, p.addr)
+		_ = e.tr.Send(p.req(ref.slot).buf, p.addr)
 		e.stats.retransmits.Add(1)
 		e.stats.sent.Add(1)
 	}
