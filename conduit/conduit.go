@@ -220,9 +220,12 @@ func initOnce() {
 	if err := w.Join(cfg, udp.LocalAddr()); err != nil {
 		fatal("%v", err)
 	}
-	// The console's settings are now in force: read them again.
-	if cfg, src, err = spawn.LoadConfig(); err != nil {
-		fatal("%v", err)
+	// The console's settings are now in force: read them again if they
+	// were not those this process started with.
+	if w.EnvChanged {
+		if cfg, src, err = spawn.LoadConfig(); err != nil {
+			fatal("%v", err)
+		}
 	}
 	spin, polite, why := progressMode(cfg.PollSpin, src["GASNET_POLL_SPIN"].Var != "", w.HostCount, runtime.NumCPU())
 	if cfg.VerboseEnv && w.Rank == 0 {

@@ -32,6 +32,11 @@ type Worker struct {
 	// LocalIP is the address of the interface that reaches the console; the
 	// worker's UDP socket binds it.
 	LocalIP netip.Addr
+	// EnvChanged says whether Join changed this process's environment: the
+	// console's settings differed from those the worker started with (as
+	// under a launcher that does not pass the environment on), so the
+	// configuration must be read again.
+	EnvChanged bool
 
 	conn     net.Conn
 	wmu      sync.Mutex
@@ -321,7 +326,10 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 		close(w.children.welcome)
 	}
 	for k, v := range w.Env {
-		os.Setenv(k, v)
+		if old, ok := os.LookupEnv(k); !ok || old != v {
+			os.Setenv(k, v)
+			w.EnvChanged = true
+		}
 	}
 	for _, k := range []string{EnvMaster, EnvSecret, EnvSecretFD, EnvIndex, EnvRoute} {
 		os.Unsetenv(k) // children of this worker are not workers
