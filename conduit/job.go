@@ -53,9 +53,11 @@ type Job struct {
 	onReturned      atomic.Pointer[defaultReturnedFn]
 }
 
-// control is a rank's link to the console: the collectives it serves, and
-// the end of the job. In a worker process it is the *spawn.Worker that
-// bootstrapped it; the tests use an in-memory console.
+// control is a rank's link to the console: the end of the job, and the
+// collectives it is told about (for GASNET_HANG_WARN). In a worker process
+// it is the *spawn.Worker that bootstrapped it (whose startup barrier
+// relayTable uses directly); RunLocal and the tests use an in-memory
+// console.
 type control interface {
 	// Terminating reports whether the console told this rank to exit
 	// because the job ended elsewhere; ExitNow then ends the rank.
@@ -65,8 +67,6 @@ type control interface {
 	Exit(code int, grace time.Duration)
 	// Abort is Exit with the reason, which the console reports.
 	Abort(code int, why string, grace time.Duration)
-	BarrierNotify() error
-	BarriersDone() uint64
 	// Report tells the console that this rank waits in collective seq of
 	// kind ("barrier", "all-gather"), or no longer does.
 	Report(kind string, seq uint64, in bool) error
@@ -424,23 +424,6 @@ func (j *Job) Barrier() error {
 		err = j.completeLocked(e)
 	}
 	return j.done(barrierError(e, err))
-}
-
-// consoleBarrier is a barrier served by the console, for startup: before
-// the address table has reached every rank, a rank could not hear another's
-// barrier message.
-func (j *Job) consoleBarrier() error {
-	j.bar.mu.Lock()
-	defer j.bar.mu.Unlock()
-	e := j.nextBarrier()
-	j.consoleBarriers++
-	target := j.consoleBarriers
-	if err := j.ctl.BarrierNotify(); err != nil {
-		return err
-	}
-	return j.waitIn("barrier", e, func() error {
-		return j.wait(func() bool { return j.ctl.BarriersDone() >= target })
-	})
 }
 
 // AllGather contributes data and returns every rank's contribution, indexed

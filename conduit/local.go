@@ -59,7 +59,7 @@ type localJob struct {
 // newLocalJob opens n endpoints with listen, configured by cfg (its Rank
 // and Reserved set here), and makes their Jobs under one localConsole.
 func newLocalJob(n int, listen func(i int) (amudp.Transport, error), cfg amudp.Config, exitTimeout time.Duration) (*localJob, error) {
-	c := &localConsole{n: n, notified: make([]uint64, n), ends: make([]string, n)}
+	c := &localConsole{n: n, ends: make([]string, n)}
 	lj := &localJob{c: c, jobs: make([]*Job, n)}
 	addrs := make([]netip.AddrPort, n)
 	for i := range n {
@@ -110,17 +110,15 @@ func (lj *localJob) close() {
 	}
 }
 
-// localConsole is the console of an in-process job: it serves the startup
-// barrier as spawn's console does (it completes when every rank has entered
-// it) and ends the job as a worker process would end, except that a rank's
-// "process" is its goroutine: Exit and ExitNow end it with runtime.Goexit.
+// localConsole is the console of an in-process job: it ends the job as a
+// worker process would end, except that a rank's "process" is its
+// goroutine: Exit and ExitNow end it with runtime.Goexit. (An in-process
+// job starts with every address known: it has no startup barrier.)
 type localConsole struct {
 	n   int
 	eps []*amudp.Endpoint
 
 	mu          sync.Mutex
-	notified    []uint64
-	barriers    atomic.Uint64
 	code        int
 	codeSet     bool
 	ends        []string // how each rank ended
@@ -170,26 +168,5 @@ func (r localRank) Exit(code int, _ time.Duration) {
 	c.wakeAll()
 	runtime.Goexit()
 }
-
-func (r localRank) BarrierNotify() error {
-	c := r.c
-	c.mu.Lock()
-	c.notified[r.rank]++
-	low := c.notified[0]
-	for _, k := range c.notified {
-		low = min(low, k)
-	}
-	advanced := low > c.barriers.Load()
-	if advanced {
-		c.barriers.Store(low) // under mu: completions never go backwards
-	}
-	c.mu.Unlock()
-	if advanced {
-		c.wakeAll()
-	}
-	return nil
-}
-
-func (r localRank) BarriersDone() uint64 { return r.c.barriers.Load() }
 
 func (r localRank) Report(string, uint64, bool) error { return nil }

@@ -71,5 +71,22 @@ func (j *Job) relayTable(w *spawn.Worker) error {
 			return fmt.Errorf("relaying the address table to rank %d: %w", c, err)
 		}
 	}
-	return j.consoleBarrier()
+	return j.consoleBarrier(w)
+}
+
+// consoleBarrier is a barrier served by w's console, for startup: before
+// the address table has reached every rank, a rank could not hear another's
+// barrier message.
+func (j *Job) consoleBarrier(w *spawn.Worker) error {
+	j.bar.mu.Lock()
+	defer j.bar.mu.Unlock()
+	e := j.nextBarrier()
+	j.consoleBarriers++
+	target := j.consoleBarriers
+	if err := w.BarrierNotify(); err != nil {
+		return err
+	}
+	return j.waitIn("barrier", e, func() error {
+		return j.wait(func() bool { return w.BarriersDone() >= target })
+	})
 }
