@@ -345,22 +345,19 @@ func (p *peerState) req(s uint16) *reqSlot {
 	return &c[int(s)%slotChunk]
 }
 
-// newReq returns the state of request slot s, just acquired, allocating
-// its chunk on first use. mu held.
-func (p *peerState) newReq(s uint16) *reqSlot {
-	c := &p.slots[int(s)/slotChunk]
-	if *c == nil {
-		*c = new([slotChunk]reqSlot)
-	}
-	return &(*c)[int(s)%slotChunk]
-}
+// newReq returns the state of request slot s, just acquired. mu held.
+func (p *peerState) newReq(s uint16) *reqSlot { return chunked(p.slots, s) }
 
-// rxAt returns the receiver's state of slot s (below the depth),
-// allocating its chunk on first use. Poller only.
-func (p *peerState) rxAt(s uint16) *rxSlot {
-	c := &p.rx[int(s)/slotChunk]
+// rxAt returns the receiver's state of slot s (below the depth). Poller
+// only.
+func (p *peerState) rxAt(s uint16) *rxSlot { return chunked(p.rx, s) }
+
+// chunked returns slot s's entry of a chunk table, allocating its chunk on
+// first use.
+func chunked[T any](tab []*[slotChunk]T, s uint16) *T {
+	c := &tab[int(s)/slotChunk]
 	if *c == nil {
-		*c = new([slotChunk]rxSlot)
+		*c = new([slotChunk]T)
 	}
 	return &(*c)[int(s)%slotChunk]
 }

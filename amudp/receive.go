@@ -146,15 +146,13 @@ func (e *Endpoint) handleReply(m *wire.Message, src int) {
 		e.mu.Unlock()
 		return
 	}
-	var kind Kind
-	var handler uint8
-	if s := p.req(m.Slot); s != nil {
-		kind, handler = s.kind, s.handler
-	}
 	if !e.ackLocked(p, m.Slot, m.Seq, now) {
 		e.mu.Unlock()
 		return
 	}
+	// The slot was in flight, and is not reused while mu is held.
+	s := p.req(m.Slot)
+	kind, handler := s.kind, s.handler
 	e.syncDeadlineLocked()
 	h, seg := e.handlers[m.Handler], e.segment
 	e.mu.Unlock()
