@@ -72,8 +72,10 @@ deps:
 	fi
 	$(GO) mod download
 
+# Also the build without the S spawner (-tags udpconduit_nossh).
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags udpconduit_nossh ./...
 
 fmt:
 	gofmt -l -w .
@@ -87,6 +89,7 @@ cross:
 lint: vet cross
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags udpconduit_nossh ./spawn/...
 
 clean:
 	rm -rf bin

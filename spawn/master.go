@@ -202,9 +202,9 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 		return 1
 	}
 	host := cfg.MasterIP
-	if s, ok := sp.(*SSH); ok && host == "" {
+	if r, ok := sp.(remoteSpawner); ok && host == "" {
 		// Remote workers get an address, never a name to resolve.
-		if host, s.MasterIPs, err = consoleAddrs(s.Targets); err != nil {
+		if host, err = r.consoleAddr(); err != nil {
 			say("%v", err)
 			return 1
 		}
@@ -262,8 +262,8 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 	go accept(ln, acceptConfig{secret: secret, auth: min(authTimeout, cfg.ConnectTimeout), join: cfg.ConnectTimeout, say: say}, joins, outs)
 
 	j := &job{cfg: cfg, n: n, say: say, launch: launch, sigs: sigs, exitCode: -1, listed: name == "S", levels: 1, outs: outs}
-	if s, ok := sp.(*SSH); ok && s.Tree != nil {
-		j.levels = TreeDepth(s.Tree.Degree, n)
+	if r, ok := sp.(remoteSpawner); ok {
+		j.levels = r.treeLevels(n)
 	}
 	return j.run(joins)
 }

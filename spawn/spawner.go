@@ -63,3 +63,15 @@ type Spawner interface {
 	Name() string
 	Start(spec *WorkerSpec) (Launch, error)
 }
+
+// remoteSpawner is a spawner whose workers run on other hosts (S).
+type remoteSpawner interface {
+	Spawner
+	// consoleAddr returns the address the console listens on when
+	// GASNET_MASTERIP is unset ("" for every interface) and records for
+	// each worker the address it reaches the console at.
+	consoleAddr() (string, error)
+	// treeLevels is the number of levels of its spawn tree of n workers
+	// (1 when the console starts every worker).
+	treeLevels(n int) int
+}

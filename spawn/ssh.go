@@ -1,3 +1,5 @@
+//go:build !udpconduit_nossh
+
 package spawn
 
 import (
@@ -390,6 +392,18 @@ func (l *sshLaunch) Signal(sig syscall.Signal) {
 			_ = r.sess.Signal(name)
 		}
 	}
+}
+
+func (s *SSH) consoleAddr() (listen string, err error) {
+	listen, s.MasterIPs, err = consoleAddrs(s.Targets)
+	return listen, err
+}
+
+func (s *SSH) treeLevels(n int) int {
+	if s.Tree == nil {
+		return 1
+	}
+	return TreeDepth(s.Tree.Degree, n)
 }
 
 // consoleAddrs returns the address the console listens on for an ssh job,

@@ -1,3 +1,5 @@
+//go:build !udpconduit_nossh
+
 package spawn
 
 import (

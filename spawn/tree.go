@@ -1,15 +1,6 @@
 package spawn
 
-import (
-	"encoding/hex"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"time"
-
-	"github.com/udpconduit/udpconduit/spawn/sshc"
-)
+import "time"
 
 // EnvTree marks a worker of a spawn tree: the second line of its stdin is
 // its TreeInfo, and it starts its children (see startSubtree).
@@ -47,101 +38,11 @@ func TreeDepth(d, n int) int {
 	return depth
 }
 
-// treeLaunch is the console's view of a spawn tree: it starts only the
-// first level, so it sees only those workers' ends, and like a launcher
-// (PerWorker false) the console judges every rank by its connection. A
-// first-level worker that fails is reported (its subtree fails with it);
-// once the whole first level has ended, a clean launcher end closes Exits.
-type treeLaunch struct {
-	*sshLaunch
-	exits chan ProcExit
-}
-
-func newTreeLaunch(l *sshLaunch) *treeLaunch {
-	t := &treeLaunch{sshLaunch: l, exits: make(chan ProcExit, cap(l.exits)+1)}
-	go func() {
-		for e := range l.exits {
-			if !e.Clean {
-				t.exits <- e
-			}
-		}
-		t.exits <- ProcExit{Index: -1, Host: "the spawn tree", Code: 0, Status: "exit status 0", Clean: true}
-		close(t.exits)
-	}()
-	return t
-}
-
-func (t *treeLaunch) Exits() <-chan ProcExit { return t.exits }
-func (t *treeLaunch) PerWorker() bool        { return false }
-
 // subtree is a tree worker's children.
 type subtree struct {
-	launch  Launch
 	done    chan struct{} // closed when all have ended
 	welcome chan struct{} // closed when this worker is welcomed
 	wait    time.Duration // how long an exit waits for them
-}
-
-// startSubtree starts this worker's children in a spawn tree, in the
-// background: a failure to start one, or a child's end before the job has
-// started, ends this worker with 1 (and so its parent's subtree, up to the
-// console, which names the worker) after one line saying why.
-func startSubtree(cfg *Config, tree *TreeInfo, secret []byte) *subtree {
-	i, err := strconv.Atoi(os.Getenv(EnvIndex))
-	if err != nil {
-		return nil
-	}
-	first, count := SpawnChildren(i, tree.Degree, len(tree.Servers))
-	if count == 0 {
-		return nil
-	}
-	st := &subtree{done: make(chan struct{}), welcome: make(chan struct{}), wait: cfg.ExitTimeout}
-	prog := filepath.Base(os.Args[0])
-	die := func(format string, a ...any) {
-		fmt.Fprintf(os.Stderr, "%s: worker %d (spawn tree): "+format+"\n", append([]any{prog, i}, a...)...)
-		os.Exit(1)
-	}
-	go func() {
-		var list []sshc.Server
-		for _, e := range tree.Servers[first : first+count] {
-			sv, err := sshc.ParseServers("the spawn tree's host list", e)
-			if err != nil || len(sv) != 1 {
-				die("host %q: %v", e, err)
-			}
-			list = append(list, sv[0])
-		}
-		s, err := sshFor(cfg, nil, list, nil)
-		if err != nil {
-			die("%v", err)
-		}
-		s.First, s.Tree, s.Stdout, s.Stderr = first, tree, os.Stdout, os.Stderr
-		if exe, err := os.Executable(); err == nil {
-			s.Local = exe
-		}
-		// The children reach the console as this worker does.
-		env := []string{EnvMaster + "=" + os.Getenv(EnvMaster), EnvSecret + "=" + hex.EncodeToString(secret)}
-		if os.Getenv(EnvRoute) != "" {
-			env = append(env, EnvRoute+"=1")
-		}
-		fwd, err := forwardEnv(cfg.ForwardEnv, "GASNET_FORWARD_ENV", os.LookupEnv)
-		if err != nil {
-			die("%v", err)
-		}
-		l, err := s.Start(&WorkerSpec{Count: count, Program: tree.Program, Args: tree.Args, Dir: tree.Dir, Env: append(env, fwd...)})
-		if err != nil {
-			die("%v", err)
-		}
-		st.launch = l
-		for e := range l.Exits() {
-			select {
-			case <-st.welcome:
-			default:
-				die("worker %d on %s ended before joining: %s", e.Index, e.Host, e.Status)
-			}
-		}
-		close(st.done)
-	}()
-	return st
 }
 
 // waitEnd waits, before this worker exits, for its children to end (for at

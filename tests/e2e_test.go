@@ -37,6 +37,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building the programs:", err)
 		os.Exit(1)
 	}
+	// hello without the S spawner (TestBuiltWithoutSSH).
+	build = exec.Command("go", "build", "-tags", "udpconduit_nossh", "-o", dir+"/nossh/", "../cmd/hello")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building hello with -tags udpconduit_nossh:", err)
+		os.Exit(1)
+	}
 	// Programs whose tests rely on the race detector.
 	build = exec.Command("go", "build", "-race", "-o", dir+"/race/", "./testdata/misuse")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr

@@ -1,0 +1,40 @@
+//go:build udpconduit_nossh
+
+package spawn
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// This file stands in for the S spawner (ssh.go, sshext.go, tree_ssh.go) in
+// a program built with -tags udpconduit_nossh. Such a program does not link
+// golang.org/x/crypto/ssh, github.com/pkg/sftp and
+// github.com/kevinburke/ssh_config, whose initialisation every worker
+// would otherwise pay for at start (DESIGN.md §7); it starts workers with
+// L and C only.
+
+// noSSH says why there is no S spawner.
+const noSSH = "this program was built with -tags udpconduit_nossh, without the ssh spawner"
+
+// newSSH refuses a job that chose the S spawner.
+func newSSH(cfg *Config, src map[string]Source, _ int, _ func(string, ...any)) (Spawner, error) {
+	chose := displayName(src, "GASNET_SPAWNFN") + "=S"
+	switch {
+	case cfg.SpawnFn != "":
+	case cfg.SSHServers != "":
+		chose = displayName(src, "GASNET_SSH_SERVERS") + " (which chooses S)"
+	case cfg.SSHNodeFile != "":
+		chose = displayName(src, "GASNET_SSH_NODEFILE") + " (which chooses S)"
+	}
+	return nil, fmt.Errorf("%s: %s; accepted here: GASNET_SPAWNFN=L or C", chose, noSSH)
+}
+
+// startSubtree ends a worker told to start children over ssh (a spawn tree
+// of a console built with the S spawner, running this build on a host).
+func startSubtree(_ *Config, _ *TreeInfo, _ []byte) *subtree {
+	fmt.Fprintf(os.Stderr, "%s: spawn tree (GASNET_SSH_OUT_DEGREE): %s\n", filepath.Base(os.Args[0]), noSSH)
+	os.Exit(1)
+	return nil
+}
