@@ -2,7 +2,8 @@
 # scale.sh [N...]: how udpconduit's cost grows with the number of workers,
 # on this machine, in one run (make scale). Figures, not a test:
 #  - the floor: starting N static Go programs that print a line, all at once,
-#    against `hello N` (GASNET_SPAWNFN=L), with their ratio;
+#    against `hello N` (GASNET_SPAWNFN=L), with their ratio, as built by
+#    make build and built with -tags udpconduit_nossh (no S spawner);
 #  - barrier, 8-byte all-gather and broadcast, and one-element all-reduce
 #    per operation over all ranks, in µs and
 #    in short round trips (testam -coll), at N = 2, 8, 64, next to Open
@@ -15,6 +16,7 @@ make -s build
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 CGO_ENABLED=0 go build -o "$tmp/floor" ./tests/testdata/floor
+CGO_ENABLED=0 go build -tags udpconduit_nossh -o "$tmp/hello-nossh" ./cmd/hello
 
 secs() { # secs CMD...: wall seconds of CMD, its output discarded
   local start end
@@ -30,11 +32,13 @@ floor() { # floor N: start N programs at once and wait for all
 }
 
 echo "nproc $(nproc), ulimit -n $(ulimit -n)"
-printf '%6s %10s %10s %7s\n' N floor_s hello_s ratio
+ratio() { awk -v h="$1" -v f="$2" 'BEGIN { printf "%.2f", h / f }'; }
+printf '%6s %10s %10s %7s %10s %7s\n' N floor_s hello_s ratio nossh_s ratio
 for n in "${NS[@]}"; do
   f=$(secs floor "$n")
   h=$(secs env GASNET_SPAWNFN=L ./bin/hello "$n")
-  printf '%6s %10s %10s %7s\n' "$n" "$f" "$h" "$(awk -v h="$h" -v f="$f" 'BEGIN { printf "%.2f", h / f }')"
+  x=$(secs env GASNET_SPAWNFN=L "$tmp/hello-nossh" "$n")
+  printf '%6s %10s %10s %7s %10s %7s\n' "$n" "$f" "$h" "$(ratio "$h" "$f")" "$x" "$(ratio "$x" "$f")"
 done
 # The reference: Open MPI's MPI_Barrier and MPI_Allgather over its TCP
 # transport (no shared memory, as ours) on the same cores, oversubscribed
