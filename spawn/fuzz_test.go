@@ -3,11 +3,11 @@ package spawn
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/udpconduit/udpconduit/spawn/sshc"
 )
@@ -41,22 +41,21 @@ func FuzzExpandTemplate(f *testing.F) {
 
 // FuzzControlFrame: the console's reading of a connection's frames never
 // panics on any bytes, never returns a body longer than its limit, and
-// never reads an exit code outside 0..255.
+// never reads an exit code outside 0..255; a body that decodes encodes back
+// to what decodes the same.
 func FuzzControlFrame(f *testing.F) {
 	for _, fr := range []struct {
 		typ byte
-		v   any
+		v   frameBody
 	}{
 		{frameHello, Hello{Secret: "00ff"}},
 		{frameJoin, Join{Rank: -1, Index: 3, Host: "h", Name: "n", PID: 9, UDP: "127.0.0.1:9"}},
 		{frameExit, Code{Code: 300, Why: "x"}},
 		{frameColl, Coll{Kind: "barrier", Seq: 2, In: true}},
+		{frameOutput, Output{Secret: "ab", Stream: 2, Index: -1, PID: 7}},
+		{frameWelcome, Welcome{Rank: 1, Size: 3, Peers: map[int]string{0: "a", 2: "b"}, Env: map[string]string{"K": "V"}, HostCount: 3}},
 	} {
-		b, err := encodeFrame(fr.typ, fr.v)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
+		f.Add(encodeFrame(fr.typ, fr.v))
 	}
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -71,21 +70,43 @@ func FuzzControlFrame(f *testing.F) {
 			}
 			switch typ {
 			case frameHello:
-				var h Hello
-				json.Unmarshal(body, &h)
+				roundTrip[Hello](t, body)
 			case frameJoin:
-				var j Join
-				json.Unmarshal(body, &j)
+				roundTrip[Join](t, body)
 			case frameColl:
-				var c Coll
-				json.Unmarshal(body, &c)
+				roundTrip[Coll](t, body)
+			case frameOutput:
+				roundTrip[Output](t, body)
+			case frameWelcome:
+				roundTrip[Welcome](t, body)
 			case frameExit:
 				if c := exitCode(body); c.Code < 0 || c.Code > 255 {
 					t.Fatalf("exit code %d read from %q", c.Code, body)
 				}
+				roundTrip[Code](t, body)
 			}
 		}
 	})
+}
+
+// roundTrip decodes body as a T and, if that succeeds, checks that its
+// encoding decodes to the same T.
+func roundTrip[T any, P interface {
+	*T
+	frameBody
+	bodyReader
+}](t *testing.T, body []byte) {
+	t.Helper()
+	var v, again T
+	if decodeBody(body, P(&v)) != nil {
+		return
+	}
+	if err := decodeBody(P(&v).appendBody(nil), P(&again)); err != nil {
+		t.Fatalf("%T %+v from %q: its encoding does not decode: %v", v, v, body, err)
+	}
+	if diff := cmp.Diff(v, again, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("%T from %q: decode(encode) differs (-first +again):\n%s", v, body, diff)
+	}
 }
 
 // FuzzSplitServers: the C spawner's server list never yields an empty or

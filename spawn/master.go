@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -313,17 +312,17 @@ func accept(ln net.Listener, ac acceptConfig, joins chan<- *peerConn, outs *outp
 			var o Output
 			switch {
 			case err != nil:
-			case typ == frameHello && json.Unmarshal(body, &h) == nil && ours(h.Secret):
+			case typ == frameHello && decodeBody(body, &h) == nil && ours(h.Secret):
 				c.SetReadDeadline(time.Now().Add(ac.join))
 				var jn Join
 				typ, body, err = readFrameMax(r, maxJoinFrame)
-				if err != nil || typ != frameJoin || json.Unmarshal(body, &jn) != nil {
+				if err != nil || typ != frameJoin || decodeBody(body, &jn) != nil {
 					break
 				}
 				c.SetReadDeadline(time.Time{})
 				joins <- &peerConn{conn: &bufConn{Conn: c, r: r}, join: jn}
 				return
-			case typ == frameOutput && json.Unmarshal(body, &o) == nil && ours(o.Secret) && (o.Stream == 1 || o.Stream == 2):
+			case typ == frameOutput && decodeBody(body, &o) == nil && ours(o.Secret) && (o.Stream == 1 || o.Stream == 2):
 				c.SetReadDeadline(time.Time{})
 				outs.serve(c, r, o.Stream, o.Index)
 				return
@@ -393,7 +392,7 @@ func (j *job) checkLive(now time.Time) {
 	if j.exitCode >= 0 {
 		return
 	}
-	ping, _ := encodeFrame(framePing, struct{}{})
+	ping := encodeFrame(framePing, noBody{})
 	for _, p := range j.peers {
 		if p.proc != nil || p.exited || p.closed {
 			continue
@@ -582,10 +581,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 	// from the console, which should only have writes left to do.
 	frames := make([][]byte, j.n)
 	for r := range frames {
-		if frames[r], err = encodeFrame(frameWelcome, ws[r]); err != nil {
-			j.say("rank %d: its welcome: %v", r, err)
-			return j.abort(1, joined)
-		}
+		frames[r] = encodeFrame(frameWelcome, ws[r])
 	}
 	events := make(chan event, 4*j.n)
 	for _, p := range j.peers {
@@ -735,11 +731,11 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 			case frameBarrier:
 				if barrier++; barrier == j.n {
 					barrier = 0
-					j.broadcast(frameBarrier, struct{}{})
+					j.broadcast(frameBarrier, noBody{})
 				}
 			case frameColl:
 				var c Coll
-				if json.Unmarshal(ev.body, &c) == nil && collKinds[c.Kind] {
+				if decodeBody(ev.body, &c) == nil && collKinds[c.Kind] {
 					j.coll.waiting[ev.rank] = ""
 					if c.In {
 						j.coll.waiting[ev.rank] = fmt.Sprintf("%s %d", c.Kind, c.Seq)
@@ -851,7 +847,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 // mistaken for success, nor for the console's own "still running".
 func exitCode(body []byte) Code {
 	var c Code
-	if json.Unmarshal(body, &c) != nil || c.Code < 0 || c.Code > 255 {
+	if decodeBody(body, &c) != nil || c.Code < 0 || c.Code > 255 {
 		c.Code = 1
 	}
 	return c
@@ -987,11 +983,8 @@ func (j *job) end(code int) {
 	j.killTimer = time.After(j.cfg.ExitTimeout)
 }
 
-func (j *job) broadcast(typ byte, v any) {
-	f, err := encodeFrame(typ, v)
-	if err != nil {
-		return
-	}
+func (j *job) broadcast(typ byte, v frameBody) {
+	f := encodeFrame(typ, v)
 	for _, p := range j.peers {
 		if p != nil && p.out != nil {
 			p.out.sendFrame(f)

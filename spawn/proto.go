@@ -3,14 +3,13 @@ package spawn
 import (
 	"bufio"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 )
 
 // Frame types of the control connection between the console and a worker.
-// Each frame is one type byte, a little-endian uint32 length and a JSON (or
-// raw) body.
+// Each frame is one type byte, a little-endian uint32 length and a binary
+// body (codec.go).
 const (
 	frameJoin    byte = 1 // worker → console: Join
 	frameWelcome byte = 2 // console → worker: Welcome
@@ -36,41 +35,41 @@ const (
 // as it connects: the console checks the secret before it reads anything
 // else.
 type Hello struct {
-	Secret string `json:"secret"` // the job secret, hex
+	Secret string // the job secret, hex
 }
 
 // Join is the first frame a worker sends.
 type Join struct {
-	Rank  int    `json:"rank"`  // requested rank, -1 for any
-	Index int    `json:"index"` // spawn index when the spawner knows it, else -1
-	Host  string `json:"host"`  // host identity for grouping (GASNET_HOST_DETECT)
-	Name  string `json:"name"`  // host name, for messages
-	PID   int    `json:"pid"`
-	UDP   string `json:"udp"` // the worker's UDP address
+	Rank  int    // requested rank, -1 for any
+	Index int    // spawn index when the spawner knows it, else -1
+	Host  string // host identity for grouping (GASNET_HOST_DETECT)
+	Name  string // host name, for messages
+	PID   int
+	UDP   string // the worker's UDP address
 }
 
 // Welcome is the console's answer once every worker has joined.
 type Welcome struct {
-	Rank  int      `json:"rank"`
-	Size  int      `json:"size"`
-	Addrs []string `json:"addrs,omitempty"` // UDP address of every rank: rank 0 only
-	Hosts []string `json:"hosts,omitempty"` // host identity of every rank: rank 0 only
+	Rank  int
+	Size  int
+	Addrs []string // UDP address of every rank: rank 0 only
+	Hosts []string // host identity of every rank: rank 0 only
 	// Peers holds, for ranks other than 0, the UDP addresses of this rank
 	// and its relay-tree neighbours; the rest of the table comes through
 	// the tree (see TreeChildren).
-	Peers map[int]string    `json:"peers,omitempty"`
-	Env   map[string]string `json:"env"` // the console's GASNET_*/AMUDP_* settings
+	Peers map[int]string
+	Env   map[string]string // the console's GASNET_*/AMUDP_* settings
 	// HostCount is the number of ranks on this rank's host, itself
 	// included (so that it can tell an oversubscribed host).
-	HostCount int `json:"hostCount"`
+	HostCount int
 }
 
 // Coll says that a rank has waited long in a collective (In), or has left
 // it: the console reports collectives that do not match (GASNET_HANG_WARN).
 type Coll struct {
-	Kind string `json:"kind"` // one of collKinds
-	Seq  uint64 `json:"seq"`  // its number on this rank, from 1
-	In   bool   `json:"in"`
+	Kind string // one of collKinds
+	Seq  uint64 // its number on this rank, from 1
+	In   bool
 }
 
 // collKinds are the collectives a rank reports (Coll.Kind); each kind has
@@ -79,31 +78,23 @@ var collKinds = map[string]bool{"barrier": true, "all-gather": true, "broadcast"
 
 // Code is the body of exit and terminate frames.
 type Code struct {
-	Code int `json:"code"`
+	Code int
 	// Why is, in an Exit frame, the reason a rank aborts the job (the
 	// console reports it); empty for a plain Exit.
-	Why string `json:"why,omitempty"`
+	Why string
 }
 
-func writeFrame(w io.Writer, typ byte, v any) error {
-	f, err := encodeFrame(typ, v)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(f)
+func writeFrame(w io.Writer, typ byte, v frameBody) error {
+	_, err := w.Write(encodeFrame(typ, v))
 	return err
 }
 
 // encodeFrame returns the bytes of one frame.
-func encodeFrame(typ byte, v any) ([]byte, error) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	f := make([]byte, 5, 5+len(body))
+func encodeFrame(typ byte, v frameBody) []byte {
+	f := v.appendBody(make([]byte, 5, 64))
 	f[0] = typ
-	binary.LittleEndian.PutUint32(f[1:], uint32(len(body)))
-	return append(f, body...), nil
+	binary.LittleEndian.PutUint32(f[1:], uint32(len(f)-5))
+	return f
 }
 
 func readFrame(r *bufio.Reader) (byte, []byte, error) { return readFrameMax(r, maxFrame) }

@@ -57,8 +57,7 @@ func TestWelcomesSendLinearBytes(t *testing.T) {
 	total := func(n int) int {
 		sum, tab := 0, table(n)
 		for r, w := range welcomes(tab, map[string]string{"GASNET_X": "1"}) {
-			b, _ := json.Marshal(w)
-			sum += len(b)
+			sum += len(encodeFrame(frameWelcome, w))
 			if r == 0 {
 				continue
 			}

@@ -19,10 +19,10 @@ const EnvRoute = "GASNET_SPAWN_ROUTE"
 // Output opens one routed output stream of a worker: after this frame, the
 // connection carries the raw bytes of that stream.
 type Output struct {
-	Secret string `json:"secret"`
-	Stream int    `json:"stream"` // 1 stdout, 2 stderr
-	Index  int    `json:"index"`  // spawn index, or -1
-	PID    int    `json:"pid"`
+	Secret string
+	Stream int // 1 stdout, 2 stderr
+	Index  int // spawn index, or -1
+	PID    int
 }
 
 // routeOutput connects this process's file descriptors 1 and 2 each to its

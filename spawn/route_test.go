@@ -121,7 +121,7 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 		const timeout = 5 * time.Second
 		go accept(ln, acceptConfig{secret: "s3cret", auth: timeout, join: time.Hour, say: t.Logf}, joins, outs)
 
-		send := func(typ byte, v any, data ...string) net.Conn {
+		send := func(typ byte, v frameBody, data ...string) net.Conn {
 			c := ln.Dial()
 			go func() {
 				if err := writeFrame(c, typ, v); err != nil {

@@ -113,7 +113,7 @@ func scaleSim() int {
 			}
 			typ, body, err := readFrame(s.r)
 			received.Add(int64(5 + len(body)))
-			if err == nil && (typ != frameWelcome || json.Unmarshal(body, &s.w) != nil) {
+			if err == nil && (typ != frameWelcome || decodeBody(body, &s.w) != nil) {
 				err = fmt.Errorf("worker %d: frame %d instead of a welcome", i, typ)
 			}
 			if err != nil {
@@ -161,7 +161,7 @@ func scaleSim() int {
 	for _, s := range ws {
 		done.Go(func() {
 			defer s.conn.Close()
-			if err := writeFrame(s.conn, frameBarrier, struct{}{}); err != nil {
+			if err := writeFrame(s.conn, frameBarrier, noBody{}); err != nil {
 				errs <- err
 				return
 			}
@@ -181,7 +181,7 @@ func scaleSim() int {
 						return
 					}
 				case framePing:
-					writeFrame(s.conn, framePong, struct{}{})
+					writeFrame(s.conn, framePong, noBody{})
 				case frameTerminate:
 					if !barrier {
 						errs <- fmt.Errorf("rank %d: terminated before the barrier completed", s.w.Rank)

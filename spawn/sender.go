@@ -25,11 +25,7 @@ func newSender(c net.Conn) *sender {
 }
 
 // send queues a frame; it never blocks.
-func (s *sender) send(typ byte, v any) {
-	if f, err := encodeFrame(typ, v); err == nil {
-		s.sendFrame(f)
-	}
-}
+func (s *sender) send(typ byte, v frameBody) { s.sendFrame(encodeFrame(typ, v)) }
 
 // sendFrame queues an encoded frame, which the caller no longer changes.
 func (s *sender) sendFrame(f []byte) {

@@ -29,7 +29,7 @@ func TestBroadcastNeverCutsFrames(t *testing.T) {
 		big := Welcome{Env: map[string]string{"X": string(bytes.Repeat([]byte("x"), 1<<16))}}
 		start := time.Now()
 		j.broadcast(frameWelcome, big)
-		j.broadcast(frameBarrier, struct{}{})
+		j.broadcast(frameBarrier, noBody{})
 		j.broadcast(frameTerminate, Code{Code: 7})
 		if d := time.Since(start); d != 0 {
 			t.Errorf("broadcast waited %v for a worker that does not read", d)

@@ -316,10 +316,10 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 	}
 	if typ == frameTerminate {
 		var c Code
-		json.Unmarshal(body, &c)
+		decodeBody(body, &c)
 		os.Exit(c.Code)
 	}
-	if typ != frameWelcome || json.Unmarshal(body, &w.Welcome) != nil {
+	if typ != frameWelcome || decodeBody(body, &w.Welcome) != nil {
 		return fmt.Errorf("malformed welcome from the console")
 	}
 	if w.children != nil {
@@ -417,13 +417,13 @@ func (w *Worker) readLoop() {
 			w.event()
 		case frameTerminate:
 			var c Code
-			json.Unmarshal(body, &c)
+			decodeBody(body, &c)
 			w.terminate(c.Code)
 		case frameSignal:
 			// A signal the console forwards to a worker it cannot signal
 			// itself (remote): only the forwarded ones.
 			var c Code
-			json.Unmarshal(body, &c)
+			decodeBody(body, &c)
 			if sig := syscall.Signal(c.Code); sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2 {
 				syscall.Kill(os.Getpid(), sig)
 			}
@@ -431,19 +431,19 @@ func (w *Worker) readLoop() {
 			// Answered here, not by the program's goroutines: a rank that
 			// computes without calling the library is alive; only one
 			// whose process is stopped or whose host is gone is not.
-			w.send(framePong, struct{}{})
+			w.send(framePong, noBody{})
 		}
 	}
 }
 
-func (w *Worker) send(typ byte, v any) error {
+func (w *Worker) send(typ byte, v frameBody) error {
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
 	return writeFrame(w.conn, typ, v)
 }
 
 // BarrierNotify enters barrier number k (counting from 1).
-func (w *Worker) BarrierNotify() error { return w.send(frameBarrier, struct{}{}) }
+func (w *Worker) BarrierNotify() error { return w.send(frameBarrier, noBody{}) }
 
 // BarriersDone returns how many barriers have completed.
 func (w *Worker) BarriersDone() uint64 { return w.barriers.Load() }
