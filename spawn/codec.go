@@ -28,7 +28,8 @@ func (noBody) appendBody(b []byte) []byte { return b }
 var errMalformed = errors.New("spawn: malformed control frame")
 
 // decodeBody decodes a frame's body into v: it fails on a truncated body,
-// on bytes left over, and on an integer outside int32.
+// on bytes left over, on an integer outside int32, on a list longer than
+// the bytes left and on a bool other than 0 or 1.
 func decodeBody(b []byte, v bodyReader) error {
 	d := decoder{b: b}
 	v.readBody(&d)
