@@ -112,36 +112,21 @@ func TestSlotsReusedBeforeNew(t *testing.T) {
 func TestPeerStateGrowsWithUse(t *testing.T) {
 	e, raw := wireJob(t, Config{NetworkDepth: 128})
 	e.Register(130, func(*Token, []uint32, []byte) {})
-	allocated := func(what string, n int) int {
+	allocated := func(slots, rx int) {
 		t.Helper()
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		p := e.peers[1]
-		k := 0
-		for i := range 128 / slotChunk {
-			switch what {
-			case "slots":
-				if p.slots[i] != nil {
-					k++
-				}
-			case "rx":
-				if p.rx[i] != nil {
-					k++
-				}
-			}
+		if s, r := chunksSet(p.slots), chunksSet(p.rx); s != slots || r != rx {
+			t.Errorf("chunks allocated: %d of request slots, %d of receive slots; want %d and %d", s, r, slots, rx)
 		}
-		if k != n {
-			t.Errorf("%s chunks allocated: %d, want %d", what, k, n)
-		}
-		return k
 	}
 	for i := range slotChunk + 1 { // never answered: slots 0..16
 		if err := e.RequestShort(1, 130, uint32(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	allocated("slots", 2)
-	allocated("rx", 0)
+	allocated(2, 0)
 	ran := 0
 	e.Register(131, func(*Token, []uint32, []byte) { ran++ })
 	for seq := uint16(1); seq <= 3; seq++ { // one slot, used three times
@@ -155,5 +140,16 @@ func TestPeerStateGrowsWithUse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	allocated("rx", 1)
+	allocated(2, 1)
+}
+
+// chunksSet counts the chunks of a chunk table that are allocated.
+func chunksSet[T any](tab []*[slotChunk]T) int {
+	n := 0
+	for _, c := range tab {
+		if c != nil {
+			n++
+		}
+	}
+	return n
 }

@@ -314,7 +314,7 @@ func TestJobExitEndsSendersWaitingForCredit(t *testing.T) {
 		if d := cmp.Diff(want, res); d != "" {
 			t.Errorf("(-want +got):\n%s", d)
 		}
-		if d := time.Since(start); d < 250*time.Millisecond || d > 300*time.Millisecond {
+		if d := time.Since(start); d < 260*time.Millisecond || d > 310*time.Millisecond {
 			t.Errorf("the job took %v of virtual time; want 260 ms: 10 ms, then a quarter of the exit timeout", d)
 		}
 	})
