@@ -5,31 +5,103 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/udpconduit/udpconduit/spawn"
 )
 
 // hBarrier is the core handler of the barrier's messages: args are the
-// barrier's number (its parity is what matters) and the round.
+// barrier's number (its parity is what matters) and the round, or for the
+// gather/release barriers roundArrive or roundRelease.
 const hBarrier = 2
 
 // maxRounds bounds the rounds of a dissemination barrier: ⌈log2 N⌉ for N up
 // to 2^32.
 const maxRounds = 32
 
-// amBarrier is the state of the dissemination barrier (Hensgen, Finkel and
-// Manber), which runs over active messages among the ranks: in round k of
-// barrier e, rank r tells rank (r+2^k) mod N that it is there and waits to
-// hear the same from rank (r−2^k) mod N; after ⌈log2 N⌉ rounds every rank
-// has heard, through some chain, from every other. No rank can be more than
-// one barrier ahead of another (finishing barrier e+1 needs every rank in
-// it), so the counts of heard messages are kept for the two parities of e.
+// The rounds of the gather/release barriers' messages: a rank's subtree
+// has arrived, and the barrier is complete.
+const (
+	roundArrive  = maxRounds
+	roundRelease = maxRounds + 1
+)
+
+// barrierAlgo is a barrier algorithm (GASNET_BARRIER). Every rank of a job
+// runs the same one: the console's settings and its welcome's Crowded are
+// the same for all.
+type barrierAlgo uint8
+
+const (
+	// barrierDissem (AMDISSEM): in round k of barrier e, rank r tells
+	// rank (r+2^k) mod N that it is there and waits to hear the same
+	// from rank (r−2^k) mod N (Hensgen, Finkel and Manber); after
+	// ⌈log2 N⌉ rounds every rank has heard, through some chain, from
+	// every other. Fewest steps, but each round may wake every rank.
+	barrierDissem barrierAlgo = iota
+	// barrierTree (AMTREE): each rank waits for its children in the
+	// binomial tree of spawn.TreeChildren to arrive, tells its parent,
+	// waits to be released and releases its children: 2(N−1) messages,
+	// and most ranks wake once or twice, whatever N.
+	barrierTree
+	// barrierCentral (AMCENTRAL, as GASNet's): the same with every rank a
+	// child of rank 0.
+	barrierCentral
+)
+
+// chooseBarrier picks the barrier: set is GASNET_BARRIER as validated
+// (empty, AMDISSEM, AMCENTRAL or AMTREE), crowded says that some host of
+// the job has more ranks than CPUs. why says which, for verbose mode.
+func chooseBarrier(set string, crowded bool) (barrierAlgo, string) {
+	switch {
+	case set == "AMDISSEM":
+		return barrierDissem, "barrier AMDISSEM (GASNET_BARRIER as set)"
+	case set == "AMTREE":
+		return barrierTree, "barrier AMTREE (GASNET_BARRIER as set)"
+	case set == "AMCENTRAL":
+		return barrierCentral, "barrier AMCENTRAL (GASNET_BARRIER as set)"
+	case crowded:
+		return barrierTree, "barrier AMTREE: some host has more ranks than CPUs, where each round of a dissemination would wake every rank (set GASNET_BARRIER to choose)"
+	}
+	return barrierDissem, "barrier AMDISSEM (set GASNET_BARRIER to choose)"
+}
+
+// amBarrier is the state of the barrier, which runs over active messages
+// among the ranks (barrierAlgo says how). No rank can be more than one
+// barrier ahead of another (finishing barrier e+1 needs every rank in it),
+// so the counts of heard messages are kept for the two parities of e.
 // Exactly-once delivery of active messages makes a count the number of
 // ranks heard from.
 type amBarrier struct {
-	heard [2][maxRounds]atomic.Uint32 // messages received, by parity and round
-	acked answered                    // its current barrier is the last one entered
+	heard [2][maxRounds + 2]atomic.Uint32 // messages received, by parity and round
+	acked answered                        // its current barrier is the last one entered
 
-	mu        chanMutex // one barrier at a time on this rank; guards completed
+	algo     barrierAlgo
+	parent   int   // in the gather/release tree; -1 at its root
+	children []int // in the gather/release tree
+
+	mu        chanMutex // one barrier at a time on this rank; guards completed and gathered
 	completed uint64    // the last barrier this rank completed
+	gathered  bool      // the current barrier's children have arrived (gather/release)
+}
+
+// setAlgo sets the algorithm and, for the gather/release barriers, this
+// rank's place in their tree. Before the job's first barrier.
+func (b *amBarrier) setAlgo(algo barrierAlgo, rank, size int) {
+	b.algo, b.parent, b.children = algo, -1, nil
+	switch algo {
+	case barrierTree:
+		if rank > 0 {
+			b.parent = spawn.TreeParent(rank)
+		}
+		b.children = spawn.TreeChildren(rank, size)
+	case barrierCentral:
+		if rank > 0 {
+			b.parent = 0
+		} else {
+			for c := 1; c < size; c++ {
+				b.children = append(b.children, c)
+			}
+		}
+	}
 }
 
 // answered counts the replies to a collective's own messages, by the
@@ -72,7 +144,7 @@ func (m *chanMutex) Unlock() { <-m.ch }
 // computing (or ended) with a message still to retransmit would hold the
 // others in the barrier.
 func (b *amBarrier) message(t *Token, args []uint32, _ []byte) {
-	if len(args) != 2 || args[1] >= maxRounds {
+	if len(args) != 2 || args[1] > roundRelease {
 		return // not one of ours
 	}
 	if !t.IsRequest() {
@@ -94,7 +166,8 @@ func rounds(n int) int {
 
 // enterLocked enters the next barrier, once the one entered before (if not
 // waited for) is complete and every request this rank sent is answered:
-// its first round's message. It returns the barrier's number. b.mu held.
+// its first round's message, or its arrival if its children have arrived
+// already. It returns the barrier's number. b.mu held.
 func (j *Job) enterLocked() (uint64, error) {
 	b := &j.bar
 	if e := b.acked.last(); b.completed < e {
@@ -107,41 +180,113 @@ func (j *Job) enterLocked() (uint64, error) {
 	}
 	e := j.nextBarrier()
 	b.acked.enter(e)
+	b.gathered = false
 	if j.size == 1 {
 		return e, nil
+	}
+	if b.algo != barrierDissem {
+		return e, j.gatherLocked(e, false)
 	}
 	return e, j.ep.RequestShort((j.rank+1)%j.size, hBarrier, uint32(e), 0)
 }
 
-// completeLocked waits for the rounds of barrier e, sending each next
-// round's message as the previous one's arrives. b.mu held.
+// completeLocked waits for barrier e to complete. b.mu held.
 func (j *Job) completeLocked(e uint64) error {
 	b := &j.bar
-	p := e & 1
 	err := j.waitIn("barrier", e, func() error {
-		for k := 0; k < rounds(j.size); k++ {
-			if k > 0 {
-				if err := j.ep.RequestShort((j.rank+1<<k)%j.size, hBarrier, uint32(e), uint32(k)); err != nil {
-					return err
-				}
-			}
-			c := &b.heard[p][k]
-			if err := j.collWait(func() bool { return c.Load() > 0 }); err != nil {
-				return err
-			}
-			c.Add(^uint32(0)) // consumed: the count is for barrier e+2 now
+		if b.algo == barrierDissem {
+			return j.disseminateLocked(e)
 		}
-		if err := j.collWait(func() bool { return b.acked.has(rounds(j.size)) }); err != nil {
-			return err
-		}
-		b.acked.consume(rounds(j.size))
-		return nil
+		return j.gatherReleaseLocked(e)
 	})
 	if err != nil {
 		return err
 	}
 	b.completed = e
 	j.ep.Fence()
+	return nil
+}
+
+// disseminateLocked waits for the rounds of dissemination barrier e,
+// sending each next round's message as the previous one's arrives, then
+// for the answers to its own messages. b.mu held.
+func (j *Job) disseminateLocked(e uint64) error {
+	b := &j.bar
+	p := e & 1
+	for k := 0; k < rounds(j.size); k++ {
+		if k > 0 {
+			if err := j.ep.RequestShort((j.rank+1<<k)%j.size, hBarrier, uint32(e), uint32(k)); err != nil {
+				return err
+			}
+		}
+		c := &b.heard[p][k]
+		if err := j.collWait(func() bool { return c.Load() > 0 }); err != nil {
+			return err
+		}
+		c.Add(^uint32(0)) // consumed: the count is for barrier e+2 now
+	}
+	return j.answeredLocked(rounds(j.size))
+}
+
+// gatherLocked takes the arrivals of this rank's children in barrier e
+// and tells its parent that its subtree has arrived, once: when the
+// children have arrived, or with wait, after waiting for them. b.mu held.
+func (j *Job) gatherLocked(e uint64, wait bool) error {
+	b := &j.bar
+	if b.gathered {
+		return nil
+	}
+	c, want := &b.heard[e&1][roundArrive], uint32(len(b.children))
+	if wait {
+		if err := j.collWait(func() bool { return c.Load() >= want }); err != nil {
+			return err
+		}
+	} else if c.Load() < want {
+		return nil
+	}
+	c.Add(-want) // consumed: the count is for barrier e+1 now
+	b.gathered = true
+	if b.parent < 0 {
+		return nil
+	}
+	return j.ep.RequestShort(b.parent, hBarrier, uint32(e), roundArrive)
+}
+
+// gatherReleaseLocked completes gather/release barrier e: its subtree
+// gathered, it waits for its parent's release, releases its children and
+// waits for the answers to its own messages. A child cannot arrive at
+// barrier e+2 before this rank released it from e+1, so two counts of
+// arrivals (by parity) suffice here too. b.mu held.
+func (j *Job) gatherReleaseLocked(e uint64) error {
+	b := &j.bar
+	if err := j.gatherLocked(e, true); err != nil {
+		return err
+	}
+	sent := len(b.children)
+	if b.parent >= 0 {
+		sent++
+		c := &b.heard[e&1][roundRelease]
+		if err := j.collWait(func() bool { return c.Load() > 0 }); err != nil {
+			return err
+		}
+		c.Add(^uint32(0))
+	}
+	for _, c := range b.children {
+		if err := j.ep.RequestShort(c, hBarrier, uint32(e), roundRelease); err != nil {
+			return err
+		}
+	}
+	return j.answeredLocked(sent)
+}
+
+// answeredLocked waits until the current barrier's sent messages are
+// answered, and consumes their answers. b.mu held.
+func (j *Job) answeredLocked(sent int) error {
+	b := &j.bar
+	if err := j.collWait(func() bool { return b.acked.has(sent) }); err != nil {
+		return err
+	}
+	b.acked.consume(sent)
 	return nil
 }
 

@@ -256,6 +256,11 @@ func initOnce() {
 	}
 	j := newJob(ep, w, w.Rank, w.Size, cfg.ExitTimeout)
 	j.hangWarn = cfg.HangWarn
+	algo, barrierWhy := chooseBarrier(cfg.Barrier, w.Crowded)
+	j.bar.setAlgo(algo, w.Rank, w.Size)
+	if cfg.VerboseEnv && w.Rank == 0 {
+		fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), barrierWhy)
+	}
 	w.OnEvent(ep.Wake)
 	if cfg.Stats {
 		w.AtExit(func() { fmt.Fprintf(os.Stderr, "%s: rank %d stats: %v\n", progName(), w.Rank, ep.Stats()) })

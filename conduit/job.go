@@ -79,6 +79,7 @@ func newJob(ep *amudp.Endpoint, ctl control, rank, size int, exitTimeout time.Du
 	j.onReturned.Store(&defaultReturnedFn{j.defaultReturned})
 	ep.SetReturnedHandler(j.returned)
 	ep.SetInterrupt(j.leaving)
+	j.bar.setAlgo(barrierDissem, rank, size)
 	j.registerCore()
 	return j
 }

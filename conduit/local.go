@@ -45,9 +45,18 @@ func RunLocal(n int, program func(j *Job)) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("conduit: RunLocal: %w", err)
 	}
+	algo, _ := chooseBarrier("", polite)
+	lj.setBarrier(algo)
 	<-lj.start(program)
 	lj.close()
 	return lj.c.code, nil
+}
+
+// setBarrier sets every rank's barrier algorithm.
+func (lj *localJob) setBarrier(algo barrierAlgo) {
+	for r, j := range lj.jobs {
+		j.bar.setAlgo(algo, r, len(lj.jobs))
+	}
 }
 
 // localJob is an in-process job: RunLocal's, and the package tests'.

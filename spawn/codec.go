@@ -140,13 +140,13 @@ func (h *Hello) readBody(d *decoder)       { h.Secret = d.string() }
 func (j Join) appendBody(b []byte) []byte {
 	b = appendInt(appendInt(b, j.Rank), j.Index)
 	b = appendString(appendString(b, j.Host), j.Name)
-	return appendString(appendInt(b, j.PID), j.UDP)
+	return appendInt(appendString(appendInt(b, j.PID), j.UDP), j.CPUs)
 }
 
 func (j *Join) readBody(d *decoder) {
 	j.Rank, j.Index = d.int(), d.int()
 	j.Host, j.Name = d.string(), d.string()
-	j.PID, j.UDP = d.int(), d.string()
+	j.PID, j.UDP, j.CPUs = d.int(), d.string(), d.int()
 }
 
 func (w Welcome) appendBody(b []byte) []byte {
@@ -160,7 +160,7 @@ func (w Welcome) appendBody(b []byte) []byte {
 	for _, k := range slices.Sorted(maps.Keys(w.Env)) {
 		b = appendString(appendString(b, k), w.Env[k])
 	}
-	return appendInt(b, w.HostCount)
+	return appendBool(appendInt(b, w.HostCount), w.Crowded)
 }
 
 func (w *Welcome) readBody(d *decoder) {
@@ -180,7 +180,7 @@ func (w *Welcome) readBody(d *decoder) {
 		k := d.string()
 		w.Env[k] = d.string()
 	}
-	w.HostCount = d.int()
+	w.HostCount, w.Crowded = d.int(), d.bool()
 }
 
 func (c Coll) appendBody(b []byte) []byte {

@@ -61,6 +61,7 @@ type Config struct {
 	PollSpin       time.Duration `envconfig:"GASNET_POLL_SPIN" default:"100us" range:"0s..1s" special:"-1ns=spin forever" desc:"ours: busy-poll time of a blocking wait before it sleeps in the kernel; 0 = sleep at once (polite); -1ns = spin forever. Unset, it is polite on a host with more ranks than CPUs (spinners would take the CPU the ranks they wait for need), else 100us; GASNET_VERBOSEENV says which"`
 	ExitTimeout    time.Duration `envconfig:"GASNET_EXIT_TIMEOUT" default:"2s" range:"100ms..1h" desc:"ours: once the job ends, a rank still computing is ended after half of it, and any worker left is killed after all of it; also how long the others have to follow a rank that ended with 0 without conduit.Exit"`
 	Liveness       time.Duration `envconfig:"GASNET_LIVENESS_TIMEOUT" default:"30s" range:"1s..24h" special:"0=never" desc:"ours: a rank that does not answer the console's pings for this long (stopped with SIGSTOP, its host hung or cut off) aborts the job with a line naming it; pings go every quarter of it"`
+	Barrier        string        `envconfig:"GASNET_BARRIER" default:"" desc:"as in GASNet, the barrier's algorithm, over active messages among the ranks: AMDISSEM (or DISSEM: dissemination, ⌈log2 N⌉ rounds of one message per rank), AMCENTRAL (every rank tells rank 0, which releases them all), AMTREE (ours: gathered up and released down a binomial tree, each rank waking about twice); empty: AMTREE when some host has more ranks than CPUs (each of the dissemination's rounds would wake every rank there), else AMDISSEM; GASNET_VERBOSEENV says which"`
 	HangWarn       time.Duration `envconfig:"GASNET_HANG_WARN" default:"10s" range:"100ms..24h" special:"0=never" desc:"ours: a rank that has waited in a collective (barrier, all-gather, broadcast, reduce) for half of this tells the console; once some have waited this long, the console says which ranks are in which collective, and again at doubling intervals; 0 = never"`
 }
 
@@ -193,6 +194,14 @@ func (c *Config) validate(src map[string]Source) error {
 	if c.SockBufInit > c.SockBufMax {
 		return fmt.Errorf("%s=%d: accepted: at most %s=%d", displayName(src, "GASNET_SOCKETBUFFER_INITIAL"), c.SockBufInit,
 			displayName(src, "GASNET_SOCKETBUFFER_MAX"), c.SockBufMax)
+	}
+	switch strings.ToUpper(c.Barrier) {
+	case "", "AMDISSEM", "AMCENTRAL", "AMTREE":
+		c.Barrier = strings.ToUpper(c.Barrier)
+	case "DISSEM":
+		c.Barrier = "AMDISSEM"
+	default:
+		return bad("GASNET_BARRIER", c.Barrier, "AMDISSEM (or DISSEM), AMCENTRAL or AMTREE, or empty for the default")
 	}
 	switch c.HostDetect {
 	case "conduit", "hostid", "hostname":

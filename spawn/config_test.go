@@ -163,6 +163,8 @@ func TestConfigRanges(t *testing.T) {
 		{"GASNET_WORKERIP=zz", "GASNET_WORKERIP=zz: accepted: a CIDR"},
 		{"GASNET_WORKER_RANK=1x", "GASNET_WORKER_RANK=1x: accepted: an integer >= 0 or the name of a variable"},
 		{"GASNET_WORKER_RANK=-1", "GASNET_WORKER_RANK=-1: accepted"},
+		{"GASNET_BARRIER=tree", `GASNET_BARRIER=tree: accepted: AMDISSEM (or DISSEM), AMCENTRAL or AMTREE, or empty for the default`},
+		{"AMUDP_BARRIER=RDMADISSEM", `AMUDP_BARRIER=RDMADISSEM: accepted: AMDISSEM`},
 	} {
 		_, _, err := loadConfig([]string{tc.env})
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -171,7 +173,7 @@ func TestConfigRanges(t *testing.T) {
 	}
 	for _, ok := range []string{"GASNET_POLL_SPIN=-1ns", "GASNET_POLL_SPIN=0", "GASNET_LINEBUFFERSZ=0", "GASNET_REQUESTTIMEOUT_MAX=0",
 		"GASNET_SENDDEPTH=-1", "GASNET_HANG_WARN=0", "GASNET_WORKERIP=10.77.", "GASNET_WORKERIP=fd00::/8", "GASNET_WORKER_RANK=SLURM_PROCID",
-		"GASNET_SOCKETBUFFER_INITIAL=0", "GASNET_EXIT_TIMEOUT=1h"} {
+		"GASNET_SOCKETBUFFER_INITIAL=0", "GASNET_EXIT_TIMEOUT=1h", "GASNET_BARRIER=amtree", "GASNET_BARRIER=DISSEM"} {
 		if _, _, err := loadConfig([]string{ok}); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}

@@ -46,6 +46,7 @@ type Join struct {
 	Name  string // host name, for messages
 	PID   int
 	UDP   string // the worker's UDP address
+	CPUs  int    // the CPUs this worker may use (runtime.NumCPU)
 }
 
 // Welcome is the console's answer once every worker has joined.
@@ -62,6 +63,10 @@ type Welcome struct {
 	// HostCount is the number of ranks on this rank's host, itself
 	// included (so that it can tell an oversubscribed host).
 	HostCount int
+	// Crowded says that some host of the job has more ranks than the
+	// fewest CPUs any of them may use: the same for every rank, so that
+	// all choose the same barrier algorithm (GASNET_BARRIER).
+	Crowded bool
 }
 
 // Coll says that a rank has waited long in a collective (In), or has left

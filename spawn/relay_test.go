@@ -56,7 +56,7 @@ func table(n int) Table {
 func TestWelcomesSendLinearBytes(t *testing.T) {
 	total := func(n int) int {
 		sum, tab := 0, table(n)
-		for r, w := range welcomes(tab, map[string]string{"GASNET_X": "1"}) {
+		for r, w := range welcomes(tab, make([]int, n), map[string]string{"GASNET_X": "1"}) {
 			sum += len(encodeFrame(frameWelcome, w))
 			if r == 0 {
 				continue
@@ -76,6 +76,31 @@ func TestWelcomesSendLinearBytes(t *testing.T) {
 	small, big := total(512), total(4096)
 	if ratio := float64(big) / float64(small); ratio > 10 {
 		t.Errorf("welcome bytes grow %.1f× for 8× the ranks (%d → %d): not linear", ratio, small, big)
+	}
+}
+
+// TestWelcomesSayCrowded: every rank's welcome says whether some host has
+// more ranks than the fewest CPUs any of its ranks may use, the same for
+// all, so that all choose the same barrier (GASNET_BARRIER).
+func TestWelcomesSayCrowded(t *testing.T) {
+	tab := table(8) // two hosts of 4 ranks
+	for _, c := range []struct {
+		name string
+		cpus []int
+		want bool
+	}{
+		{"enough CPUs everywhere", []int{4, 4, 4, 4, 8, 8, 8, 8}, false},
+		{"one rank of the second host may use fewer", []int{4, 4, 4, 4, 8, 8, 3, 8}, true},
+		{"every host short", []int{2, 2, 2, 2, 2, 2, 2, 2}, true},
+		{"unknown counts", make([]int, 8), false},
+		{"some unknown, the known enough", []int{0, 4, 0, 0, 4, 0, 0, 0}, false},
+		{"some unknown, a known one short", []int{0, 0, 0, 0, 0, 0, 0, 1}, true},
+	} {
+		for r, w := range welcomes(tab, c.cpus, nil) {
+			if w.Crowded != c.want {
+				t.Errorf("%s: rank %d: Crowded %v, want %v", c.name, r, w.Crowded, c.want)
+			}
+		}
 	}
 }
 
