@@ -7,10 +7,11 @@
 //	./testam N [-json] [-iters K] [-sizes 64,1024,65000]
 //	./testam N -coll [-json] [-iters K]
 //
-// With -coll, rank 0 measures the short round trip to rank 1, then every
-// rank runs K barriers, K all-gathers of 8 bytes, K broadcasts of 8 bytes
-// from rank 0 and K all-reductions (sum) of one uint64, each checked, and
-// rank 0 reports each per operation, also in short round trips ("rtts").
+// With -coll, every rank runs K barriers, K all-gathers of 8 bytes, K
+// broadcasts of 8 bytes from rank 0 and K all-reductions (sum) of one
+// uint64, each checked, in 5 blocks; before each block rank 0 measures as
+// many short round trips to rank 1. Rank 0 reports the short round trip,
+// then each collective per operation and in those round trips ("rtts").
 //
 // Program flags follow N: everything after N is the workers' argv. Rank 0
 // prints one line per measurement, or with -json one JSON object per line:
@@ -50,9 +51,10 @@ type Result struct {
 	Test  string  `json:"test"`
 	Bytes int     `json:"bytes"`
 	Iters int     `json:"iters"`
-	US    float64 `json:"us"`             // per round trip, or per message for floods
-	MBps  float64 `json:"MBps,omitempty"` // floods: 10^6 payload bytes per second
-	RTTs  float64 `json:"rtts,omitempty"` // collectives: in short round trips
+	US    float64 `json:"us"`               // per round trip, or per message for floods
+	MBps  float64 `json:"MBps,omitempty"`   // floods: 10^6 payload bytes per second
+	RTTs  float64 `json:"rtts,omitempty"`   // collectives: in short round trips
+	RTTUS float64 `json:"rtt_us,omitempty"` // collectives: the short round trip measured with it
 	Ranks int     `json:"ranks,omitempty"`
 }
 
@@ -101,7 +103,7 @@ func main() {
 			b, _ := json.Marshal(r)
 			fmt.Println(string(b))
 		case r.Ranks > 0:
-			fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/op  %6.2f rtts  %d ranks\n", r.Test, r.Bytes, r.Iters, r.US, r.RTTs, r.Ranks)
+			fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/op  %6.2f rtts  %d ranks  (rtt %.2f µs)\n", r.Test, r.Bytes, r.Iters, r.US, r.RTTs, r.Ranks, r.RTTUS)
 		case r.MBps > 0:
 			fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/msg  %10.1f MB/s\n", r.Test, r.Bytes, r.Iters, r.US, r.MBps)
 		default:
@@ -128,26 +130,21 @@ func usage(format string, a ...any) {
 	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST | -coll]", format, a...)
 }
 
+// collBlocks is the number of blocks a collective's iterations are split
+// into. Before each block rank 0 measures as many short round trips, so
+// that a collective and its unit are measured under the same conditions:
+// on a loaded machine either drifts within a run.
+const collBlocks = 5
+
 // collectives measures, on every rank, barriers, 8-byte all-gathers and
 // broadcasts, and one-element all-reductions, checking what each returns;
-// rank 0 first measures the short round trip, the unit they are reported
-// in.
+// rank 0 reports each per operation, also in short round trips measured in
+// blocks interleaved with the collective's (collBlocks), and first the
+// short round trip over all blocks.
 func collectives(peer, iters int, emit func(Result)) error {
-	var rtt float64
-	if conduit.Rank() == 0 {
-		err := measure(peer, iters, nil, func(r Result) {
-			if r.Test == "short_rtt" {
-				rtt = r.US
-				emit(r)
-			}
-		})
-		if err != nil {
-			return err
-		}
-	}
 	me, n := conduit.Rank(), conduit.Size()
 	part := []byte(fmt.Sprintf("rank%4d", me%10000))
-	for _, c := range []struct {
+	ops := []struct {
 		name  string
 		bytes int
 		op    func() error
@@ -174,26 +171,69 @@ func collectives(peer, iters int, emit func(Result)) error {
 			}
 			return err
 		}},
-	} {
-		warm := max(iters/10, 1)
-		if err := conduit.Barrier(); err != nil {
-			return err
-		}
-		var start time.Time
-		for i := 0; i < warm+iters; i++ {
-			if i == warm {
-				start = time.Now()
+	}
+	per := max(iters/collBlocks, 1)
+	repeat := func(k int, op func() error) error {
+		for range k {
+			if err := op(); err != nil {
+				return err
 			}
-			if err := c.op(); err != nil {
+		}
+		return nil
+	}
+	shortRTT := func() error { return conduit.RequestShort(peer, hShort, 1) }
+	var results []Result
+	var allRTT time.Duration
+	for _, c := range ops {
+		if err := repeat(max(iters/10, 1), c.op); err != nil { // warm-up
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		var inOp, inRTT time.Duration
+		for range collBlocks {
+			if me == 0 {
+				d, err := roundTrips(per, shortRTT)
+				if err != nil {
+					return fmt.Errorf("short round trips: %w", err)
+				}
+				inRTT += d
+			}
+			if err := conduit.Barrier(); err != nil {
+				return err
+			}
+			start := time.Now()
+			if err := repeat(per, c.op); err != nil {
 				return fmt.Errorf("%s: %w", c.name, err)
 			}
+			inOp += time.Since(start)
 		}
-		if conduit.Rank() == 0 {
-			u := us(time.Since(start), iters)
-			emit(Result{Test: c.name, Bytes: c.bytes, Iters: iters, US: u, RTTs: u / rtt, Ranks: conduit.Size()})
+		allRTT += inRTT
+		k := per * collBlocks
+		results = append(results, Result{Test: c.name, Bytes: c.bytes, Iters: k, US: us(inOp, k),
+			RTTs: float64(inOp) / float64(inRTT), RTTUS: us(inRTT, k), Ranks: n})
+	}
+	if me == 0 {
+		emit(Result{Test: "short_rtt", Iters: per * collBlocks * len(ops), US: us(allRTT, per*collBlocks*len(ops))})
+		for _, r := range results {
+			emit(r)
 		}
 	}
 	return nil
+}
+
+// roundTrips sends n requests with send, each once the last one's reply
+// has come, and returns the time they took.
+func roundTrips(n int, send func() error) (time.Duration, error) {
+	start := time.Now()
+	for range n {
+		want := replies.Load() + 1
+		if err := send(); err != nil {
+			return 0, err
+		}
+		if err := conduit.WaitUntil(func() bool { return replies.Load() >= want }); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start), nil
 }
 
 func die(format string, a ...any) { cli.Die("testam", format, a...) }
@@ -217,21 +257,14 @@ func measure(peer, iters int, sizes []int, emit func(Result)) error {
 		payload[i] = byte(i)
 	}
 	rtt := func(name string, bytes int, send func() error) error {
-		warm := max(iters/10, 1)
-		var start time.Time
-		for i := 0; i < warm+iters; i++ {
-			if i == warm {
-				start = time.Now()
-			}
-			want := replies.Load() + 1
-			if err := send(); err != nil {
-				return fmt.Errorf("%s %d B: %w", name, bytes, err)
-			}
-			if err := conduit.WaitUntil(func() bool { return replies.Load() >= want }); err != nil {
-				return fmt.Errorf("%s %d B: %w", name, bytes, err)
-			}
+		if _, err := roundTrips(max(iters/10, 1), send); err != nil { // warm-up
+			return fmt.Errorf("%s %d B: %w", name, bytes, err)
 		}
-		emit(Result{Test: name, Bytes: bytes, Iters: iters, US: us(time.Since(start), iters)})
+		d, err := roundTrips(iters, send)
+		if err != nil {
+			return fmt.Errorf("%s %d B: %w", name, bytes, err)
+		}
+		emit(Result{Test: name, Bytes: bytes, Iters: iters, US: us(d, iters)})
 		return nil
 	}
 	flood := func(name string, bytes int, send func() error) error {
