@@ -376,8 +376,8 @@ func (j *Job) WaitUntil(cond func() bool) error { j.enter(); return j.wait(cond)
 // it last entered has not been waited for, it completes that one first).
 // Pair it with BarrierWait on the same rank; between the two the rank may
 // compute and communicate from any goroutine.
-// The barrier runs over active messages among the ranks (a dissemination
-// barrier, DESIGN.md §7).
+// The barrier runs over active messages among the ranks, as GASNET_BARRIER
+// chooses (see Barrier).
 func (j *Job) BarrierNotify() error {
 	j.enter()
 	b := &j.bar
@@ -412,9 +412,11 @@ func (j *Job) nextBarrier() uint64 {
 // request it sent has been answered, so every request sent anywhere before
 // the barrier has run when it completes, and what those handlers did on
 // this rank (a Put's data written into the segment, say) happens before
-// Barrier returns. It runs over active messages among the ranks, in
-// ⌈log2 N⌉ rounds of one message each (a dissemination barrier), without
-// the console.
+// Barrier returns. It runs over active messages among the ranks, without
+// the console (DESIGN.md §7): by default in ⌈log2 N⌉ rounds of one message
+// each (a dissemination barrier), or, when some host has more ranks than
+// CPUs, gathered up and released down a binomial tree, where most ranks
+// wake once or twice instead of once per round; GASNET_BARRIER chooses.
 func (j *Job) Barrier() error {
 	j.enter()
 	b := &j.bar

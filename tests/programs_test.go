@@ -80,18 +80,20 @@ func TestTestamJSON(t *testing.T) {
 
 // TestTestamCollectives: testam -coll runs every collective over active
 // messages on 5 ranks (broadcast, all-gather and all-reduce check what they
-// return on every rank) and reports each.
+// return on every rank) and reports each, under each barrier algorithm.
 func TestTestamCollectives(t *testing.T) {
-	r := run(t, t.Name(), nil, "testam", "5", "-coll", "-iters", "30")
-	if r.code != 0 {
-		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
-	}
-	var got []string
-	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-		got = append(got, strings.Fields(line)[0])
-	}
-	if d := cmp.Diff([]string{"short_rtt", "barrier", "allgather", "broadcast", "allreduce"}, got); d != "" {
-		t.Errorf("measurements (-want +got):\n%s\n%s", d, r.stdout)
+	for _, barrier := range []string{"", "AMDISSEM", "AMCENTRAL", "AMTREE"} {
+		r := run(t, t.Name(), []string{"GASNET_BARRIER=" + barrier}, "testam", "5", "-coll", "-iters", "30")
+		if r.code != 0 {
+			t.Fatalf("GASNET_BARRIER=%s: exit %d\nstderr:\n%s", barrier, r.code, r.stderr)
+		}
+		var got []string
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			got = append(got, strings.Fields(line)[0])
+		}
+		if d := cmp.Diff([]string{"short_rtt", "barrier", "allgather", "broadcast", "allreduce"}, got); d != "" {
+			t.Errorf("GASNET_BARRIER=%s: measurements (-want +got):\n%s\n%s", barrier, d, r.stdout)
+		}
 	}
 	checkNoSurvivors(t, t.Name(), 2*time.Second)
 }
@@ -138,6 +140,36 @@ func TestOversubscribedWorkers(t *testing.T) {
 			t.Errorf("hello %d with %q: exit %d, want %q in stderr:\n%s", tt.n, tt.env, r.code, tt.want, r.stderr)
 		}
 	}
+}
+
+// TestBarrierChoice: the barrier is the tree when the workers outnumber the
+// CPUs, else the dissemination, as rank 0 says in verbose mode; the user's
+// GASNET_BARRIER (or AMUDP_BARRIER, in any case) wins, and a value not
+// accepted ends the job before it starts with one line naming it.
+func TestBarrierChoice(t *testing.T) {
+	cpus := runtime.NumCPU()
+	for _, tt := range []struct {
+		env  []string
+		n    int
+		want string
+	}{
+		{nil, cpus + 1, "barrier AMTREE: some host has more ranks than CPUs"},
+		{nil, 1, "barrier AMDISSEM (set GASNET_BARRIER to choose)"},
+		{[]string{"GASNET_BARRIER=amcentral"}, 5, "barrier AMCENTRAL (GASNET_BARRIER as set)"},
+		{[]string{"AMUDP_BARRIER=DISSEM"}, cpus + 1, "barrier AMDISSEM (GASNET_BARRIER as set)"},
+		{[]string{"GASNET_BARRIER=AMTREE"}, 1, "barrier AMTREE (GASNET_BARRIER as set)"},
+	} {
+		r := run(t, t.Name(), append([]string{"GASNET_VERBOSEENV=1"}, tt.env...), "hello", strconv.Itoa(tt.n))
+		if r.code != 0 || !strings.Contains(r.stderr, tt.want) || strings.Count(r.stdout, "hello from rank") != tt.n {
+			t.Errorf("hello %d with %q: exit %d, want %q in stderr:\n%s\nstdout:\n%s", tt.n, tt.env, r.code, tt.want, r.stderr, r.stdout)
+		}
+	}
+	r := run(t, t.Name(), []string{"GASNET_BARRIER=butterfly"}, "hello", "2")
+	want := "hello: GASNET_BARRIER=butterfly: accepted: AMDISSEM (or DISSEM), AMCENTRAL or AMTREE, or empty for the default\n"
+	if r.code == 0 || r.stderr != want || r.stdout != "" {
+		t.Errorf("GASNET_BARRIER=butterfly: exit %d, stderr %q, want %q; stdout %q", r.code, r.stderr, want, r.stdout)
+	}
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
 }
 
 // TestReceiveThread: with GASNET_RCV_THREAD=1 a rank that computes without
