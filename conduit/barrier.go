@@ -244,7 +244,7 @@ func (j *Job) gatherLocked(e uint64, wait bool) error {
 	} else if c.Load() < want {
 		return nil
 	}
-	c.Add(-want) // consumed: the count is for barrier e+1 now
+	c.Add(-want) // consumed: the count is for barrier e+2 now
 	b.gathered = true
 	if b.parent < 0 {
 		return nil
