@@ -206,10 +206,12 @@ func collectives(peer, iters int, emit func(Result)) error {
 			}
 			inOp += time.Since(start)
 		}
-		allRTT += inRTT
-		k := per * collBlocks
-		results = append(results, Result{Test: c.name, Bytes: c.bytes, Iters: k, US: us(inOp, k),
-			RTTs: float64(inOp) / float64(inRTT), RTTUS: us(inRTT, k), Ranks: n})
+		if me == 0 { // only rank 0 measured round trips
+			allRTT += inRTT
+			k := per * collBlocks
+			results = append(results, Result{Test: c.name, Bytes: c.bytes, Iters: k, US: us(inOp, k),
+				RTTs: float64(inOp) / float64(inRTT), RTTUS: us(inRTT, k), Ranks: n})
+		}
 	}
 	if me == 0 {
 		emit(Result{Test: "short_rtt", Iters: per * collBlocks * len(ops), US: us(allRTT, per*collBlocks*len(ops))})
