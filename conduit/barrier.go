@@ -47,18 +47,17 @@ const (
 	barrierCentral
 )
 
+// barrierNames are GASNET_BARRIER's values as validated, by algorithm.
+var barrierNames = map[string]barrierAlgo{"AMDISSEM": barrierDissem, "AMTREE": barrierTree, "AMCENTRAL": barrierCentral}
+
 // chooseBarrier picks the barrier: set is GASNET_BARRIER as validated
-// (empty, AMDISSEM, AMCENTRAL or AMTREE), crowded says that some host of
-// the job has more ranks than CPUs. why says which, for verbose mode.
-func chooseBarrier(set string, crowded bool) (barrierAlgo, string) {
-	switch {
-	case set == "AMDISSEM":
-		return barrierDissem, "barrier AMDISSEM (GASNET_BARRIER as set)"
-	case set == "AMTREE":
-		return barrierTree, "barrier AMTREE (GASNET_BARRIER as set)"
-	case set == "AMCENTRAL":
-		return barrierCentral, "barrier AMCENTRAL (GASNET_BARRIER as set)"
-	case crowded:
+// (empty or one of barrierNames), crowded says that some host of the job
+// has more ranks than CPUs. why says which, for verbose mode.
+func chooseBarrier(set string, crowded bool) (algo barrierAlgo, why string) {
+	if a, ok := barrierNames[set]; ok {
+		return a, "barrier " + set + " (GASNET_BARRIER as set)"
+	}
+	if crowded {
 		return barrierTree, "barrier AMTREE: some host has more ranks than CPUs, where each round of a dissemination would wake every rank (set GASNET_BARRIER to choose)"
 	}
 	return barrierDissem, "barrier AMDISSEM (set GASNET_BARRIER to choose)"
