@@ -154,9 +154,10 @@ func (j *Job) describe(r Returned) string {
 	return fmt.Sprintf("rank %d%s (%v) refused a %s (handler %d): %s", r.Dest, host, r.Addr, r.Kind, r.Handler, r.Reason)
 }
 
-// enter starts every call of the API. It is where a rank that the console
-// told to exit (because the job ended elsewhere) does so: at its next call
-// into the library (see spawn.Worker.Terminating).
+// enter starts every call of the API but the getters (Rank, Size,
+// HostRanks). It is where a rank that the console told to exit (because the
+// job ended elsewhere) does so: at its next call into the library (see
+// spawn.Worker.Terminating).
 func (j *Job) enter() *amudp.Endpoint {
 	if j.ctl.Terminating() {
 		j.ctl.ExitNow()
@@ -211,14 +212,17 @@ func (j *Job) returned(r Returned) {
 	}
 }
 
-// Rank returns this worker's rank in [0, Size()).
-func (j *Job) Rank() int { j.enter(); return j.rank }
+// Rank returns this worker's rank in [0, Size()). Like Size and
+// HostRanks it only reads: it does not end a rank whose job ended
+// elsewhere, so `if Rank() == 0 { print the result }` after the final
+// barrier prints even when the other ranks' Exit came first.
+func (j *Job) Rank() int { return j.rank }
 
 // Size returns the number of workers, N.
-func (j *Job) Size() int { j.enter(); return j.size }
+func (j *Job) Size() int { return j.size }
 
 // HostRanks returns the ranks that share this worker's host, in order.
-func (j *Job) HostRanks() []int { j.enter(); return append([]int(nil), j.hostRank...) }
+func (j *Job) HostRanks() []int { return append([]int(nil), j.hostRank...) }
 
 // Endpoint returns the underlying amudp endpoint.
 func (j *Job) Endpoint() *amudp.Endpoint { return j.enter() }

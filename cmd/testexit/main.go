@@ -174,7 +174,12 @@ var Scenarios = []Scenario{
 		barrier()
 		if r == 0 {
 			time.Sleep(20 * time.Millisecond) // the others' Exit(0) comes first
-			fmt.Printf("summary: %d ranks done\n", n)
+		}
+		// The usual SPMD ending: a rank asks who it is, then prints.
+		// Rank, Size and HostRanks only read: the job's end elsewhere
+		// does not stop it there.
+		if conduit.Rank() == 0 {
+			fmt.Printf("summary: %d ranks done (%d on this host)\n", conduit.Size(), len(conduit.HostRanks()))
 		}
 		conduit.Exit(0)
 	}},
