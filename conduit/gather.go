@@ -11,6 +11,10 @@ import (
 // the round's length in bytes; the payload is the chunk.
 const hGather = 3
 
+// hGatherTree is the core handler of the messages of the all-gather that
+// runs over trees (treeAllGather), as hTree's are for Broadcast.
+const hGatherTree = 5
+
 // amGather is the state of the all-gather over active messages, Bruck's
 // algorithm: after round k (distance d = 2^k) rank r holds the parts of
 // ranks r, r+1, ..., r+2d−1 (mod N), having sent the first min(d, N−d) it
@@ -27,6 +31,7 @@ type amGather struct {
 	acked answered
 	lock  chanMutex // one all-gather at a time on this rank
 	n     uint64    // all-gathers this rank entered; under lock
+	tree  amTree    // treeAllGather's messages; its lock unused (lock serves)
 }
 
 // message runs for each all-gather chunk, and for the reply that
@@ -106,6 +111,50 @@ func (j *Job) allGather(n uint64, data []byte) ([][]byte, error) {
 	parts := make([][]byte, j.size)
 	for i, p := range have[:j.size] {
 		parts[(j.rank+i)%j.size] = p
+	}
+	j.ep.Fence()
+	return parts, nil
+}
+
+// treeAllGather runs all-gather number n where the ranks outnumber CPUs:
+// each rank's part, framed as a uvarint length and its bytes, goes up the
+// binomial tree to rank 0, every rank appending its children's frames to
+// its own (which puts them in rank order, see treeCall.reduce), and rank 0
+// broadcasts the whole down the same tree. Each all-gather is two numbered
+// collectives of j.gat.tree. Bruck's algorithm needs ⌈log2 N⌉ rounds, each
+// of which may wake every rank; here most ranks wake twice, which on a
+// host with fewer cores than ranks is what costs (see DESIGN.md §7). j.gat.lock
+// held.
+func (j *Job) treeAllGather(n uint64, data []byte) ([][]byte, error) {
+	var all []byte
+	err := j.waitIn("all-gather", n, func() error {
+		c := j.nextTreeCall(&j.gat.tree, 0)
+		c.kind = treeGather
+		own := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(data)), uint64(len(data)))
+		own = append(own, data...)
+		b, err := c.reduce(own, func(acc, in []byte) ([]byte, error) { return append(acc, in...), nil })
+		if err != nil {
+			return err
+		}
+		c = j.nextTreeCall(&j.gat.tree, 0)
+		c.kind = treeGather
+		all, err = c.broadcast(b)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	parts := make([][]byte, j.size)
+	for r := range parts {
+		l, w := binary.Uvarint(all)
+		if w <= 0 || uint64(len(all)-w) < l {
+			return nil, fmt.Errorf("malformed all-gather from rank 0: the part of rank %d", r)
+		}
+		parts[r] = all[w : w+int(l) : w+int(l)]
+		all = all[w+int(l):]
+	}
+	if len(all) != 0 {
+		return nil, fmt.Errorf("malformed all-gather from rank 0: %d bytes after the last rank's part", len(all))
 	}
 	j.ep.Fence()
 	return parts, nil

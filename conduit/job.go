@@ -207,6 +207,10 @@ func (j *Job) returned(r Returned) {
 		j.tree.acked.returned()
 		return
 	}
+	if r.Handler == hGatherTree && !r.Incoming {
+		j.gat.tree.acked.returned()
+		return
+	}
 	if h := j.onReturned.Load(); h != nil && h.fn != nil {
 		h.fn(r)
 	}
@@ -435,9 +439,13 @@ func (j *Job) Barrier() error {
 
 // AllGather contributes data and returns every rank's contribution, indexed
 // by rank. Concurrent calls of one rank's goroutines run one after another.
-// It runs over active messages among the ranks (Bruck's algorithm:
-// ⌈log2 N⌉ rounds, N−1 parts received in all), without the console. As for
-// Barrier, a rank enters once every request it sent has been answered.
+// It runs over active messages among the ranks, without the console:
+// Bruck's algorithm (⌈log2 N⌉ rounds, N−1 parts received in all), or,
+// where the barrier in force is AMTREE or AMCENTRAL (by default, when some
+// host has more ranks than CPUs), a gather to rank 0 up Broadcast's
+// binomial tree and a broadcast of the whole back down it, where most ranks
+// wake twice instead of once per round. As for Barrier, a rank enters once
+// every request it sent has been answered.
 func (j *Job) AllGather(data []byte) ([][]byte, error) {
 	j.enter()
 	j.gat.lock.Lock()
@@ -447,7 +455,13 @@ func (j *Job) AllGather(data []byte) ([][]byte, error) {
 	}
 	j.gat.n++
 	n := j.gat.n
-	parts, err := j.allGather(n, data)
+	var parts [][]byte
+	var err error
+	if j.bar.algo == barrierDissem {
+		parts, err = j.allGather(n, data)
+	} else {
+		parts, err = j.treeAllGather(n, data)
+	}
 	if err != nil {
 		return nil, j.done(fmt.Errorf("all-gather %d: %w", n, err))
 	}

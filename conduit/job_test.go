@@ -516,13 +516,23 @@ func TestProgressMode(t *testing.T) {
 	}
 }
 
-// TestAllGatherOverAMs: all-gathers over active messages on 1, 3, 5 and 8
-// ranks, under loss and duplication, with parts of different sizes (empty,
-// and past MaxMedium, so that a round spans several messages); every rank
-// gets every part, in rank order.
+// TestAllGatherOverAMs: all-gathers over active messages on 1 to 13
+// ranks, Bruck's (under the dissemination barrier) and over trees (under
+// AMTREE, as where ranks outnumber CPUs), under loss and duplication, with
+// parts of different sizes (empty, and past MaxMedium, so that a round
+// spans several messages), between broadcasts of the other sequence; every
+// rank gets every part, in rank order.
 func TestAllGatherOverAMs(t *testing.T) {
-	for _, n := range []int{1, 3, 5, 8} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		algo barrierAlgo
+		n    int
+	}{
+		{"Bruck", barrierDissem, 1}, {"Bruck", barrierDissem, 3}, {"Bruck", barrierDissem, 5}, {"Bruck", barrierDissem, 8},
+		{"tree", barrierTree, 1}, {"tree", barrierTree, 2}, {"tree", barrierTree, 5}, {"tree", barrierTree, 8}, {"tree", barrierTree, 13},
+	} {
+		n := c.n
+		t.Run(fmt.Sprintf("%s/N=%d", c.name, n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				part := func(r, round int) []byte {
 					size := []int{0, 7, MaxMedium + 100, 3 * MaxMedium}[(r+round)%4]
@@ -532,12 +542,17 @@ func TestAllGatherOverAMs(t *testing.T) {
 					}
 					return b
 				}
-				res, _ := runJob(t, n, memNet(amudptest.New(uint64(n), 0.1, 0.05, 100*time.Microsecond)), false, func(j *Job) {
+				jn := memNet(amudptest.New(uint64(n), 0.1, 0.05, 100*time.Microsecond))
+				jn.barrier = c.algo
+				res, _ := runJob(t, n, jn, false, func(j *Job) {
 					for round := range 3 {
 						parts, err := j.AllGather(part(j.Rank(), round))
 						if err != nil {
 							t.Errorf("rank %d: %v", j.Rank(), err)
 							return
+						}
+						if b, err := j.Broadcast(round%n, []byte{byte(j.Rank())}); err != nil || !bytes.Equal(b, []byte{byte(round % n)}) {
+							t.Errorf("rank %d: broadcast %d: %q, %v", j.Rank(), round, b, err)
 						}
 						for r := range n {
 							if !bytes.Equal(parts[r], part(r, round)) {

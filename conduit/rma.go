@@ -80,7 +80,9 @@ func (j *Job) registerCore() {
 	ep.Register(hTable, j.table.chunk)
 	ep.Register(hBarrier, j.bar.message)
 	ep.Register(hGather, j.gat.message)
+	j.tree.h, j.gat.tree.h = hTree, hGatherTree
 	ep.Register(hTree, j.tree.message)
+	ep.Register(hGatherTree, j.gat.tree.message)
 	ep.Register(hPut, func(t *Token, args []uint32, _ []byte) {
 		if len(args) == 1 && t.IsRequest() {
 			t.ReplyShort(hDone, args[0])

@@ -44,6 +44,7 @@ func (o Op) String() string {
 const (
 	treeBroadcast = 1
 	treeReduce    = 2
+	treeGather    = 3 // the all-gather where ranks outnumber CPUs (gather.go)
 
 	elemUint64  = 1
 	elemFloat64 = 2
@@ -68,6 +69,8 @@ func describeMeta(m uint32, root uint32) string {
 			elem = "float64"
 		}
 		return fmt.Sprintf("a %s reduction of %s to rank %d", Op(m>>16&0xff), elem, root)
+	case treeGather:
+		return "an all-gather"
 	}
 	return "another collective"
 }
@@ -94,8 +97,10 @@ type treeIn struct {
 // broadcast can run ahead of the others (it waits for no one), so what
 // arrives is kept by the collective's full number until its rank takes it.
 // A rank leaves a collective once its own messages are answered, as in the
-// barrier.
+// barrier. The all-gather where ranks outnumber CPUs runs the same trees
+// with its own amTree and handler (amGather.tree).
 type amTree struct {
+	h     int        // the core handler of its messages
 	mu    sync.Mutex // guards in
 	in    map[treeKey]*treeIn
 	acked answered
@@ -113,7 +118,7 @@ func (t *amTree) message(tok *Token, args []uint32, p []byte) {
 		t.acked.add(args[0])
 		return
 	}
-	tok.ReplyShort(hTree, args...)
+	tok.ReplyShort(t.h, args...)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.in == nil {
@@ -153,6 +158,7 @@ func (t *amTree) take(k treeKey) (*treeIn, error) {
 // treeCall is one tree collective in progress on this rank.
 type treeCall struct {
 	j          *Job
+	t          *amTree // j.tree, or j.gat.tree for an all-gather
 	n          uint64
 	root       int
 	kind, elem int
@@ -169,13 +175,13 @@ func (c *treeCall) send(v, k int, blob []byte) error {
 	meta := treeMeta(k, c.kind, c.op, c.elem)
 	return sendChunks(blob, func(i, chunks int, part []byte) error {
 		c.sent++
-		return c.j.ep.RequestMedium(c.abs(v), hTree, part, uint32(c.n), meta, uint32(c.root), uint32(i), uint32(chunks), uint32(len(blob)))
+		return c.j.ep.RequestMedium(c.abs(v), c.t.h, part, uint32(c.n), meta, uint32(c.root), uint32(i), uint32(chunks), uint32(len(blob)))
 	})
 }
 
 // recv waits for round k's message from rank v (relative) and returns it.
 func (c *treeCall) recv(v, k int) ([]byte, error) {
-	t := &c.j.tree
+	t := c.t
 	key := treeKey{uint32(c.n), uint8(k)}
 	if err := c.j.collWait(func() bool { return t.ready(key) }); err != nil {
 		return nil, err
@@ -192,7 +198,7 @@ func (c *treeCall) recv(v, k int) ([]byte, error) {
 
 // finish waits until every message this rank sent is answered.
 func (c *treeCall) finish() error {
-	t := &c.j.tree
+	t := c.t
 	if err := c.j.collWait(func() bool { return t.acked.has(c.sent) }); err != nil {
 		return err
 	}
@@ -225,9 +231,12 @@ func (c *treeCall) broadcast(blob []byte) ([]byte, error) {
 }
 
 // reduce runs the reduction's tree: acc combined with every rank's vector
-// (by combine, which checks the lengths) reaches the root, which returns
-// it; the other ranks return nil.
-func (c *treeCall) reduce(acc []byte, combine func(acc, in []byte) error) ([]byte, error) {
+// (by combine, which checks the lengths and returns the combination)
+// reaches the root, which returns it; the other ranks return nil. A rank's
+// children are the ranks v+1, v+2, v+4, ... below its lowest set bit
+// (relative to the root), each holding the next ranks in order, so a
+// combine that appends gathers the ranks' data in order of their rank.
+func (c *treeCall) reduce(acc []byte, combine func(acc, in []byte) ([]byte, error)) ([]byte, error) {
 	v, size := c.rel(c.j.rank), c.j.size
 	for mask := 1; mask < size; mask <<= 1 {
 		k := bits.TrailingZeros(uint(mask))
@@ -243,7 +252,7 @@ func (c *treeCall) reduce(acc []byte, combine func(acc, in []byte) error) ([]byt
 			if err != nil {
 				return nil, err
 			}
-			if err := combine(acc, in); err != nil {
+			if acc, err = combine(acc, in); err != nil {
 				return nil, fmt.Errorf("from rank %d: %w", c.abs(v|mask), err)
 			}
 		}
@@ -272,14 +281,20 @@ func (j *Job) treeCollective(what string, root int, body func() error) error {
 	return nil
 }
 
-// treeCall numbers the next tree collective of this rank, of the given
-// kind and root, and runs body on it under the hang reports; what names it
-// in errors and reports. j.tree.lock held.
-func (j *Job) treeCall(what string, root int, body func(c *treeCall) error) error {
-	t := &j.tree
+// nextTreeCall numbers the next collective of t on this rank, of the
+// given root. t's lock (or, for j.gat.tree, j.gat's) held.
+func (j *Job) nextTreeCall(t *amTree, root int) *treeCall {
 	t.n++
-	c := &treeCall{j: j, n: t.n, root: root}
+	c := &treeCall{j: j, t: t, n: t.n, root: root}
 	t.acked.enter(c.n)
+	return c
+}
+
+// treeCall numbers the next tree collective of this rank, of the given
+// root, and runs body on it under the hang reports; what names it in
+// errors and reports. j.tree.lock held.
+func (j *Job) treeCall(what string, root int, body func(c *treeCall) error) error {
+	c := j.nextTreeCall(&j.tree, root)
 	if err := j.waitIn(what, c.n, func() error { return body(c) }); err != nil {
 		return fmt.Errorf("%s %d: %w", what, c.n, err)
 	}
@@ -394,12 +409,12 @@ func (j *Job) AllReduceFloat64(op Op, v []float64) ([]float64, error) {
 // element, little-endian), which it may overwrite.
 func (c *treeCall) reduceVec(op Op, elem int, acc []byte) ([]byte, error) {
 	c.kind, c.op, c.elem = treeReduce, op, elem
-	return c.reduce(acc, func(acc, in []byte) error {
+	return c.reduce(acc, func(acc, in []byte) ([]byte, error) {
 		if len(in) != len(acc) {
-			return fmt.Errorf("a vector of %d elements, this rank's has %d", len(in)/8, len(acc)/8)
+			return nil, fmt.Errorf("a vector of %d elements, this rank's has %d", len(in)/8, len(acc)/8)
 		}
 		combine(op, elem, acc, in)
-		return nil
+		return acc, nil
 	})
 }
 
