@@ -231,6 +231,17 @@ func initOnce() {
 	if cfg.VerboseEnv && w.Rank == 0 {
 		fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), why)
 	}
+	// The runtime ignores an empty GOMAXPROCS; so does this.
+	procs, why := procsMode(os.Getenv("GOMAXPROCS") != "", w.HostCount, runtime.NumCPU())
+	switch {
+	case procs > 0 && runtime.GOMAXPROCS(0) != procs:
+		runtime.GOMAXPROCS(procs)
+	case procs == 0 && w.ProcsSet:
+		runtime.SetDefaultGOMAXPROCS() // the spawner's guess was wrong
+	}
+	if cfg.VerboseEnv && w.Rank == 0 && why != "" {
+		fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), why)
+	}
 	w.SetGrace(cfg.ExitTimeout / 2)
 	addrs, err := w.Addrs()
 	if err != nil {
@@ -288,6 +299,22 @@ func progressMode(spin time.Duration, set bool, ranks, cpus int) (time.Duration,
 		return 0, true, fmt.Sprintf("polite progress: %d ranks share this host's %d CPUs, so blocking waits sleep at once (set GASNET_POLL_SPIN to spin)", ranks, cpus)
 	}
 	return spin, spin == 0, fmt.Sprintf("blocking waits spin %v before they sleep (%d ranks on this host's %d CPUs)", spin, ranks, cpus)
+}
+
+// procsMode chooses how many threads run this rank's Go code at once
+// (GOMAXPROCS): one when this host has more ranks than CPUs this process
+// may use and the user did not set GOMAXPROCS, else the runtime's default
+// (0: leave it). Where ranks already outnumber cores, a second thread buys a
+// rank no parallelism, while the runtime, with a second P idle, leaves a
+// rank blocked in the kernel holding its P for up to 10 ms, its monitor
+// thread (sysmon) waking every 20 µs or more meanwhile; with one P it hands
+// the P off within two of its ticks and sleeps (DESIGN.md §7). why says
+// which, for verbose mode.
+func procsMode(set bool, ranks, cpus int) (int, string) {
+	if set || ranks <= cpus {
+		return 0, ""
+	}
+	return 1, fmt.Sprintf("GOMAXPROCS=1: %d ranks share this host's %d CPUs (set GOMAXPROCS to choose)", ranks, cpus)
 }
 
 // progress services the network in the background for GASNET_RCV_THREAD:

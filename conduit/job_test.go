@@ -516,6 +516,28 @@ func TestProgressMode(t *testing.T) {
 	}
 }
 
+// TestProcsMode: one P per rank where ranks outnumber CPUs, unless the
+// user set GOMAXPROCS; the default elsewhere.
+func TestProcsMode(t *testing.T) {
+	for _, c := range []struct {
+		set         bool
+		ranks, cpus int
+		want        int
+		say         string
+	}{
+		{false, 3, 2, 1, "GOMAXPROCS=1: 3 ranks share this host's 2 CPUs (set GOMAXPROCS to choose)"},
+		{false, 1024, 2, 1, "GOMAXPROCS=1: 1024 ranks"},
+		{false, 2, 2, 0, ""},
+		{false, 1, 8, 0, ""},
+		{true, 64, 2, 0, ""},
+	} {
+		got, why := procsMode(c.set, c.ranks, c.cpus)
+		if got != c.want || !strings.Contains(why, c.say) || (c.say == "") != (why == "") {
+			t.Errorf("procsMode(%v, %d, %d) = %d, %q; want %d, %q", c.set, c.ranks, c.cpus, got, why, c.want, c.say)
+		}
+	}
+}
+
 // TestAllGatherOverAMs: all-gathers over active messages on 1 to 13
 // ranks, Bruck's (under the dissemination barrier) and over trees (under
 // AMTREE, as where ranks outnumber CPUs), under loss and duplication, with

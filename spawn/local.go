@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,10 +39,14 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 	host, _ := os.Hostname()
 	var wg sync.WaitGroup
 	env, secret := withoutSecret(spec.Env)
+	procs := LocalProcs(spec.Count, runtime.NumCPU(), os.Getenv("GOMAXPROCS") != "" || slices.ContainsFunc(env, func(kv string) bool {
+		return strings.HasPrefix(kv, "GOMAXPROCS=") && kv != "GOMAXPROCS="
+	}))
 	for i := 0; i < spec.Count; i++ {
 		cmd := exec.Command(spec.Program, spec.Args...)
 		cmd.Dir = spec.Dir
 		cmd.Env = append(append(os.Environ(), env...), EnvIndex+"="+strconv.Itoa(i))
+		cmd.Env = append(cmd.Env, procs...)
 		// The secret goes through a pipe the worker reads once at start
 		// (file descriptor 3), not the environment, which stays readable
 		// in /proc/PID/environ for the worker's whole life.
@@ -72,6 +78,22 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 	}
 	go func() { wg.Wait(); close(l.exits) }()
 	return l, nil
+}
+
+// LocalProcs returns the settings that start each of count workers on one
+// host of cpus CPUs with one P (GOMAXPROCS=1) when they outnumber the CPUs
+// and the user did not set GOMAXPROCS (set; an empty value, which the
+// runtime ignores, is not set), as each worker would choose
+// after its welcome anyway (see conduit's procsMode): set at the start, the
+// runtime never sets up the second P, which on 1024 workers on 2 cores
+// measured 7.5% less CPU for the job (DESIGN.md §7). EnvProcs tells the
+// worker to take GOMAXPROCS out of its environment again, so the program
+// sees the environment its user gave.
+func LocalProcs(count, cpus int, set bool) []string {
+	if set || count <= cpus {
+		return nil
+	}
+	return []string{"GOMAXPROCS=1", EnvProcs + "=1"}
 }
 
 // add tracks the started process cmd of worker i until it ends; then

@@ -28,6 +28,9 @@ const (
 	// EnvSecretFD, instead of EnvSecret, names the file descriptor from
 	// which the worker reads the secret once (L).
 	EnvSecretFD = "GASNET_SPAWN_SECRET_FD"
+	// EnvProcs says that the L spawner set GOMAXPROCS=1 for this worker
+	// (see LocalProcs); the worker removes both from its environment.
+	EnvProcs = "GASNET_SPAWN_PROCS"
 )
 
 // reportEvery is how often the console reports missing workers at startup.

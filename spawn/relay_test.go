@@ -209,3 +209,24 @@ func BenchmarkDecodeTable(b *testing.B) {
 		}
 	})
 }
+
+// TestLocalProcs: the L spawner starts workers with one P when they
+// outnumber the CPUs and the user did not set GOMAXPROCS, with the marker
+// that has each worker take it out of its environment.
+func TestLocalProcs(t *testing.T) {
+	for _, c := range []struct {
+		count, cpus int
+		set         bool
+		want        []string
+	}{
+		{3, 2, false, []string{"GOMAXPROCS=1", EnvProcs + "=1"}},
+		{1024, 2, false, []string{"GOMAXPROCS=1", EnvProcs + "=1"}},
+		{2, 2, false, nil},
+		{1, 8, false, nil},
+		{1024, 2, true, nil},
+	} {
+		if d := cmp.Diff(c.want, LocalProcs(c.count, c.cpus, c.set)); d != "" {
+			t.Errorf("LocalProcs(%d, %d, %v) (-want +got):\n%s", c.count, c.cpus, c.set, d)
+		}
+	}
+}

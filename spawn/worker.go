@@ -38,6 +38,10 @@ type Worker struct {
 	// under a launcher that does not pass the environment on), so the
 	// configuration must be read again.
 	EnvChanged bool
+	// ProcsSet says that the L spawner started this worker with
+	// GOMAXPROCS=1 (see LocalProcs), which Join took out of the
+	// environment: the user did not set it.
+	ProcsSet bool
 
 	conn     net.Conn
 	wmu      sync.Mutex
@@ -332,7 +336,11 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 			w.EnvChanged = true
 		}
 	}
-	for _, k := range []string{EnvMaster, EnvSecret, EnvSecretFD, EnvIndex, EnvRoute} {
+	if os.Getenv(EnvProcs) != "" {
+		os.Unsetenv("GOMAXPROCS") // the L spawner's, not the user's
+		w.ProcsSet = true
+	}
+	for _, k := range []string{EnvMaster, EnvSecret, EnvSecretFD, EnvIndex, EnvRoute, EnvProcs} {
 		os.Unsetenv(k) // children of this worker are not workers
 	}
 	go w.readLoop()

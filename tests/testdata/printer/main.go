@@ -6,13 +6,15 @@
 // with "flood", the others send it requests until it gets SIGUSR2 (see
 // flood); with
 // "slowjoin", worker 2 sleeps a minute before conduit.Init. With PRINT_ENV
-// set to variable names, each rank first prints their values.
+// set to variable names, each rank first prints their values; with
+// PRINT_PROCS set, the GOMAXPROCS it runs with.
 package main
 
 import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +39,9 @@ func main() {
 			vs = append(vs, fmt.Sprintf("%s=%q", n, os.Getenv(n)))
 		}
 		fmt.Printf("rank %d: %s\n", r, strings.Join(vs, " "))
+	}
+	if os.Getenv("PRINT_PROCS") != "" {
+		fmt.Printf("rank %d: GOMAXPROCS %d\n", r, runtime.GOMAXPROCS(0))
 	}
 	if os.Getenv("HOSTRANKS") != "" {
 		fmt.Printf("rank %d shares its host with %v\n", r, conduit.HostRanks())
