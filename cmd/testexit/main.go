@@ -9,6 +9,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -297,6 +298,10 @@ var Scenarios = []Scenario{
 	{"fatal error on rank 0: concurrent map writes", 2, func(r, n int) {
 		attach()
 		if r == 0 {
+			// The runtime catches concurrent writes only when they run in
+			// parallel: a rank of a crowded host has one P (see conduit's
+			// procsMode), so take two.
+			runtime.GOMAXPROCS(2)
 			m := map[int]int{}
 			for g := 0; g < 4; g++ {
 				go func() {
