@@ -3,10 +3,12 @@ package amudp
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,46 +185,61 @@ func TestFloodBatchesReplies(t *testing.T) {
 	}
 }
 
-// TestPartialPeerTable: while the table is relayed at startup, a rank whose
-// address is unknown cannot be sent to and its datagrams are dropped;
-// FillPeers completes the table without touching known entries.
+// TestPartialPeerTable: while the table is relayed at startup, a rank
+// whose address is unknown cannot be sent to, but a request from it runs
+// and is answered at the datagram's source address, which becomes the
+// rank's; FillPeers completes the table without changing a known (or so
+// learned) address, and a datagram from another address is then dropped.
 func TestPartialPeerTable(t *testing.T) {
 	eps := newJob(t, 2, Config{})
 	full := []netip.AddrPort{eps[0].LocalAddr(), eps[1].LocalAddr()}
 	if err := eps[0].SetPeers([]netip.AddrPort{full[0], {}}); err != nil {
 		t.Fatal(err)
 	}
-	ran := 0
-	eps[0].Register(130, func(*Token, []uint32, []byte) { ran++ })
+	var ran atomic.Int32
+	eps[0].Register(130, func(*Token, []uint32, []byte) { ran.Add(1) })
 	if err := eps[0].RequestShort(1, 130); !errors.Is(err, ErrNoAddress) {
 		t.Errorf("request to a rank of unknown address: %v, want ErrNoAddress", err)
 	}
+	serve(t, eps[0])
 	if err := eps[1].RequestShort(0, 130); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(time.Second); eps[0].Stats().BadSource == 0 && time.Now().Before(end); {
-		eps[0].Poll()
+	if err := eps[1].Drain(); err != nil { // answered: rank 0 replied to where it came from
+		t.Fatal(err)
 	}
-	if ran != 0 || eps[0].Stats().BadSource == 0 {
-		t.Errorf("a request from a rank of unknown address ran (%d) or was not counted", ran)
+	if s := eps[0].Stats(); ran.Load() != 1 || s.BadSource != 0 {
+		t.Errorf("a request from a rank of unknown address ran %d times (want 1), %d datagrams dropped as from a bad source", ran.Load(), s.BadSource)
 	}
-	if err := eps[0].FillPeers([]netip.AddrPort{eps[1].LocalAddr(), eps[1].LocalAddr()}); err == nil {
-		t.Error("FillPeers changed a known address")
+	other := netip.AddrPortFrom(full[1].Addr(), full[1].Port()+1)
+	for _, bad := range [][]netip.AddrPort{{full[1], full[1]}, {full[0], other}} {
+		if err := eps[0].FillPeers(bad); err == nil {
+			t.Errorf("FillPeers(%v) changed a known or learned address", bad)
+		}
 	}
 	if err := eps[0].FillPeers(full); err != nil {
 		t.Fatal(err)
 	}
-	serve(t, eps[1])
-	eps[1].Register(130, func(*Token, []uint32, []byte) {})
-	if err := eps[0].RequestShort(1, 130); err != nil {
+	// A datagram that says it is rank 1's, from another address, is now
+	// dropped: a known address is not learned again.
+	c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(full[1].Addr(), 0)), net.UDPAddrFromAddrPort(full[0]))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eps[0].Drain(); err != nil {
+	defer c.Close()
+	m := wire.Message{Header: wire.Header{Kind: KindShortRequest, Handler: 130, Src: 1, Slot: 1, Seq: 1}}
+	b, err := m.Append(nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// rank 1 retransmits its first request; now it is accepted and runs.
-	if err := eps[0].WaitUntil(func() bool { return ran == 1 }); err != nil {
+	if _, err := c.Write(sealed("test secret", 0, b)); err != nil {
 		t.Fatal(err)
+	}
+	for end := time.Now().Add(time.Second); eps[0].Stats().BadSource == 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond) // rank 0 is served in the background
+	}
+	if eps[0].Stats().BadSource == 0 || ran.Load() != 1 {
+		t.Errorf("a request from an address the table does not give ran (%d runs) or was not counted", ran.Load())
 	}
 }
 

@@ -247,8 +247,10 @@ func (e *Endpoint) SetPeers(addrs []netip.AddrPort) error {
 
 // FillPeers completes a peer table that SetPeers left partly unknown (zero
 // entries, as while the table is relayed at startup): unknown entries take
-// addrs' values, and known ones must agree. Datagrams from a rank whose
-// address is unknown are dropped, and requests to it refused.
+// addrs' values, and known ones must agree. Until then a request to a rank
+// whose address is unknown is refused (ErrNoAddress), and a datagram from
+// one is taken, its source address becoming the rank's (see learnLocked),
+// which addrs must then confirm.
 func (e *Endpoint) FillPeers(addrs []netip.AddrPort) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -264,6 +266,21 @@ func (e *Endpoint) FillPeers(addrs []netip.AddrPort) error {
 		}
 	}
 	return nil
+}
+
+// learnLocked takes from as the address of rank src, whose address is not
+// known yet, when a datagram from src has come from there: its MAC, keyed
+// by the job's secret, says src sent it. So a rank that has the whole
+// address table and sends to one that is still waiting for it (the table
+// is relayed down a tree at startup) is answered at once instead of
+// retransmitting until the table comes; FillPeers then checks the address
+// against the table. It reports whether it took it. mu held.
+func (e *Endpoint) learnLocked(src int, from netip.AddrPort) bool {
+	if e.addrs[src].IsValid() || !from.IsValid() {
+		return false
+	}
+	e.addrs[src] = from // no peer state yet: it comes with a known address
+	return true
 }
 
 // Size returns the number of ranks in the peer table.

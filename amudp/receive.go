@@ -57,7 +57,7 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort) {
 	}
 	e.mu.Lock()
 	src := int(m.Src)
-	if src >= len(e.addrs) || src == e.rank || e.addrs[src] != from {
+	if src >= len(e.addrs) || src == e.rank || e.addrs[src] != from && !e.learnLocked(src, from) {
 		e.mu.Unlock()
 		e.stats.badSource.Add(1)
 		return

@@ -44,13 +44,12 @@ type Job struct {
 	attachMu sync.Mutex
 	attach   bool
 
-	barrier         uint64 // barriers this rank entered (numbered from 1); under bar.mu
-	bar             amBarrier
-	gat             amGather
-	tree            amTree
-	consoleBarriers uint64        // of them, those the console served (startup)
-	hangWarn        time.Duration // GASNET_HANG_WARN (see waitIn); 0: never report
-	onReturned      atomic.Pointer[defaultReturnedFn]
+	barrier    uint64 // barriers this rank entered (numbered from 1); under bar.mu
+	bar        amBarrier
+	gat        amGather
+	tree       amTree
+	hangWarn   time.Duration // GASNET_HANG_WARN (see waitIn); 0: never report
+	onReturned atomic.Pointer[defaultReturnedFn]
 }
 
 // control is a rank's link to the console: the end of the job, and the

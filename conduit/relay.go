@@ -30,15 +30,19 @@ func (t *tableIn) chunk(_ *Token, a []uint32, p []byte) {
 
 // relayTable completes this worker's address table: rank 0 has it from the
 // console; every other rank waits for it from its tree parent. Each then
-// passes it on to its tree children, and all meet in a barrier, so that no
-// rank sends to one that does not know its address yet.
+// passes it on to its tree children and goes on, without a barrier: a rank
+// that has the table may send to one still waiting for it, whose endpoint
+// takes the sender's address from the authenticated datagram and answers
+// (amudp's Endpoint.FillPeers), so nothing waits for a retransmission.
 func (j *Job) relayTable(w *spawn.Worker) error {
 	ep, tab := j.ep, &j.table
 	var blob []byte // the table's wire form, passed on as it came
 	if w.HasTable() {
 		blob = spawn.EncodeTable(w.Table())
 	} else {
-		if err := ep.WaitUntil(tab.done.Load); err != nil {
+		// A job that ends meanwhile (a rank that has the table may
+		// already have called Exit) ends this rank here.
+		if err := j.wait(tab.done.Load); err != nil {
 			return fmt.Errorf("waiting for the address table: %w", err)
 		}
 		tab.mu.Lock()
@@ -71,22 +75,8 @@ func (j *Job) relayTable(w *spawn.Worker) error {
 			return fmt.Errorf("relaying the address table to rank %d: %w", c, err)
 		}
 	}
-	return j.consoleBarrier(w)
-}
-
-// consoleBarrier is a barrier served by w's console, for startup: before
-// the address table has reached every rank, a rank could not hear another's
-// barrier message.
-func (j *Job) consoleBarrier(w *spawn.Worker) error {
-	j.bar.mu.Lock()
-	defer j.bar.mu.Unlock()
-	e := j.nextBarrier()
-	j.consoleBarriers++
-	target := j.consoleBarriers
-	if err := w.BarrierNotify(); err != nil {
-		return err
-	}
-	return j.waitIn("barrier", e, func() error {
-		return j.wait(func() bool { return w.BarriersDone() >= target })
-	})
+	// The startup barrier that the console served keeps its number, so
+	// that a program's first barrier is still barrier 2 in hang reports.
+	j.nextBarrier()
+	return nil
 }
