@@ -242,6 +242,12 @@ func initOnce() {
 	if cfg.VerboseEnv && w.Rank == 0 && why != "" {
 		fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), why)
 	}
+	maxRTO := time.Duration(cfg.ReqTimeoutMax) * time.Microsecond
+	firstRTO, rtoWhy := firstWait(time.Duration(cfg.ReqTimeoutInitial)*time.Microsecond, maxRTO,
+		src["GASNET_REQUESTTIMEOUT_INITIAL"].Var != "", w.HostCount, runtime.NumCPU())
+	if cfg.VerboseEnv && w.Rank == 0 && rtoWhy != "" {
+		fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), rtoWhy)
+	}
 	w.SetGrace(cfg.ExitTimeout / 2)
 	addrs, err := w.Addrs()
 	if err != nil {
@@ -253,9 +259,9 @@ func initOnce() {
 		AuthPayload: cfg.AuthPayload,
 		Reserved:    FirstClientHandler,
 		Retransmit: retransmit.Config{
-			Initial: time.Duration(cfg.ReqTimeoutInitial) * time.Microsecond,
+			Initial: firstRTO,
 			Backoff: cfg.ReqTimeoutBackoff,
-			Max:     time.Duration(cfg.ReqTimeoutMax) * time.Microsecond,
+			Max:     maxRTO,
 			MinRTO:  time.Millisecond,
 		},
 	})
@@ -315,6 +321,33 @@ func procsMode(set bool, ranks, cpus int) (int, string) {
 		return 0, ""
 	}
 	return 1, fmt.Sprintf("GOMAXPROCS=1: %d ranks share this host's %d CPUs (set GOMAXPROCS to choose)", ranks, cpus)
+}
+
+// crowdedWaitPerRank is how long a request's first retransmission waits
+// per rank that shares a CPU with others, on a crowded host.
+const crowdedWaitPerRank = 2 * time.Millisecond
+
+// firstWait chooses the first retransmission wait, before a peer's round
+// trip is known (GASNET_REQUESTTIMEOUT_INITIAL, initial, at most max unless
+// max is 0). Where a host has more ranks than CPUs, a peer answers only
+// once the scheduler runs it, which takes longer the more ranks wait for
+// each CPU, and a retransmission meanwhile only wakes both ranks for a
+// duplicate: unless the user set it, the wait is then at least
+// crowdedWaitPerRank per rank per CPU (1 s for 1024 ranks on 2 CPUs, where
+// 100 ms made a quarter of hello's datagrams retransmissions). why says
+// so, for verbose mode ("" when initial stands).
+func firstWait(initial, max time.Duration, set bool, ranks, cpus int) (time.Duration, string) {
+	if set || ranks <= cpus || cpus <= 0 {
+		return initial, ""
+	}
+	want := time.Duration(int64(ranks) * int64(crowdedWaitPerRank) / int64(cpus))
+	if max > 0 {
+		want = min(want, max)
+	}
+	if want <= initial {
+		return initial, ""
+	}
+	return want, fmt.Sprintf("first retransmission after %v: %d ranks share this host's %d CPUs and wait their turn for one (set GASNET_REQUESTTIMEOUT_INITIAL to choose)", want, ranks, cpus)
 }
 
 // progress services the network in the background for GASNET_RCV_THREAD:

@@ -538,6 +538,33 @@ func TestProcsMode(t *testing.T) {
 	}
 }
 
+// TestFirstWait: on a crowded host the first retransmission waits 2 ms per
+// rank per CPU, at most GASNET_REQUESTTIMEOUT_MAX, unless the user set it
+// or the configured wait is longer.
+func TestFirstWait(t *testing.T) {
+	const ms = time.Millisecond
+	for _, c := range []struct {
+		initial, max time.Duration
+		set          bool
+		ranks, cpus  int
+		want         time.Duration
+		say          string
+	}{
+		{100 * ms, 30 * time.Second, false, 1024, 2, 1024 * ms, "first retransmission after 1.024s: 1024 ranks share this host's 2 CPUs"},
+		{100 * ms, 30 * time.Second, false, 256, 2, 256 * ms, "after 256ms"},
+		{100 * ms, 30 * time.Second, false, 64, 2, 100 * ms, ""},  // 64 ms: the configured wait is longer
+		{100 * ms, 30 * time.Second, false, 2, 2, 100 * ms, ""},   // not crowded
+		{100 * ms, 30 * time.Second, true, 1024, 2, 100 * ms, ""}, // the user's
+		{100 * ms, 500 * ms, false, 1024, 2, 500 * ms, "after 500ms"},
+		{100 * ms, 0, false, 1024, 2, 1024 * ms, "after 1.024s"}, // never give up: no cap
+	} {
+		got, why := firstWait(c.initial, c.max, c.set, c.ranks, c.cpus)
+		if got != c.want || !strings.Contains(why, c.say) || (c.say == "") != (why == "") {
+			t.Errorf("firstWait(%v, %v, %v, %d, %d) = %v, %q; want %v, %q", c.initial, c.max, c.set, c.ranks, c.cpus, got, why, c.want, c.say)
+		}
+	}
+}
+
 // TestAllGatherOverAMs: all-gathers over active messages on 1 to 13
 // ranks, Bruck's (under the dissemination barrier) and over trees (under
 // AMTREE, as where ranks outnumber CPUs), under loss and duplication, with

@@ -40,7 +40,7 @@ type Config struct {
 	SockBufMax   int  `envconfig:"GASNET_SOCKETBUFFER_MAX" default:"4194304" range:"4096..1073741824" desc:"UDP socket buffer bytes the buffers may grow to"`
 
 	ReqTimeoutMax     int64  `envconfig:"GASNET_REQUESTTIMEOUT_MAX" default:"30000000" range:"1000..3600000000" special:"0=never give up" desc:"µs: longest single retransmission wait, and the last term of the give-up schedule: a peer that sends nothing for the schedule's sum (81.1 s by default) makes its requests undeliverable; 0 = never give up"`
-	ReqTimeoutInitial int64  `envconfig:"GASNET_REQUESTTIMEOUT_INITIAL" default:"100000" range:"100..60000000" desc:"µs: first retransmission wait before an RTT estimate exists (and its upper bound)"`
+	ReqTimeoutInitial int64  `envconfig:"GASNET_REQUESTTIMEOUT_INITIAL" default:"100000" range:"100..60000000" desc:"µs: first retransmission wait before an RTT estimate exists (and its upper bound). Unset, on a host with more ranks than CPUs it is at least 2 ms per rank per CPU (1.024 s for 1024 ranks on 2), at most GASNET_REQUESTTIMEOUT_MAX: a peer answers only when the scheduler runs it; GASNET_VERBOSEENV says so"`
 	ReqTimeoutBackoff uint32 `envconfig:"GASNET_REQUESTTIMEOUT_BACKOFF" default:"2" range:"1..64" desc:"multiplier of each further retransmission wait while the peer is silent"`
 
 	RouteOutput bool   `envconfig:"GASNET_ROUTE_OUTPUT" default:"true" desc:"route worker stdout/stderr through the console, line-buffered per worker (L and S)"`

@@ -153,6 +153,16 @@ func TestOversubscribedWorkers(t *testing.T) {
 			}
 		}
 	}
+	// Far more ranks than CPUs: the first retransmission waits 2 ms per
+	// rank per CPU (here 128 ms) unless the user set it.
+	n := 64 * cpus
+	for _, env := range [][]string{{"GASNET_VERBOSEENV=1"}, {"GASNET_VERBOSEENV=1", "GASNET_REQUESTTIMEOUT_INITIAL=100000"}} {
+		r := run(t, t.Name(), env, "hello", strconv.Itoa(n))
+		want := fmt.Sprintf("rank 0: first retransmission after 128ms: %d ranks share this host's %d CPUs", n, cpus)
+		if said := strings.Contains(r.stderr, want); r.code != 0 || said != (len(env) == 1) {
+			t.Errorf("hello %d with %q: exit %d, said %q: %v\nstderr:\n%s", n, env, r.code, want, said, r.stderr)
+		}
+	}
 	r := run(t, t.Name(), []string{"GASNET_BARRIER=butterfly"}, "hello", "2")
 	want := "hello: GASNET_BARRIER=butterfly: accepted: AMDISSEM (or DISSEM), AMCENTRAL or AMTREE, or empty for the default\n"
 	if r.code == 0 || r.stderr != want || r.stdout != "" {
