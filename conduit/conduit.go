@@ -227,10 +227,15 @@ func initOnce() {
 			fatal("%v", err)
 		}
 	}
-	spin, polite, why := progressMode(cfg.PollSpin, src["GASNET_POLL_SPIN"].Var != "", w.HostCount, runtime.NumCPU())
-	if cfg.VerboseEnv && w.Rank == 0 {
-		fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), why)
+	// say tells, in verbose mode, why rank 0 runs as it does ("": nothing
+	// to tell).
+	say := func(why string) {
+		if cfg.VerboseEnv && w.Rank == 0 && why != "" {
+			fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), why)
+		}
 	}
+	spin, polite, why := progressMode(cfg.PollSpin, src["GASNET_POLL_SPIN"].Var != "", w.HostCount, runtime.NumCPU())
+	say(why)
 	// The runtime ignores an empty GOMAXPROCS; so does this.
 	procs, why := procsMode(os.Getenv("GOMAXPROCS") != "", w.HostCount, runtime.NumCPU())
 	switch {
@@ -239,15 +244,11 @@ func initOnce() {
 	case procs == 0 && w.ProcsSet:
 		runtime.SetDefaultGOMAXPROCS() // the spawner's guess was wrong
 	}
-	if cfg.VerboseEnv && w.Rank == 0 && why != "" {
-		fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), why)
-	}
+	say(why)
 	maxRTO := time.Duration(cfg.ReqTimeoutMax) * time.Microsecond
-	firstRTO, rtoWhy := firstWait(time.Duration(cfg.ReqTimeoutInitial)*time.Microsecond, maxRTO,
+	firstRTO, why := firstWait(time.Duration(cfg.ReqTimeoutInitial)*time.Microsecond, maxRTO,
 		src["GASNET_REQUESTTIMEOUT_INITIAL"].Var != "", w.HostCount, runtime.NumCPU())
-	if cfg.VerboseEnv && w.Rank == 0 && rtoWhy != "" {
-		fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), rtoWhy)
-	}
+	say(why)
 	w.SetGrace(cfg.ExitTimeout / 2)
 	addrs, err := w.Addrs()
 	if err != nil {
@@ -273,11 +274,9 @@ func initOnce() {
 	}
 	j := newJob(ep, w, w.Rank, w.Size, cfg.ExitTimeout)
 	j.hangWarn = cfg.HangWarn
-	algo, barrierWhy := chooseBarrier(cfg.Barrier, w.Crowded)
+	algo, why := chooseBarrier(cfg.Barrier, w.Crowded)
 	j.bar.setAlgo(algo, w.Rank, w.Size)
-	if cfg.VerboseEnv && w.Rank == 0 {
-		fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), barrierWhy)
-	}
+	say(why)
 	w.OnEvent(ep.Wake)
 	if cfg.Stats {
 		w.AtExit(func() { fmt.Fprintf(os.Stderr, "%s: rank %d stats: %v\n", progName(), w.Rank, ep.Stats()) })

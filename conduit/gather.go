@@ -71,8 +71,7 @@ func (j *Job) allGather(n uint64, data []byte) ([][]byte, error) {
 			cnt := min(d, j.size-d)
 			var msg []byte
 			for _, p := range have[:cnt] {
-				msg = binary.AppendUvarint(msg, uint64(len(p)))
-				msg = append(msg, p...)
+				msg = appendPart(msg, p)
 			}
 			to := (j.rank - d + j.size) % j.size
 			err := sendChunks(msg, func(c, chunks int, part []byte) error {
@@ -91,12 +90,11 @@ func (j *Job) allGather(n uint64, data []byte) ([][]byte, error) {
 				return err
 			}
 			for range cnt {
-				l, w := binary.Uvarint(b)
-				if w <= 0 || uint64(len(b)-w) < l {
+				p, rest, ok := nextPart(b)
+				if !ok {
 					return fmt.Errorf("malformed all-gather round %d from rank %d", k, (j.rank+d)%j.size)
 				}
-				have = append(have, b[w:w+int(l)])
-				b = b[w+int(l):]
+				have, b = append(have, p), rest
 			}
 		}
 		if err := j.collWait(func() bool { return g.acked.has(sent) }); err != nil {
@@ -130,8 +128,7 @@ func (j *Job) treeAllGather(n uint64, data []byte) ([][]byte, error) {
 	err := j.waitIn("all-gather", n, func() error {
 		c := j.nextTreeCall(&j.gat.tree, 0)
 		c.kind = treeGather
-		own := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(data)), uint64(len(data)))
-		own = append(own, data...)
+		own := appendPart(make([]byte, 0, binary.MaxVarintLen64+len(data)), data)
 		b, err := c.reduce(own, func(acc, in []byte) ([]byte, error) { return append(acc, in...), nil })
 		if err != nil {
 			return err
@@ -146,16 +143,32 @@ func (j *Job) treeAllGather(n uint64, data []byte) ([][]byte, error) {
 	}
 	parts := make([][]byte, j.size)
 	for r := range parts {
-		l, w := binary.Uvarint(all)
-		if w <= 0 || uint64(len(all)-w) < l {
+		var ok bool
+		if parts[r], all, ok = nextPart(all); !ok {
 			return nil, fmt.Errorf("malformed all-gather from rank 0: the part of rank %d", r)
 		}
-		parts[r] = all[w : w+int(l) : w+int(l)]
-		all = all[w+int(l):]
 	}
 	if len(all) != 0 {
 		return nil, fmt.Errorf("malformed all-gather from rank 0: %d bytes after the last rank's part", len(all))
 	}
 	j.ep.Fence()
 	return parts, nil
+}
+
+// appendPart appends p to b framed as an all-gather's messages carry each
+// rank's part: its length as a uvarint, then its bytes.
+func appendPart(b, p []byte) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(p))), p...)
+}
+
+// nextPart splits the first framed part off b (see appendPart). The part's
+// capacity ends where it does, so that appending to it never writes over
+// the next rank's. ok is false when b does not start with a whole part.
+func nextPart(b []byte) (p, rest []byte, ok bool) {
+	l, w := binary.Uvarint(b)
+	if w <= 0 || uint64(len(b)-w) < l {
+		return nil, nil, false
+	}
+	end := w + int(l)
+	return b[w:end:end], b[end:], true
 }

@@ -178,6 +178,10 @@ func TestOversubscribedWorkers(t *testing.T) {
 // console's environment or forwarded, wins.
 func TestCrowdedRanksRunOneP(t *testing.T) {
 	cpus := runtime.NumCPU()
+	// The runtime's own choice, which a cgroup's CPU limit may set below
+	// cpus (and which ignores a GOMAXPROCS this process was given).
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
 	for _, tt := range []struct {
 		env   []string
 		n     int
@@ -186,7 +190,7 @@ func TestCrowdedRanksRunOneP(t *testing.T) {
 		say   string // rank 0's verbose line, "" for none
 	}{
 		{[]string{"GOMAXPROCS="}, cpus + 1, 1, "", fmt.Sprintf("GOMAXPROCS=1: %d ranks share this host's %d CPUs (set GOMAXPROCS to choose)", cpus+1, cpus)},
-		{[]string{"GOMAXPROCS="}, 1, cpus, "", ""},
+		{[]string{"GOMAXPROCS="}, 1, def, "", ""},
 		{[]string{"GOMAXPROCS=2"}, cpus + 1, 2, "2", ""},
 		{[]string{"GOMAXPROCS=", "GASNET_FORWARD_ENV=GOMAXPROCS=3"}, cpus + 1, 3, "3", ""},
 	} {
