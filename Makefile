@@ -19,8 +19,10 @@ demo: build
 
 # The library's packages under the race detector (some tests build only with
 # -race), then every test: unit tests and the end-to-end tests (which build
-# the programs themselves).
-test: vet
+# the programs themselves). It first installs what the tests need (deps does
+# nothing when all is there), so that on a fresh machine `make demo` and
+# `make test` are all it takes.
+test: deps vet
 	$(GO) test -race -short -count=1 -timeout 10m ./amudp/... ./retransmit/... ./conduit/... ./spawn/...
 	$(GO) test -count=1 -timeout 15m ./...
 
@@ -68,7 +70,9 @@ deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing:" $$missing; \
-		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends $$missing; \
+		sudo=; if [ "$$(id -u)" != 0 ]; then \
+			command -v sudo >/dev/null || { echo "make deps: installing $$missing needs root (or sudo)"; exit 1; }; sudo="sudo -E"; fi; \
+		$$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends $$missing; \
 	fi
 	$(GO) mod download
 
