@@ -297,10 +297,11 @@ func (j *Job) answeredLocked(sent int) error {
 // after it. A collective that cannot complete (a rank ended without
 // entering it) then ends this rank.
 func (j *Job) collWait(cond func() bool) error {
-	err := j.ep.WaitUntil(func() bool { return cond() || j.leaving() })
+	err := j.ep.WaitUntil(func() bool { return cond() || j.leaving() || j.aborting.Load() })
 	if !cond() && j.ctl.Terminating() {
 		j.ctl.ExitNow()
 	}
+	j.abort()
 	return err
 }
 

@@ -30,7 +30,7 @@ type Job struct {
 	// (see leaving), set once by endingOnce.
 	ending     time.Time
 	endingOnce sync.Once
-	aborting   atomic.Bool // the default handler 0 has spoken
+	aborting   atomic.Bool // the default handler 0 has aborted the job
 
 	rma   rma
 	table tableIn
@@ -64,7 +64,11 @@ type control interface {
 	ExitNow()
 	// Exit reports code as the job's and ends the rank.
 	Exit(code int, grace time.Duration)
-	// Abort is Exit with the reason, which the console reports.
+	// Abort reports that this rank aborts the job with code (not 0) and
+	// why: the job's code is then not 0, even when another rank's Exit(0)
+	// came first. In a worker process it ends the rank and does not
+	// return; in RunLocal, which cannot end a handler's goroutine, it
+	// returns and the rank ends at its next call (see Job.abort).
 	Abort(code int, why string, grace time.Duration)
 	// Report tells the console that this rank waits in collective seq of
 	// kind ("barrier", "all-gather"), or no longer does.
@@ -109,6 +113,7 @@ func (j *Job) done(err error) error {
 	if errors.Is(err, amudp.ErrInterrupted) {
 		j.ctl.ExitNow()
 	}
+	j.abort()
 	return err
 }
 
@@ -128,13 +133,26 @@ func (j *Job) setHosts(hosts []string) {
 // unreachable rank and its address (DESIGN.md §5).
 // It speaks once per rank however many requests come back: the first
 // aborts the job, and the console gives the job's one summary line.
+// The abort is done before the handler returns, on the goroutine that
+// polls: the job then ends with code 1 whatever the other ranks do (an
+// Exit(0) of theirs that reached the console first included), and the
+// program's call that was polling does not return to it.
 func (j *Job) defaultReturned(r Returned) {
 	if j.aborting.Swap(true) {
 		return
 	}
 	why := j.describe(r)
 	fmt.Fprintf(os.Stderr, "%s: rank %d: %s; aborting the job\n", progName(), j.rank, why)
-	go j.ctl.Abort(1, why, j.exitTimeout) // not on the polling goroutine's stack
+	j.ctl.Abort(1, why, j.exitTimeout)
+}
+
+// abort ends the rank at a call of the program's once handler 0 has
+// aborted the job (in RunLocal, where Abort returns): no call returns to
+// the program after that, not even one whose wait was satisfied.
+func (j *Job) abort() {
+	if j.aborting.Load() {
+		j.ctl.ExitNow()
+	}
 }
 
 // describe says what a returned message means, naming the rank and host
@@ -161,6 +179,7 @@ func (j *Job) enter() *amudp.Endpoint {
 	if j.ctl.Terminating() {
 		j.ctl.ExitNow()
 	}
+	j.abort()
 	return j.ep
 }
 
@@ -174,6 +193,7 @@ func (j *Job) wait(cond func() bool) error {
 	if j.ctl.Terminating() && !cond() {
 		j.ctl.ExitNow()
 	}
+	j.abort()
 	return err
 }
 
@@ -397,15 +417,19 @@ func (j *Job) BarrierNotify() error {
 // BarrierWait waits, servicing the network, until every rank has entered
 // the barrier this rank last notified. Everything the program's handlers did
 // before the other ranks entered happens before BarrierWait returns.
+// A rank whose job ended elsewhere (the others completed the barrier and
+// called Exit) still completes a barrier it notified and returns, as a
+// plain Barrier does, so that what it prints after it is not lost.
 func (j *Job) BarrierWait() error {
-	j.enter()
 	b := &j.bar
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.acked.last()
 	if b.completed == e {
+		j.enter() // nothing to complete: a rank told to exit does so here
 		return nil
 	}
+	j.abort()
 	return j.done(barrierError(e, j.completeLocked(e)))
 }
 

@@ -344,7 +344,7 @@ func TestJobUndeliverableAborts(t *testing.T) {
 			}
 			j.WaitUntil(func() bool { return false })
 		})
-		want := jobResult{Code: 1, Ends: []string{"exit 1", "terminated"}}
+		want := jobResult{Code: 1, Ends: []string{"abort 1", "terminated"}}
 		if d := cmp.Diff(want, res); d != "" {
 			t.Errorf("(-want +got):\n%s", d)
 		}

@@ -162,20 +162,33 @@ func (r localRank) ExitNow() {
 	runtime.Goexit()
 }
 
-// Abort exits; the Job has said why on stderr.
-func (r localRank) Abort(code int, _ string, grace time.Duration) { r.Exit(code, grace) }
+// Abort makes code the job's, over a 0 that an Exit set before, and tells
+// every rank to exit; the Job has said why on stderr. It returns: it runs
+// in a handler, whose goroutine it cannot end, and the rank ends at its
+// next call (Job.abort).
+func (r localRank) Abort(code int, _ string, _ time.Duration) {
+	r.c.setCode(code, true)
+	r.c.end(r.rank, fmt.Sprintf("abort %d", code))
+	r.c.terminating.Store(true)
+	r.c.wakeAll()
+}
 
 func (r localRank) Exit(code int, _ time.Duration) {
-	c := r.c
+	r.c.setCode(code, false)
+	r.c.end(r.rank, fmt.Sprintf("exit %d", code))
+	r.c.terminating.Store(true)
+	r.c.wakeAll()
+	runtime.Goexit()
+}
+
+// setCode sets the job's code: the first one set, except that an abort's
+// replaces a 0.
+func (c *localConsole) setCode(code int, abort bool) {
 	c.mu.Lock()
-	if !c.codeSet {
+	if !c.codeSet || abort && c.code == 0 {
 		c.code, c.codeSet = code, true
 	}
 	c.mu.Unlock()
-	c.end(r.rank, fmt.Sprintf("exit %d", code))
-	c.terminating.Store(true)
-	c.wakeAll()
-	runtime.Goexit()
 }
 
 func (r localRank) Report(string, uint64, bool) error { return nil }

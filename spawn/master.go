@@ -746,14 +746,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 					}
 				}
 			case frameExit:
-				c := exitCode(ev.body)
-				j.track(p, func() { p.exited, p.exitCode = true, c.Code })
-				if j.exitCode < 0 {
-					if c.Why != "" {
-						j.say("rank %d on %s aborted the job (code %d): %s", p.rank, p.join.Name, c.Code, c.Why)
-					}
-					j.end(c.Code)
-				} else {
+				if j.exit(p, exitCode(ev.body)) {
 					p.out.send(frameTerminate, Code{Code: j.exitCode})
 				}
 			}
@@ -822,9 +815,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				j.peers[ev.rank].closed = true
 				j.judge(j.peers[ev.rank])
 			} else if ev.typ == frameExit {
-				c := exitCode(ev.body)
-				p := j.peers[ev.rank]
-				j.track(p, func() { p.exited, p.exitCode = true, c.Code })
+				j.exit(j.peers[ev.rank], exitCode(ev.body))
 			}
 		case <-deadline:
 			for _, p := range j.peers {
@@ -844,6 +835,29 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 		return 0
 	}
 	return j.exitCode
+}
+
+// exit takes rank p's Exit frame. The first one ends the job with its
+// code. An abort (a reason given, a code not 0) after the job ended with
+// 0 makes the job's code its own: a rank that said it aborts the job
+// never ends in success, whatever Exit(0) of another rank came first. It
+// reports whether the job had ended before.
+func (j *job) exit(p *peerConn, c Code) (ended bool) {
+	j.track(p, func() { p.exited, p.exitCode = true, c.Code })
+	if j.exitCode < 0 {
+		if c.Why != "" {
+			j.say("rank %d on %s aborted the job (code %d): %s", p.rank, p.join.Name, c.Code, c.Why)
+		}
+		j.end(c.Code)
+		return false
+	}
+	if c.Why != "" && c.Code != 0 {
+		j.say("rank %d on %s aborted the job (code %d) as it ended with code %d: %s", p.rank, p.join.Name, c.Code, j.exitCode, c.Why)
+		if j.exitCode == 0 && j.abnormal == 0 {
+			j.abnormal = c.Code
+		}
+	}
+	return true
 }
 
 // exitCode reads an Exit frame's body. A code outside a process's 0..255

@@ -468,9 +468,15 @@ func (w *Worker) Report(kind string, seq uint64, in bool) error {
 func (w *Worker) Exit(code int, grace time.Duration) { w.Abort(code, "", grace) }
 
 // Abort is Exit with the reason this rank ends the job, which the console
-// reports in its summary line.
+// reports in its summary line; a code other than 0 with a reason is the
+// job's even when another rank's Exit(0) reached the console first. From
+// the moment it is called, the rank's other goroutines end at their next
+// call into the library (Terminating).
 func (w *Worker) Abort(code int, why string, grace time.Duration) {
 	w.exiting.Store(true)
+	w.termCode.Store(int32(code))
+	w.terminating.Store(true)
+	w.event()
 	os.Stdout.Sync()
 	if w.send(frameExit, Code{Code: code, Why: why}) == nil {
 		time.Sleep(grace) // the console's Terminate normally ends us first

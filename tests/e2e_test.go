@@ -465,6 +465,41 @@ func TestExitNeverHidesOutputOrCrash(t *testing.T) {
 	}
 }
 
+// TestAbortNeverEndsInSuccess: a rank whose handler 0 says it aborts the
+// job (a request to a handler its destination never registered) makes the
+// job's code 1 although every other rank then calls Exit(0), and it does
+// not go on to run the program past the call that polled (scenario 36).
+func TestAbortNeverEndsInSuccess(t *testing.T) {
+	for i := range 6 {
+		marker := fmt.Sprint(t.Name(), i)
+		r := run(t, marker, nil, "testexit", "3", "36")
+		if r.code != 1 || !strings.Contains(r.stderr, "no handler registered at that index; aborting the job") ||
+			strings.Contains(r.stdout, "rank 0 left the barrier") {
+			t.Errorf("run %d: exit %d (want 1, the abort said, rank 0 stopped)\nstdout:\n%s\nstderr:\n%s", i, r.code, r.stdout, r.stderr)
+		}
+		checkNoSurvivors(t, marker, 3*time.Second)
+	}
+}
+
+// TestSplitBarrierKeepsTheEnd: BarrierWait on a rank whose barrier the
+// others completed (and then called Exit(0)) completes it and returns, so
+// the lines printed after it reach the console, as after a plain Barrier
+// (scenario 37 on 2 ranks: rank 1's message reaches rank 0 before it
+// notifies, and rank 0 sleeps 50 ms between BarrierNotify and BarrierWait,
+// so that rank 1 completes the barrier and calls Exit(0) first).
+func TestSplitBarrierKeepsTheEnd(t *testing.T) {
+	for i := range 6 {
+		r := run(t, fmt.Sprint(t.Name(), i), nil, "testexit", "2", "37")
+		for rank := range 2 {
+			for _, l := range []string{"notified", "waited"} {
+				if want := fmt.Sprintf("rank %d %s\n", rank, l); r.code != 0 || !strings.Contains(r.stdout, want) {
+					t.Errorf("run %d: exit %d, no %q in stdout:\n%s\nstderr:\n%s", i, r.code, want, r.stdout, r.stderr)
+				}
+			}
+		}
+	}
+}
+
 // TestConsoleCostPerWorker: the console waits for its local workers
 // without a thread each (pidfds in the poller), and holds the descriptors
 // per worker that the README states and the N check assumes (4 with routed

@@ -36,6 +36,8 @@ const (
 	hExitR = 132 // reply handler: Exit(args[0])
 	hNop   = 133
 	hPanic = 134 // request handler that panics
+	// hUnregistered is a client index no rank registers.
+	hUnregistered = 200
 )
 
 // spin computes forever without polling: Exit must still reach this rank.
@@ -349,6 +351,32 @@ var Scenarios = []Scenario{
 		}
 		barrier()
 	}},
+	{"rank 0 requests a handler rank 1 never registered, then every rank calls Barrier and Exit(0): the abort wins", 1, func(r, n int) {
+		attach()
+		if r == 0 {
+			conduit.RequestShort(1%n, hUnregistered)
+		}
+		barrier()
+		fmt.Printf("rank %d left the barrier\n", r)
+		conduit.Exit(0)
+	}},
+	{"split-phase barrier at the end: BarrierNotify, print, BarrierWait, print, Exit(0)", 0, func(r, n int) {
+		attach()
+		if r == 0 {
+			// The others' first message waits here, and Notify's polling
+			// answers it: their barrier completes while this rank sleeps,
+			// and their Exit(0) comes first.
+			time.Sleep(10 * time.Millisecond)
+		}
+		conduit.BarrierNotify()
+		fmt.Printf("rank %d notified\n", r)
+		if r == 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		conduit.BarrierWait()
+		fmt.Printf("rank %d waited\n", r)
+		conduit.Exit(0)
+	}},
 }
 
 // busError touches a mapped page that lies past the end of its (empty)
@@ -373,7 +401,7 @@ func main() {
 		}
 		return
 	}
-	conduit.Usage = "K  (K: the scenario, 1..35; -list shows them)"
+	conduit.Usage = fmt.Sprintf("K  (K: the scenario, 1..%d; -list shows them)", len(Scenarios))
 	conduit.Init()
 	// Every rank checks K; rank 0 alone says what is wrong.
 	var k int
