@@ -177,7 +177,7 @@ func (p *peerConn) who() string {
 // Console runs a job as its console: it spawns n workers running this
 // program with args, serves them, and returns the job's exit code. Messages
 // go to stderr prefixed with the program name.
-func Console(cfg *Config, src map[string]Source, n int, program string, args []string) int {
+func Console(cfg *Config, src map[string]Source, n int, program string, args []string) (code int) {
 	prefix := filepath.Base(program) + ": "
 	say := func(format string, a ...any) { fmt.Fprintf(os.Stderr, prefix+format+"\n", a...) }
 	name, why := chooseSpawner(cfg, os.Getenv)
@@ -246,9 +246,14 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 	if routed {
 		spec.Env = append(spec.Env, EnvRoute+"=1")
 	}
-	// Routed output still in flight when the job ends is delivered, within
-	// the exit grace period.
-	defer outs.drain(cfg.ExitTimeout)
+	// Routed output still in flight when the job ends is delivered, at
+	// the pace of whoever reads the console's output. A reader that went
+	// away (a closed pipe) makes writes fail with EPIPE, which the console
+	// counts and reports, instead of killing it with SIGPIPE.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
+	defer func() { code = outs.finish(code, cfg.ExitTimeout, say) }()
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, stopSignals...)

@@ -7,23 +7,68 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // console serialises writes of routed output so that lines of different
-// workers never mix within a line (DESIGN.md §8).
+// workers never mix within a line (DESIGN.md §8). It counts what it passed
+// on, so that the console can tell a stream still delivering (however
+// slowly its reader takes it) from one that stays silent (see
+// outputs.drain), and what it could not write (a reader that went away).
 type console struct {
 	mu  sync.Mutex
 	out [3]io.Writer // indexed by stream: 1 stdout, 2 stderr
+	// lost counts the bytes of each stream that could not be written,
+	// and err is the first write error of each; under lossMu, which is
+	// never held across a write, so that losses never waits for one.
+	lossMu sync.Mutex
+	lost   [3]int64
+	err    [3]error
+
+	busy    atomic.Int32  // writes under way or waiting for mu
+	written atomic.Uint64 // bytes handed to write so far
 }
 
 func (c *console) write(stream int, b []byte) {
 	if len(b) == 0 {
 		return
 	}
+	c.busy.Add(1)
 	c.mu.Lock()
-	c.out[stream].Write(b)
+	c.lossMu.Lock()
+	failed := c.err[stream] != nil
+	c.lossMu.Unlock()
+	n, err := 0, error(nil)
+	if !failed {
+		n, err = c.out[stream].Write(b)
+	}
 	c.mu.Unlock()
+	if failed || err != nil {
+		c.lossMu.Lock()
+		if c.err[stream] == nil {
+			c.err[stream] = err
+		}
+		c.lost[stream] += int64(len(b) - n)
+		c.lossMu.Unlock()
+	}
+	c.written.Add(uint64(len(b)))
+	c.busy.Add(-1)
+}
+
+// losses says what could not be written, per stream ("" when nothing was
+// lost).
+func (c *console) losses() string {
+	c.lossMu.Lock()
+	defer c.lossMu.Unlock()
+	var says []string
+	for s := 1; s <= 2; s++ {
+		if c.lost[s] > 0 {
+			says = append(says, fmt.Sprintf("%d bytes of the workers' %s (%v)", c.lost[s], streamNames[s], c.err[s]))
+		}
+	}
+	return strings.Join(says, " and ")
 }
 
 // lineWriter buffers one worker stream and passes it on a line at a time; a

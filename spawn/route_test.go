@@ -289,3 +289,64 @@ func TestOutputLabels(t *testing.T) {
 		}
 	}
 }
+
+// slowWriter takes a write every 10 ms, as a console whose reader is slow,
+// then fails every write with err once it has taken limit bytes (limit
+// 0: no limit).
+type slowWriter struct {
+	lockedBuilder
+	limit int
+	err   error
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(10 * time.Millisecond)
+	if w.limit > 0 && len(w.String())+len(p) > w.limit {
+		return 0, w.err
+	}
+	return w.lockedBuilder.Write(p)
+}
+
+// TestDrainWaitsForASlowReader: output a worker wrote before it ended is
+// delivered whole however slowly the console's own output is read (a
+// second per 100 lines here, against a drain timeout of 100 ms); a reader
+// that goes away (EPIPE) costs the rest of that stream, which finish
+// reports with the bytes lost and a code that is not 0.
+func TestDrainWaitsForASlowReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, broken := range []bool{false, true} {
+			out := &slowWriter{}
+			if broken {
+				out.limit, out.err = 1000, syscall.EPIPE
+			}
+			ln := newPipeListener()
+			outs := newOutputs(&console{out: [3]io.Writer{nil, out, io.Discard}}, 64)
+			go accept(ln, acceptConfig{secret: "s", auth: time.Hour, join: time.Hour, say: t.Logf}, nil, outs)
+			c := ln.Dial()
+			var want strings.Builder
+			go func() {
+				defer c.Close()
+				writeFrame(c, frameOutput, Output{Secret: "s", Stream: 1})
+				for i := range 300 {
+					fmt.Fprintf(&want, "line %d\n", i)
+					fmt.Fprintf(c, "line %d\n", i)
+				}
+			}()
+			time.Sleep(time.Millisecond) // the stream is open
+			var said []string
+			code := outs.finish(0, 100*time.Millisecond, func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) })
+			ln.Close()
+			if !broken {
+				if d := cmp.Diff(want.String(), out.String()); d != "" || code != 0 || len(said) > 0 {
+					t.Errorf("slow reader: code %d, said %q, output (-want +got):\n%s", code, said, d)
+				}
+				continue
+			}
+			lost := len(want.String()) - len(out.String())
+			wantSaid := []string{fmt.Sprintf("routed output lost: %d bytes of the workers' stdout (broken pipe) could not be written", lost)}
+			if d := cmp.Diff(wantSaid, said); d != "" || code != 1 || lost == 0 {
+				t.Errorf("broken pipe: code %d, %d bytes lost; said (-want +got):\n%s", code, lost, d)
+			}
+		}
+	})
+}

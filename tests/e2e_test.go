@@ -326,6 +326,56 @@ func TestOutputLinesNeverTear(t *testing.T) {
 	}
 }
 
+// TestSlowReaderGetsAllOutput: the console's stdout read at 2 MB/s (a
+// pipe into a slow program) still delivers every line the workers wrote,
+// although the job ends long before the reader has them and
+// GASNET_EXIT_TIMEOUT is 200 ms; a reader that goes away after 100 bytes
+// makes the console say how much it lost and exit 1, not 0 (nor die of
+// SIGPIPE), with no worker left behind.
+func TestSlowReaderGetsAllOutput(t *testing.T) {
+	const n, lines = 4, 1000 // 4 goroutines each: 5.4 MB
+	for _, broken := range []bool{false, true} {
+		marker := fmt.Sprint(t.Name(), broken)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "printer"), fmt.Sprint(n))
+		cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "GASNET_SPAWNFN=L", "GASNET_EXIT_TIMEOUT=200ms", "LINES="+fmt.Sprint(lines))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		buf := make([]byte, 64<<10)
+		for start := time.Now(); ; {
+			k, err := out.Read(buf)
+			got.Write(buf[:k])
+			if err != nil || broken && got.Len() >= 100 {
+				break
+			}
+			time.Sleep(time.Until(start.Add(time.Duration(got.Len()) * time.Second / 2e6)))
+		}
+		out.Close()
+		err = cmd.Wait()
+		if ctx.Err() != nil {
+			t.Fatalf("printer: timed out\nstderr:\n%s", stderr.String())
+		}
+		code := cmd.ProcessState.ExitCode()
+		if broken {
+			if code != 1 || !regexp.MustCompile(`routed output lost: \d+ bytes of the workers' stdout \(write /dev/stdout: broken pipe\)`).MatchString(stderr.String()) {
+				t.Errorf("reader gone: exit %d (%v), want 1 and the loss said; stderr:\n%s", code, err, stderr.String())
+			}
+		} else if c := strings.Count(got.String(), " end\n"); code != 0 || c != n*4*lines {
+			t.Errorf("slow reader: exit %d, %d lines of %d; stderr:\n%s", code, c, n*4*lines, stderr.String())
+		}
+		checkNoSurvivors(t, marker, 3*time.Second)
+	}
+}
+
 func TestSignalsStopTheJob(t *testing.T) {
 	for _, tc := range []struct {
 		sig  syscall.Signal
