@@ -116,6 +116,11 @@ var (
 	ErrHandlerIndex   = errors.New("conduit: client handler index must be 128..255")
 	ErrHandlerTable   = errors.New("conduit: bad handler table")
 	ErrOutOfSegment   = errors.New("conduit: range outside the remote segment")
+	// ErrCollectiveMismatch is wrapped by the error of a collective that
+	// ranks called differently (another kind, element type, operator,
+	// vector length or root): every rank of an all-reduce returns it, as
+	// does each rank whose broadcast or reduction met the difference.
+	ErrCollectiveMismatch = errors.New("conduit: the ranks called different collectives")
 )
 
 // Usage is the syntax of the program's own arguments (those after N), for

@@ -75,8 +75,5 @@ func (j *Job) relayTable(w *spawn.Worker) error {
 			return fmt.Errorf("relaying the address table to rank %d: %w", c, err)
 		}
 	}
-	// The startup barrier that the console served keeps its number, so
-	// that a program's first barrier is still barrier 2 in hang reports.
-	j.nextBarrier()
 	return nil
 }

@@ -2,10 +2,14 @@ package conduit
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
+	"strings"
 	"sync"
+
+	"github.com/udpconduit/udpconduit/amudp"
 )
 
 // hTree is the core handler of the broadcast's and the reduction's
@@ -45,6 +49,11 @@ const (
 	treeBroadcast = 1
 	treeReduce    = 2
 	treeGather    = 3 // the all-gather where ranks outnumber CPUs (gather.go)
+	// treeFailed marks a message that carries, instead of data, why the
+	// collective failed below or above its receiver (see treeCall.fail),
+	// so that every rank of the tree ends it with that error instead of
+	// waiting for data that will not come.
+	treeFailed = 4
 
 	elemUint64  = 1
 	elemFloat64 = 2
@@ -71,6 +80,8 @@ func describeMeta(m uint32, root uint32) string {
 		return fmt.Sprintf("a %s reduction of %s to rank %d", Op(m>>16&0xff), elem, root)
 	case treeGather:
 		return "an all-gather"
+	case treeFailed:
+		return "a failed collective"
 	}
 	return "another collective"
 }
@@ -106,6 +117,14 @@ type amTree struct {
 	acked answered
 	lock  chanMutex // one tree collective at a time on this rank
 	n     uint64    // tree collectives this rank entered; under lock
+	// calls counts the program's calls of each kind ("broadcast",
+	// "reduce", "all-reduce"), and callKind and callSeq name the one in
+	// progress, as the
+	// program counts them (an all-reduce runs two tree collectives): what
+	// errors and hang reports name. Under lock.
+	calls    map[string]uint64
+	callKind string
+	callSeq  uint64
 }
 
 // message runs for each tree message, and for the reply that acknowledges
@@ -164,15 +183,32 @@ type treeCall struct {
 	kind, elem int
 	op         Op
 	sent       int // messages sent, to be answered before leaving
+	// failed is why the collective failed on this rank (nil: it has
+	// not): from then on, what it sends up or down the tree says so
+	// instead of carrying data.
+	failed error
+}
+
+// fail records err as why the collective failed here (the first one
+// stands) and returns it.
+func (c *treeCall) fail(err error) error {
+	if c.failed == nil {
+		c.failed = err
+	}
+	return c.failed
 }
 
 // rel and abs convert between ranks and ranks relative to the root.
 func (c *treeCall) rel(r int) int { return (r - c.root + c.j.size) % c.j.size }
 func (c *treeCall) abs(v int) int { return (v + c.root) % c.j.size }
 
-// send sends blob to rank v (relative) as round k's message.
+// send sends blob to rank v (relative) as round k's message, or once the
+// collective has failed here, the reason.
 func (c *treeCall) send(v, k int, blob []byte) error {
 	meta := treeMeta(k, c.kind, c.op, c.elem)
+	if c.failed != nil {
+		meta, blob = treeMeta(k, treeFailed, 0, 0), []byte(c.failed.Error())
+	}
 	return sendChunks(blob, func(i, chunks int, part []byte) error {
 		c.sent++
 		return c.j.ep.RequestMedium(c.abs(v), c.t.h, part, uint32(c.n), meta, uint32(c.root), uint32(i), uint32(chunks), uint32(len(blob)))
@@ -188,10 +224,13 @@ func (c *treeCall) recv(v, k int) ([]byte, error) {
 	}
 	in, err := t.take(key)
 	if err != nil {
-		return nil, fmt.Errorf("from rank %d: %w", c.abs(v), err)
+		return nil, c.fail(fmt.Errorf("%w: from rank %d: %v", ErrCollectiveMismatch, c.abs(v), err))
+	}
+	if in.meta>>8&0xff == treeFailed {
+		return nil, c.fail(fmt.Errorf("%w: %s", ErrCollectiveMismatch, strings.TrimPrefix(string(in.buf), ErrCollectiveMismatch.Error()+": ")))
 	}
 	if want := treeMeta(k, c.kind, c.op, c.elem); in.meta != want || in.root != uint32(c.root) {
-		return nil, fmt.Errorf("rank %d is in %s, this rank in %s", c.abs(v), describeMeta(in.meta, in.root), describeMeta(want, uint32(c.root)))
+		return nil, c.fail(fmt.Errorf("%w: rank %d is in %s, rank %d in %s", ErrCollectiveMismatch, c.abs(v), describeMeta(in.meta, in.root), c.j.rank, describeMeta(want, uint32(c.root))))
 	}
 	return in.buf, nil
 }
@@ -213,13 +252,15 @@ func (c *treeCall) broadcast(blob []byte) ([]byte, error) {
 	for ; mask < size; mask <<= 1 {
 		if v&mask != 0 {
 			b, err := c.recv(v-mask, bits.TrailingZeros(uint(mask)))
-			if err != nil {
-				return nil, err
+			if err != nil && c.failed == nil {
+				return nil, err // not a mismatch: the rank is ending
 			}
 			blob = b
 			break
 		}
 	}
+	// A failure received (or met here) goes on down, so that every rank
+	// below ends the broadcast with it instead of waiting.
 	for m := mask >> 1; m > 0; m >>= 1 {
 		if v+m < size {
 			if err := c.send(v+m, bits.TrailingZeros(uint(m)), blob); err != nil {
@@ -227,7 +268,13 @@ func (c *treeCall) broadcast(blob []byte) ([]byte, error) {
 			}
 		}
 	}
-	return blob, c.finish()
+	if err := c.finish(); err != nil {
+		return nil, err
+	}
+	if c.failed != nil {
+		return nil, c.failed
+	}
+	return blob, nil
 }
 
 // reduce runs the reduction's tree: acc combined with every rank's vector
@@ -241,6 +288,8 @@ func (c *treeCall) reduce(acc []byte, combine func(acc, in []byte) ([]byte, erro
 	for mask := 1; mask < size; mask <<= 1 {
 		k := bits.TrailingZeros(uint(mask))
 		if v&mask != 0 {
+			// A failure met below (or here) goes up in place of the
+			// data, so that the root ends with it instead of waiting.
 			if err := c.send(v-mask, k, acc); err != nil {
 				return nil, err
 			}
@@ -249,30 +298,48 @@ func (c *treeCall) reduce(acc []byte, combine func(acc, in []byte) ([]byte, erro
 		}
 		if v|mask < size {
 			in, err := c.recv(v|mask, k)
-			if err != nil {
-				return nil, err
+			if err != nil && c.failed == nil {
+				return nil, err // not a mismatch: the rank is ending
 			}
-			if acc, err = combine(acc, in); err != nil {
-				return nil, fmt.Errorf("from rank %d: %w", c.abs(v|mask), err)
+			if c.failed == nil {
+				if acc, err = combine(acc, in); err != nil {
+					c.fail(fmt.Errorf("%w: from rank %d: %v", ErrCollectiveMismatch, c.abs(v|mask), err))
+				}
 			}
 		}
 	}
-	return acc, c.finish()
+	if err := c.finish(); err != nil {
+		return nil, err
+	}
+	if c.failed != nil {
+		return nil, c.failed
+	}
+	return acc, nil
 }
 
 // treeCollective runs body, which runs one or more tree collectives (see
 // Job.treeCall), on this rank, after every request it sent has been
-// answered, holding the lock that orders this rank's tree collectives.
-func (j *Job) treeCollective(what string, root int, body func() error) error {
+// answered, holding the lock that orders this rank's tree collectives. A
+// bad root or reduction operator op is refused before the call is
+// counted.
+func (j *Job) treeCollective(what string, root int, op Op, body func() error) error {
 	j.enter()
 	if root < 0 || root >= j.size {
-		return fmt.Errorf("%s: root %d: accepted: a rank from 0 to %d", what, root, j.size-1)
+		return fmt.Errorf("%s: root %d: accepted: a rank from 0 to %d: %w", what, root, j.size-1, amudp.ErrBadRank)
+	}
+	if what != "broadcast" && (op < Sum || op > Max) {
+		return fmt.Errorf("%s: %v: accepted: conduit.Sum, conduit.Min or conduit.Max", what, op)
 	}
 	t := &j.tree
 	t.lock.Lock()
 	defer t.lock.Unlock()
+	if t.calls == nil {
+		t.calls = map[string]uint64{}
+	}
+	t.calls[what]++
+	t.callKind, t.callSeq = what, t.calls[what]
 	if err := j.ep.Drain(); err != nil {
-		return j.done(fmt.Errorf("%s: %w", what, err))
+		return j.done(fmt.Errorf("%s %d: %w", what, t.callSeq, err))
 	}
 	if err := body(); err != nil {
 		return j.done(err)
@@ -291,21 +358,30 @@ func (j *Job) nextTreeCall(t *amTree, root int) *treeCall {
 }
 
 // treeCall numbers the next tree collective of this rank, of the given
-// root, and runs body on it under the hang reports; what names it in
-// errors and reports. j.tree.lock held.
-func (j *Job) treeCall(what string, root int, body func(c *treeCall) error) error {
+// root, and runs body on it under the hang reports, which name the
+// program's call it serves (see amTree.callKind), as its errors do.
+// j.tree.lock held.
+func (j *Job) treeCall(root int, body func(c *treeCall) error) error {
 	c := j.nextTreeCall(&j.tree, root)
-	if err := j.waitIn(what, c.n, func() error { return body(c) }); err != nil {
-		return fmt.Errorf("%s %d: %w", what, c.n, err)
+	t := &j.tree
+	if err := j.waitIn(t.callKind, t.callSeq, func() error { return body(c) }); err != nil {
+		return fmt.Errorf("%s %d: %w", t.callKind, t.callSeq, err)
 	}
 	return nil
 }
 
 // broadcastLocked is Broadcast with j.tree.lock held; blob is the root's.
 func (j *Job) broadcastLocked(root int, blob []byte) ([]byte, error) {
+	return j.broadcastFailed(root, blob, nil)
+}
+
+// broadcastFailed is broadcastLocked for a rank on which the collective
+// has failed already (failed not nil): it sends the failure down in place
+// of data.
+func (j *Job) broadcastFailed(root int, blob []byte, failed error) ([]byte, error) {
 	var out []byte
-	err := j.treeCall("broadcast", root, func(c *treeCall) error {
-		c.kind = treeBroadcast
+	err := j.treeCall(root, func(c *treeCall) error {
+		c.kind, c.failed = treeBroadcast, failed
 		if j.rank != root {
 			blob = nil
 		}
@@ -319,11 +395,8 @@ func (j *Job) broadcastLocked(root int, blob []byte) ([]byte, error) {
 // reduceLocked runs a reduction of the packed vector acc (which it may
 // overwrite) with j.tree.lock held: the result at the root, nil elsewhere.
 func (j *Job) reduceLocked(root int, op Op, elem int, acc []byte) ([]byte, error) {
-	if op < Sum || op > Max {
-		return nil, fmt.Errorf("reduce: %v: accepted: conduit.Sum, conduit.Min or conduit.Max", op)
-	}
 	var out []byte
-	err := j.treeCall("reduce", root, func(c *treeCall) error {
+	err := j.treeCall(root, func(c *treeCall) error {
 		b, err := c.reduceVec(op, elem, acc)
 		out = b
 		return err
@@ -335,13 +408,20 @@ func (j *Job) reduceLocked(root int, op Op, elem int, acc []byte) ([]byte, error
 // result, as one step of this rank's collective order.
 func (j *Job) allReduce(op Op, elem int, acc []byte) ([]byte, error) {
 	var out []byte
-	err := j.treeCollective("all-reduce", 0, func() error {
-		b, err := j.reduceLocked(0, op, elem, acc)
-		if err != nil {
-			return err
+	err := j.treeCollective("all-reduce", 0, op, func() error {
+		b, rerr := j.reduceLocked(0, op, elem, acc)
+		if rerr != nil && !errors.Is(rerr, ErrCollectiveMismatch) {
+			return rerr
 		}
-		out, err = j.broadcastLocked(0, b)
-		return err
+		// Every rank takes part in the broadcast even when its reduction
+		// failed: the root sends the failure down (and a rank that met
+		// one sends it on), so that every rank returns it.
+		var berr error
+		out, berr = j.broadcastFailed(0, b, rerr)
+		if rerr != nil {
+			return rerr
+		}
+		return berr
 	})
 	return out, err
 }
@@ -357,7 +437,7 @@ func (j *Job) allReduce(op Op, elem int, acc []byte) ([]byte, error) {
 // may return before the others have received.
 func (j *Job) Broadcast(root int, data []byte) ([]byte, error) {
 	var out []byte
-	err := j.treeCollective("broadcast", root, func() error {
+	err := j.treeCollective("broadcast", root, 0, func() error {
 		b, err := j.broadcastLocked(root, data)
 		if err == nil && j.rank == root {
 			b = append([]byte{}, b...)
@@ -374,7 +454,7 @@ func (j *Job) Broadcast(root int, data []byte) ([]byte, error) {
 // as Broadcast runs down one, with the same ordering rules.
 func (j *Job) ReduceUint64(root int, op Op, v []uint64) ([]uint64, error) {
 	var out []byte
-	err := j.treeCollective("reduce", root, func() (err error) {
+	err := j.treeCollective("reduce", root, op, func() (err error) {
 		out, err = j.reduceLocked(root, op, elemUint64, uint64Bytes(v))
 		return err
 	})
@@ -384,7 +464,7 @@ func (j *Job) ReduceUint64(root int, op Op, v []uint64) ([]uint64, error) {
 // ReduceFloat64 is ReduceUint64 for float64 vectors.
 func (j *Job) ReduceFloat64(root int, op Op, v []float64) ([]float64, error) {
 	var out []byte
-	err := j.treeCollective("reduce", root, func() (err error) {
+	err := j.treeCollective("reduce", root, op, func() (err error) {
 		out, err = j.reduceLocked(root, op, elemFloat64, float64Bytes(v))
 		return err
 	})

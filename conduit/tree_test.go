@@ -2,6 +2,7 @@ package conduit
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -180,14 +181,59 @@ func TestTreeCollectiveMisuse(t *testing.T) {
 		})
 		_ = res
 		want := []string{
-			"broadcast: root 4: accepted: a rank from 0 to 3",
+			"broadcast: root 4: accepted: a rank from 0 to 3: amudp: destination rank outside the job",
 			"reduce: Op(9): accepted: conduit.Sum, conduit.Min or conduit.Max",
 		}
 		if d := cmp.Diff(want, errs[2]); d != "" {
 			t.Errorf("rank 2's errors (-want +got):\n%s", d)
 		}
-		if len(errs[0]) != 3 || !strings.Contains(errs[0][2], "reduce 3: rank 1 is in a max reduction of float64 to rank 0, this rank in a max reduction of uint64 to rank 0") {
+		if len(errs[0]) != 3 || errs[0][2] != "reduce 1: conduit: the ranks called different collectives: rank 1 is in a max reduction of float64 to rank 0, rank 0 in a max reduction of uint64 to rank 0" {
 			t.Errorf("rank 0's errors: %q", errs[0])
 		}
 	})
+}
+
+// TestAllReduceMismatchErrsEverywhere: ranks whose all-reduces differ in
+// element type, vector length or operator all return an error wrapping
+// ErrCollectiveMismatch that names the difference (the rank that meets it
+// sends it up the tree in place of data, and the root sends it down), none
+// waits forever, and the next all-reduce of every rank still matches.
+func TestAllReduceMismatchErrsEverywhere(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		odd  func(j *Job) error // what rank 3 calls; the others sum uint64s
+		want string
+	}{
+		{"float64 on one rank", func(j *Job) error { _, err := j.AllReduceFloat64(Sum, []float64{1}); return err },
+			"a sum reduction of float64 to rank 0"},
+		{"a longer vector on one rank", func(j *Job) error { _, err := j.AllReduceUint64(Sum, []uint64{1, 2}); return err },
+			"a vector of 2 elements, this rank's has 1"},
+		{"another operator on one rank", func(j *Job) error { _, err := j.AllReduceUint64(Max, []uint64{1}); return err },
+			"a max reduction of uint64 to rank 0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const n = 6
+				errs := make([]error, n)
+				runJob(t, n, memNet(amudptest.New(11, 0.1, 0.05, 0)), false, func(j *Job) {
+					me := j.Rank()
+					if me == 3 {
+						errs[me] = tt.odd(j)
+					} else {
+						_, errs[me] = j.AllReduceUint64(Sum, []uint64{1})
+					}
+					got, err := j.AllReduceUint64(Sum, []uint64{uint64(me)})
+					if err != nil || !cmp.Equal(got, []uint64{15}) {
+						t.Errorf("rank %d: the next all-reduce gave %v, %v", me, got, err)
+					}
+					j.Barrier()
+				})
+				for r, err := range errs {
+					if !errors.Is(err, ErrCollectiveMismatch) || !strings.HasPrefix(err.Error(), "all-reduce 1: ") || !strings.Contains(err.Error(), tt.want) {
+						t.Errorf("rank %d: %v; want ErrCollectiveMismatch naming %q", r, err, tt.want)
+					}
+				}
+			})
+		})
+	}
 }

@@ -421,10 +421,36 @@ func (j *job) checkLive(now time.Time) {
 // (GASNET_HANG_WARN).
 type collectives struct {
 	// waiting holds, for each rank that said it has waited long in a
-	// collective (Coll), which one ("barrier 2"); "" for the others.
-	waiting []string
+	// collective (Coll), which one; the zero Coll for the others.
+	waiting []Coll
 	since   time.Time
 	warned  time.Duration // the report was last given this long after since
+}
+
+// collFamily groups the collectives that share a numbering and a handler:
+// ranks waiting in collectives of different families called different
+// collectives (each needs every rank, and the others wait elsewhere).
+var collFamily = map[string]string{"barrier": "barrier", "all-gather": "all-gather", "broadcast": "tree", "reduce": "tree", "all-reduce": "tree"}
+
+// mismatched reports whether the collectives ranks wait in cannot all
+// complete: two of different families, or two barriers or all-gathers
+// two or more apart (a rank is at most one of those ahead of another, as
+// finishing one needs every rank in it). Broadcasts and reductions of one
+// family are not compared: a broadcast's root may run ahead of the others.
+func mismatched(waiting []Coll) bool {
+	var first Coll
+	for _, w := range waiting {
+		switch {
+		case w.Kind == "":
+		case first.Kind == "":
+			first = w
+		case collFamily[w.Kind] != collFamily[first.Kind]:
+			return true
+		case collFamily[w.Kind] != "tree" && max(w.Seq, first.Seq)-min(w.Seq, first.Seq) >= 2:
+			return true
+		}
+	}
+	return false
 }
 
 // stuck reports whether some ranks wait long in a collective (they say so
@@ -434,7 +460,7 @@ func (j *job) stuck() (bool, string) {
 	c := &j.coll
 	someone := false
 	for _, w := range c.waiting {
-		someone = someone || w != ""
+		someone = someone || w.Kind != ""
 	}
 	if !someone {
 		return false, ""
@@ -446,8 +472,8 @@ func (j *job) stuck() (bool, string) {
 		switch {
 		case p.proc != nil || p.exited:
 			where = "ended"
-		case c.waiting[r] != "":
-			where = "in " + c.waiting[r]
+		case c.waiting[r].Kind != "":
+			where = fmt.Sprintf("in %s %d", c.waiting[r].Kind, c.waiting[r].Seq)
 		default:
 			where = "elsewhere (in no collective)"
 		}
@@ -510,6 +536,12 @@ func (j *job) checkHang(now time.Time) {
 	}
 	if d := now.Sub(c.since); d >= next {
 		c.warned = next
+		if mismatched(c.waiting) {
+			j.say("the ranks called different collectives, which can never complete: %s; aborting the job", where)
+			j.abnormal = max(j.abnormal, 1)
+			j.end(1)
+			return
+		}
 		j.say("a collective has been incomplete for %v: %s", next, where)
 	}
 }
@@ -704,7 +736,7 @@ func signalCode(s os.Signal) int {
 // status then wins. A crash is never reported as success.
 func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 	barrier := 0
-	j.coll = collectives{waiting: make([]string, j.n)}
+	j.coll = collectives{waiting: make([]Coll, j.n)}
 	var hangC <-chan time.Time
 	if j.cfg.HangWarn > 0 {
 		hang := time.NewTicker(max(min(j.cfg.HangWarn/4, time.Second), 10*time.Millisecond))
@@ -745,9 +777,9 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 			case frameColl:
 				var c Coll
 				if decodeBody(ev.body, &c) == nil && collKinds[c.Kind] {
-					j.coll.waiting[ev.rank] = ""
+					j.coll.waiting[ev.rank] = Coll{}
 					if c.In {
-						j.coll.waiting[ev.rank] = fmt.Sprintf("%s %d", c.Kind, c.Seq)
+						j.coll.waiting[ev.rank] = Coll{Kind: c.Kind, Seq: c.Seq}
 					}
 				}
 			case frameExit:

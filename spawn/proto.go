@@ -79,7 +79,7 @@ type Coll struct {
 
 // collKinds are the collectives a rank reports (Coll.Kind); each kind has
 // its own numbering.
-var collKinds = map[string]bool{"barrier": true, "all-gather": true, "broadcast": true, "reduce": true}
+var collKinds = map[string]bool{"barrier": true, "all-gather": true, "broadcast": true, "reduce": true, "all-reduce": true}
 
 // Code is the body of exit and terminate frames.
 type Code struct {
