@@ -1,6 +1,7 @@
 package amudp
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net"
@@ -45,6 +46,9 @@ type Config struct {
 	// at index Reserved or above may reply only to a handler at Reserved or
 	// above, so client code never reaches a library handler. 0: none.
 	Reserved int
+	// ReservedErr is what such a reply to a reserved index wraps (the
+	// library's own error for it; nil: ErrBadHandler).
+	ReservedErr error
 	// Polite makes blocking waits sleep in the kernel as soon as a poll
 	// finds nothing, without spinning: for hosts with more workers than
 	// cores, and for tests on virtual time (testing/synctest).
@@ -108,6 +112,8 @@ type slotRef struct {
 // for concurrent use by many goroutines. Handlers run on whichever goroutine
 // polls; one goroutine polls at a time.
 type Endpoint struct {
+	// handling counts the handlers running now (see inHandler).
+	handling atomic.Int32
 	tr       Transport
 	rank     int
 	key      wire.Key
@@ -116,9 +122,11 @@ type Endpoint struct {
 	spin     time.Duration
 	polite   bool
 	reserved int
-	rcfg     retransmit.Config
-	origin   time.Time
-	bufMax   int
+	// reservedErr is Config.ReservedErr, or ErrBadHandler.
+	reservedErr error
+	rcfg        retransmit.Config
+	origin      time.Time
+	bufMax      int
 	// interrupt, when set, makes the waits inside the endpoint give up
 	// (SetInterrupt).
 	interrupt atomic.Pointer[func() bool]
@@ -203,7 +211,7 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 	}
 	e := &Endpoint{
 		tr: tr, rank: cfg.Rank,
-		depth: cfg.NetworkDepth, spin: cfg.Spin, polite: cfg.Polite, reserved: cfg.Reserved, rcfg: cfg.Retransmit, origin: time.Now(),
+		depth: cfg.NetworkDepth, spin: cfg.Spin, polite: cfg.Polite, reserved: cfg.Reserved, reservedErr: cmp.Or(cfg.ReservedErr, ErrBadHandler), rcfg: cfg.Retransmit, origin: time.Now(),
 		bufMax:  cfg.SocketBufferMax,
 		tracker: retransmit.NewTracker(cfg.Retransmit),
 		rbuf:    make([]byte, MaxDatagram+1),

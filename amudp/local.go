@@ -31,7 +31,7 @@ func (e *Endpoint) runLocal(isReq bool, cat Category, handler int, payload []byt
 		return err
 	}
 	t := &Token{ep: e, src: e.rank, isReq: isReq, active: true, self: true, client: handler >= e.reserved}
-	h(t, append([]uint32(nil), args...), view)
+	e.runHandler(h, t, append([]uint32(nil), args...), view)
 	t.active = false
 	return nil
 }

@@ -111,7 +111,7 @@ func (e *Endpoint) handleRequest(m *wire.Message, src int) {
 	}
 	t := &e.tok
 	*t = Token{ep: e, peer: p, src: src, slot: m.Slot, seq: m.Seq, isReq: true, active: true, client: int(m.Handler) >= e.reserved}
-	h(t, m.Args[:m.NArgs], payload)
+	e.runHandler(h, t, m.Args[:m.NArgs], payload)
 	t.active = false
 	if !t.replied {
 		// Store the automatic reply for a retransmitted request, but send
@@ -170,6 +170,6 @@ func (e *Endpoint) handleReply(m *wire.Message, src int) {
 	}
 	t := &e.tok
 	*t = Token{ep: e, peer: p, src: src, active: true}
-	h(t, m.Args[:m.NArgs], payload)
+	e.runHandler(h, t, m.Args[:m.NArgs], payload)
 	t.active = false
 }

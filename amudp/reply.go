@@ -54,7 +54,7 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 	}
 	e := t.ep
 	if t.client && handler < e.reserved {
-		return fmt.Errorf("%w: a client handler may reply only to client handlers %d..%d (got %d)", ErrBadHandler, e.reserved, NumHandlers-1, handler)
+		return fmt.Errorf("%w: a client handler may reply only to client handlers %d..%d (got %d)", e.reservedErr, e.reserved, NumHandlers-1, handler)
 	}
 	if t.self {
 		t.replied = true

@@ -87,6 +87,6 @@ func (e *Endpoint) returned(r Returned) {
 	}
 	e.mu.Unlock()
 	if h != nil {
-		h(r)
+		e.runReturned(h, r)
 	}
 }

@@ -14,7 +14,10 @@ import (
 // for a Long one it is the slice of the receiver's segment the payload was
 // written to; for a Short one it is nil. A request handler may reply once
 // through t; when it returns without replying, an automatic reply frees the
-// requester's credit. Handlers must not block and must not send requests.
+// requester's credit. Handlers must not block and must not send requests:
+// a request from inside a handler (on the goroutine that runs it) returns
+// ErrRequestInHandler, as it could wait forever for credit that only that
+// goroutine's polling returns.
 type Handler func(t *Token, args []uint32, payload []byte)
 
 // Errors of the sending calls.
@@ -29,6 +32,9 @@ var (
 	ErrOutOfSegment   = errors.New("amudp: long payload outside the segment")
 	ErrNoPeers        = errors.New("amudp: peer table not set")
 	ErrNoAddress      = errors.New("amudp: address of the destination not known yet")
+	// ErrRequestInHandler: a request sent from inside a handler, which may
+	// only reply (see Handler).
+	ErrRequestInHandler = errors.New("amudp: request sent from inside a handler (handlers may only reply)")
 	// ErrInterrupted: a wait for credit, or Drain, gave up because the
 	// interrupt function said so (SetInterrupt).
 	ErrInterrupted = errors.New("amudp: wait interrupted")
@@ -66,6 +72,9 @@ func (e *Endpoint) RequestLong(dest, handler int, payload []byte, offset uint64,
 func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, off uint64, args []uint32) error {
 	if err := checkMessage(cat, handler, payload, args); err != nil {
 		return err
+	}
+	if e.inHandler() {
+		return ErrRequestInHandler
 	}
 	if dest == e.rank {
 		return e.selfRequest(cat, handler, payload, off, args)

@@ -94,6 +94,10 @@ var (
 	ErrNotInHandler = amudp.ErrNotInHandler
 	// ErrAlreadyReplied: a second reply to one request.
 	ErrAlreadyReplied = amudp.ErrAlreadyReplied
+	// ErrRequestInHandler: a request (or Put, Get) from inside a handler,
+	// which may only reply, as in GASNet: it could wait forever for
+	// credit that only the handler's own goroutine returns.
+	ErrRequestInHandler = amudp.ErrRequestInHandler
 )
 
 // Limits re-exported from amudp.
@@ -264,6 +268,7 @@ func initOnce() {
 		RecvDepth: cfg.RecvDepth, SocketBufferMax: cfg.SockBufMax, Spin: spin, Polite: polite,
 		AuthPayload: cfg.AuthPayload,
 		Reserved:    FirstClientHandler,
+		ReservedErr: ErrHandlerIndex,
 		Retransmit: retransmit.Config{
 			Initial: firstRTO,
 			Backoff: cfg.ReqTimeoutBackoff,

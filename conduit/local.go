@@ -77,7 +77,7 @@ func newLocalJob(n int, listen func(i int) (amudp.Transport, error), cfg amudp.C
 			lj.close()
 			return nil, err
 		}
-		cfg.Rank, cfg.Reserved = i, FirstClientHandler
+		cfg.Rank, cfg.Reserved, cfg.ReservedErr = i, FirstClientHandler, ErrHandlerIndex
 		ep, err := amudp.NewEndpoint(conn, cfg)
 		if err != nil {
 			conn.Close()

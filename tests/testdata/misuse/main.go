@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/conduit"
 )
 
@@ -96,8 +95,11 @@ func main() {
 	seg, err := conduit.Attach([]conduit.HandlerEntry{
 		{Index: hTry, Fn: func(t *conduit.Token, _ []uint32, _ []byte) {
 			ok := uint32(0)
-			if errors.Is(t.ReplyShort(66), amudp.ErrBadHandler) {
-				ok = 1
+			if errors.Is(t.ReplyShort(66), conduit.ErrHandlerIndex) {
+				ok |= 1
+			}
+			if errors.Is(conduit.RequestShort(t.Source(), hNop), conduit.ErrRequestInHandler) {
+				ok |= 2
 			}
 			t.ReplyShort(hTried, ok)
 		}},
@@ -114,10 +116,15 @@ func main() {
 	check("get outside the peer's segment", want(conduit.Get(peer, 4000, buf[:100]), conduit.ErrOutOfSegment))
 	check("request", conduit.RequestShort(peer, hTry))
 	check("wait for the reply", conduit.WaitUntil(func() bool { return refused.Load() != 0 }))
-	if refused.Load() != 2 {
+	if refused.Load()-1&1 == 0 {
 		check("client handler replying to a reserved index", errors.New("the reply was not refused"))
 	} else {
 		check("client handler replying to a reserved index", nil)
+	}
+	if refused.Load()-1&2 == 0 {
+		check("request from inside a handler", errors.New("the request was not refused"))
+	} else {
+		check("request from inside a handler", nil)
 	}
 	// The library's own handlers get messages that do not fit them: the
 	// receiving rank must shrug them off.
