@@ -259,6 +259,7 @@ func initOnce() {
 		src["GASNET_REQUESTTIMEOUT_INITIAL"].Var != "", w.HostCount, runtime.NumCPU())
 	say(why)
 	w.SetGrace(cfg.ExitTimeout / 2)
+	w.SetLiveness(cfg.Liveness)
 	addrs, err := w.Addrs()
 	if err != nil {
 		fatal("%v", err)

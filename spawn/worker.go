@@ -53,6 +53,7 @@ type Worker struct {
 	termCode    atomic.Int32
 	terminating atomic.Bool
 	grace       atomic.Int64 // time.Duration; see SetGrace
+	liveness    atomic.Int64 // time.Duration; see SetLiveness
 	children    *subtree     // the workers this one started (spawn tree)
 	atExit      atomic.Pointer[func()]
 	exitOnce    sync.Once
@@ -77,6 +78,13 @@ func (w *Worker) exit(code int) {
 // SetGrace sets how long after the console's Terminate a rank that makes
 // no library call may go on before it is ended (see Terminating).
 func (w *Worker) SetGrace(d time.Duration) { w.grace.Store(int64(d)) }
+
+// SetLiveness sets how long the worker waits for a word from its console
+// (GASNET_LIVENESS_TIMEOUT; the console pings every quarter of it): a
+// worker that hears nothing for that long has lost its console (its host
+// cut off, or the console stopped) and ends itself, busy or idle, instead
+// of living on until TCP gives up. 0: never.
+func (w *Worker) SetLiveness(d time.Duration) { w.liveness.Store(int64(d)) }
 
 // Terminating reports whether the console has told this rank to exit
 // because the job ended elsewhere. The library then ends the process at
@@ -412,10 +420,17 @@ func (w *Worker) event() {
 // DESIGN.md §12); the console's end exits at once.
 func (w *Worker) readLoop() {
 	for {
+		live := time.Duration(w.liveness.Load())
+		if live > 0 {
+			w.conn.SetReadDeadline(time.Now().Add(live))
+		}
 		typ, body, err := readFrame(w.r)
 		if err != nil {
 			if w.exiting.Load() {
 				select {} // Exit is about to end the process
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = fmt.Errorf("no word from it for %v, GASNET_LIVENESS_TIMEOUT", live)
 			}
 			fmt.Fprintf(os.Stderr, "udpconduit: rank %d: lost the console (%v); exiting\n", w.Rank, err)
 			os.Exit(1)

@@ -411,6 +411,41 @@ func TestKillConsoleEndsWorkers(t *testing.T) {
 	checkNoSurvivors(t, marker, 2*time.Second)
 }
 
+// TestWorkersEndWithoutTheirConsole: workers that hear nothing from their
+// console for GASNET_LIVENESS_TIMEOUT (1 s here; the console, stopped with
+// SIGSTOP, sends no ping) end themselves, idle as they are in the network,
+// saying why, instead of waiting for a console that may never come back
+// (a host cut off from it). 15 s bounds a hang.
+func TestWorkersEndWithoutTheirConsole(t *testing.T) {
+	marker := t.Name()
+	cmd, out := startWaitingJob(t, marker, "GASNET_LIVENESS_TIMEOUT=1s")
+	cmd.Process.Signal(syscall.SIGSTOP)
+	console := fmt.Sprint(cmd.Process.Pid)
+	var left []string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		left = left[:0]
+		for _, s := range survivors(marker) {
+			if !strings.HasPrefix(s, console+" ") {
+				left = append(left, s)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("workers still alive 15 s after their console stopped: %v", left)
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+	waitEnd(t, cmd, out, 30*time.Second)
+	if n := strings.Count(out.String(), "lost the console (no word from it for 1s, GASNET_LIVENESS_TIMEOUT); exiting"); n != 4 {
+		t.Errorf("%d ranks said they lost the console, want 4:\n%s", n, out.String())
+	}
+	if cmd.ProcessState.ExitCode() == 0 {
+		t.Errorf("the job exited 0 although its workers lost the console:\n%s", out.String())
+	}
+}
+
 // startWaitingJob starts a 4-worker printer job and returns once every
 // worker waits in the network.
 func startWaitingJob(t *testing.T, marker string, env ...string) (*exec.Cmd, *syncBuffer) {
