@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // Config is every setting of udpconduit, read from the environment. It is
@@ -187,9 +188,8 @@ func (c *Config) validate(src map[string]Source) error {
 	if err := c.checkRanges(src); err != nil {
 		return err
 	}
-	if c.ReqTimeoutMax != 0 && c.ReqTimeoutInitial > c.ReqTimeoutMax {
-		return fmt.Errorf("%s=%d: accepted: at most %s=%d", displayName(src, "GASNET_REQUESTTIMEOUT_INITIAL"), c.ReqTimeoutInitial,
-			displayName(src, "GASNET_REQUESTTIMEOUT_MAX"), c.ReqTimeoutMax)
+	if err := c.checkGiveUp(src); err != nil {
+		return err
 	}
 	if c.SockBufInit > c.SockBufMax {
 		return fmt.Errorf("%s=%d: accepted: at most %s=%d", displayName(src, "GASNET_SOCKETBUFFER_INITIAL"), c.SockBufInit,
@@ -213,6 +213,38 @@ func (c *Config) validate(src map[string]Source) error {
 	}
 	if c.WorkerRank != "" && !validRankSpec(c.WorkerRank) {
 		return bad("GASNET_WORKER_RANK", c.WorkerRank, "an integer >= 0 or the name of a variable holding one, such as SLURM_PROCID")
+	}
+	return nil
+}
+
+// MinGiveUp is the shortest give-up time (a silent peer's requests are
+// undeliverable after it) the request timeouts may add up to: shorter ones
+// would abort healthy jobs whose peer is merely descheduled for a moment.
+const MinGiveUp = time.Second
+
+// checkGiveUp checks the request timeouts: an initial wait above the
+// maximum is refused when the user set it, and lowered to the maximum
+// when only the maximum was set (the default initial wait is the one in
+// conflict); a schedule that gives up in less than MinGiveUp is refused,
+// naming the time it would give up after.
+func (c *Config) checkGiveUp(src map[string]Source) error {
+	if c.ReqTimeoutMax == 0 {
+		return nil // never give up
+	}
+	if c.ReqTimeoutInitial > c.ReqTimeoutMax {
+		if _, set := src["GASNET_REQUESTTIMEOUT_INITIAL"]; !set {
+			c.ReqTimeoutInitial = c.ReqTimeoutMax
+		} else {
+			return fmt.Errorf("%s=%d: accepted: at most %s=%d", displayName(src, "GASNET_REQUESTTIMEOUT_INITIAL"), c.ReqTimeoutInitial,
+				displayName(src, "GASNET_REQUESTTIMEOUT_MAX"), c.ReqTimeoutMax)
+		}
+	}
+	rc := retransmit.Config{Initial: time.Duration(c.ReqTimeoutInitial) * time.Microsecond, Backoff: c.ReqTimeoutBackoff,
+		Max: time.Duration(c.ReqTimeoutMax) * time.Microsecond}
+	if g := rc.GiveUpAfter(); g < MinGiveUp {
+		return fmt.Errorf("%s=%d with %s=%d and %s=%d gives up on a silent peer after %v: accepted: settings whose give-up time is at least %v (raise the maximum), or %s=0 to never give up",
+			displayName(src, "GASNET_REQUESTTIMEOUT_MAX"), c.ReqTimeoutMax, displayName(src, "GASNET_REQUESTTIMEOUT_INITIAL"), c.ReqTimeoutInitial,
+			displayName(src, "GASNET_REQUESTTIMEOUT_BACKOFF"), c.ReqTimeoutBackoff, g, MinGiveUp, displayName(src, "GASNET_REQUESTTIMEOUT_MAX"))
 	}
 	return nil
 }

@@ -145,7 +145,10 @@ func TestConfigRanges(t *testing.T) {
 		{"GASNET_LINEBUFFERSZ=9223372036854775807", "GASNET_LINEBUFFERSZ=9223372036854775807: accepted: an integer from 1 to 1048576; or 0 (unbuffered)"},
 		{"GASNET_REQUESTTIMEOUT_MAX=18446744073709552", "GASNET_REQUESTTIMEOUT_MAX=18446744073709552: accepted: an integer from 1000 to 3600000000; or 0 (never give up)"},
 		{"GASNET_REQUESTTIMEOUT_MAX=9223372036854775807", "GASNET_REQUESTTIMEOUT_MAX=9223372036854775807: accepted: an integer from 1000"},
-		{"GASNET_REQUESTTIMEOUT_MAX=5000", "GASNET_REQUESTTIMEOUT_INITIAL=100000: accepted: at most GASNET_REQUESTTIMEOUT_MAX=5000"},
+		{"GASNET_REQUESTTIMEOUT_MAX=5000", "GASNET_REQUESTTIMEOUT_MAX=5000 with GASNET_REQUESTTIMEOUT_INITIAL=5000 and GASNET_REQUESTTIMEOUT_BACKOFF=2 gives up on a silent peer after 10ms: accepted: settings whose give-up time is at least 1s"},
+		{"GASNET_REQUESTTIMEOUT_MAX=500000\x00AMUDP_REQUESTTIMEOUT_INITIAL=600000", "AMUDP_REQUESTTIMEOUT_INITIAL=600000: accepted: at most GASNET_REQUESTTIMEOUT_MAX=500000"},
+		{"GASNET_REQUESTTIMEOUT_MAX=1000\x00GASNET_REQUESTTIMEOUT_INITIAL=100\x00GASNET_REQUESTTIMEOUT_BACKOFF=1", "GASNET_REQUESTTIMEOUT_MAX=1000 with GASNET_REQUESTTIMEOUT_INITIAL=100 and GASNET_REQUESTTIMEOUT_BACKOFF=1 gives up on a silent peer after 7.4ms"},
+		{"GASNET_REQUESTTIMEOUT_MAX=400000\x00GASNET_REQUESTTIMEOUT_INITIAL=1000", "GASNET_REQUESTTIMEOUT_MAX=400000 with GASNET_REQUESTTIMEOUT_INITIAL=1000 and GASNET_REQUESTTIMEOUT_BACKOFF=2 gives up on a silent peer after 9"},
 		{"GASNET_SOCKETBUFFER_MAX=-5", "GASNET_SOCKETBUFFER_MAX=-5: accepted: an integer from 4096 to 1073741824"},
 		{"AMUDP_SOCKETBUFFER_INITIAL=8388608", "AMUDP_SOCKETBUFFER_INITIAL=8388608: accepted: at most GASNET_SOCKETBUFFER_MAX=4194304"},
 		{"GASNET_CONNECT_TIMEOUT=abc", `GASNET_CONNECT_TIMEOUT="abc": accepted: a duration from 100ms to 24h, such as "250ms" or "5s"`},
@@ -166,17 +169,29 @@ func TestConfigRanges(t *testing.T) {
 		{"GASNET_BARRIER=tree", `GASNET_BARRIER=tree: accepted: AMDISSEM (or DISSEM), AMCENTRAL or AMTREE, or empty for the default`},
 		{"AMUDP_BARRIER=RDMADISSEM", `AMUDP_BARRIER=RDMADISSEM: accepted: AMDISSEM`},
 	} {
-		_, _, err := loadConfig([]string{tc.env})
+		_, _, err := loadConfig(strings.Split(tc.env, "\x00"))
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.env, err, tc.want)
 		}
 	}
 	for _, ok := range []string{"GASNET_POLL_SPIN=-1ns", "GASNET_POLL_SPIN=0", "GASNET_LINEBUFFERSZ=0", "GASNET_REQUESTTIMEOUT_MAX=0",
 		"GASNET_SENDDEPTH=-1", "GASNET_HANG_WARN=0", "GASNET_WORKERIP=10.77.", "GASNET_WORKERIP=fd00::/8", "GASNET_WORKER_RANK=SLURM_PROCID",
-		"GASNET_SOCKETBUFFER_INITIAL=0", "GASNET_EXIT_TIMEOUT=1h", "GASNET_BARRIER=amtree", "GASNET_BARRIER=DISSEM"} {
-		if _, _, err := loadConfig([]string{ok}); err != nil {
+		"GASNET_SOCKETBUFFER_INITIAL=0", "GASNET_EXIT_TIMEOUT=1h", "GASNET_BARRIER=amtree", "GASNET_BARRIER=DISSEM",
+		"GASNET_REQUESTTIMEOUT_MAX=500000\x00GASNET_REQUESTTIMEOUT_INITIAL=1000"} {
+		if _, _, err := loadConfig(strings.Split(ok, "\x00")); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
+	}
+	// MAX alone below the default initial wait lowers that wait: the user
+	// set no initial wait to conflict with.
+	if c, _, err := loadConfig([]string{"GASNET_REQUESTTIMEOUT_MAX=2000000"}); err != nil || c.ReqTimeoutInitial != 100000 {
+		t.Errorf("MAX=2000000: %v, initial %d", err, c.ReqTimeoutInitial)
+	}
+	if c, _, err := loadConfig([]string{"GASNET_REQUESTTIMEOUT_MAX=60000"}); err == nil || c != nil {
+		t.Errorf("MAX=60000: accepted (give-up 120 ms)")
+	}
+	if c, _, err := loadConfig([]string{"GASNET_REQUESTTIMEOUT_MAX=0"}); err != nil || c.ReqTimeoutInitial != 100000 {
+		t.Errorf("MAX=0: %v", err)
 	}
 }
 

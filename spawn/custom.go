@@ -72,6 +72,15 @@ func (c Custom) Start(spec *WorkerSpec) (Launch, error) {
 	return l, nil
 }
 
+// shellWords are the words that /bin/sh, which runs the template, takes
+// as its own at the start of a command: reserved words and the builtins
+// that have no program of their name.
+var shellWords = map[string]bool{
+	"!": true, "{": true, "case": true, "for": true, "if": true, "until": true, "while": true,
+	".": true, ":": true, "cd": true, "command": true, "eval": true, "exec": true, "export": true,
+	"set": true, "trap": true, "ulimit": true, "umask": true, "unset": true,
+}
+
 // checkLauncher fails early, with a clear message, when the template's
 // first word is a command that is not installed: the shell's own message
 // would come later and say less.
@@ -81,7 +90,7 @@ func checkLauncher(tmpl string, lookPath func(string) (string, error)) error {
 		return fmt.Errorf("GASNET_CSPAWN_CMD is empty; for example 'srun -n %%N %%C' or 'mpirun -np %%N %%C'")
 	}
 	w := f[0]
-	if strings.ContainsAny(w, "%=$`'\"\\(){}<>|&;*?[]~") || w == "exec" || w == "cd" {
+	if strings.ContainsAny(w, "%=$`'\"\\(){}<>|&;*?[]~") || shellWords[w] {
 		return nil // a shell construct: let the shell judge it
 	}
 	if _, err := lookPath(w); err != nil {

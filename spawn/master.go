@@ -456,7 +456,7 @@ func mismatched(waiting []Coll) bool {
 // stuck reports whether some ranks wait long in a collective (they say so
 // after half of GASNET_HANG_WARN, and again when they leave it: a job whose
 // collectives match sends nothing), and describes where every rank is.
-func (j *job) stuck() (bool, string) {
+func (j *job) stuck(now time.Time) (bool, string) {
 	c := &j.coll
 	someone := false
 	for _, w := range c.waiting {
@@ -474,6 +474,9 @@ func (j *job) stuck() (bool, string) {
 			where = "ended"
 		case c.waiting[r].Kind != "":
 			where = fmt.Sprintf("in %s %d", c.waiting[r].Kind, c.waiting[r].Seq)
+		case j.cfg.Liveness > 0 && now.Sub(p.heard) >= j.cfg.Liveness/2:
+			// It missed two pings: its report may be lost with it.
+			where = "not answering the console (its host cut off or its process stopped?)"
 		default:
 			where = "elsewhere (in no collective)"
 		}
@@ -520,7 +523,7 @@ func (j *job) checkHang(now time.Time) {
 	if j.cfg.HangWarn <= 0 || j.exitCode >= 0 {
 		return
 	}
-	stuck, where := j.stuck()
+	stuck, where := j.stuck(now)
 	c := &j.coll
 	if !stuck {
 		c.since, c.warned = time.Time{}, 0
@@ -877,8 +880,8 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 // exit takes rank p's Exit frame. The first one ends the job with its
 // code. An abort (a reason given, a code not 0) after the job ended with
 // 0 makes the job's code its own: a rank that said it aborts the job
-// never ends in success, whatever Exit(0) of another rank came first. It
-// reports whether the job had ended before.
+// never ends in success, whatever Exit(0) of another rank came first; the
+// console says so in one line. It reports whether the job had ended before.
 func (j *job) exit(p *peerConn, c Code) (ended bool) {
 	j.track(p, func() { p.exited, p.exitCode = true, c.Code })
 	if j.exitCode < 0 {
@@ -888,11 +891,11 @@ func (j *job) exit(p *peerConn, c Code) (ended bool) {
 		j.end(c.Code)
 		return false
 	}
-	if c.Why != "" && c.Code != 0 {
-		j.say("rank %d on %s aborted the job (code %d) as it ended with code %d: %s", p.rank, p.join.Name, c.Code, j.exitCode, c.Why)
-		if j.exitCode == 0 && j.abnormal == 0 {
-			j.abnormal = c.Code
-		}
+	if c.Why != "" && c.Code != 0 && j.exitCode == 0 && j.abnormal == 0 {
+		// Said once, and only when it changes the outcome: a later abort
+		// of a job already ending non-zero is in the rank's own line.
+		j.say("rank %d on %s aborted the job (code %d) as it ended with code 0: %s", p.rank, p.join.Name, c.Code, c.Why)
+		j.abnormal = c.Code
 	}
 	return true
 }

@@ -1,6 +1,9 @@
 package spawn
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestMismatched: which collectives the ranks wait in can never complete.
 func TestMismatched(t *testing.T) {
@@ -26,5 +29,20 @@ func TestMismatched(t *testing.T) {
 		if got := mismatched(tt.waiting); got != tt.want {
 			t.Errorf("%s: mismatched(%v) = %v, want %v", tt.name, tt.waiting, got, tt.want)
 		}
+	}
+}
+
+// TestStuckNamesSilentRanks: the hang report says where each rank is, and
+// a rank that has missed two of the console's pings is named as not
+// answering rather than as elsewhere: its own report may be lost with it.
+func TestStuckNamesSilentRanks(t *testing.T) {
+	now := time.Now()
+	j := &job{cfg: &Config{Liveness: 4 * time.Second},
+		peers: []*peerConn{{rank: 0, heard: now}, {rank: 1, heard: now.Add(-3 * time.Second)}, {rank: 2, heard: now.Add(-time.Second)}, {rank: 3, heard: now}},
+		coll:  collectives{waiting: []Coll{{Kind: "barrier", Seq: 1}, {}, {}, {Kind: "barrier", Seq: 1}}}}
+	stuck, where := j.stuck(now)
+	want := "ranks 0,3 in barrier 1; rank 1 not answering the console (its host cut off or its process stopped?); rank 2 elsewhere (in no collective)"
+	if !stuck || where != want {
+		t.Errorf("stuck: %v, %q\nwant %q", stuck, where, want)
 	}
 }

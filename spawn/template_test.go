@@ -124,3 +124,31 @@ func TestDirectLaunch(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckLauncher: a launcher that is not installed is named before
+// anything starts; shell constructs, reserved words and builtins are left
+// to /bin/sh, which runs the template.
+func TestCheckLauncher(t *testing.T) {
+	look := func(w string) (string, error) {
+		if w == "srun" {
+			return "/usr/bin/srun", nil
+		}
+		return "", exec.ErrNotFound
+	}
+	for tmpl, want := range map[string]string{
+		"srun -n %N %C":                     "",
+		"for i in 1 2; do %C & done; wait":  "",
+		"while read h; do %C; done < hosts": "",
+		"if true; then %C; fi":              "",
+		"exec srun %C":                      "",
+		"FOO=1 srun %C":                     "",
+		"(cd /tmp && %C)":                   "",
+		"nosuchlauncher -np %N %C":          `GASNET_CSPAWN_CMD: the launcher "nosuchlauncher" is not installed or not in PATH`,
+		"   ":                               "GASNET_CSPAWN_CMD is empty",
+	} {
+		err := checkLauncher(tmpl, look)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)) {
+			t.Errorf("%q: %v, want %q", tmpl, err, want)
+		}
+	}
+}

@@ -708,7 +708,7 @@ func TestStoppedRank(t *testing.T) {
 func TestUnreachableRankOneLineEach(t *testing.T) {
 	host, _ := os.Hostname()
 	cmd, out := startPrinter(t, t.Name(), 4, "flood", "ready rank", "LINES=0", "GASNET_LIVENESS_TIMEOUT=0",
-		"GASNET_REQUESTTIMEOUT_INITIAL=1000", "GASNET_REQUESTTIMEOUT_MAX=20000")
+		"GASNET_REQUESTTIMEOUT_INITIAL=1000", "GASNET_REQUESTTIMEOUT_MAX=500000")
 	syscall.Kill(lastRankPID(t, out, 4), syscall.SIGSTOP)
 	stopped := time.Now()
 	for !strings.Contains(out.String(), "is unreachable") && time.Since(stopped) < 20*time.Second {
@@ -718,7 +718,7 @@ func TestUnreachableRankOneLineEach(t *testing.T) {
 	waitEnd(t, cmd, out, 20*time.Second)
 	// The stopped rank cannot exit: the console kills it after
 	// GASNET_EXIT_TIMEOUT (2 s).
-	t.Logf("SIGSTOP during traffic to the first abort line: %v (give-up after 71 ms of silence); to the console's exit: %v",
+	t.Logf("SIGSTOP during traffic to the first abort line: %v (give-up after 1.01 s of silence); to the console's exit: %v",
 		said.Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond))
 	if code := cmd.ProcessState.ExitCode(); code != 1 {
 		t.Errorf("exit %d, want 1", code)
