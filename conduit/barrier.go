@@ -311,6 +311,11 @@ func (j *Job) collWait(cond func() bool) error {
 // console can say which ranks are in which collective when they do not
 // match. A job whose collectives match never reports.
 func (j *Job) waitIn(kind string, seq uint64, wait func() error) error {
+	return j.waitInColl(spawn.Coll{Kind: kind, Seq: seq}, wait)
+}
+
+// waitInColl is waitIn for the collective c says (its In aside).
+func (j *Job) waitInColl(c spawn.Coll, wait func() error) error {
 	if j.hangWarn <= 0 {
 		return wait()
 	}
@@ -321,7 +326,8 @@ func (j *Job) waitIn(kind string, seq uint64, wait func() error) error {
 		defer mu.Unlock()
 		if !done {
 			reported = true
-			j.ctl.Report(kind, seq, true)
+			c.In = true
+			j.ctl.Report(c)
 		}
 	})
 	err := wait()
@@ -329,7 +335,8 @@ func (j *Job) waitIn(kind string, seq uint64, wait func() error) error {
 	mu.Lock()
 	done = true
 	if reported {
-		j.ctl.Report(kind, seq, false)
+		c.In = false
+		j.ctl.Report(c)
 	}
 	mu.Unlock()
 	return err

@@ -124,6 +124,9 @@ var (
 	// ranks called differently (another kind, element type, operator,
 	// vector length or root): every rank of an all-reduce returns it, as
 	// does each rank whose broadcast or reduction met the difference.
+	// Different roots also abort the job (a rank may have returned before
+	// the difference shows), as does the console when the ranks wait in
+	// collectives that can never complete together.
 	ErrCollectiveMismatch = errors.New("conduit: the ranks called different collectives")
 )
 

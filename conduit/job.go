@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/spawn"
 )
 
 // Job is one rank's view of a running job: its endpoint, its link to the
@@ -70,9 +71,9 @@ type control interface {
 	// return; in RunLocal, which cannot end a handler's goroutine, it
 	// returns and the rank ends at its next call (see Job.abort).
 	Abort(code int, why string, grace time.Duration)
-	// Report tells the console that this rank waits in collective seq of
-	// kind ("barrier", "all-gather"), or no longer does.
-	Report(kind string, seq uint64, in bool) error
+	// Report tells the console that this rank waits in a collective
+	// (c.In), or no longer does.
+	Report(c spawn.Coll) error
 }
 
 // newJob makes the Job of rank over ep, registering the library's handlers
@@ -137,11 +138,18 @@ func (j *Job) setHosts(hosts []string) {
 // polls: the job then ends with code 1 whatever the other ranks do (an
 // Exit(0) of theirs that reached the console first included), and the
 // program's call that was polling does not return to it.
-func (j *Job) defaultReturned(r Returned) {
+func (j *Job) defaultReturned(r Returned) { j.abortJob(j.describe(r)) }
+
+// treeAbort aborts the job for a mismatch of tree collectives that the
+// ranks' errors cannot report (see amTree.abort).
+func (j *Job) treeAbort(err error) { j.abortJob(err.Error()) }
+
+// abortJob says why this rank aborts the job, once, and aborts it with
+// code 1 before it returns (see defaultReturned).
+func (j *Job) abortJob(why string) {
 	if j.aborting.Swap(true) {
 		return
 	}
-	why := j.describe(r)
 	fmt.Fprintf(os.Stderr, "%s: rank %d: %s; aborting the job\n", progName(), j.rank, why)
 	j.ctl.Abort(1, why, j.exitTimeout)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/spawn"
 )
 
 // RunLocal runs a job of n ranks inside this process and returns its exit
@@ -191,4 +192,4 @@ func (c *localConsole) setCode(code int, abort bool) {
 	c.mu.Unlock()
 }
 
-func (r localRank) Report(string, uint64, bool) error { return nil }
+func (r localRank) Report(spawn.Coll) error { return nil }

@@ -81,6 +81,7 @@ func (j *Job) registerCore() {
 	ep.Register(hBarrier, j.bar.message)
 	ep.Register(hGather, j.gat.message)
 	j.tree.h, j.gat.tree.h = hTree, hGatherTree
+	j.tree.abort, j.gat.tree.abort = j.treeAbort, j.treeAbort
 	ep.Register(hTree, j.tree.message)
 	ep.Register(hGatherTree, j.gat.tree.message)
 	ep.Register(hPut, func(t *Token, args []uint32, _ []byte) {

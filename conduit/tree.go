@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/spawn"
 )
 
 // hTree is the core handler of the broadcast's and the reduction's
@@ -96,6 +97,7 @@ type treeKey struct {
 type treeIn struct {
 	assembly
 	meta, root uint32
+	src        int // the rank that sends it
 }
 
 // amTree is the state of the broadcast and the reduction, which run over a
@@ -125,6 +127,19 @@ type amTree struct {
 	calls    map[string]uint64
 	callKind string
 	callSeq  uint64
+	callTree uint64 // the number of its first tree collective
+	// left is the number of the last collective this rank left, and
+	// leftMeta and leftRoot what it was (under mu): in collectives that
+	// match, a rank takes every message sent to it for a collective before
+	// it leaves it, so one that arrives later was sent by a rank that
+	// called another collective (a broadcast from another root, say).
+	left               uint64
+	leftMeta, leftRoot uint32
+	// abort aborts the job for a mismatch that an error of this rank's
+	// call cannot report to every rank involved (see Job.treeAbort): a
+	// message that arrives after its collective, one left untaken, or one
+	// from another root's tree. Called outside mu.
+	abort func(error)
 }
 
 // message runs for each tree message, and for the reply that acknowledges
@@ -138,23 +153,49 @@ func (t *amTree) message(tok *Token, args []uint32, p []byte) {
 		return
 	}
 	tok.ReplyShort(t.h, args...)
+	if err := t.store(tok.Source(), args, p); err != nil && t.abort != nil {
+		t.abort(err)
+	}
+}
+
+// store keeps a tree message's chunk until its collective takes it. It
+// returns an error if this rank left that collective already (said once
+// per message, at its first chunk).
+func (t *amTree) store(src int, args []uint32, p []byte) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if uint64(args[0]) <= t.left {
+		if args[3] != 0 {
+			return nil
+		}
+		return fmt.Errorf("%w: rank %d is in %s (tree collective %d), which this rank has left%s", ErrCollectiveMismatch,
+			src, describeMeta(args[1], args[2]), args[0], t.leftAs(args[0]))
+	}
 	if t.in == nil {
 		t.in = make(map[treeKey]*treeIn)
 	}
 	k := treeKey{args[0], uint8(args[1])}
 	in := t.in[k]
 	if in == nil {
-		in = &treeIn{meta: args[1], root: args[2]}
+		in = &treeIn{meta: args[1], root: args[2], src: src}
 		t.in[k] = in
 	}
 	if in.meta != args[1] || in.root != args[2] {
 		in.bad = fmt.Errorf("chunks of %s and of %s", describeMeta(in.meta, in.root), describeMeta(args[1], args[2]))
 		in.done.Store(true)
-		return
+		return nil
 	}
 	in.add(int(args[3]), int(args[4]), int(args[5]), p, "a tree collective's message")
+	return nil
+}
+
+// leftAs describes collective n as this rank left it, when it is the last
+// one it left. t.mu held.
+func (t *amTree) leftAs(n uint32) string {
+	if uint64(n) != t.left {
+		return ""
+	}
+	return " as " + describeMeta(t.leftMeta, t.leftRoot)
 }
 
 // ready reports whether round k of collective n has arrived whole.
@@ -163,6 +204,42 @@ func (t *amTree) ready(k treeKey) bool {
 	defer t.mu.Unlock()
 	in := t.in[k]
 	return in != nil && in.done.Load()
+}
+
+// foreign returns a message that arrived for collective n from a rank
+// whose collective n has another root: its tree is another one, so the
+// message this rank waits for may never come. (A message of the same
+// root comes down or up the same tree: one of another kind is found
+// when it is taken.)
+func (t *amTree) foreign(n uint32, root uint32) *treeIn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, in := range t.in {
+		if k.n == n && in.root != root {
+			return in
+		}
+	}
+	return nil
+}
+
+// leave records that this rank left collective n, described by meta and
+// root, and drops what arrived for it or an earlier one and was not taken:
+// the first of those, returned, is a message of a rank that called another
+// collective.
+func (t *amTree) leave(n uint32, meta, root uint32) *treeIn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var stray *treeIn
+	for k, in := range t.in {
+		if k.n <= n {
+			if stray == nil {
+				stray = in
+			}
+			delete(t.in, k)
+		}
+	}
+	t.left, t.leftMeta, t.leftRoot = uint64(n), meta, root
+	return stray
 }
 
 // take removes round k of collective n and returns it.
@@ -216,11 +293,25 @@ func (c *treeCall) send(v, k int, blob []byte) error {
 }
 
 // recv waits for round k's message from rank v (relative) and returns it.
+// A message for this collective from a rank that called it with another
+// root (see amTree.foreign) aborts the job: their trees differ, so some
+// ranks may wait for messages that no rank sends.
 func (c *treeCall) recv(v, k int) ([]byte, error) {
 	t := c.t
 	key := treeKey{uint32(c.n), uint8(k)}
-	if err := c.j.collWait(func() bool { return t.ready(key) }); err != nil {
+	want := treeMeta(k, c.kind, c.op, c.elem)
+	var stray *treeIn
+	if err := c.j.collWait(func() bool {
+		if t.ready(key) {
+			return true
+		}
+		stray = t.foreign(key.n, uint32(c.root))
+		return stray != nil
+	}); err != nil {
 		return nil, err
+	}
+	if !t.ready(key) && stray != nil {
+		return nil, c.abortFor(stray)
 	}
 	in, err := t.take(key)
 	if err != nil {
@@ -229,19 +320,43 @@ func (c *treeCall) recv(v, k int) ([]byte, error) {
 	if in.meta>>8&0xff == treeFailed {
 		return nil, c.fail(fmt.Errorf("%w: %s", ErrCollectiveMismatch, strings.TrimPrefix(string(in.buf), ErrCollectiveMismatch.Error()+": ")))
 	}
-	if want := treeMeta(k, c.kind, c.op, c.elem); in.meta != want || in.root != uint32(c.root) {
-		return nil, c.fail(fmt.Errorf("%w: rank %d is in %s, rank %d in %s", ErrCollectiveMismatch, c.abs(v), describeMeta(in.meta, in.root), c.j.rank, describeMeta(want, uint32(c.root))))
+	if in.meta != want || in.root != uint32(c.root) {
+		return nil, c.fail(c.mismatch(in))
 	}
 	return in.buf, nil
 }
 
-// finish waits until every message this rank sent is answered.
+// mismatch describes in, a message of another collective than c.
+func (c *treeCall) mismatch(in *treeIn) error {
+	return fmt.Errorf("%w: rank %d is in %s, rank %d in %s", ErrCollectiveMismatch, in.src, describeMeta(in.meta, in.root),
+		c.j.rank, describeMeta(treeMeta(0, c.kind, c.op, c.elem), uint32(c.root)))
+}
+
+// abortFor aborts the job for in, a message of another collective than c
+// (see amTree.abort), and returns the mismatch as c's error (in RunLocal,
+// where the abort returns, the rank ends at its next call).
+func (c *treeCall) abortFor(in *treeIn) error {
+	err := c.mismatch(in)
+	if c.t.abort != nil {
+		c.t.abort(err)
+	}
+	return c.fail(err)
+}
+
+// finish waits until every message this rank sent is answered, then leaves
+// the collective: a message for it that this rank has not taken is from a
+// rank that called another collective, and returned as if its collective
+// had matched: it aborts the job.
 func (c *treeCall) finish() error {
 	t := c.t
 	if err := c.j.collWait(func() bool { return t.acked.has(c.sent) }); err != nil {
 		return err
 	}
 	t.acked.consume(c.sent)
+	if stray := t.leave(uint32(c.n), treeMeta(0, c.kind, c.op, c.elem), uint32(c.root)); stray != nil {
+		c.abortFor(stray)
+		c.j.abort()
+	}
 	return nil
 }
 
@@ -337,7 +452,7 @@ func (j *Job) treeCollective(what string, root int, op Op, body func() error) er
 		t.calls = map[string]uint64{}
 	}
 	t.calls[what]++
-	t.callKind, t.callSeq = what, t.calls[what]
+	t.callKind, t.callSeq, t.callTree = what, t.calls[what], t.n+1
 	if err := j.ep.Drain(); err != nil {
 		return j.done(fmt.Errorf("%s %d: %w", what, t.callSeq, err))
 	}
@@ -364,7 +479,11 @@ func (j *Job) nextTreeCall(t *amTree, root int) *treeCall {
 func (j *Job) treeCall(root int, body func(c *treeCall) error) error {
 	c := j.nextTreeCall(&j.tree, root)
 	t := &j.tree
-	if err := j.waitIn(t.callKind, t.callSeq, func() error { return body(c) }); err != nil {
+	at := spawn.Coll{Kind: t.callKind, Seq: t.callSeq, Tree: c.n, Root: root}
+	if t.callKind == "all-reduce" {
+		at.Tree = t.callTree
+	}
+	if err := j.waitInColl(at, func() error { return body(c) }); err != nil {
 		return fmt.Errorf("%s %d: %w", t.callKind, t.callSeq, err)
 	}
 	return nil

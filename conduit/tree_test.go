@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -235,5 +236,54 @@ func TestAllReduceMismatchErrsEverywhere(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestBroadcastRootsDiffer: ranks that pass different roots to one
+// broadcast (each its own rank, or two groups of two roots) never all
+// return data as if it had matched: every rank returns an error wrapping
+// ErrCollectiveMismatch that names both roots, or the job aborts with
+// code 1 (a message that reaches a rank after it left the broadcast); no
+// rank waits forever, and the job never ends 0 with a rank that returned
+// nil.
+func TestBroadcastRootsDiffer(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		n    int
+		root func(me int) int
+	}{
+		{"each its own, 2 ranks", 2, func(me int) int { return me }},
+		{"each its own, 5 ranks", 5, func(me int) int { return me }},
+		{"rank 3 another root", 6, func(me int) int { return map[bool]int{true: 1, false: 0}[me == 3] }},
+		{"halves", 4, func(me int) int { return me / 2 }},
+	} {
+		for _, seed := range []uint64{1, 2, 3} {
+			t.Run(fmt.Sprintf("%s/seed%d", tt.name, seed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					errs := make([]error, tt.n)
+					returned := make([]bool, tt.n)
+					res, _ := runJob(t, tt.n, memNet(amudptest.New(seed, 0.1, 0.05, 100*time.Microsecond)), false, func(j *Job) {
+						me := j.Rank()
+						_, errs[me] = j.Broadcast(tt.root(me), []byte{byte(me)})
+						returned[me] = true
+						j.Barrier()
+					})
+					aborted := res.Code == 1 && slices.Contains(res.Ends, "abort 1")
+					if !aborted && res.Code != 0 {
+						t.Fatalf("job code %d, ends %q: want 1 with an abort, or 0", res.Code, res.Ends)
+					}
+					for r, err := range errs {
+						switch {
+						case err != nil && !errors.Is(err, ErrCollectiveMismatch):
+							t.Errorf("rank %d: %v, want ErrCollectiveMismatch", r, err)
+						case err != nil && !strings.Contains(err.Error(), "a broadcast from rank "):
+							t.Errorf("rank %d: %v names no broadcast", r, err)
+						case err == nil && returned[r] && !aborted:
+							t.Errorf("rank %d returned nil from a broadcast whose roots differ, and the job ended 0 (%q)", r, res.Ends)
+						}
+					}
+				})
+			})
+		}
 	}
 }

@@ -184,10 +184,13 @@ func (w *Welcome) readBody(d *decoder) {
 }
 
 func (c Coll) appendBody(b []byte) []byte {
-	return appendBool(binary.AppendUvarint(appendString(b, c.Kind), c.Seq), c.In)
+	b = appendBool(binary.AppendUvarint(appendString(b, c.Kind), c.Seq), c.In)
+	return appendInt(binary.AppendUvarint(b, c.Tree), c.Root)
 }
 
-func (c *Coll) readBody(d *decoder) { c.Kind, c.Seq, c.In = d.string(), d.uvarint(), d.bool() }
+func (c *Coll) readBody(d *decoder) {
+	c.Kind, c.Seq, c.In, c.Tree, c.Root = d.string(), d.uvarint(), d.bool(), d.uvarint(), d.int()
+}
 
 func (c Code) appendBody(b []byte) []byte { return appendString(appendInt(b, c.Code), c.Why) }
 func (c *Code) readBody(d *decoder)       { c.Code, c.Why = d.int(), d.string() }

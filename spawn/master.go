@@ -433,15 +433,19 @@ type collectives struct {
 var collFamily = map[string]string{"barrier": "barrier", "all-gather": "all-gather", "broadcast": "tree", "reduce": "tree", "all-reduce": "tree"}
 
 // mismatched reports whether the collectives ranks wait in cannot all
-// complete: two of different families, or two barriers or all-gathers
-// two or more apart (a rank is at most one of those ahead of another, as
-// finishing one needs every rank in it). Broadcasts and reductions of one
-// family are not compared: a broadcast's root may run ahead of the others.
+// complete: two of different families, two barriers or all-gathers two
+// or more apart (a rank is at most one of those ahead of another, as
+// finishing one needs every rank in it), or two broadcasts or reductions
+// of the same tree number but of different kinds or roots. Broadcasts and
+// reductions of different numbers are not compared: a broadcast's root
+// may run ahead of the others.
 func mismatched(waiting []Coll) bool {
+	tree := map[uint64]Coll{}
 	var first Coll
 	for _, w := range waiting {
 		switch {
 		case w.Kind == "":
+			continue
 		case first.Kind == "":
 			first = w
 		case collFamily[w.Kind] != collFamily[first.Kind]:
@@ -449,6 +453,13 @@ func mismatched(waiting []Coll) bool {
 		case collFamily[w.Kind] != "tree" && max(w.Seq, first.Seq)-min(w.Seq, first.Seq) >= 2:
 			return true
 		}
+		if w.Tree == 0 {
+			continue
+		}
+		if o, ok := tree[w.Tree]; ok && (o.Kind != w.Kind || o.Root != w.Root) {
+			return true
+		}
+		tree[w.Tree] = w
 	}
 	return false
 }
@@ -473,7 +484,7 @@ func (j *job) stuck(now time.Time) (bool, string) {
 		case p.proc != nil || p.exited:
 			where = "ended"
 		case c.waiting[r].Kind != "":
-			where = fmt.Sprintf("in %s %d", c.waiting[r].Kind, c.waiting[r].Seq)
+			where = c.waiting[r].String()
 		case j.cfg.Liveness > 0 && now.Sub(p.heard) >= j.cfg.Liveness/2:
 			// It missed two pings: its report may be lost with it.
 			where = "not answering the console (its host cut off or its process stopped?)"
@@ -782,7 +793,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				if decodeBody(ev.body, &c) == nil && collKinds[c.Kind] {
 					j.coll.waiting[ev.rank] = Coll{}
 					if c.In {
-						j.coll.waiting[ev.rank] = Coll{Kind: c.Kind, Seq: c.Seq}
+						j.coll.waiting[ev.rank] = Coll{Kind: c.Kind, Seq: c.Seq, Tree: c.Tree, Root: c.Root}
 					}
 				}
 			case frameExit:

@@ -10,6 +10,7 @@ func TestMismatched(t *testing.T) {
 	b := func(n uint64) Coll { return Coll{Kind: "barrier", Seq: n} }
 	g := func(n uint64) Coll { return Coll{Kind: "all-gather", Seq: n} }
 	tree := func(k string, n uint64) Coll { return Coll{Kind: k, Seq: n} }
+	at := func(k string, n uint64, root int) Coll { return Coll{Kind: k, Seq: 1, Tree: n, Root: root} }
 	for _, tt := range []struct {
 		name    string
 		waiting []Coll
@@ -25,6 +26,10 @@ func TestMismatched(t *testing.T) {
 		{"a barrier and an all-reduce", []Coll{b(1), tree("all-reduce", 1)}, true},
 		{"a broadcast and a reduce (one family)", []Coll{tree("broadcast", 1), tree("reduce", 4)}, false},
 		{"broadcasts far apart (a root runs ahead)", []Coll{tree("broadcast", 1), tree("broadcast", 9)}, false},
+		{"one reduction, one root", []Coll{at("reduce", 3, 0), at("reduce", 3, 0), {}}, false},
+		{"one reduction, two roots", []Coll{at("reduce", 3, 0), {}, at("reduce", 3, 1)}, true},
+		{"one tree collective, two kinds", []Coll{at("reduce", 2, 0), at("broadcast", 2, 0)}, true},
+		{"two tree collectives, two roots", []Coll{at("broadcast", 2, 0), at("broadcast", 5, 1)}, false},
 	} {
 		if got := mismatched(tt.waiting); got != tt.want {
 			t.Errorf("%s: mismatched(%v) = %v, want %v", tt.name, tt.waiting, got, tt.want)
@@ -39,9 +44,10 @@ func TestStuckNamesSilentRanks(t *testing.T) {
 	now := time.Now()
 	j := &job{cfg: &Config{Liveness: 4 * time.Second},
 		peers: []*peerConn{{rank: 0, heard: now}, {rank: 1, heard: now.Add(-3 * time.Second)}, {rank: 2, heard: now.Add(-time.Second)}, {rank: 3, heard: now}},
-		coll:  collectives{waiting: []Coll{{Kind: "barrier", Seq: 1}, {}, {}, {Kind: "barrier", Seq: 1}}}}
+		coll:  collectives{waiting: []Coll{{Kind: "barrier", Seq: 1}, {}, {}, {Kind: "barrier", Seq: 1}, {Kind: "broadcast", Seq: 2, Tree: 3, Root: 1}}}}
+	j.peers = append(j.peers, &peerConn{rank: 4, heard: now})
 	stuck, where := j.stuck(now)
-	want := "ranks 0,3 in barrier 1; rank 1 not answering the console (its host cut off or its process stopped?); rank 2 elsewhere (in no collective)"
+	want := "ranks 0,3 in barrier 1; rank 1 not answering the console (its host cut off or its process stopped?); rank 2 elsewhere (in no collective); rank 4 in broadcast 2 from rank 1"
 	if !stuck || where != want {
 		t.Errorf("stuck: %v, %q\nwant %q", stuck, where, want)
 	}

@@ -75,6 +75,25 @@ type Coll struct {
 	Kind string // one of collKinds
 	Seq  uint64 // its number on this rank, from 1
 	In   bool
+	// Tree numbers a broadcast or reduction among all of the rank's
+	// (an all-reduce is two: the first), from 1; 0 for other kinds. In a
+	// program whose collectives match, tree collective n is the same call,
+	// of the same root, on every rank.
+	Tree uint64
+	Root int // the root of a broadcast or reduction
+}
+
+// String says where the rank waits: "in barrier 3", "in broadcast 2 from
+// rank 1".
+func (c Coll) String() string {
+	s := fmt.Sprintf("in %s %d", c.Kind, c.Seq)
+	switch c.Kind {
+	case "broadcast":
+		s += fmt.Sprintf(" from rank %d", c.Root)
+	case "reduce":
+		s += fmt.Sprintf(" to rank %d", c.Root)
+	}
+	return s
 }
 
 // collKinds are the collectives a rank reports (Coll.Kind); each kind has

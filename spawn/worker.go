@@ -472,11 +472,9 @@ func (w *Worker) BarrierNotify() error { return w.send(frameBarrier, noBody{}) }
 // BarriersDone returns how many barriers have completed.
 func (w *Worker) BarriersDone() uint64 { return w.barriers.Load() }
 
-// Report tells the console that this rank waits in collective seq of kind,
+// Report tells the console that this rank waits in a collective (c.In),
 // or no longer does (see Coll).
-func (w *Worker) Report(kind string, seq uint64, in bool) error {
-	return w.send(frameColl, Coll{Kind: kind, Seq: seq, In: in})
-}
+func (w *Worker) Report(c Coll) error { return w.send(frameColl, c) }
 
 // Exit reports code to the console, which ends the job with the first code
 // reported; it waits briefly for the console's word, then exits the process.

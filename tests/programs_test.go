@@ -280,6 +280,23 @@ func TestMismatchedCollectivesAreReported(t *testing.T) {
 		t.Errorf("exit %d, want 1 and %q in stderr:\n%s", r.code, want, r.stderr)
 	}
 	checkNoSurvivors(t, t.Name(), 3*time.Second)
+	// Reductions to different roots wait for each other without a message.
+	r = run(t, t.Name()+"roots", []string{"GASNET_HANG_WARN=300ms"}, "race/misuse", "3", "roots")
+	want = "the ranks called different collectives, which can never complete: rank 0 in reduce 1 to rank 0; rank 1 in reduce 1 to rank 1; rank 2 in reduce 1 to rank 2; aborting the job"
+	if r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("exit %d, want 1 and %q in stderr:\n%s", r.code, want, r.stderr)
+	}
+	checkNoSurvivors(t, t.Name()+"roots", 3*time.Second)
+	// Broadcasts from different roots: the messages of one root's tree
+	// reach ranks of another's.
+	for range 3 {
+		r = run(t, t.Name()+"bcast", nil, "race/misuse", "4", "bcastroots")
+		want = "conduit: the ranks called different collectives: rank "
+		if r.code != 1 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "aborting the job") {
+			t.Errorf("exit %d, want 1 and %q in stderr:\n%s%s", r.code, want, r.stdout, r.stderr)
+		}
+		checkNoSurvivors(t, t.Name()+"bcast", 3*time.Second)
+	}
 }
 
 // TestHelp: -h, -help and --help as the first argument of any program print

@@ -70,6 +70,20 @@ func main() {
 			conduit.Barrier()
 		}
 	}
+	if len(os.Args) > 1 && os.Args[1] == "roots" {
+		// Every rank the root of its own reduction: each waits for
+		// children that wait for theirs, and no message is sent. The
+		// console must see that the ranks' roots differ.
+		conduit.ReduceUint64(conduit.Rank(), conduit.Sum, []uint64{1})
+	}
+	if len(os.Args) > 1 && os.Args[1] == "bcastroots" {
+		// Every rank the root of its own broadcast: each would return its
+		// own data as if the broadcast had matched.
+		_, err := conduit.Broadcast(conduit.Rank(), []byte{1})
+		conduit.Barrier()
+		fmt.Printf("rank %d: broadcast returned %v\n", conduit.Rank(), err)
+		conduit.Exit(0)
+	}
 	me, n := conduit.Rank(), conduit.Size()
 	peer := (me + 1) % n
 	buf := make([]byte, 128)
