@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/spawn"
 )
 
@@ -142,7 +143,7 @@ func (m *chanMutex) Unlock() { <-m.ch }
 // a barrier only once its own messages are acknowledged: one that went on
 // computing (or ended) with a message still to retransmit would hold the
 // others in the barrier.
-func (b *amBarrier) message(t *Token, args []uint32, _ []byte) {
+func (b *amBarrier) message(t *amudp.Token, args []uint32, _ []byte) {
 	if len(args) != 2 || args[1] > roundRelease {
 		return // not one of ours
 	}

@@ -53,12 +53,39 @@ import (
 // runs on whichever goroutine polls, one handler at a time per rank; it
 // must not block, and may reply once (t.ReplyShort/Medium/Long) to a
 // request.
-type Handler = amudp.Handler
+type Handler func(t *Token, args []uint32, payload []byte)
 
 // Token identifies the message a handler runs for: its source rank
 // (Source), whether it is a request (IsRequest), and the way to reply. A
 // Token is valid only during its handler's call, on that goroutine.
-type Token = amudp.Token
+type Token amudp.Token
+
+// Source returns the rank that sent the message.
+func (t *Token) Source() int { return (*amudp.Token)(t).Source() }
+
+// IsRequest reports whether the message is a request (a reply's handler
+// may not reply).
+func (t *Token) IsRequest() bool { return (*amudp.Token)(t).IsRequest() }
+
+// ReplyShort replies to the request with a Short message to handler of its
+// source: at most one reply per request (ErrAlreadyReplied), from its
+// handler only (ErrNotInHandler); handler is a client index (128..255,
+// ErrHandlerIndex).
+func (t *Token) ReplyShort(handler int, args ...uint32) error {
+	return (*amudp.Token)(t).ReplyShort(handler, args...)
+}
+
+// ReplyMedium replies with a Medium message of at most MaxMedium bytes
+// (ErrPayloadTooBig), under the rules of ReplyShort.
+func (t *Token) ReplyMedium(handler int, payload []byte, args ...uint32) error {
+	return (*amudp.Token)(t).ReplyMedium(handler, payload, args...)
+}
+
+// ReplyLong replies with a Long message that writes payload at offset of
+// the source's segment, under the rules of ReplyShort.
+func (t *Token) ReplyLong(handler int, payload []byte, offset uint64, args ...uint32) error {
+	return (*amudp.Token)(t).ReplyLong(handler, payload, offset, args...)
+}
 
 // Returned describes an undeliverable request, as handler 0 receives it
 // (SetReturnedHandler): the destination rank and address (Dest, Addr),
@@ -98,6 +125,13 @@ var (
 	// which may only reply, as in GASNet: it could wait forever for
 	// credit that only the handler's own goroutine returns.
 	ErrRequestInHandler = amudp.ErrRequestInHandler
+	// ErrBadHandler: a request of a rank to itself for an index where no
+	// handler is registered (another rank refuses such a request, which
+	// comes back to handler 0; see Returned).
+	ErrBadHandler = amudp.ErrBadHandler
+	// ErrInterrupted: a wait (for credit, or for the requests sent to be
+	// answered) gave up because the rank's endpoint closed.
+	ErrInterrupted = amudp.ErrInterrupted
 )
 
 // Limits re-exported from amudp.
@@ -114,6 +148,10 @@ const (
 
 // Errors of the API.
 var (
+	// ErrNotInitialized is wrapped by the error of a package-level
+	// function called before Init has returned (in RunLocal, a program
+	// calls the methods of its Job instead), and is what the functions
+	// without an error panic with then.
 	ErrNotInitialized = errors.New("conduit: Init has not run")
 	ErrAttached       = errors.New("conduit: Attach called twice")
 	ErrNotAttached    = errors.New("conduit: Attach has not run on this rank")
@@ -152,29 +190,41 @@ var std struct {
 // functions act on; nil before Init.
 func Default() *Job { return std.job }
 
-// def returns the Job of an initialised worker; before Init it ends the
-// process with a one-line error.
-func def() *Job {
-	if std.job == nil {
-		fatal("%v", ErrNotInitialized)
+// job returns the Job of an initialised worker, for the package-level
+// function call; before Init has returned, an error wrapping
+// ErrNotInitialized that names it.
+func job(call string) (*Job, error) {
+	if j := std.job; j != nil {
+		return j, nil
 	}
-	return std.job
+	return nil, fmt.Errorf("conduit.%s: %w", call, ErrNotInitialized)
+}
+
+// must is job for the functions that return no error (Rank, Size, Exit,
+// ...): before Init has returned they panic with that error, as a method
+// of a nil Job would.
+func must(call string) *Job {
+	j, err := job(call)
+	if err != nil {
+		panic(err)
+	}
+	return j
 }
 
 // Init starts the job. In the console it validates N and the configuration,
 // spawns the workers, serves them and exits the process with the job's exit
 // code: it never returns there. In a worker it bootstraps (rank, size, peer
-// addresses) and returns. Errors are printed as one line and exit 1.
-// Call it first, from main: before it has returned, the other
-// package-level functions print ErrNotInitialized's message and exit 1.
-// Concurrent and repeated calls run it once.
+// addresses) and returns. When the process cannot take its part (a bad
+// setting or N, an unreachable console), Init prints one line saying why
+// and exits 1; a worker whose job ended before it joined exits with the
+// job's code. Init is where the package ends the process; after it, only
+// the job's end does (Exit, or the console's word; see package spawn).
+// Call it first, from main: before it has returned, the package-level
+// functions that return an error return one wrapping ErrNotInitialized,
+// and the others (Rank, Size, HostRanks, Endpoint, SetReturnedHandler,
+// Exit) panic with it. Concurrent and repeated calls run it once.
 func Init() {
 	std.once.Do(initOnce)
-}
-
-func fatal(format string, a ...any) {
-	fmt.Fprintf(os.Stderr, "%s: "+format+"\n", append([]any{progName()}, a...)...)
-	os.Exit(1)
 }
 
 func progName() string {
@@ -193,50 +243,69 @@ func baseName(p string) string {
 	return p
 }
 
+// initOnce runs Init: the one place where the package ends the process
+// (what start returns decides).
 func initOnce() {
+	j, code, err := start()
+	if j != nil {
+		std.job = j
+		return
+	}
+	var ended *spawn.EndedError
+	if err != nil && !errors.As(err, &ended) {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", progName(), err)
+	}
+	os.Exit(code)
+}
+
+// start starts this process's part of the job. In a worker it returns the
+// Job; otherwise the process must end, with code, after saying err (nil:
+// nothing to say): the console's job ended, -h was asked for, or the
+// process could not take its part.
+func start() (*Job, int, error) {
 	cfg, src, err := spawn.LoadConfig()
 	if err != nil {
-		fatal("%v", err)
+		return nil, 1, err
 	}
 	if !spawn.IsWorker() {
 		// srun -n 4 ./prog 4 would start four consoles of four workers
 		// each: stop every task, with one line from the first.
 		if msg, speak, ok := spawn.DirectLaunch(os.Getenv, os.Args[0]); ok {
 			if speak {
-				fmt.Fprintf(os.Stderr, "%s: %s\n", progName(), msg)
+				return nil, 1, errors.New(msg)
 			}
-			os.Exit(1)
+			return nil, 1, nil
 		}
 		if len(os.Args) > 1 && spawn.IsHelp(os.Args[1]) {
 			fmt.Print(spawn.Help(os.Args[0], Usage))
-			os.Exit(0)
+			return nil, 0, nil
 		}
 		n, err := spawn.ParseN(os.Args)
 		if err != nil {
-			fatal("%v", err)
+			return nil, 1, err
 		}
 		prog, err := os.Executable()
 		if err != nil {
-			fatal("cannot find this program's path: %v", err)
+			return nil, 1, fmt.Errorf("cannot find this program's path: %w", err)
 		}
-		os.Exit(spawn.Console(cfg, src, n, prog, os.Args[2:]))
+		return nil, spawn.Console(cfg, src, n, prog, os.Args[2:]), nil
 	}
 	w, err := spawn.Dial(cfg)
 	if err != nil {
-		fatal("%v", err)
+		return nil, 1, err
 	}
 	udp, err := amudp.ListenUDP(netip.AddrPortFrom(w.LocalIP, 0), cfg.SockBufInit)
 	if err != nil {
-		fatal("%v", err)
+		return nil, 1, err
 	}
 	if err := w.Join(cfg, udp.LocalAddr()); err != nil {
-		fatal("%v", err)
+		return nil, spawn.ExitCode(err), err
 	}
 	// The console's settings are now in force: read them again if they
 	// were not those this process started with.
 	if w.EnvChanged {
 		if cfg, src, err = spawn.LoadConfig(); err != nil {
-			fatal("%v", err)
+			return nil, 1, err
 		}
 	}
 	// say tells, in verbose mode, why rank 0 runs as it does ("": nothing
@@ -265,7 +334,7 @@ func initOnce() {
 	w.SetLiveness(cfg.Liveness)
 	addrs, err := w.Addrs()
 	if err != nil {
-		fatal("%v", err)
+		return nil, 1, err
 	}
 	ep, err := amudp.NewEndpoint(udp, amudp.Config{
 		Rank: w.Rank, Secret: w.Secret, NetworkDepth: cfg.NetworkDepth, SendDepth: cfg.SendDepth,
@@ -281,10 +350,10 @@ func initOnce() {
 		},
 	})
 	if err != nil {
-		fatal("%v", err)
+		return nil, 1, err
 	}
 	if err := ep.SetPeers(addrs); err != nil {
-		fatal("%v", err)
+		return nil, 1, err
 	}
 	j := newJob(ep, w, w.Rank, w.Size, cfg.ExitTimeout)
 	j.hangWarn = cfg.HangWarn
@@ -296,13 +365,13 @@ func initOnce() {
 		w.AtExit(func() { fmt.Fprintf(os.Stderr, "%s: rank %d stats: %v\n", progName(), w.Rank, ep.Stats()) })
 	}
 	if err := j.relayTable(w); err != nil {
-		fatal("rank %d: %v", w.Rank, err)
+		return nil, 1, fmt.Errorf("rank %d: %w", w.Rank, err)
 	}
 	j.setHosts(w.Hosts)
-	std.job = j
 	if cfg.RcvThread {
 		go progress(ep)
 	}
+	return j, 0, nil
 }
 
 // progressMode chooses how blocking waits poll: they spin for spin
@@ -382,24 +451,28 @@ func progress(ep *amudp.Endpoint) {
 
 // SetReturnedHandler replaces handler 0, which receives undeliverable
 // requests; see Job.SetReturnedHandler.
-func SetReturnedHandler(h func(Returned)) { def().SetReturnedHandler(h) }
+func SetReturnedHandler(h func(Returned)) { must("SetReturnedHandler").SetReturnedHandler(h) }
 
 // Rank returns this worker's rank in [0, Size()).
-func Rank() int { return def().Rank() }
+func Rank() int { return must("Rank").Rank() }
 
 // Size returns the number of workers, N.
-func Size() int { return def().Size() }
+func Size() int { return must("Size").Size() }
 
 // HostRanks returns the ranks that share this worker's host, in order.
-func HostRanks() []int { return def().HostRanks() }
+func HostRanks() []int { return must("HostRanks").HostRanks() }
 
 // Endpoint returns the underlying amudp endpoint.
-func Endpoint() *amudp.Endpoint { return def().Endpoint() }
+func Endpoint() *amudp.Endpoint { return must("Endpoint").Endpoint() }
 
 // Attach registers the client's handlers and allocates the segment; see
 // Job.Attach.
 func Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
-	return def().Attach(handlers, segmentSize)
+	j, err := job("Attach")
+	if err != nil {
+		return nil, err
+	}
+	return j.Attach(handlers, segmentSize)
 }
 
 // SegmentSize returns the segment size of rank (after Attach; 0 before).
@@ -413,26 +486,50 @@ func SegmentSize(rank int) int {
 // RequestShort sends a Short request to the client handler (128..255) of
 // dest.
 func RequestShort(dest, handler int, args ...uint32) error {
-	return def().RequestShort(dest, handler, args...)
+	j, err := job("RequestShort")
+	if err != nil {
+		return err
+	}
+	return j.RequestShort(dest, handler, args...)
 }
 
 // RequestMedium sends a Medium request; payload may be reused on return.
 func RequestMedium(dest, handler int, payload []byte, args ...uint32) error {
-	return def().RequestMedium(dest, handler, payload, args...)
+	j, err := job("RequestMedium")
+	if err != nil {
+		return err
+	}
+	return j.RequestMedium(dest, handler, payload, args...)
 }
 
 // RequestLong sends a Long request writing payload at offset of dest's
 // segment.
 func RequestLong(dest, handler int, payload []byte, offset uint64, args ...uint32) error {
-	return def().RequestLong(dest, handler, payload, offset, args...)
+	j, err := job("RequestLong")
+	if err != nil {
+		return err
+	}
+	return j.RequestLong(dest, handler, payload, offset, args...)
 }
 
 // Poll handles pending messages and due retransmissions; see Job.Poll.
-func Poll() error { return def().Poll() }
+func Poll() error {
+	j, err := job("Poll")
+	if err != nil {
+		return err
+	}
+	return j.Poll()
+}
 
 // WaitUntil services the network until cond returns true; see
 // Job.WaitUntil.
-func WaitUntil(cond func() bool) error { return def().WaitUntil(cond) }
+func WaitUntil(cond func() bool) error {
+	j, err := job("WaitUntil")
+	if err != nil {
+		return err
+	}
+	return j.WaitUntil(cond)
+}
 
 // Collectives (Barrier, BarrierNotify/BarrierWait, AllGather, Attach) are
 // matched across ranks by their order: the k-th barrier of one rank
@@ -445,59 +542,129 @@ func WaitUntil(cond func() bool) error { return def().WaitUntil(cond) }
 
 // BarrierNotify enters the next barrier without waiting; see
 // Job.BarrierNotify.
-func BarrierNotify() error { return def().BarrierNotify() }
+func BarrierNotify() error {
+	j, err := job("BarrierNotify")
+	if err != nil {
+		return err
+	}
+	return j.BarrierNotify()
+}
 
 // BarrierWait waits until every rank has entered the barrier this rank last
 // notified; see Job.BarrierWait.
-func BarrierWait() error { return def().BarrierWait() }
+func BarrierWait() error {
+	j, err := job("BarrierWait")
+	if err != nil {
+		return err
+	}
+	return j.BarrierWait()
+}
 
 // Barrier waits until every rank has reached it; see Job.Barrier.
-func Barrier() error { return def().Barrier() }
+func Barrier() error {
+	j, err := job("Barrier")
+	if err != nil {
+		return err
+	}
+	return j.Barrier()
+}
 
 // AllGather contributes data and returns every rank's contribution, indexed
 // by rank.
-func AllGather(data []byte) ([][]byte, error) { return def().AllGather(data) }
+func AllGather(data []byte) ([][]byte, error) {
+	j, err := job("AllGather")
+	if err != nil {
+		return nil, err
+	}
+	return j.AllGather(data)
+}
 
 // Broadcast returns the root's data on every rank; see Job.Broadcast.
-func Broadcast(root int, data []byte) ([]byte, error) { return def().Broadcast(root, data) }
+func Broadcast(root int, data []byte) ([]byte, error) {
+	j, err := job("Broadcast")
+	if err != nil {
+		return nil, err
+	}
+	return j.Broadcast(root, data)
+}
 
 // ReduceUint64 combines every rank's vector with op, the result at root;
 // see Job.ReduceUint64.
 func ReduceUint64(root int, op Op, v []uint64) ([]uint64, error) {
-	return def().ReduceUint64(root, op, v)
+	j, err := job("ReduceUint64")
+	if err != nil {
+		return nil, err
+	}
+	return j.ReduceUint64(root, op, v)
 }
 
 // ReduceFloat64 combines every rank's vector with op, the result at root;
 // see Job.ReduceFloat64.
 func ReduceFloat64(root int, op Op, v []float64) ([]float64, error) {
-	return def().ReduceFloat64(root, op, v)
+	j, err := job("ReduceFloat64")
+	if err != nil {
+		return nil, err
+	}
+	return j.ReduceFloat64(root, op, v)
 }
 
 // AllReduceUint64 combines every rank's vector with op, the result on every
 // rank; see Job.AllReduceUint64.
-func AllReduceUint64(op Op, v []uint64) ([]uint64, error) { return def().AllReduceUint64(op, v) }
+func AllReduceUint64(op Op, v []uint64) ([]uint64, error) {
+	j, err := job("AllReduceUint64")
+	if err != nil {
+		return nil, err
+	}
+	return j.AllReduceUint64(op, v)
+}
 
 // AllReduceFloat64 combines every rank's vector with op, the result on
 // every rank; see Job.AllReduceFloat64.
-func AllReduceFloat64(op Op, v []float64) ([]float64, error) { return def().AllReduceFloat64(op, v) }
+func AllReduceFloat64(op Op, v []float64) ([]float64, error) {
+	j, err := job("AllReduceFloat64")
+	if err != nil {
+		return nil, err
+	}
+	return j.AllReduceFloat64(op, v)
+}
 
 // PutNB starts writing data at offset of dest's segment; see Job.PutNB.
 func PutNB(dest int, offset uint64, data []byte) (*Handle, error) {
-	return def().PutNB(dest, offset, data)
+	j, err := job("PutNB")
+	if err != nil {
+		return nil, err
+	}
+	return j.PutNB(dest, offset, data)
 }
 
 // Put writes data at offset of dest's segment and waits until it is there.
-func Put(dest int, offset uint64, data []byte) error { return def().Put(dest, offset, data) }
+func Put(dest int, offset uint64, data []byte) error {
+	j, err := job("Put")
+	if err != nil {
+		return err
+	}
+	return j.Put(dest, offset, data)
+}
 
 // GetNB starts reading len(buf) bytes at offset of src's segment into buf.
 func GetNB(src int, offset uint64, buf []byte) (*Handle, error) {
-	return def().GetNB(src, offset, buf)
+	j, err := job("GetNB")
+	if err != nil {
+		return nil, err
+	}
+	return j.GetNB(src, offset, buf)
 }
 
 // Get reads len(buf) bytes at offset of src's segment into buf.
-func Get(src int, offset uint64, buf []byte) error { return def().Get(src, offset, buf) }
+func Get(src int, offset uint64, buf []byte) error {
+	j, err := job("Get")
+	if err != nil {
+		return err
+	}
+	return j.Get(src, offset, buf)
+}
 
 // Exit ends the job: the first rank to call Exit sets the console's exit
 // code, and every other rank is told to exit, even one that is computing
 // without polling. It does not return: see Job.Exit.
-func Exit(code int) { def().Exit(code) }
+func Exit(code int) { must("Exit").Exit(code) }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+
+	"github.com/udpconduit/udpconduit/amudp"
 )
 
 // hGather is the core handler of the all-gather's messages: args are the
@@ -36,7 +38,7 @@ type amGather struct {
 
 // message runs for each all-gather chunk, and for the reply that
 // acknowledges it.
-func (g *amGather) message(t *Token, args []uint32, p []byte) {
+func (g *amGather) message(t *amudp.Token, args []uint32, p []byte) {
 	if len(args) != 5 || args[1] >= maxRounds {
 		return // not one of ours
 	}

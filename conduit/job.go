@@ -283,7 +283,8 @@ func (j *Job) Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
 		return nil, err
 	}
 	for _, h := range handlers {
-		if err := ep.Register(h.Index, h.Fn); err != nil {
+		fn := h.Fn
+		if err := ep.Register(h.Index, func(t *amudp.Token, args []uint32, p []byte) { fn((*Token)(t), args, p) }); err != nil {
 			return nil, err
 		}
 	}

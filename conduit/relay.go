@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/spawn"
 )
 
@@ -19,7 +20,7 @@ type tableIn struct {
 
 // chunk runs for each chunk: args are its index, the chunk count and the
 // table's length in bytes.
-func (t *tableIn) chunk(_ *Token, a []uint32, p []byte) {
+func (t *tableIn) chunk(_ *amudp.Token, a []uint32, p []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(a) != 3 {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/udpconduit/udpconduit/amudp"
 )
 
 // Handler indexes of the extended API (64–127, DESIGN.md §3).
@@ -84,12 +86,12 @@ func (j *Job) registerCore() {
 	j.tree.abort, j.gat.tree.abort = j.treeAbort, j.treeAbort
 	ep.Register(hTree, j.tree.message)
 	ep.Register(hGatherTree, j.gat.tree.message)
-	ep.Register(hPut, func(t *Token, args []uint32, _ []byte) {
+	ep.Register(hPut, func(t *amudp.Token, args []uint32, _ []byte) {
 		if len(args) == 1 && t.IsRequest() {
 			t.ReplyShort(hDone, args[0])
 		}
 	})
-	ep.Register(hDone, func(t *Token, args []uint32, _ []byte) {
+	ep.Register(hDone, func(t *amudp.Token, args []uint32, _ []byte) {
 		if len(args) != 1 || t.IsRequest() {
 			return
 		}
@@ -97,7 +99,7 @@ func (j *Job) registerCore() {
 			h.pending.Add(-1)
 		}
 	})
-	ep.Register(hGetReq, func(t *Token, args []uint32, _ []byte) {
+	ep.Register(hGetReq, func(t *amudp.Token, args []uint32, _ []byte) {
 		if len(args) != 5 || !t.IsRequest() {
 			return
 		}
@@ -110,7 +112,7 @@ func (j *Job) registerCore() {
 		}
 		t.ReplyMedium(hGetReply, seg[off:off+n], args[3], args[4], 0)
 	})
-	ep.Register(hGetReply, func(t *Token, args []uint32, p []byte) {
+	ep.Register(hGetReply, func(t *amudp.Token, args []uint32, p []byte) {
 		if len(args) != 3 || t.IsRequest() {
 			return
 		}

@@ -144,7 +144,7 @@ type amTree struct {
 
 // message runs for each tree message, and for the reply that acknowledges
 // it.
-func (t *amTree) message(tok *Token, args []uint32, p []byte) {
+func (t *amTree) message(tok *amudp.Token, args []uint32, p []byte) {
 	if len(args) != 6 || args[1]&0xff >= maxRounds {
 		return // not one of ours
 	}

@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -52,5 +53,30 @@ func TestJoinSaysWhetherTheEnvironmentChanged(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJoinAfterTheJobEnded: a console that answers a Join with Terminate
+// (the job ended before this worker joined) makes Join return an
+// EndedError carrying the job's code, which ExitCode gives; the process
+// goes on (the caller decides to exit).
+func TestJoinAfterTheJobEnded(t *testing.T) {
+	wc, cc := net.Pipe()
+	defer cc.Close()
+	go func() {
+		r := bufio.NewReader(cc)
+		if _, _, err := readFrame(r); err != nil {
+			return
+		}
+		writeFrame(cc, frameTerminate, Code{Code: 7})
+	}()
+	w := &Worker{conn: wc, r: bufio.NewReader(wc)}
+	err := w.Join(&Config{}, netip.MustParseAddrPort("127.0.0.1:9"))
+	var ended *EndedError
+	if !errors.As(err, &ended) || ended.Code != 7 || ExitCode(err) != 7 {
+		t.Errorf("Join: %v (exit code %d), want an EndedError of code 7", err, ExitCode(err))
+	}
+	if ExitCode(errors.New("other")) != 1 {
+		t.Errorf("ExitCode of another error is %d, want 1", ExitCode(errors.New("other")))
 	}
 }

@@ -4,8 +4,6 @@ package spawn
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 )
 
 // This file stands in for the S spawner (ssh.go, sshext.go, tree_ssh.go) in
@@ -31,10 +29,8 @@ func newSSH(cfg *Config, src map[string]Source, _ int, _ func(string, ...any)) (
 	return nil, fmt.Errorf("%s: %s; accepted here: GASNET_SPAWNFN=L or C", chose, noSSH)
 }
 
-// startSubtree ends a worker told to start children over ssh (a spawn tree
-// of a console built with the S spawner, running this build on a host).
-func startSubtree(_ *Config, _ *TreeInfo, _ []byte) *subtree {
-	fmt.Fprintf(os.Stderr, "%s: spawn tree (GASNET_SSH_OUT_DEGREE): %s\n", filepath.Base(os.Args[0]), noSSH)
-	os.Exit(1)
-	return nil
+// startSubtree refuses to start children over ssh (a spawn tree of a
+// console built with the S spawner, running this build on a host).
+func startSubtree(_ *Config, _ *TreeInfo, _ []byte) (*subtree, error) {
+	return nil, fmt.Errorf("spawn tree (GASNET_SSH_OUT_DEGREE): %s", noSSH)
 }

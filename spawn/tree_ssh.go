@@ -43,20 +43,20 @@ func (t *treeLaunch) PerWorker() bool        { return false }
 // background: a failure to start one, or a child's end before the job has
 // started, ends this worker with 1 (and so its parent's subtree, up to the
 // console, which names the worker) after one line saying why.
-func startSubtree(cfg *Config, tree *TreeInfo, secret []byte) *subtree {
+func startSubtree(cfg *Config, tree *TreeInfo, secret []byte) (*subtree, error) {
 	i, err := strconv.Atoi(os.Getenv(EnvIndex))
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	first, count := SpawnChildren(i, tree.Degree, len(tree.Servers))
 	if count == 0 {
-		return nil
+		return nil, nil
 	}
 	st := &subtree{done: make(chan struct{}), welcome: make(chan struct{}), wait: cfg.ExitTimeout}
 	prog := filepath.Base(os.Args[0])
 	die := func(format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "%s: worker %d (spawn tree): "+format+"\n", append([]any{prog, i}, a...)...)
-		os.Exit(1)
+		exitProcess(1)
 	}
 	go func() {
 		var list []sshc.Server
@@ -97,5 +97,5 @@ func startSubtree(cfg *Config, tree *TreeInfo, secret []byte) *subtree {
 		}
 		close(st.done)
 	}()
-	return st
+	return st, nil
 }

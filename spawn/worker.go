@@ -72,7 +72,7 @@ func (w *Worker) exit(code int) {
 	})
 	os.Stdout.Sync()
 	w.children.waitEnd()
-	os.Exit(code)
+	exitProcess(code)
 }
 
 // SetGrace sets how long after the console's Terminate a rank that makes
@@ -147,7 +147,10 @@ func Dial(cfg *Config) (*Worker, error) {
 		}
 	}
 	if session.tree != nil {
-		w.children = startSubtree(cfg, session.tree, secret)
+		if w.children, err = startSubtree(cfg, session.tree, secret); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	local, _ := netip.ParseAddrPort(c.LocalAddr().String())
 	w.LocalIP = local.Addr().Unmap()
@@ -204,7 +207,10 @@ var session struct {
 // init reads a remote worker's secret from its ssh session and starts
 // watching the session (watchStdin) as the process starts, before the
 // program's main: a worker that the job's end catches before it calls
-// conduit.Init still ends with its session.
+// conduit.Init still ends with its session. It does so only in a process
+// that the S spawner started (both its markers, EnvMaster and
+// EnvSecretFD=0, in the environment): any other program or test that
+// imports the package keeps its stdin.
 func init() {
 	if os.Getenv(EnvSecretFD) != "0" || os.Getenv(EnvMaster) == "" {
 		return
@@ -233,7 +239,7 @@ func init() {
 // or has ended the job. Nothing is printed: nobody is left to read it.
 func watchStdin(r io.Reader) {
 	io.Copy(io.Discard, r)
-	os.Exit(128 + int(syscall.SIGHUP))
+	exitProcess(128 + int(syscall.SIGHUP))
 }
 
 // addrOnSubnet returns this host's address in the subnet s (CIDR, or an
@@ -330,7 +336,7 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 	if typ == frameTerminate {
 		var c Code
 		decodeBody(body, &c)
-		os.Exit(c.Code)
+		return &EndedError{Code: c.Code}
 	}
 	if typ != frameWelcome || decodeBody(body, &w.Welcome) != nil {
 		return fmt.Errorf("malformed welcome from the console")
@@ -433,7 +439,7 @@ func (w *Worker) readLoop() {
 				err = fmt.Errorf("no word from it for %v, GASNET_LIVENESS_TIMEOUT", live)
 			}
 			fmt.Fprintf(os.Stderr, "udpconduit: rank %d: lost the console (%v); exiting\n", w.Rank, err)
-			os.Exit(1)
+			w.exit(1)
 		}
 		switch typ {
 		case frameBarrier:
