@@ -53,7 +53,8 @@ var barrierNames = map[string]barrierAlgo{"AMDISSEM": barrierDissem, "AMTREE": b
 
 // chooseBarrier picks the barrier: set is GASNET_BARRIER as validated
 // (empty or one of barrierNames), crowded says that some host of the job
-// has more ranks than CPUs. why says which, for verbose mode.
+// is oversubscribed (spawn.Welcome.Crowded). why says which, for verbose
+// mode.
 func chooseBarrier(set string, crowded bool) (algo barrierAlgo, why string) {
 	if a, ok := barrierNames[set]; ok {
 		return a, "barrier " + set + " (GASNET_BARRIER as set)"

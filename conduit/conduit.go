@@ -315,10 +315,10 @@ func start() (*Job, int, error) {
 			fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), why)
 		}
 	}
-	spin, polite, why := progressMode(cfg.PollSpin, src["GASNET_POLL_SPIN"].Var != "", w.HostCount, runtime.NumCPU())
+	spin, polite, why := progressMode(cfg.PollSpin, src["GASNET_POLL_SPIN"].Var != "", w.HostCount, w.HostCPUs)
 	say(why)
 	// The runtime ignores an empty GOMAXPROCS; so does this.
-	procs, why := procsMode(os.Getenv("GOMAXPROCS") != "", w.HostCount, runtime.NumCPU())
+	procs, why := procsMode(os.Getenv("GOMAXPROCS") != "", w.HostCount, w.HostCPUs)
 	switch {
 	case procs > 0 && runtime.GOMAXPROCS(0) != procs:
 		runtime.GOMAXPROCS(procs)
@@ -328,7 +328,7 @@ func start() (*Job, int, error) {
 	say(why)
 	maxRTO := time.Duration(cfg.ReqTimeoutMax) * time.Microsecond
 	firstRTO, why := firstWait(time.Duration(cfg.ReqTimeoutInitial)*time.Microsecond, maxRTO,
-		src["GASNET_REQUESTTIMEOUT_INITIAL"].Var != "", w.HostCount, runtime.NumCPU())
+		src["GASNET_REQUESTTIMEOUT_INITIAL"].Var != "", w.HostCount, w.HostCPUs)
 	say(why)
 	w.SetGrace(cfg.ExitTimeout / 2)
 	w.SetLiveness(cfg.Liveness)
@@ -375,31 +375,33 @@ func start() (*Job, int, error) {
 }
 
 // progressMode chooses how blocking waits poll: they spin for spin
-// (GASNET_POLL_SPIN) before they sleep, unless this host has more ranks
-// than CPUs this process may use and the user did not set the spin, in
+// (GASNET_POLL_SPIN) before they sleep, unless this host is oversubscribed
+// (spawn.Oversubscribed: its ranks outnumber the cpus they may run on
+// together) and the user did not set the spin, in
 // which case they sleep at once (polite): a spinning rank would take the
 // CPU that the rank it waits for needs. why says which, for verbose mode.
 func progressMode(spin time.Duration, set bool, ranks, cpus int) (time.Duration, bool, string) {
 	switch {
 	case set:
 		return spin, spin == 0, fmt.Sprintf("blocking waits spin %v before they sleep (GASNET_POLL_SPIN as set)", spin)
-	case ranks > cpus:
+	case spawn.Oversubscribed(ranks, cpus):
 		return 0, true, fmt.Sprintf("polite progress: %d ranks share this host's %d CPUs, so blocking waits sleep at once (set GASNET_POLL_SPIN to spin)", ranks, cpus)
 	}
 	return spin, spin == 0, fmt.Sprintf("blocking waits spin %v before they sleep (%d ranks on this host's %d CPUs)", spin, ranks, cpus)
 }
 
 // procsMode chooses how many threads run this rank's Go code at once
-// (GOMAXPROCS): one when this host has more ranks than CPUs this process
-// may use and the user did not set GOMAXPROCS, else the runtime's default
-// (0: leave it). Where ranks already outnumber cores, a second thread buys a
+// (GOMAXPROCS): one when this host is oversubscribed (spawn.Oversubscribed)
+// and the user did not set GOMAXPROCS, else the runtime's default (0:
+// leave it), which follows the rank's own affinity mask: a rank that a
+// launcher binds to one core runs one P there without being crowded. Where ranks already outnumber cores, a second thread buys a
 // rank no parallelism, while the runtime, with a second P idle, leaves a
 // rank blocked in the kernel holding its P for up to 10 ms, its monitor
 // thread (sysmon) waking every 20 µs or more meanwhile; with one P it hands
 // the P off within two of its ticks and sleeps (DESIGN.md §7). why says
 // which, for verbose mode.
 func procsMode(set bool, ranks, cpus int) (int, string) {
-	if set || ranks <= cpus {
+	if set || !spawn.Oversubscribed(ranks, cpus) {
 		return 0, ""
 	}
 	return 1, fmt.Sprintf("GOMAXPROCS=1: %d ranks share this host's %d CPUs (set GOMAXPROCS to choose)", ranks, cpus)
@@ -411,7 +413,7 @@ const crowdedWaitPerRank = 2 * time.Millisecond
 
 // firstWait chooses the first retransmission wait, before a peer's round
 // trip is known (GASNET_REQUESTTIMEOUT_INITIAL, initial, at most max unless
-// max is 0). Where a host has more ranks than CPUs, a peer answers only
+// max is 0). Where a host is oversubscribed, a peer answers only
 // once the scheduler runs it, which takes longer the more ranks wait for
 // each CPU, and a retransmission meanwhile only wakes both ranks for a
 // duplicate: unless the user set it, the wait is then at least
@@ -419,7 +421,7 @@ const crowdedWaitPerRank = 2 * time.Millisecond
 // 100 ms made a quarter of hello's datagrams retransmissions). why says
 // so, for verbose mode ("" when initial stands).
 func firstWait(initial, max time.Duration, set bool, ranks, cpus int) (time.Duration, string) {
-	if set || ranks <= cpus || cpus <= 0 {
+	if set || !spawn.Oversubscribed(ranks, cpus) {
 		return initial, ""
 	}
 	want := time.Duration(int64(ranks) * int64(crowdedWaitPerRank) / int64(cpus))

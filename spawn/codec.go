@@ -140,13 +140,13 @@ func (h *Hello) readBody(d *decoder)       { h.Secret = d.string() }
 func (j Join) appendBody(b []byte) []byte {
 	b = appendInt(appendInt(b, j.Rank), j.Index)
 	b = appendString(appendString(b, j.Host), j.Name)
-	return appendInt(appendString(appendInt(b, j.PID), j.UDP), j.CPUs)
+	return appendString(appendInt(appendString(appendInt(b, j.PID), j.UDP), j.CPUs), j.Mask)
 }
 
 func (j *Join) readBody(d *decoder) {
 	j.Rank, j.Index = d.int(), d.int()
 	j.Host, j.Name = d.string(), d.string()
-	j.PID, j.UDP, j.CPUs = d.int(), d.string(), d.int()
+	j.PID, j.UDP, j.CPUs, j.Mask = d.int(), d.string(), d.int(), d.string()
 }
 
 func (w Welcome) appendBody(b []byte) []byte {
@@ -160,7 +160,7 @@ func (w Welcome) appendBody(b []byte) []byte {
 	for _, k := range slices.Sorted(maps.Keys(w.Env)) {
 		b = appendString(appendString(b, k), w.Env[k])
 	}
-	return appendBool(appendInt(b, w.HostCount), w.Crowded)
+	return appendBool(appendInt(appendInt(b, w.HostCount), w.HostCPUs), w.Crowded)
 }
 
 func (w *Welcome) readBody(d *decoder) {
@@ -180,7 +180,7 @@ func (w *Welcome) readBody(d *decoder) {
 		k := d.string()
 		w.Env[k] = d.string()
 	}
-	w.HostCount, w.Crowded = d.int(), d.bool()
+	w.HostCount, w.HostCPUs, w.Crowded = d.int(), d.int(), d.bool()
 }
 
 func (c Coll) appendBody(b []byte) []byte {

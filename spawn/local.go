@@ -90,7 +90,7 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 // worker to take GOMAXPROCS out of its environment again, so the program
 // sees the environment its user gave.
 func LocalProcs(count, cpus int, set bool) []string {
-	if set || count <= cpus {
+	if set || !Oversubscribed(count, cpus) {
 		return nil
 	}
 	return []string{"GOMAXPROCS=1", EnvProcs + "=1"}

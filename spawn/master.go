@@ -621,16 +621,16 @@ func (j *job) run(joins <-chan *peerConn) int {
 	}
 	j.byIndex = map[int]*peerConn{}
 	tab := Table{Addrs: make([]string, j.n), Hosts: make([]string, j.n)}
-	cpus := make([]int, j.n)
+	cpus, masks := make([]int, j.n), make([]string, j.n)
 	for i, p := range joined {
 		p.rank = ranks[i]
 		j.peers[p.rank] = p
 		if p.join.Index >= 0 {
 			j.byIndex[p.join.Index] = p
 		}
-		tab.Addrs[p.rank], tab.Hosts[p.rank], cpus[p.rank] = p.join.UDP, p.join.Host, p.join.CPUs
+		tab.Addrs[p.rank], tab.Hosts[p.rank], cpus[p.rank], masks[p.rank] = p.join.UDP, p.join.Host, p.join.CPUs, p.join.Mask
 	}
-	ws := welcomes(tab, cpus, consoleEnv())
+	ws := welcomes(tab, cpus, masks, consoleEnv())
 	// Every frame is encoded before the first goes out: a welcomed worker
 	// starts working at once, and on an oversubscribed host it takes CPU
 	// from the console, which should only have writes left to do.

@@ -47,6 +47,7 @@ type Join struct {
 	PID   int
 	UDP   string // the worker's UDP address
 	CPUs  int    // the CPUs this worker may use (runtime.NumCPU)
+	Mask  string // which CPUs: its affinity mask (see formatMask); "": unknown
 }
 
 // Welcome is the console's answer once every worker has joined.
@@ -61,13 +62,18 @@ type Welcome struct {
 	Peers map[int]string
 	Env   map[string]string // the console's GASNET_*/AMUDP_* settings
 	// HostCount is the number of ranks on this rank's host, itself
-	// included (so that it can tell an oversubscribed host).
-	HostCount int
-	// Crowded says that some host of the job has more ranks than the
-	// fewest CPUs any of them may use: the same for every rank, so that
-	// all choose the same barrier algorithm (GASNET_BARRIER).
+	// included, and HostCPUs the number of CPUs they may run on together
+	// (the union of their affinity masks): see Oversubscribed.
+	HostCount, HostCPUs int
+	// Crowded says that some host of the job is oversubscribed: the same
+	// for every rank, so that all choose the same barrier algorithm
+	// (GASNET_BARRIER).
 	Crowded bool
 }
+
+// Oversubscribed reports whether this rank's host has more ranks than
+// CPUs for them (see the function Oversubscribed).
+func (w *Welcome) Oversubscribed() bool { return Oversubscribed(w.HostCount, w.HostCPUs) }
 
 // Coll says that a rank has waited long in a collective (In), or has left
 // it: the console reports collectives that do not match (GASNET_HANG_WARN).

@@ -37,24 +37,24 @@ type Table struct {
 }
 
 // welcomes builds each rank's Welcome: the whole table for rank 0, and for
-// the others only the addresses of their tree neighbours. cpus holds the
-// CPUs each rank may use (0: unknown).
-func welcomes(tab Table, cpus []int, env map[string]string) []Welcome {
+// the others only the addresses of their tree neighbours. cpus and masks
+// hold the CPUs each rank may use, as a count (0: unknown) and as its
+// affinity mask (see hostCPUs).
+func welcomes(tab Table, cpus []int, masks []string, env map[string]string) []Welcome {
 	n := len(tab.Addrs)
 	out := make([]Welcome, n)
-	onHost, fewest := map[string]int{}, map[string]int{}
-	for r, h := range tab.Hosts {
+	onHost := map[string]int{}
+	for _, h := range tab.Hosts {
 		onHost[h]++
-		if c := cpus[r]; c > 0 && (fewest[h] == 0 || c < fewest[h]) {
-			fewest[h] = c
-		}
 	}
+	hc := hostCPUs(tab.Hosts, masks, cpus)
 	crowded := false
 	for h, k := range onHost {
-		crowded = crowded || (fewest[h] > 0 && k > fewest[h])
+		crowded = crowded || Oversubscribed(k, hc[h])
 	}
 	for r := range out {
-		w := Welcome{Rank: r, Size: n, Env: env, HostCount: onHost[tab.Hosts[r]], Crowded: crowded}
+		h := tab.Hosts[r]
+		w := Welcome{Rank: r, Size: n, Env: env, HostCount: onHost[h], HostCPUs: hc[h], Crowded: crowded}
 		if r == 0 {
 			w.Addrs, w.Hosts = tab.Addrs, tab.Hosts
 		} else {

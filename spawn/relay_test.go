@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/bits"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -56,7 +58,7 @@ func table(n int) Table {
 func TestWelcomesSendLinearBytes(t *testing.T) {
 	total := func(n int) int {
 		sum, tab := 0, table(n)
-		for r, w := range welcomes(tab, make([]int, n), map[string]string{"GASNET_X": "1"}) {
+		for r, w := range welcomes(tab, make([]int, n), make([]string, n), map[string]string{"GASNET_X": "1"}) {
 			sum += len(encodeFrame(frameWelcome, w))
 			if r == 0 {
 				continue
@@ -79,28 +81,56 @@ func TestWelcomesSendLinearBytes(t *testing.T) {
 	}
 }
 
-// TestWelcomesSayCrowded: every rank's welcome says whether some host has
-// more ranks than the fewest CPUs any of its ranks may use, the same for
-// all, so that all choose the same barrier (GASNET_BARRIER).
+// TestWelcomesSayCrowded: every rank's welcome says how many CPUs the
+// ranks of its host may run on together (the union of their affinity
+// masks, not one rank's: ranks bound one to a core each are not crowded)
+// and whether some host has more ranks than that, the same for all, so
+// that all choose the same barrier (GASNET_BARRIER).
 func TestWelcomesSayCrowded(t *testing.T) {
 	tab := table(8) // two hosts of 4 ranks
+	four := func(m string) []string { return []string{m, m, m, m} }
 	for _, c := range []struct {
-		name string
-		cpus []int
-		want bool
+		name     string
+		masks    []string
+		cpus     []int
+		hostCPUs [2]int
+		want     bool
 	}{
-		{"enough CPUs everywhere", []int{4, 4, 4, 4, 8, 8, 8, 8}, false},
-		{"one rank of the second host may use fewer", []int{4, 4, 4, 4, 8, 8, 3, 8}, true},
-		{"every host short", []int{2, 2, 2, 2, 2, 2, 2, 2}, true},
-		{"unknown counts", make([]int, 8), false},
-		{"some unknown, the known enough", []int{0, 4, 0, 0, 4, 0, 0, 0}, false},
-		{"some unknown, a known one short", []int{0, 0, 0, 0, 0, 0, 0, 1}, true},
+		{"enough CPUs everywhere", append(four("f"), four("ff")...), []int{4, 4, 4, 4, 8, 8, 8, 8}, [2]int{4, 8}, false},
+		{"bound one to a core each (mpirun)", append([]string{"1", "2", "4", "8"}, four("f")...), []int{1, 1, 1, 1, 4, 4, 4, 4}, [2]int{4, 4}, false},
+		{"all bound to one core (taskset -c 0)", append(four("1"), four("f")...), []int{1, 1, 1, 1, 4, 4, 4, 4}, [2]int{1, 4}, true},
+		{"overlapping masks of three CPUs", append([]string{"3", "3", "6", "6"}, four("f")...), []int{2, 2, 2, 2, 4, 4, 4, 4}, [2]int{3, 4}, true},
+		{"CPUs past the first word", append([]string{"0.1", "0.2", "1", "2"}, four("f")...), []int{1, 1, 1, 1, 4, 4, 4, 4}, [2]int{4, 4}, false},
+		{"unknown masks, counts enough", make([]string, 8), []int{4, 4, 4, 4, 4, 4, 4, 4}, [2]int{4, 4}, false},
+		{"unknown masks, counts short", make([]string, 8), []int{2, 2, 2, 2, 8, 8, 8, 8}, [2]int{2, 8}, true},
+		{"a malformed mask counts its count", append([]string{"zz", "1", "1", "1"}, four("f")...), []int{8, 1, 1, 1, 4, 4, 4, 4}, [2]int{8, 4}, false},
 	} {
-		for r, w := range welcomes(tab, c.cpus, nil) {
-			if w.Crowded != c.want {
-				t.Errorf("%s: rank %d: Crowded %v, want %v", c.name, r, w.Crowded, c.want)
+		for r, w := range welcomes(tab, c.cpus, c.masks, nil) {
+			if w.Crowded != c.want || w.HostCPUs != c.hostCPUs[r/4] || w.HostCount != 4 {
+				t.Errorf("%s: rank %d: Crowded %v, HostCPUs %d, HostCount %d; want %v, %d, 4", c.name, r, w.Crowded, w.HostCPUs, w.HostCount, c.want, c.hostCPUs[r/4])
 			}
 		}
+	}
+}
+
+// TestMaskText: a CPU mask's text form reads back as written, drops
+// trailing zero words, and refuses what is not one.
+func TestMaskText(t *testing.T) {
+	words := []uint64{0x3, 0, 1 << 63, 0, 0}
+	s := formatMask(words)
+	if s != "3.0.8000000000000000" {
+		t.Errorf("formatMask = %q", s)
+	}
+	if got, ok := parseMask(s); !ok || !cmp.Equal(got, words[:3]) {
+		t.Errorf("parseMask(%q) = %x, %v", s, got, ok)
+	}
+	for _, bad := range []string{"g", "1..2", "10000000000000000", strings.Repeat("1.", 64) + "1"} {
+		if _, ok := parseMask(bad); ok {
+			t.Errorf("parseMask(%q) accepted", bad)
+		}
+	}
+	if m := cpuMask(); runtime.GOOS == "linux" && m == "" {
+		t.Error("cpuMask read no affinity mask on Linux")
 	}
 }
 

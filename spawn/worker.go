@@ -325,7 +325,7 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 	}
 	name, _ := os.Hostname()
 	jn := Join{Rank: rank, Index: idx, Host: HostIdentity(cfg.HostDetect, udp.Addr()),
-		Name: name, PID: os.Getpid(), UDP: udp.String(), CPUs: runtime.NumCPU()}
+		Name: name, PID: os.Getpid(), UDP: udp.String(), CPUs: runtime.NumCPU(), Mask: cpuMask()}
 	if err := writeFrame(w.conn, frameJoin, jn); err != nil {
 		return fmt.Errorf("joining the console: %w", err)
 	}
