@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/verdict"
 )
 
 // Environment variables of the worker marker (DESIGN.md §7). They reach
@@ -156,17 +158,11 @@ type event struct {
 }
 
 type peerConn struct {
-	conn     net.Conn
-	out      *sender // the console's frames to it, once serving
-	join     Join
-	rank     int
-	exited   bool // sent Exit
-	exitCode int  // the code it passed to Exit
-	closed   bool // its control connection ended
-	gone     bool // under a launcher: its connection ended without Exit
-	proc     *ProcExit
-	judged   bool
-	heard    time.Time // the last frame from it (see checkLive)
+	conn  net.Conn
+	out   *sender // the console's frames to it, once serving
+	join  Join
+	rank  int
+	heard time.Time // the last frame from it (see checkLive)
 }
 
 // who names a rank for messages.
@@ -268,7 +264,7 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 	joins := make(chan *peerConn)
 	go accept(ln, acceptConfig{secret: secret, auth: min(authTimeout, cfg.ConnectTimeout), join: cfg.ConnectTimeout, say: say}, joins, outs)
 
-	j := &job{cfg: cfg, n: n, say: say, launch: launch, sigs: sigs, exitCode: -1, listed: name == "S", levels: 1, outs: outs}
+	j := &job{cfg: cfg, n: n, say: say, launch: launch, sigs: sigs, listed: name == "S", levels: 1, outs: outs}
 	if r, ok := sp.(remoteSpawner); ok {
 		j.levels = r.treeLevels(n)
 	}
@@ -368,18 +364,10 @@ type job struct {
 	sigs    chan os.Signal
 	peers   []*peerConn // by rank
 	byIndex map[int]*peerConn
-	// nRunning and nUnjudged count the ranks running() and not judged
-	// (see track).
-	nRunning, nUnjudged int
-	outs                *outputs // routed output: told the ranks once assigned
-	exitCode            int      // -1 while running
-	// abnormal is the status of the first rank that ended other than as the
-	// job told it (0: none); it replaces an exit code of 0 (see judge).
-	abnormal int
-	killing  bool // the console signalled the workers: their statuses are its doing
-	// A rank that ended with 0 without calling Exit while others still
-	// run: returned is when the last such end was seen.
-	returned    []*peerConn
+	outs    *outputs // routed output: told the ranks once assigned
+	// v decides the job's end (package verdict); serve carries out what
+	// it asks for. returnTimer and killTimer are its timers.
+	v           *verdict.Machine
 	returnTimer <-chan time.Time
 	killTimer   <-chan time.Time
 	coll        collectives
@@ -397,20 +385,17 @@ func (j *job) checkLive(now time.Time) {
 		}
 	}
 	j.lastLive = now
-	if j.exitCode >= 0 {
+	if j.v.Ended() {
 		return
 	}
 	ping := encodeFrame(framePing, noBody{})
 	for _, p := range j.peers {
-		if p.proc != nil || p.exited || p.closed {
+		if !j.v.Heard(p.rank) {
 			continue
 		}
 		if d := now.Sub(p.heard); d >= j.cfg.Liveness {
-			j.say("%s has not answered the console for %v (GASNET_LIVENESS_TIMEOUT=%v): its process is stopped or its host is unreachable; aborting the job",
-				p.who(), d.Round(time.Millisecond), j.cfg.Liveness)
-			j.abnormal = max(j.abnormal, 1)
-			j.end(1)
-			j.kill()
+			j.step(verdict.Abort{Code: 1, Kill: true, Why: fmt.Sprintf("%s has not answered the console for %v (GASNET_LIVENESS_TIMEOUT=%v): its process is stopped or its host is unreachable; aborting the job",
+				p.who(), d.Round(time.Millisecond), j.cfg.Liveness)})
 			return
 		}
 		p.out.sendFrame(ping)
@@ -481,7 +466,7 @@ func (j *job) stuck(now time.Time) (bool, string) {
 	for r, p := range j.peers {
 		var where string
 		switch {
-		case p.proc != nil || p.exited:
+		case j.v.Done(r):
 			where = "ended"
 		case c.waiting[r].Kind != "":
 			where = c.waiting[r].String()
@@ -531,7 +516,7 @@ func rankList(ranks []int) string {
 // checkHang gives the hang report when a collective has been incomplete
 // for GASNET_HANG_WARN, then at doubling intervals.
 func (j *job) checkHang(now time.Time) {
-	if j.cfg.HangWarn <= 0 || j.exitCode >= 0 {
+	if j.cfg.HangWarn <= 0 || j.v.Ended() {
 		return
 	}
 	stuck, where := j.stuck(now)
@@ -551,9 +536,7 @@ func (j *job) checkHang(now time.Time) {
 	if d := now.Sub(c.since); d >= next {
 		c.warned = next
 		if mismatched(c.waiting) {
-			j.say("the ranks called different collectives, which can never complete: %s; aborting the job", where)
-			j.abnormal = max(j.abnormal, 1)
-			j.end(1)
+			j.step(verdict.Abort{Code: 1, Why: fmt.Sprintf("the ranks called different collectives, which can never complete: %s; aborting the job", where)})
 			return
 		}
 		j.say("a collective has been incomplete for %v: %s", next, where)
@@ -609,7 +592,6 @@ func (j *job) run(joins <-chan *peerConn) int {
 		return j.abort(1, joined)
 	}
 	j.peers = make([]*peerConn, j.n)
-	j.nRunning, j.nUnjudged = j.n, j.n
 	byIndex := map[int]int{}
 	for i, p := range joined {
 		if p.join.Index >= 0 {
@@ -638,6 +620,11 @@ func (j *job) run(joins <-chan *peerConn) int {
 	for r := range frames {
 		frames[r] = encodeFrame(frameWelcome, ws[r])
 	}
+	vc := verdict.Config{Who: make([]string, j.n), Host: make([]string, j.n), PerWorker: j.launch.PerWorker()}
+	for _, p := range j.peers {
+		vc.Who[p.rank], vc.Host[p.rank] = p.who(), p.join.Name
+	}
+	j.v = verdict.New(vc)
 	events := make(chan event, 4*j.n)
 	for _, p := range j.peers {
 		if _, err := p.conn.Write(frames[p.rank]); err != nil {
@@ -745,9 +732,10 @@ func signalCode(s os.Signal) int {
 }
 
 // serve runs the job's services until every process has ended, and returns
-// the job's exit code (DESIGN.md §1): the code of the first Exit, unless
-// that is 0 and a rank ended otherwise than the job told it to, whose
-// status then wins. A crash is never reported as success.
+// the job's exit code, as j.v decides it (package verdict): the code of the
+// first Exit, unless that is 0 and a rank ended otherwise than the job
+// told it to, whose status then wins. A crash is never reported as
+// success.
 func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 	barrier := 0
 	j.coll = collectives{waiting: make([]Coll, j.n)}
@@ -778,8 +766,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 			p := j.peers[ev.rank]
 			p.heard = time.Now()
 			if ev.err != nil {
-				p.closed = true
-				j.judge(p)
+				j.step(verdict.Closed{Rank: ev.rank})
 				continue
 			}
 			switch ev.typ {
@@ -797,118 +784,80 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 					}
 				}
 			case frameExit:
-				if j.exit(p, exitCode(ev.body)) {
-					p.out.send(frameTerminate, Code{Code: j.exitCode})
-				}
+				c := exitCode(ev.body)
+				j.step(verdict.Exit{Rank: ev.rank, Code: c.Code, Why: c.Why})
 			}
 		case e, ok := <-exits:
 			if !ok {
 				exits = nil
 				continue
 			}
-			p := j.byIndex[e.Index]
-			if p == nil { // the launcher, or a worker the console never met
-				switch {
-				case j.exitCode < 0 && !e.Clean && e.Index < 0:
-					j.say("the launcher ended with %s while the job ran%s; aborting the job", e.Status, j.goneRanks())
-					j.abnormal = max(e.Code, 1)
-					j.end(max(e.Code, 1))
-				case j.exitCode < 0 && !e.Clean:
-					j.say("%s ended without exiting: %s; aborting the job", e.who(), e.Status)
-					j.end(max(e.Code, 1))
-				case j.exitCode < 0 && e.Index < 0 && j.running() == 0:
-					j.end(0) // every rank ended without Exit, and the launcher says all went well
-				case j.exitCode == 0 && !e.Clean && e.Index < 0 && !j.killing:
-					j.say("the launcher ended with %s after the job ended with code 0", e.Status)
-					j.abnormal = max(e.Code, 1)
-				}
+			if p := j.byIndex[e.Index]; p != nil {
+				j.step(verdict.Ended{Rank: p.rank, Code: e.Code, Status: e.Status})
 				continue
 			}
-			j.track(p, func() { p.proc = &e })
-			j.judge(p)
+			// The launcher, or a worker the console never met.
+			j.step(verdict.Stray{Launcher: e.Index < 0, Who: e.who(), Code: e.Code, Status: e.Status, Clean: e.Clean})
 		case s := <-j.sigs:
-			if j.forward(s) {
-				continue
+			if !j.forward(s) {
+				j.step(verdict.Signal{Code: signalCode(s), Name: s.String()})
 			}
-			if j.exitCode >= 0 {
-				j.launch.Kill(0) // a second signal: no more grace
-				continue
-			}
-			j.say("%v: stopping every worker", s)
-			j.end(signalCode(s))
-			j.kill()
 		case <-j.returnTimer:
 			j.returnTimer = nil
-			if j.exitCode < 0 && j.running() > 0 {
-				var ranks []string
-				for _, p := range j.returned {
-					ranks = append(ranks, strconv.Itoa(p.rank))
-				}
-				status := "with status 0 "
-				if !j.launch.PerWorker() {
-					status = "(its status is the launcher's to tell) "
-				}
-				j.say("rank %s ended %swithout calling conduit.Exit while %d other ranks still run (returning from main or os.Exit ends only a rank, not the job); aborting the job",
-					strings.Join(ranks, ","), status, j.running())
-				j.abnormal = 1
-				j.end(1)
-			}
+			j.step(verdict.ReturnTimeout{})
 		case <-j.killTimer:
 			j.killTimer = nil
-			j.kill()
+			j.step(verdict.KillTimeout{})
 		}
 	}
 	// A process's end may come before the last frames of its connection.
-	for deadline := time.After(j.cfg.ExitTimeout); j.unjudged() > 0; {
+	for deadline := time.After(j.cfg.ExitTimeout); j.v.Unjudged() > 0; {
 		select {
 		case ev := <-events:
 			if ev.err != nil {
-				j.peers[ev.rank].closed = true
-				j.judge(j.peers[ev.rank])
+				j.step(verdict.Closed{Rank: ev.rank})
 			} else if ev.typ == frameExit {
-				j.exit(j.peers[ev.rank], exitCode(ev.body))
+				c := exitCode(ev.body)
+				j.step(verdict.Exit{Rank: ev.rank, Code: c.Code, Why: c.Why})
 			}
 		case <-deadline:
-			for _, p := range j.peers {
-				p.closed = true
-				j.judge(p)
-			}
+			j.step(verdict.Drained{})
 		}
 	}
 	for _, p := range j.peers {
 		p.out.stop()
 		p.conn.Close()
 	}
-	if j.exitCode == 0 && j.abnormal != 0 {
-		return j.abnormal
-	}
-	if j.exitCode < 0 { // every rank ended with 0 without calling Exit
-		return 0
-	}
-	return j.exitCode
+	return j.v.Code()
 }
 
-// exit takes rank p's Exit frame. The first one ends the job with its
-// code. An abort (a reason given, a code not 0) after the job ended with
-// 0 makes the job's code its own: a rank that said it aborts the job
-// never ends in success, whatever Exit(0) of another rank came first; the
-// console says so in one line. It reports whether the job had ended before.
-func (j *job) exit(p *peerConn, c Code) (ended bool) {
-	j.track(p, func() { p.exited, p.exitCode = true, c.Code })
-	if j.exitCode < 0 {
-		if c.Why != "" {
-			j.say("rank %d on %s aborted the job (code %d): %s", p.rank, p.join.Name, c.Code, c.Why)
+// step passes ev to the job's verdict and carries out the actions it
+// returns.
+func (j *job) step(ev any) {
+	for _, a := range j.v.Step(ev) {
+		j.act(a)
+	}
+}
+
+// act carries out one of the verdict's actions.
+func (j *job) act(a any) {
+	switch a := a.(type) {
+	case verdict.Say:
+		j.say("%s", a.Text)
+	case verdict.End:
+		j.broadcast(frameTerminate, Code{Code: a.Code})
+		j.killTimer = time.After(j.cfg.ExitTimeout)
+	case verdict.Answer:
+		j.peers[a.Rank].out.send(frameTerminate, Code{Code: a.Code})
+	case verdict.Kill:
+		if a.Now {
+			j.launch.Kill(0) // a second signal: no more grace
+		} else {
+			j.launch.Kill(j.cfg.ExitTimeout)
 		}
-		j.end(c.Code)
-		return false
+	case verdict.WaitReturns:
+		j.returnTimer = time.After(j.cfg.ExitTimeout)
 	}
-	if c.Why != "" && c.Code != 0 && j.exitCode == 0 && j.abnormal == 0 {
-		// Said once, and only when it changes the outcome: a later abort
-		// of a job already ending non-zero is in the rank's own line.
-		j.say("rank %d on %s aborted the job (code %d) as it ended with code 0: %s", p.rank, p.join.Name, c.Code, c.Why)
-		j.abnormal = c.Code
-	}
-	return true
 }
 
 // exitCode reads an Exit frame's body. A code outside a process's 0..255
@@ -920,136 +869,6 @@ func exitCode(body []byte) Code {
 		c.Code = 1
 	}
 	return c
-}
-
-// kill signals every worker; their statuses are no longer theirs.
-func (j *job) kill() {
-	j.killing = true
-	j.launch.Kill(j.cfg.ExitTimeout)
-}
-
-// running counts the ranks whose process has not ended and that have not
-// called Exit.
-func (j *job) running() int { return j.nRunning }
-
-// unjudged counts the ranks not yet judged (see judge).
-func (j *job) unjudged() int { return j.nUnjudged }
-
-// track runs f, which changes what the console knows of rank p, and keeps
-// the counts of running and unjudged ranks, so that no event costs a scan
-// of every rank.
-func (j *job) track(p *peerConn, f func()) {
-	running, judged := p.running(), p.judged
-	f()
-	if running && !p.running() {
-		j.nRunning--
-	}
-	if !judged && p.judged {
-		j.nUnjudged--
-	}
-}
-
-// running reports whether p's process has not ended and p has not called
-// Exit.
-func (p *peerConn) running() bool { return p.proc == nil && !p.exited && !p.gone }
-
-// judge decides, once a rank's process has ended and its connection has
-// ended too (so that an Exit frame it sent has been read), whether it ended
-// as the job told it:
-//   - it called Exit(c) and its status is c, or the job's code;
-//   - the console told it the job's code and its status is that code;
-//   - it ended with 0 without Exit: the job's end if every rank does so
-//     (all return from main), otherwise, once the others have had
-//     GASNET_EXIT_TIMEOUT to follow, an abnormal end that aborts the job.
-//
-// Anything else (a crash, a signal, a -race program's 66 after Exit(0)) is
-// an abnormal end: named by rank, and the job's code is not 0.
-func (j *job) judge(p *peerConn) {
-	if !j.launch.PerWorker() {
-		j.judgeLaunched(p)
-		return
-	}
-	if p.judged || p.proc == nil || (!p.closed && !p.exited) {
-		return
-	}
-	j.track(p, func() { p.judged = true })
-	e := p.proc
-	switch {
-	case j.killing:
-		return
-	case p.exited && (e.Code == p.exitCode || e.Code == j.exitCode):
-		return
-	case j.exitCode >= 0 && e.Code == j.exitCode:
-		return
-	case p.exited:
-		j.failed(p, fmt.Sprintf("ended with %s although it called Exit(%d)", e.Status, p.exitCode), e.Code)
-	case j.exitCode >= 0:
-		j.failed(p, fmt.Sprintf("ended with %s after the job ended with code %d", e.Status, j.exitCode), e.Code)
-	case e.Code != 0:
-		j.failed(p, fmt.Sprintf("ended without exiting: %s", e.Status), e.Code)
-	default:
-		j.returned = append(j.returned, p)
-		if j.running() == 0 {
-			j.end(0) // every rank returned from main (or exited)
-			return
-		}
-		j.returnTimer = time.After(j.cfg.ExitTimeout)
-	}
-}
-
-// judgeLaunched judges a rank started by a launcher (C), whose process
-// status the console never sees: only the launcher's. A rank whose control
-// connection ended after Exit ended as the job told it. One whose
-// connection ended without Exit ended by itself: if other ranks still run
-// GASNET_EXIT_TIMEOUT later, it is an abnormal end that aborts the job (as
-// a rank ending with 0 without Exit under L); if every rank has ended so,
-// the launcher's status decides the job's code (see serve). A task that
-// fails makes the launcher end at once (srun -K, mpirun, mpiexec), and
-// its status then aborts the job.
-func (j *job) judgeLaunched(p *peerConn) {
-	if p.judged || !p.closed {
-		return
-	}
-	j.track(p, func() { p.judged = true })
-	if j.killing || p.exited || j.exitCode >= 0 {
-		return
-	}
-	j.track(p, func() { p.gone = true })
-	j.returned = append(j.returned, p)
-	if j.running() > 0 {
-		j.returnTimer = time.After(j.cfg.ExitTimeout)
-	}
-}
-
-// goneRanks names the first rank whose connection ended without Exit, for
-// the launcher's messages.
-func (j *job) goneRanks() string {
-	if len(j.returned) == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (rank %d was the first to end without calling conduit.Exit)", j.returned[0].rank)
-}
-
-// failed reports an abnormal end and makes the job's code non-zero.
-func (j *job) failed(p *peerConn, what string, code int) {
-	code = max(code, 1)
-	if j.abnormal == 0 {
-		j.abnormal = code
-	}
-	if j.exitCode < 0 {
-		j.say("%s %s; aborting the job", p.who(), what)
-		j.end(code)
-		return
-	}
-	j.say("%s %s", p.who(), what)
-}
-
-// end fixes the job's exit code, tells every worker to exit with it, and
-// sets the timer after which stragglers are killed.
-func (j *job) end(code int) {
-	j.exitCode = code
-	j.broadcast(frameTerminate, Code{Code: code})
-	j.killTimer = time.After(j.cfg.ExitTimeout)
 }
 
 func (j *job) broadcast(typ byte, v frameBody) {

@@ -3,6 +3,8 @@ package spawn
 import (
 	"testing"
 	"time"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/verdict"
 )
 
 // TestMismatched: which collectives the ranks wait in can never complete.
@@ -46,6 +48,7 @@ func TestStuckNamesSilentRanks(t *testing.T) {
 		peers: []*peerConn{{rank: 0, heard: now}, {rank: 1, heard: now.Add(-3 * time.Second)}, {rank: 2, heard: now.Add(-time.Second)}, {rank: 3, heard: now}},
 		coll:  collectives{waiting: []Coll{{Kind: "barrier", Seq: 1}, {}, {}, {Kind: "barrier", Seq: 1}, {Kind: "broadcast", Seq: 2, Tree: 3, Root: 1}}}}
 	j.peers = append(j.peers, &peerConn{rank: 4, heard: now})
+	j.v = verdict.New(verdict.Config{Who: make([]string, 5), Host: make([]string, 5), PerWorker: true})
 	stuck, where := j.stuck(now)
 	want := "ranks 0,3 in barrier 1; rank 1 not answering the console (its host cut off or its process stopped?); rank 2 elsewhere (in no collective); rank 4 in broadcast 2 from rank 1"
 	if !stuck || where != want {
