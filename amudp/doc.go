@@ -3,6 +3,24 @@
 // socket, with per-peer credits, retransmission after a timeout and
 // exactly-once execution of every handler (DESIGN.md §3, §5, §6).
 //
+// A caller's duties, in order:
+//  1. NewEndpoint over a Transport (ListenUDP, or amudptest's network),
+//     with the job's Config: its rank, secret and limits.
+//  2. SetPeers with every rank's address (or some of them, and FillPeers
+//     when the rest is known; a peer whose address is unknown still
+//     reaches this rank, which learns it from the authenticated datagram).
+//  3. Register the handlers (index 1..255; 0 receives returned requests)
+//     and SetSegment for Long messages, before the first message that
+//     needs them can arrive.
+//  4. Send requests (RequestShort, RequestMedium, RequestLong) from any
+//     goroutine; handlers reply through their Token, and may not request.
+//  5. Make progress: Poll, or WaitUntil a condition, on some goroutine,
+//     often enough: handlers, acknowledgements and retransmissions run
+//     only there. Drain waits until every request sent is answered; Fence
+//     orders this rank's memory with its handlers'.
+//  6. Close: requests in flight are abandoned, and calls after it return
+//     net.ErrClosed.
+//
 // The package is split by job, one file each:
 //
 //	endpoint.go   Config, the Endpoint and its peer and handler tables

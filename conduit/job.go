@@ -55,9 +55,8 @@ type Job struct {
 
 // control is a rank's link to the console: the end of the job, and the
 // collectives it is told about (for GASNET_HANG_WARN). In a worker process
-// it is the *spawn.Worker that bootstrapped it (whose startup barrier
-// relayTable uses directly); RunLocal and the tests use an in-memory
-// console.
+// it is the *spawn.Worker that bootstrapped it (whose address table
+// relayTable completes); RunLocal and the tests use an in-memory console.
 type control interface {
 	// Terminating reports whether the console told this rank to exit
 	// because the job ended elsewhere; ExitNow then ends the rank.

@@ -123,7 +123,7 @@ func (lj *localJob) close() {
 // localConsole is the console of an in-process job: it ends the job as a
 // worker process would end, except that a rank's "process" is its
 // goroutine: Exit and ExitNow end it with runtime.Goexit. (An in-process
-// job starts with every address known: it has no startup barrier.)
+// job starts with every address known: nothing is relayed.)
 type localConsole struct {
 	n   int
 	eps []*amudp.Endpoint

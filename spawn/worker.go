@@ -23,9 +23,11 @@ import (
 // (the worker marker is in its environment).
 func IsWorker() bool { return os.Getenv(EnvMaster) != "" }
 
-// Worker is a worker's connection to its console: bootstrap (with the
-// startup barrier), output, hang reports and the end of the job (DESIGN.md
-// §7); the program's collectives run among the workers (package conduit).
+// Worker is a worker's connection to its console: bootstrap (join and
+// welcome; the rest of the address table comes down the relay tree, see
+// conduit's relayTable), output, hang reports, liveness and the end of the
+// job (DESIGN.md §7); the program's collectives run among the workers
+// (package conduit).
 type Worker struct {
 	Welcome
 	// Secret is the job secret, from which datagram tags are derived.
