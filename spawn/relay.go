@@ -32,8 +32,8 @@ func TreeChildren(r, n int) []int {
 // Table is what the relay carries: every rank's UDP address and host
 // identity.
 type Table struct {
-	Addrs []string `json:"addrs"`
-	Hosts []string `json:"hosts"`
+	Addrs []string
+	Hosts []string
 }
 
 // welcomes builds each rank's Welcome: the whole table for rank 0, and for

@@ -5,7 +5,6 @@ package spawn
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -137,11 +136,7 @@ func (s *SSH) Start(spec *WorkerSpec) (Launch, error) {
 	}
 	_, secret := withoutSecret(spec.Env)
 	if s.Tree != nil {
-		b, err := json.Marshal(s.Tree)
-		if err != nil {
-			return nil, err
-		}
-		secret += "\n" + string(b) // the second line of the workers' stdin
+		secret += "\n" + treeLine(s.Tree) // the second line of the workers' stdin
 	}
 	l := &sshLaunch{exits: make(chan ProcExit, spec.Count), ranks: make([]*sshRank, spec.Count)}
 	// Group the ranks by host, in groups a connection can carry.

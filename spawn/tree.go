@@ -1,6 +1,10 @@
 package spawn
 
-import "time"
+import (
+	"encoding/hex"
+	"strings"
+	"time"
+)
 
 // EnvTree marks a worker of a spawn tree: the second line of its stdin is
 // its TreeInfo, and it starts its children (see startSubtree).
@@ -10,11 +14,40 @@ const EnvTree = "GASNET_SPAWN_TREE"
 // (GASNET_SSH_OUT_DEGREE, DESIGN.md §9): every host of the job, in spawn
 // index order, and how the console starts a worker.
 type TreeInfo struct {
-	Servers []string `json:"servers"` // entries as listed, one per worker
-	Degree  int      `json:"degree"`
-	Program string   `json:"program"` // its path on the hosts
-	Args    []string `json:"args"`
-	Dir     string   `json:"dir"` // the workers' directory
+	Servers []string // entries as listed, one per worker
+	Degree  int
+	Program string // its path on the hosts
+	Args    []string
+	Dir     string // the workers' directory
+}
+
+// The TreeInfo's line on a worker's ssh session: its body in the control
+// frames' encoding, in hexadecimal.
+
+func (t TreeInfo) appendBody(b []byte) []byte {
+	b = appendInt(appendStrings(b, t.Servers), t.Degree)
+	return appendString(appendStrings(appendString(b, t.Program), t.Args), t.Dir)
+}
+
+func (t *TreeInfo) readBody(d *decoder) {
+	t.Servers, t.Degree = d.strings(), d.int()
+	t.Program, t.Args, t.Dir = d.string(), d.strings(), d.string()
+}
+
+// treeLine encodes t as the line a tree worker reads from its session.
+func treeLine(t *TreeInfo) string { return hex.EncodeToString(t.appendBody(nil)) }
+
+// parseTreeLine decodes a treeLine.
+func parseTreeLine(line string) (*TreeInfo, error) {
+	b, err := hex.DecodeString(strings.TrimSpace(line))
+	if err != nil {
+		return nil, err
+	}
+	t := new(TreeInfo)
+	if err := decodeBody(b, t); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // SpawnChildren returns the spawn indexes worker i of an n-worker tree of

@@ -3,7 +3,6 @@ package spawn
 import (
 	"bufio"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -222,9 +221,8 @@ func init() {
 	session.secret, session.err = strings.TrimSpace(line), err
 	if err == nil && os.Getenv(EnvTree) == "1" {
 		line, err = r.ReadString('\n')
-		session.tree = new(TreeInfo)
 		if err == nil {
-			err = json.Unmarshal([]byte(line), session.tree)
+			session.tree, err = parseTreeLine(line)
 		}
 		if err != nil {
 			session.err = fmt.Errorf("the spawn tree's line: %w", err)
