@@ -8,6 +8,7 @@ import (
 
 	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/spawn"
+	"github.com/udpconduit/udpconduit/spawn/binomial"
 )
 
 // hBarrier is the core handler of the barrier's messages: args are the
@@ -39,7 +40,7 @@ const (
 	// every other. Fewest steps, but each round may wake every rank.
 	barrierDissem barrierAlgo = iota
 	// barrierTree (AMTREE): each rank waits for its children in the
-	// binomial tree of spawn.TreeChildren to arrive, tells its parent,
+	// binomial tree (package binomial, rooted at 0) to arrive, tells its parent,
 	// waits to be released and releases its children: 2(N−1) messages,
 	// and most ranks wake once or twice, whatever N.
 	barrierTree
@@ -91,9 +92,9 @@ func (b *amBarrier) setAlgo(algo barrierAlgo, rank, size int) {
 	switch algo {
 	case barrierTree:
 		if rank > 0 {
-			b.parent = spawn.TreeParent(rank)
+			b.parent = binomial.Parent(rank)
 		}
-		b.children = spawn.TreeChildren(rank, size)
+		b.children = binomial.Children(rank, size)
 	case barrierCentral:
 		if rank > 0 {
 			b.parent = 0

@@ -6,10 +6,11 @@ import (
 
 	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/spawn"
+	"github.com/udpconduit/udpconduit/spawn/binomial"
 )
 
 // hTable is the core handler that receives a chunk of the address table
-// relayed down the tree of spawn.TreeChildren (DESIGN.md §7).
+// relayed down the job's binomial tree (package binomial, DESIGN.md §7).
 const hTable = 1
 
 // tableIn collects the relayed table's chunks.
@@ -68,7 +69,7 @@ func (j *Job) relayTable(w *spawn.Worker) error {
 			return err
 		}
 	}
-	for _, c := range spawn.TreeChildren(w.Rank, w.Size) {
+	for _, c := range binomial.Children(w.Rank, w.Size) {
 		err := sendChunks(blob, func(i, chunks int, part []byte) error {
 			return ep.RequestMedium(c, hTable, part, uint32(i), uint32(chunks), uint32(len(blob)))
 		})

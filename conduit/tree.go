@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"strings"
 	"sync"
 
 	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/spawn"
+	"github.com/udpconduit/udpconduit/spawn/binomial"
 )
 
 // hTree is the core handler of the broadcast's and the reduction's
@@ -100,11 +100,10 @@ type treeIn struct {
 	src        int // the rank that sends it
 }
 
-// amTree is the state of the broadcast and the reduction, which run over a
-// binomial tree among the ranks (after MPICH's): with ranks numbered
-// relative to the root, rank v receives from v minus its lowest set bit and
-// sends to v+2^k for every 2^k below that bit, so each rank receives once
-// and the tree is ⌈log2 N⌉ deep; the reduction runs the same tree upwards,
+// amTree is the state of the broadcast and the reduction, which run over
+// the job's binomial tree (package binomial) rooted at their root: each
+// rank receives once and the tree is ⌈log2 N⌉ deep; the reduction runs the
+// same tree upwards,
 // each rank combining what its children sent with its own vector before it
 // sends the result to its parent. Nothing bounds how far the root of a
 // broadcast can run ahead of the others (it waits for no one), so what
@@ -276,8 +275,8 @@ func (c *treeCall) fail(err error) error {
 }
 
 // rel and abs convert between ranks and ranks relative to the root.
-func (c *treeCall) rel(r int) int { return (r - c.root + c.j.size) % c.j.size }
-func (c *treeCall) abs(v int) int { return (v + c.root) % c.j.size }
+func (c *treeCall) rel(r int) int { return binomial.Rel(r, c.root, c.j.size) }
+func (c *treeCall) abs(v int) int { return binomial.Abs(v, c.root, c.j.size) }
 
 // send sends blob to rank v (relative) as round k's message, or once the
 // collective has failed here, the reason.
@@ -363,22 +362,18 @@ func (c *treeCall) finish() error {
 // broadcast runs the broadcast's tree: the root's blob reaches every rank.
 func (c *treeCall) broadcast(blob []byte) ([]byte, error) {
 	v, size := c.rel(c.j.rank), c.j.size
-	mask := 1
-	for ; mask < size; mask <<= 1 {
-		if v&mask != 0 {
-			b, err := c.recv(v-mask, bits.TrailingZeros(uint(mask)))
-			if err != nil && c.failed == nil {
-				return nil, err // not a mismatch: the rank is ending
-			}
-			blob = b
-			break
+	if v > 0 {
+		b, err := c.recv(binomial.Parent(v), binomial.Round(v))
+		if err != nil && c.failed == nil {
+			return nil, err // not a mismatch: the rank is ending
 		}
+		blob = b
 	}
 	// A failure received (or met here) goes on down, so that every rank
 	// below ends the broadcast with it instead of waiting.
-	for m := mask >> 1; m > 0; m >>= 1 {
+	for m := binomial.Span(v, size) >> 1; m > 0; m >>= 1 {
 		if v+m < size {
-			if err := c.send(v+m, bits.TrailingZeros(uint(m)), blob); err != nil {
+			if err := c.send(v+m, binomial.Round(m), blob); err != nil {
 				return nil, err
 			}
 		}
@@ -400,28 +395,27 @@ func (c *treeCall) broadcast(blob []byte) ([]byte, error) {
 // combine that appends gathers the ranks' data in order of their rank.
 func (c *treeCall) reduce(acc []byte, combine func(acc, in []byte) ([]byte, error)) ([]byte, error) {
 	v, size := c.rel(c.j.rank), c.j.size
-	for mask := 1; mask < size; mask <<= 1 {
-		k := bits.TrailingZeros(uint(mask))
-		if v&mask != 0 {
-			// A failure met below (or here) goes up in place of the
-			// data, so that the root ends with it instead of waiting.
-			if err := c.send(v-mask, k, acc); err != nil {
-				return nil, err
-			}
-			acc = nil
+	for m := 1; m < binomial.Span(v, size); m <<= 1 {
+		if v+m >= size {
 			break
 		}
-		if v|mask < size {
-			in, err := c.recv(v|mask, k)
-			if err != nil && c.failed == nil {
-				return nil, err // not a mismatch: the rank is ending
-			}
-			if c.failed == nil {
-				if acc, err = combine(acc, in); err != nil {
-					c.fail(fmt.Errorf("%w: from rank %d: %v", ErrCollectiveMismatch, c.abs(v|mask), err))
-				}
+		in, err := c.recv(v+m, binomial.Round(m))
+		if err != nil && c.failed == nil {
+			return nil, err // not a mismatch: the rank is ending
+		}
+		if c.failed == nil {
+			if acc, err = combine(acc, in); err != nil {
+				c.fail(fmt.Errorf("%w: from rank %d: %v", ErrCollectiveMismatch, c.abs(v+m), err))
 			}
 		}
+	}
+	if v > 0 {
+		// A failure met below (or here) goes up in place of the data, so
+		// that the root ends with it instead of waiting.
+		if err := c.send(binomial.Parent(v), binomial.Round(v), acc); err != nil {
+			return nil, err
+		}
+		acc = nil
 	}
 	if err := c.finish(); err != nil {
 		return nil, err

@@ -58,7 +58,7 @@ type Welcome struct {
 	Hosts []string // host identity of every rank: rank 0 only
 	// Peers holds, for ranks other than 0, the UDP addresses of this rank
 	// and its relay-tree neighbours; the rest of the table comes through
-	// the tree (see TreeChildren).
+	// the tree (see package binomial).
 	Peers map[int]string
 	Env   map[string]string // the console's GASNET_*/AMUDP_* settings
 	// HostCount is the number of ranks on this rank's host, itself

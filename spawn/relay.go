@@ -3,7 +3,8 @@ package spawn
 import (
 	"encoding/binary"
 	"fmt"
-	"math/bits"
+
+	"github.com/udpconduit/udpconduit/spawn/binomial"
 )
 
 // The address table reaches the workers through a binomial tree rooted at
@@ -12,22 +13,6 @@ import (
 // its tree children, so the console sends O(N) bytes in all instead of
 // O(N²). Each worker then receives the table from its parent and passes it
 // on to its children over the job's own network (conduit does the relay).
-
-// TreeParent returns the parent of rank r > 0 in the relay tree: r without
-// its highest set bit.
-func TreeParent(r int) int {
-	return r &^ (1 << (bits.Len(uint(r)) - 1))
-}
-
-// TreeChildren returns the children of rank r in the relay tree of n
-// ranks: r + 2^k for every 2^k above r, while below n.
-func TreeChildren(r, n int) []int {
-	var out []int
-	for k := 1 << bits.Len(uint(r)); r+k < n; k <<= 1 {
-		out = append(out, r+k)
-	}
-	return out
-}
 
 // Table is what the relay carries: every rank's UDP address and host
 // identity.
@@ -58,8 +43,9 @@ func welcomes(tab Table, cpus []int, masks []string, env map[string]string) []We
 		if r == 0 {
 			w.Addrs, w.Hosts = tab.Addrs, tab.Hosts
 		} else {
-			w.Peers = map[int]string{r: tab.Addrs[r], TreeParent(r): tab.Addrs[TreeParent(r)]}
-			for _, c := range TreeChildren(r, n) {
+			p := binomial.Parent(r)
+			w.Peers = map[int]string{r: tab.Addrs[r], p: tab.Addrs[p]}
+			for _, c := range binomial.Children(r, n) {
 				w.Peers[c] = tab.Addrs[c]
 			}
 		}

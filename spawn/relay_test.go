@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/spawn/binomial"
 )
 
 // TestRelayTree: every rank but 0 has one parent, below it, that lists it
@@ -20,12 +21,12 @@ func TestRelayTree(t *testing.T) {
 		for len(queue) > 0 {
 			r := queue[0]
 			queue = queue[1:]
-			for _, c := range TreeChildren(r, n) {
+			for _, c := range binomial.Children(r, n) {
 				if _, seen := depth[c]; seen || c <= r || c >= n {
 					t.Fatalf("n=%d: child %d of %d is out of place", n, c, r)
 				}
-				if p := TreeParent(c); p != r {
-					t.Fatalf("n=%d: TreeParent(%d) = %d, but it is a child of %d", n, c, p, r)
+				if p := binomial.Parent(c); p != r {
+					t.Fatalf("n=%d: binomial.Parent(%d) = %d, but it is a child of %d", n, c, p, r)
 				}
 				depth[c] = depth[r] + 1
 				queue = append(queue, c)
@@ -63,7 +64,7 @@ func TestWelcomesSendLinearBytes(t *testing.T) {
 			if r == 0 {
 				continue
 			}
-			want := append([]int{r, TreeParent(r)}, TreeChildren(r, n)...)
+			want := append([]int{r, binomial.Parent(r)}, binomial.Children(r, n)...)
 			for _, k := range want {
 				if w.Peers[k] != tab.Addrs[k] {
 					t.Fatalf("n=%d: rank %d lacks the address of %d", n, r, k)

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/udpconduit/udpconduit/spawn/binomial"
 )
 
 // The bootstrap load test (TestBootstrapScale) runs this test binary three
@@ -142,7 +144,7 @@ func scaleSim() int {
 	tables := make([][]string, n)
 	tables[0] = byRank[0].w.Addrs
 	for r := 1; r < n; r++ {
-		tables[r] = tables[TreeParent(r)]
+		tables[r] = tables[binomial.Parent(r)]
 		for k, a := range byRank[r].w.Peers {
 			if tables[r][k] != a {
 				fmt.Fprintf(os.Stderr, "sim: rank %d: the console says rank %d is %s, the relayed table %s\n", r, k, a, tables[r][k])
