@@ -79,10 +79,18 @@ func (e *Endpoint) Outstanding() int {
 	return e.send.out
 }
 
-// creditLocked reports whether a request of size bytes to p may go now:
-// a slot of p, a send credit, and room in p's byte window.
+// mayRequest is the credit rule: a request of size bytes to a peer may go
+// when a send credit is left (GASNET_SENDDEPTH, over all peers), the peer
+// has a slot free (GASNET_NETWORKDEPTH, per peer) and the request fits in
+// the peer's byte window of window bytes.
+func mayRequest(send *sendCredits, pool *slotPool, bytes *byteWindow, size, window int) bool {
+	return send.canSend() && pool.available() > 0 && bytes.fits(size, window)
+}
+
+// creditLocked reports whether a request of size bytes to p may go now
+// (see mayRequest).
 func (e *Endpoint) creditLocked(p *peerState, size int) bool {
-	return e.send.canSend() && p.pool.available() > 0 && p.bytes.fits(size, e.window)
+	return mayRequest(&e.send, &p.pool, &p.bytes, size, e.window)
 }
 
 func (e *Endpoint) hasCredit(p *peerState, size int) bool {

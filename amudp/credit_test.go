@@ -40,7 +40,7 @@ func TestCreditsAgainstModel(t *testing.T) {
 			peer := int(op % peers)
 			if op&0x100 == 0 { // acquire
 				want := model.canAcquire(peer)
-				got := send.canSend() && pools[peer].available() > 0
+				got := mayRequest(&send, &pools[peer], &byteWindow{}, 0, 0)
 				if got != want {
 					t.Logf("acquire peer %d: got %v want %v", peer, got, want)
 					return false

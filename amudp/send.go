@@ -121,7 +121,13 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		e.mu.Unlock()
 		return net.ErrClosed
 	}
-	slot, _ := p.pool.acquire()
+	slot, ok := p.pool.acquire()
+	if !ok {
+		// creditLocked held under e.mu, which is still held: p has a
+		// slot free. Not input: a broken invariant of the endpoint.
+		e.mu.Unlock()
+		panic("amudp: no slot free although the peer had credit")
+	}
 	e.send.take()
 	p.bytes.take(size)
 	s := p.newReq(slot)
