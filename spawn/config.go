@@ -1,11 +1,13 @@
 package spawn
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -361,11 +363,45 @@ func Help(prog, args string) string {
 			case f.Tag.Get("default") == "":
 				def = "unset by default"
 			}
-			desc, _, _ := strings.Cut(strings.TrimPrefix(f.Tag.Get("desc"), "ours: "), "; ")
-			fmt.Fprintf(&b, "  %-22s %s (%s)\n", name, desc, def)
+			desc := strings.TrimPrefix(f.Tag.Get("desc"), "ours: ")
+			fmt.Fprintf(&b, "  %s (%s)\n%s", name, def, wrap(desc, "      ", 78))
 		}
 	}
-	fmt.Fprintf(&b, "\nEvery setting, its default and what it accepts: README.md (Configuration),\n"+
-		"or GASNET_VERBOSEENV=1 %s N, which prints those in force.\n", filepath.Base(prog))
+	fmt.Fprintf(&b, "\nThe other settings, with their defaults:\n")
+	var line string
+	for _, v := range variables() {
+		if slices.Contains(helpVars, v.name) {
+			continue
+		}
+		f, _ := t.FieldByName(v.field)
+		item := v.name + "=" + cmp.Or(f.Tag.Get("default"), `""`)
+		if len(line)+len(item)+1 > 76 {
+			b.WriteString("  " + line + "\n")
+			line = ""
+		}
+		line = strings.TrimSpace(line + " " + item)
+	}
+	b.WriteString("  " + line + "\n")
+	fmt.Fprintf(&b, "\nGASNET_VERBOSEENV=1 %s N prints every setting in force and where it\n"+
+		"came from; a value a setting does not accept is refused, saying what it\n"+
+		"accepts.\n", filepath.Base(prog))
+	return b.String()
+}
+
+// wrap breaks text into lines of at most width bytes (longer words stand
+// alone), each starting with indent.
+func wrap(text, indent string, width int) string {
+	var b strings.Builder
+	line := ""
+	for _, w := range strings.Fields(text) {
+		if line != "" && len(indent)+len(line)+1+len(w) > width {
+			b.WriteString(indent + line + "\n")
+			line = ""
+		}
+		line = strings.TrimSpace(line + " " + w)
+	}
+	if line != "" {
+		b.WriteString(indent + line + "\n")
+	}
 	return b.String()
 }

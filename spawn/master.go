@@ -199,6 +199,16 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 		say("%v", err)
 		return 1
 	}
+	for _, w := range unknownVars(os.Environ()) {
+		say("%s", w)
+	}
+	if cfg.OutputLabel && !routed {
+		why := displayName(src, "GASNET_ROUTE_OUTPUT") + "=0"
+		if cfg.RouteOutput {
+			why = "the C spawner without " + displayName(src, "GASNET_CSPAWN_ROUTE_OUTPUT") + "=1"
+		}
+		say("warning: %s=1 has no effect: the workers' output does not go through the console (%s)", displayName(src, "GASNET_OUTPUT_LABEL"), why)
+	}
 	host := cfg.MasterIP
 	if r, ok := sp.(remoteSpawner); ok && host == "" {
 		// Remote workers get an address, never a name to resolve.

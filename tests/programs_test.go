@@ -309,8 +309,9 @@ func TestHelp(t *testing.T) {
 			if r.code != 0 || !strings.HasPrefix(r.stdout, "usage: "+prog+" ") {
 				t.Errorf("%s %s: exit %d, stdout %q, stderr %q", prog, flag, r.code, r.stdout, r.stderr)
 			}
-			if prog != "amudprun" && (!strings.Contains(r.stdout, "GASNET_SPAWNFN") || !strings.Contains(r.stdout, "README.md")) {
-				t.Errorf("%s %s names neither the main settings nor where the rest are:\n%s", prog, flag, r.stdout)
+			if prog != "amudprun" && (!strings.Contains(r.stdout, "GASNET_SPAWNFN") || !strings.Contains(r.stdout, "GASNET_HANG_WARN=10s") ||
+				strings.Contains(r.stdout, "README.md") || !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), "to follow a rank that ended with 0 without conduit.Exit")) {
+				t.Errorf("%s %s: want the main settings' whole descriptions and every other setting, without pointing to a README the binary's user lacks:\n%s", prog, flag, r.stdout)
 			}
 		}
 		checkNoSurvivors(t, t.Name()+prog, time.Second)
@@ -350,4 +351,34 @@ func TestOutputLabelsAndFiles(t *testing.T) {
 			t.Errorf("rank %d's file: %q, %v; want %q", rank, b, err, want)
 		}
 	}
+}
+
+// TestLauncherFlagsAndWarnings: amudprun takes -n as -np and refuses the
+// two when they disagree; --version names the module; a GASNET_ variable
+// that no setting has gets one warning naming the nearest setting, and
+// GASNET_OUTPUT_LABEL=1 without routed output says it has no effect; the
+// job still runs and exits 0.
+func TestLauncherFlagsAndWarnings(t *testing.T) {
+	r := run(t, t.Name(), []string{"GASNET_SPAWNFN=L"}, "amudprun", "-n", "2", filepath.Join(bin, "hello"))
+	if r.code != 0 || strings.Count(r.stdout, "hello from rank") != 2 {
+		t.Errorf("amudprun -n 2 hello: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = run(t, t.Name(), nil, "amudprun", "-n", "2", "-np", "3", filepath.Join(bin, "hello"))
+	if r.code != 1 || !strings.Contains(r.stderr, "amudprun: -np 3 and -n 2 disagree") {
+		t.Errorf("-n 2 -np 3: exit %d\n%s", r.code, r.stderr)
+	}
+	r = run(t, t.Name(), nil, "amudprun", "--version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "amudprun github.com/udpconduit/udpconduit ") {
+		t.Errorf("--version: exit %d, %q", r.code, r.stdout)
+	}
+	r = run(t, t.Name(), []string{"GASNET_SPAWNFN=L", "GASNET_NETWORK_DEPTH=5", "GASNET_OUTPUT_LABEL=1", "GASNET_ROUTE_OUTPUT=0"}, "hello", "2")
+	for _, want := range []string{
+		"hello: warning: GASNET_NETWORK_DEPTH is not a setting of udpconduit and has no effect; did you mean GASNET_NETWORKDEPTH?\n",
+		"hello: warning: GASNET_OUTPUT_LABEL=1 has no effect: the workers' output does not go through the console (GASNET_ROUTE_OUTPUT=0)\n",
+	} {
+		if r.code != 0 || strings.Count(r.stderr, want) != 1 {
+			t.Errorf("exit %d, want 0 and once %q in stderr:\n%s", r.code, want, r.stderr)
+		}
+	}
+	checkNoSurvivors(t, t.Name(), time.Second)
 }

@@ -3,6 +3,9 @@
 //
 //	amudprun -np N [-spawn L|S|C] [-v] [-x NAME[=VALUE]]... prog [args...]
 //
+// -n N is -np N, as srun and mpiexec users type it; --version prints the
+// version of the udpconduit it was built from.
+//
 // It is the job's console: it spawns N workers running prog with args,
 // serves them and exits with the job's exit code. -spawn overrides
 // GASNET_SPAWNFN and -v sets GASNET_VERBOSEENV; -x, as mpirun's, gives
@@ -18,12 +21,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/udpconduit/udpconduit/spawn"
 )
 
-const usage = "usage: amudprun -np N [-spawn L|S|C] [-v] [-l] [-output-dir DIR] [-x NAME[=VALUE]]... prog [args...]"
+const usage = "usage: amudprun -np N (or -n N) [-spawn L|S|C] [-v] [-l] [-output-dir DIR] [-x NAME[=VALUE]]... prog [args...] | --version"
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -38,6 +42,8 @@ func run(argv []string) int {
 	fs := flag.NewFlagSet("amudprun", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	np := fs.String("np", "", "number of workers, N")
+	nShort := fs.String("n", "", "number of workers, N (as -np)")
+	version := fs.Bool("version", false, "print the version of udpconduit this was built from")
 	sp := fs.String("spawn", "", "spawner: L (this host), S (ssh) or C (custom command); overrides GASNET_SPAWNFN")
 	verbose := fs.Bool("v", false, "print every setting in force (GASNET_VERBOSEENV=1)")
 	label := fs.Bool("l", false, "prefix each output line with its rank, as srun -l (GASNET_OUTPUT_LABEL=1)")
@@ -64,6 +70,16 @@ func run(argv []string) int {
 			return 0
 		}
 		return fail("%v; %s", err, usage)
+	}
+	if *version {
+		fmt.Println("amudprun " + versionOf())
+		return 0
+	}
+	switch {
+	case *np != "" && *nShort != "" && *np != *nShort:
+		return fail("-np %s and -n %s disagree: give the number of workers once; %s", *np, *nShort, usage)
+	case *np == "":
+		*np = *nShort
 	}
 	if *np == "" {
 		return fail("missing -np N; %s", usage)
@@ -110,4 +126,25 @@ func run(argv []string) int {
 		return fail("%v", err)
 	}
 	return spawn.Console(cfg, src, n, prog, fs.Args()[1:])
+}
+
+// versionOf says which udpconduit the binary was built from: the module's
+// version, and the commit when built from a checkout ("(devel)").
+func versionOf() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown version)"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v += " " + s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				v += " (modified)"
+			}
+		}
+	}
+	return bi.Main.Path + " " + v
 }
