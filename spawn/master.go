@@ -747,7 +747,6 @@ func signalCode(s os.Signal) int {
 // told it to, whose status then wins. A crash is never reported as
 // success.
 func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
-	barrier := 0
 	j.coll = collectives{waiting: make([]Coll, j.n)}
 	var hangC <-chan time.Time
 	if j.cfg.HangWarn > 0 {
@@ -780,11 +779,6 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				continue
 			}
 			switch ev.typ {
-			case frameBarrier:
-				if barrier++; barrier == j.n {
-					barrier = 0
-					j.broadcast(frameBarrier, noBody{})
-				}
 			case frameColl:
 				var c Coll
 				if decodeBody(ev.body, &c) == nil && collKinds[c.Kind] {

@@ -158,16 +158,16 @@ func scaleSim() int {
 			return 1
 		}
 	}
-	// The startup barrier, then Exit(0); the console then says Terminate.
+	// Every rank calls Exit(0), as a program's ranks do at its end; the
+	// console answers each with Terminate.
 	var done sync.WaitGroup
 	for _, s := range ws {
 		done.Go(func() {
 			defer s.conn.Close()
-			if err := writeFrame(s.conn, frameBarrier, noBody{}); err != nil {
+			if err := writeFrame(s.conn, frameExit, Code{Code: 0}); err != nil {
 				errs <- err
 				return
 			}
-			barrier := false
 			for {
 				typ, body, err := readFrame(s.r)
 				if err != nil {
@@ -176,18 +176,9 @@ func scaleSim() int {
 				}
 				received.Add(int64(5 + len(body)))
 				switch typ {
-				case frameBarrier:
-					barrier = true
-					if err := writeFrame(s.conn, frameExit, Code{Code: 0}); err != nil {
-						errs <- err
-						return
-					}
 				case framePing:
 					writeFrame(s.conn, framePong, noBody{})
 				case frameTerminate:
-					if !barrier {
-						errs <- fmt.Errorf("rank %d: terminated before the barrier completed", s.w.Rank)
-					}
 					return
 				}
 			}
@@ -282,12 +273,13 @@ func vmHWM(pid int) int64 {
 
 // TestBootstrapScale: 1024, 4096 and 16384 simulated workers (one
 // connection each, in one process) join one console, get the table
-// through the relay tree (simulated), pass the startup barrier and exit.
-// The console's peak memory, the bytes it sends and the wall time must grow
-// linearly: a doubling of N may multiply none of them by more than 2.5
-// (over a 4× step, 2.5² = 6.25). The figures are logged. Other tests may
-// share the machine's cores: when a slope is over, the three runs are made
-// again and each figure is the smaller of its two.
+// through the relay tree (simulated) and exit. The bytes the console sends
+// must grow linearly (a count: a doubling of N may multiply them by at
+// most 2.5), and so must its peak memory, within the same bound; the wall
+// time is logged, not judged (a figure of the machine: make scale prints
+// it against bare processes). Other tests may share the machine: when a
+// slope is over, the three runs are made again and each figure is the
+// smaller of its two.
 func TestBootstrapScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a load test of about 10 s: run without -short (make test does)")
@@ -319,8 +311,8 @@ func TestBootstrapScale(t *testing.T) {
 	}
 }
 
-// scaleSlopes says which figures of runs (by increasing N) grow more than
-// 2.5× per doubling of N.
+// scaleSlopes says which of the byte and memory figures of runs (by
+// increasing N) grow more than 2.5× per doubling of N.
 func scaleSlopes(runs []scaleRun) []string {
 	var over []string
 	for i := 1; i < len(runs); i++ {
@@ -332,7 +324,6 @@ func scaleSlopes(runs []scaleRun) []string {
 		}{
 			{"peak memory", float64(a.peakKiB), float64(b.peakKiB)},
 			{"bytes sent", float64(a.bytes), float64(b.bytes)},
-			{"wall time", float64(a.wall), float64(b.wall)},
 		} {
 			if per := math.Pow(m.y/m.x, 1/doublings); per > 2.5 {
 				over = append(over, fmt.Sprintf("N %d → %d: the console's %s grew %.2f× per doubling of N (%.3g → %.3g); linear is 2×, the limit 2.5×", a.n, b.n, m.what, per, m.x, m.y))

@@ -29,7 +29,7 @@ func TestBroadcastNeverCutsFrames(t *testing.T) {
 		big := Welcome{Env: map[string]string{"X": string(bytes.Repeat([]byte("x"), 1<<16))}}
 		start := time.Now()
 		j.broadcast(frameWelcome, big)
-		j.broadcast(frameBarrier, noBody{})
+		j.broadcast(framePing, noBody{})
 		j.broadcast(frameTerminate, Code{Code: 7})
 		if d := time.Since(start); d != 0 {
 			t.Errorf("broadcast waited %v for a worker that does not read", d)
@@ -47,7 +47,7 @@ func TestBroadcastNeverCutsFrames(t *testing.T) {
 				t.Errorf("big frame of %d bytes", len(body))
 			}
 		}
-		if d := cmp.Diff([]byte{frameWelcome, frameBarrier, frameTerminate}, got); d != "" {
+		if d := cmp.Diff([]byte{frameWelcome, framePing, frameTerminate}, got); d != "" {
 			t.Errorf("frames (-want +got):\n%s", d)
 		}
 		p.out.stop()

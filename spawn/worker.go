@@ -44,12 +44,11 @@ type Worker struct {
 	// environment: the user did not set it.
 	ProcsSet bool
 
-	conn     net.Conn
-	wmu      sync.Mutex
-	r        *bufio.Reader
-	barriers atomic.Uint64 // barrier completions received
-	wake     atomic.Pointer[func()]
-	exiting  atomic.Bool
+	conn    net.Conn
+	wmu     sync.Mutex
+	r       *bufio.Reader
+	wake    atomic.Pointer[func()]
+	exiting atomic.Bool
 	// The console's Terminate: the job's code, and whether it came.
 	termCode    atomic.Int32
 	terminating atomic.Bool
@@ -442,9 +441,6 @@ func (w *Worker) readLoop() {
 			w.exit(1)
 		}
 		switch typ {
-		case frameBarrier:
-			w.barriers.Add(1)
-			w.event()
 		case frameTerminate:
 			var c Code
 			decodeBody(body, &c)
@@ -471,12 +467,6 @@ func (w *Worker) send(typ byte, v frameBody) error {
 	defer w.wmu.Unlock()
 	return writeFrame(w.conn, typ, v)
 }
-
-// BarrierNotify enters barrier number k (counting from 1).
-func (w *Worker) BarrierNotify() error { return w.send(frameBarrier, noBody{}) }
-
-// BarriersDone returns how many barriers have completed.
-func (w *Worker) BarriersDone() uint64 { return w.barriers.Load() }
 
 // Report tells the console that this rank waits in a collective (c.In),
 // or no longer does (see Coll).

@@ -246,8 +246,9 @@ func TestStoppedPeerDuringTraffic(t *testing.T) {
 }
 
 // TestKilledWorkerDuringTraffic: kill -9 of a rank that floods another
-// ends the job within 2 s with a non-zero code and a line naming the rank,
-// and no process of the job is left.
+// ends the job with a non-zero code and a line naming the rank, through
+// its process's status, not the liveness check (30 s), and no process of
+// the job is left.
 func TestKilledWorkerDuringTraffic(t *testing.T) {
 	cmd, out := startPrinter(t, t.Name(), 4, "flood", "ready rank", "LINES=0")
 	pid := rankPID(t, out, 1)
@@ -263,8 +264,8 @@ func TestKilledWorkerDuringTraffic(t *testing.T) {
 	if want := fmt.Sprintf("rank 1 (pid %d on ", pid); !strings.Contains(out.String(), want) {
 		t.Errorf("no line names %q:\n%s", want, out.String())
 	}
-	if took > 2*time.Second {
-		t.Errorf("the job ended %v after the kill, want within 2 s:\n%s", took, out.String())
+	if strings.Contains(out.String(), "has not answered the console") {
+		t.Errorf("the killed rank was found by the liveness check, not by its status:\n%s", out.String())
 	}
 	checkNoSurvivors(t, t.Name(), 2*time.Second)
 }

@@ -253,7 +253,7 @@ func TestSSHErrors(t *testing.T) {
 				}
 				rest = rest[i+len(w):]
 			}
-			if took > 10*time.Second {
+			if took > 30*time.Second { // a hang: GASNET_CONNECT_TIMEOUT is 60 s
 				t.Errorf("took %v", took)
 			}
 			checkNoSurvivors(t, marker, 2*time.Second)
@@ -466,7 +466,7 @@ func TestSSHHostsFaults(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.stderr, "ssh "+netPrefix+"9: cannot connect: no answer from "+netPrefix+"9:22 within 2s (GASNET_CONNECT_TIMEOUT") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 			t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and one line naming %s9", r.code, r.stderr, netPrefix)
 		}
-		if took > 5*time.Second {
+		if took > 30*time.Second { // the default GASNET_CONNECT_TIMEOUT (60 s) would be a hang
 			t.Errorf("took %v with GASNET_CONNECT_TIMEOUT=2s", took)
 		}
 		t.Logf("%v: %s", took.Round(time.Millisecond), r.stderr)
@@ -501,7 +501,7 @@ func TestSSHExternal(t *testing.T) {
 		config, _ := sshClientFiles(t, []string{pw.knownHostsLine("127.0.0.1")}, "")
 		start := time.Now()
 		r := run(t, t.Name(), sshEnv(fmt.Sprintf("127.0.0.1:%d", pw.port), config, "GASNET_SSH_CMD=ssh"), "hello", "1")
-		if r.code == 0 || !strings.Contains(r.stderr, "Permission denied") || time.Since(start) > 10*time.Second {
+		if r.code == 0 || !strings.Contains(r.stderr, "Permission denied") || time.Since(start) > 30*time.Second {
 			t.Fatalf("exit %d after %v, stderr:\n%s\nwant a failure that says Permission denied", r.code, time.Since(start), r.stderr)
 		}
 		t.Logf("stderr:\n%s", r.stderr)
@@ -564,7 +564,7 @@ func TestSSHTree(t *testing.T) {
 		marker := t.Name()
 		start := time.Now()
 		r := run(t, marker, sshEnv("uch1 uch2 "+netPrefix+"9", h.config, "GASNET_SSH_OUT_DEGREE=1", "GASNET_CONNECT_TIMEOUT=2s"), "hello", "3")
-		if r.code != 1 || !strings.Contains(r.stderr, "ssh "+netPrefix+"9: cannot connect: no answer") || time.Since(start) > 8*time.Second {
+		if r.code != 1 || !strings.Contains(r.stderr, "ssh "+netPrefix+"9: cannot connect: no answer") || time.Since(start) > 30*time.Second {
 			t.Fatalf("exit %d after %v, stderr:\n%s\nwant exit 1 naming %s9", r.code, time.Since(start), r.stderr, netPrefix)
 		}
 		t.Logf("%v:\n%s", time.Since(start).Round(time.Millisecond), r.stderr)

@@ -265,14 +265,12 @@ func TestDialAuth(t *testing.T) {
 	only.IdentitiesOnly = true
 	wantError(t, "IdentitiesOnly leaves the agent's other keys out", dial(t, da, only), "no key was accepted")
 
+	// A client that prompted would wait for an answer until the dial's
+	// timeout and fail with another error.
 	pw := startServer(t, nil)
-	start := time.Now()
 	tg = pw.target(t, pw.knownLine(), "yes")
 	tg.Identities = []string{key}
 	wantError(t, "a host that wants a password", dial(t, d, tg), "login as me refused: the host asks for a password, and udpconduit never prompts", "ssh-copy-id -p")
-	if time.Since(start) > 2*time.Second {
-		t.Errorf("the password host took %v", time.Since(start))
-	}
 }
 
 func TestPlace(t *testing.T) {
