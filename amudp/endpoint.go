@@ -163,6 +163,13 @@ type Endpoint struct {
 	gen     uint64
 	waiters atomic.Int32
 	blocked atomic.Bool
+	// The background poller (Progress): fg counts the goroutines that
+	// wait (WaitUntil, a request waiting for credit), which it steps
+	// aside for; bgPolling says that it holds pollMu.
+	fg        atomic.Int32
+	bgPolling atomic.Bool
+	waitEnd   atomic.Int64 // when a wait last ended (e.now()), while a background poller runs
+	bgActive  atomic.Bool
 	// Lock-free views for the spin loop: closed, a pending returned error,
 	// and the earliest retransmission deadline (math.MaxInt64: none).
 	closedFlag atomic.Bool

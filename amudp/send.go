@@ -112,7 +112,10 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		if e.interrupted() {
 			return ErrInterrupted
 		}
-		if err := e.waitOnce(func() bool { return e.hasCredit(p, size) || e.interrupted() }); err != nil {
+		e.fg.Add(1)
+		err := e.waitOnce(func() bool { return e.hasCredit(p, size) || e.interrupted() })
+		e.leaveWait()
+		if err != nil {
 			return err
 		}
 		e.mu.Lock()

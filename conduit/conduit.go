@@ -35,7 +35,6 @@ package conduit
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -434,19 +433,11 @@ func firstWait(initial, max time.Duration, set bool, ranks, cpus int) (time.Dura
 	return want, fmt.Sprintf("first retransmission after %v: %d ranks share this host's %d CPUs and wait their turn for one (set GASNET_REQUESTTIMEOUT_INITIAL to choose)", want, ranks, cpus)
 }
 
-// progress services the network in the background for GASNET_RCV_THREAD:
-// it polls, spinning briefly then sleeping in the kernel, until the
-// endpoint closes. Goroutines of the program that wait meanwhile are woken
-// by its poll passes.
-func progress(ep *amudp.Endpoint) {
-	for {
-		if err := ep.WaitUntil(func() bool { return false }); errors.Is(err, net.ErrClosed) {
-			return
-		}
-		// Any other error is a returned request, which the returned
-		// handler has already dealt with.
-	}
-}
+// progress services the network in the background for GASNET_RCV_THREAD
+// until the endpoint closes (amudp's Endpoint.Progress: it polls while no
+// goroutine of the program waits, and leaves the polling to one that
+// does).
+func progress(ep *amudp.Endpoint) { ep.Progress() }
 
 // The package-level functions below act on the Job of this process (see
 // Default); each is documented at the Job method of the same name.

@@ -1,0 +1,88 @@
+package amudp
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestProgressRunsHandlersInTheBackground: with Progress running and no
+// goroutine of the receiver waiting, its handlers run and its replies go
+// out (the sender's Drain completes); Close ends Progress with
+// net.ErrClosed.
+func TestProgressRunsHandlersInTheBackground(t *testing.T) {
+	eps := newJob(t, 2, Config{})
+	var ran atomic.Int32
+	eps[1].Register(130, func(*Token, []uint32, []byte) { ran.Add(1) })
+	done := make(chan error, 1)
+	go func() { done <- eps[1].Progress() }()
+	for range 100 {
+		if err := eps[0].RequestShort(1, 130); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := eps[0].Drain(); err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() != 100 {
+		t.Errorf("%d handler runs, want 100", ran.Load())
+	}
+	eps[1].Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Progress returned %v, want net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second): // a hang bound
+		t.Fatal("Progress still runs after Close")
+	}
+}
+
+// TestProgressStandsAside: while a goroutine waits on the endpoint, the
+// background poller leaves the polling to it: every handler that runs
+// meanwhile runs in the waiter's passes, not the background poller's.
+// (A waiter that only slept until the background poller's passes would
+// wait for the scheduler to run it after each message.)
+func TestProgressStandsAside(t *testing.T) {
+	eps := newJob(t, 2, Config{})
+	const n = 200
+	var mu sync.Mutex
+	var byBackground, runs int
+	e := eps[1]
+	e.Register(130, func(*Token, []uint32, []byte) {
+		mu.Lock()
+		runs++
+		if e.bgPolling.Load() {
+			byBackground++
+		}
+		mu.Unlock()
+	})
+	go e.Progress()
+	waited := make(chan error, 1)
+	go func() {
+		waited <- e.WaitUntil(func() bool { mu.Lock(); defer mu.Unlock(); return runs == n })
+	}()
+	// The waiter is in its wait, and the background poller has let go.
+	for deadline := time.Now().Add(10 * time.Second); e.fg.Load() == 0 || e.bgPolling.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter never took the poll")
+		}
+	}
+	for range n { // one at a time: n arrivals, each waking a poller
+		if err := eps[0].RequestShort(1, 130); err != nil {
+			t.Fatal(err)
+		}
+		if err := eps[0].Drain(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if byBackground != 0 {
+		t.Errorf("%d of %d handlers ran in the background poller's passes while a goroutine waited", byBackground, n)
+	}
+}
