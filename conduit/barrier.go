@@ -76,6 +76,7 @@ type amBarrier struct {
 	heard [2][maxRounds + 2]atomic.Uint32 // messages received, by parity and round
 	acked answered                        // its current barrier is the last one entered
 
+	index    [2]uint64 // Job.calls of the barrier of each parity; under mu
 	algo     barrierAlgo
 	parent   int   // in the gather/release tree; -1 at its root
 	children []int // in the gather/release tree
@@ -195,7 +196,7 @@ func (j *Job) enterLocked() (uint64, error) {
 // completeLocked waits for barrier e to complete. b.mu held.
 func (j *Job) completeLocked(e uint64) error {
 	b := &j.bar
-	err := j.waitIn("barrier", e, func() error {
+	err := j.waitIn("barrier", e, b.index[e&1], func() error {
 		if b.algo == barrierDissem {
 			return j.disseminateLocked(e)
 		}
@@ -313,8 +314,8 @@ func (j *Job) collWait(cond func() bool) error {
 // the console where it waits (and again when it leaves), so that the
 // console can say which ranks are in which collective when they do not
 // match. A job whose collectives match never reports.
-func (j *Job) waitIn(kind string, seq uint64, wait func() error) error {
-	return j.waitInColl(spawn.Coll{Kind: kind, Seq: seq}, wait)
+func (j *Job) waitIn(kind string, seq, index uint64, wait func() error) error {
+	return j.waitInColl(spawn.Coll{Kind: kind, Seq: seq, Index: index}, wait)
 }
 
 // waitInColl is waitIn for the collective c says (its In aside).

@@ -33,6 +33,7 @@ type amGather struct {
 	acked answered
 	lock  chanMutex // one all-gather at a time on this rank
 	n     uint64    // all-gathers this rank entered; under lock
+	index uint64    // the Job.calls of the last; under lock
 	tree  amTree    // treeAllGather's messages; its lock unused (lock serves)
 }
 
@@ -67,7 +68,7 @@ func (j *Job) allGather(n uint64, data []byte) ([][]byte, error) {
 	par := n & 1
 	have := [][]byte{append([]byte(nil), data...)} // parts of ranks j.rank, j.rank+1, ...
 	sent := 0
-	err := j.waitIn("all-gather", n, func() error {
+	err := j.waitIn("all-gather", n, g.index, func() error {
 		for k, d := 0, 1; d < j.size; k, d = k+1, 2*d {
 			// Send the first min(d, N−d) parts held to rank−d.
 			cnt := min(d, j.size-d)
@@ -127,7 +128,7 @@ func (j *Job) allGather(n uint64, data []byte) ([][]byte, error) {
 // held.
 func (j *Job) treeAllGather(n uint64, data []byte) ([][]byte, error) {
 	var all []byte
-	err := j.waitIn("all-gather", n, func() error {
+	err := j.waitIn("all-gather", n, j.gat.index, func() error {
 		c := j.nextTreeCall(&j.gat.tree, 0)
 		c.kind = treeGather
 		own := appendPart(make([]byte, 0, binary.MaxVarintLen64+len(data)), data)

@@ -45,7 +45,12 @@ type Job struct {
 	attachMu sync.Mutex
 	attach   bool
 
-	barrier    uint64 // barriers this rank entered (numbered from 1); under bar.mu
+	barrier uint64 // barriers this rank entered (numbered from 1); under bar.mu
+	// calls counts the collective calls this rank entered, of every kind
+	// (barriers, all-gathers, broadcasts, reductions): in a program whose
+	// collectives match, call k is the same collective on every rank
+	// (spawn.Coll.Index).
+	calls      atomic.Uint64
 	bar        amBarrier
 	gat        amGather
 	tree       amTree
@@ -444,6 +449,7 @@ func (j *Job) BarrierWait() error {
 // nextBarrier numbers the barrier this rank enters now. j.bar.mu held.
 func (j *Job) nextBarrier() uint64 {
 	j.barrier++
+	j.bar.index[j.barrier&1] = j.calls.Add(1)
 	return j.barrier
 }
 
@@ -485,6 +491,7 @@ func (j *Job) AllGather(data []byte) ([][]byte, error) {
 		return nil, j.done(err)
 	}
 	j.gat.n++
+	j.gat.index = j.calls.Add(1)
 	n := j.gat.n
 	var parts [][]byte
 	var err error

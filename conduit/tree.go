@@ -123,10 +123,11 @@ type amTree struct {
 	// progress, as the
 	// program counts them (an all-reduce runs two tree collectives): what
 	// errors and hang reports name. Under lock.
-	calls    map[string]uint64
-	callKind string
-	callSeq  uint64
-	callTree uint64 // the number of its first tree collective
+	calls     map[string]uint64
+	callKind  string
+	callSeq   uint64
+	callTree  uint64 // the number of its first tree collective
+	callIndex uint64 // its Job.calls
 	// left is the number of the last collective this rank left, and
 	// leftMeta and leftRoot what it was (under mu): in collectives that
 	// match, a rank takes every message sent to it for a collective before
@@ -446,7 +447,7 @@ func (j *Job) treeCollective(what string, root int, op Op, body func() error) er
 		t.calls = map[string]uint64{}
 	}
 	t.calls[what]++
-	t.callKind, t.callSeq, t.callTree = what, t.calls[what], t.n+1
+	t.callKind, t.callSeq, t.callTree, t.callIndex = what, t.calls[what], t.n+1, j.calls.Add(1)
 	if err := j.ep.Drain(); err != nil {
 		return j.done(fmt.Errorf("%s %d: %w", what, t.callSeq, err))
 	}
@@ -473,7 +474,7 @@ func (j *Job) nextTreeCall(t *amTree, root int) *treeCall {
 func (j *Job) treeCall(root int, body func(c *treeCall) error) error {
 	c := j.nextTreeCall(&j.tree, root)
 	t := &j.tree
-	at := spawn.Coll{Kind: t.callKind, Seq: t.callSeq, Tree: c.n, Root: root}
+	at := spawn.Coll{Kind: t.callKind, Seq: t.callSeq, Tree: c.n, Root: root, Index: t.callIndex}
 	if t.callKind == "all-reduce" {
 		at.Tree = t.callTree
 	}

@@ -185,11 +185,11 @@ func (w *Welcome) readBody(d *decoder) {
 
 func (c Coll) appendBody(b []byte) []byte {
 	b = appendBool(binary.AppendUvarint(appendString(b, c.Kind), c.Seq), c.In)
-	return appendInt(binary.AppendUvarint(b, c.Tree), c.Root)
+	return binary.AppendUvarint(appendInt(binary.AppendUvarint(b, c.Tree), c.Root), c.Index)
 }
 
 func (c *Coll) readBody(d *decoder) {
-	c.Kind, c.Seq, c.In, c.Tree, c.Root = d.string(), d.uvarint(), d.bool(), d.uvarint(), d.int()
+	c.Kind, c.Seq, c.In, c.Tree, c.Root, c.Index = d.string(), d.uvarint(), d.bool(), d.uvarint(), d.int(), d.uvarint()
 }
 
 func (c Code) appendBody(b []byte) []byte { return appendString(appendInt(b, c.Code), c.Why) }

@@ -428,33 +428,40 @@ type collectives struct {
 var collFamily = map[string]string{"barrier": "barrier", "all-gather": "all-gather", "broadcast": "tree", "reduce": "tree", "all-reduce": "tree"}
 
 // mismatched reports whether the collectives ranks wait in cannot all
-// complete: two of different families, two barriers or all-gathers two
-// or more apart (a rank is at most one of those ahead of another, as
-// finishing one needs every rank in it), or two broadcasts or reductions
-// of the same tree number but of different kinds or roots. Broadcasts and
-// reductions of different numbers are not compared: a broadcast's root
-// may run ahead of the others.
+// complete: two different ones at the same call index (Coll.Index: in a
+// program whose collectives match, call k is the same on every rank),
+// two barriers or two all-gathers two or more apart (finishing one needs
+// every rank in it, so no rank is two of them ahead), or two broadcasts or
+// reductions of the same tree number but of different kinds or roots.
+// Ranks in different collectives at different indexes may all be right: a
+// rank that has all it needs leaves an all-gather (or a barrier) while
+// others still wait for a datagram lost on the way to them.
 func mismatched(waiting []Coll) bool {
-	tree := map[uint64]Coll{}
-	var first Coll
+	type call struct {
+		kind string
+		root int
+	}
+	at, tree := map[uint64]call{}, map[uint64]call{}
+	seq := map[string]Coll{}
 	for _, w := range waiting {
-		switch {
-		case w.Kind == "":
-			continue
-		case first.Kind == "":
-			first = w
-		case collFamily[w.Kind] != collFamily[first.Kind]:
-			return true
-		case collFamily[w.Kind] != "tree" && max(w.Seq, first.Seq)-min(w.Seq, first.Seq) >= 2:
-			return true
-		}
-		if w.Tree == 0 {
+		if w.Kind == "" {
 			continue
 		}
-		if o, ok := tree[w.Tree]; ok && (o.Kind != w.Kind || o.Root != w.Root) {
+		c := call{w.Kind, w.Root}
+		if o, ok := at[w.Index]; ok && w.Index > 0 && o != c {
 			return true
 		}
-		tree[w.Tree] = w
+		at[w.Index] = c
+		if o, ok := tree[w.Tree]; ok && w.Tree > 0 && o != c {
+			return true
+		}
+		tree[w.Tree] = c
+		if collFamily[w.Kind] != "tree" {
+			if o, ok := seq[w.Kind]; ok && max(w.Seq, o.Seq)-min(w.Seq, o.Seq) >= 2 {
+				return true
+			}
+			seq[w.Kind] = w
+		}
 	}
 	return false
 }
@@ -784,7 +791,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				if decodeBody(ev.body, &c) == nil && collKinds[c.Kind] {
 					j.coll.waiting[ev.rank] = Coll{}
 					if c.In {
-						j.coll.waiting[ev.rank] = Coll{Kind: c.Kind, Seq: c.Seq, Tree: c.Tree, Root: c.Root}
+						j.coll.waiting[ev.rank] = Coll{Kind: c.Kind, Seq: c.Seq, Tree: c.Tree, Root: c.Root, Index: c.Index}
 					}
 				}
 			case frameExit:

@@ -9,9 +9,9 @@ import (
 
 // TestMismatched: which collectives the ranks wait in can never complete.
 func TestMismatched(t *testing.T) {
-	b := func(n uint64) Coll { return Coll{Kind: "barrier", Seq: n} }
-	g := func(n uint64) Coll { return Coll{Kind: "all-gather", Seq: n} }
-	tree := func(k string, n uint64) Coll { return Coll{Kind: k, Seq: n} }
+	b := func(n, i uint64) Coll { return Coll{Kind: "barrier", Seq: n, Index: i} }
+	g := func(n, i uint64) Coll { return Coll{Kind: "all-gather", Seq: n, Index: i} }
+	tree := func(k string, n, i uint64) Coll { return Coll{Kind: k, Seq: n, Index: i} }
 	at := func(k string, n uint64, root int) Coll { return Coll{Kind: k, Seq: 1, Tree: n, Root: root} }
 	for _, tt := range []struct {
 		name    string
@@ -19,15 +19,17 @@ func TestMismatched(t *testing.T) {
 		want    bool
 	}{
 		{"nobody waits", []Coll{{}, {}}, false},
-		{"all in one barrier", []Coll{b(1), b(1), b(1)}, false},
-		{"one elsewhere, the others in a barrier", []Coll{{}, b(3), b(3)}, false},
-		{"barriers one apart (a rank left the one before)", []Coll{b(2), b(3)}, false},
-		{"barriers two apart", []Coll{b(2), {}, b(4)}, true},
-		{"all-gathers two apart", []Coll{g(5), g(3)}, true},
-		{"an all-gather and barriers", []Coll{g(1), b(1), b(1)}, true},
-		{"a barrier and an all-reduce", []Coll{b(1), tree("all-reduce", 1)}, true},
-		{"a broadcast and a reduce (one family)", []Coll{tree("broadcast", 1), tree("reduce", 4)}, false},
-		{"broadcasts far apart (a root runs ahead)", []Coll{tree("broadcast", 1), tree("broadcast", 9)}, false},
+		{"all in one barrier", []Coll{b(1, 1), b(1, 1), b(1, 1)}, false},
+		{"one elsewhere, the others in a barrier", []Coll{{}, b(3, 3), b(3, 3)}, false},
+		{"barriers one apart (a rank left the one before)", []Coll{b(2, 2), b(3, 3)}, false},
+		{"barriers two apart", []Coll{b(2, 2), {}, b(4, 4)}, true},
+		{"all-gathers two apart", []Coll{g(5, 5), g(3, 3)}, true},
+		{"an all-gather and barriers as the same call", []Coll{g(1, 1), b(1, 1), b(1, 1)}, true},
+		{"some left an all-gather for the next barrier, others still in it", []Coll{b(1, 2), b(1, 2), g(1, 1), g(1, 1)}, false},
+		{"some left a barrier for the next all-gather, others still in it", []Coll{g(1, 2), b(1, 1)}, false},
+		{"a barrier and an all-reduce as the same call", []Coll{b(1, 1), tree("all-reduce", 1, 1)}, true},
+		{"a broadcast and a reduce at different calls", []Coll{tree("broadcast", 1, 1), tree("reduce", 4, 5)}, false},
+		{"broadcasts far apart (a root runs ahead)", []Coll{tree("broadcast", 1, 1), tree("broadcast", 9, 9)}, false},
 		{"one reduction, one root", []Coll{at("reduce", 3, 0), at("reduce", 3, 0), {}}, false},
 		{"one reduction, two roots", []Coll{at("reduce", 3, 0), {}, at("reduce", 3, 1)}, true},
 		{"one tree collective, two kinds", []Coll{at("reduce", 2, 0), at("broadcast", 2, 0)}, true},

@@ -87,6 +87,10 @@ type Coll struct {
 	// of the same root, on every rank.
 	Tree uint64
 	Root int // the root of a broadcast or reduction
+	// Index numbers the call among all of the rank's collective calls,
+	// of every kind, from 1: in a program whose collectives match, call k
+	// is the same collective on every rank.
+	Index uint64
 }
 
 // String says where the rank waits: "in barrier 3", "in broadcast 2 from
