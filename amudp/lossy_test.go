@@ -576,3 +576,55 @@ func TestPeerDepthBindsBeforeSendDepth(t *testing.T) {
 		}
 	})
 }
+
+// sendTimes records when its transport sends.
+type sendTimes struct {
+	amudp.Transport
+	at []time.Time
+}
+
+func (s *sendTimes) Send(b []byte, to netip.AddrPort) error {
+	s.at = append(s.at, time.Now())
+	return s.Transport.Send(b, to)
+}
+
+// TestIdlePeerUnderHeavyLossIsAskedOften: a peer that has sent nothing yet
+// (idle: it only answers) cannot be told from a dead one, and over links
+// that lose half the datagrams each way a round trip succeeds one time in
+// four. Each of 40 fresh pairs sends one request: the waits between its
+// transmissions never exceed Probe (250 ms), and none is given up. With waits
+// that doubled up to GASNET_REQUESTTIMEOUT_MAX (30 s), one request in three
+// met a wait of 1.6 s or more, and jobs stalled for a minute.
+func TestIdlePeerUnderHeavyLossIsAskedOften(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lnet := amudptest.New(5, 0.50, 0, 0)
+		var longest time.Duration
+		for range 40 {
+			rec := &sendTimes{}
+			eps, stop := pair(t, lnet, amudp.Config{Retransmit: retransmit.DefaultConfig()}, func(tr amudp.Transport) amudp.Transport {
+				rec.Transport = tr
+				return rec
+			})
+			eps[1].Register(130, func(*amudp.Token, []uint32, []byte) {})
+			var returned int
+			eps[0].SetReturnedHandler(func(amudp.Returned) { returned++ })
+			if err := eps[0].RequestShort(1, 130); err != nil {
+				t.Fatal(err)
+			}
+			if err := eps[0].Drain(); err != nil {
+				t.Fatal(err)
+			}
+			stop()
+			for i := 1; i < len(rec.at); i++ {
+				longest = max(longest, rec.at[i].Sub(rec.at[i-1]))
+			}
+			if returned > 0 {
+				t.Errorf("a request to a live peer was given up")
+			}
+		}
+		t.Logf("longest wait between transmissions: %v of virtual time", longest)
+		if longest > retransmit.DefaultProbe {
+			t.Errorf("a request waited %v between transmissions to a live peer, want at most %v", longest, retransmit.DefaultProbe)
+		}
+	})
+}

@@ -346,6 +346,9 @@ func start() (*Job, int, error) {
 			Backoff: cfg.ReqTimeoutBackoff,
 			Max:     maxRTO,
 			MinRTO:  time.Millisecond,
+			// A crowded host's first wait may exceed the probe interval
+			// (see firstWait): waits do not go below it.
+			Probe: max(retransmit.DefaultProbe, firstRTO),
 		},
 	})
 	if err != nil {

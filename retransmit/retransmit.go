@@ -41,16 +41,27 @@ const maxScheduleTerms = 64
 //   - Heard is ours: a peer heard from within Heard counts as alive, and the
 //     waits of its requests grow by one RTT timeout per attempt instead of
 //     multiplying by Backoff (see NextWait). Zero means DefaultHeard.
+//   - Probe is ours: no wait is longer than Probe either (zero means
+//     DefaultProbe). A peer that is alive but idle (in a barrier, say)
+//     sends nothing of its own, so under heavy loss it cannot be told from
+//     a dead one; waits that doubled up to Max (30 s) stalled such jobs
+//     for a minute. Probing at least this often costs one datagram per
+//     Probe to a peer that is really silent (whose requests are probed one
+//     at a time), and leaves the give-up time as it is.
 type Config struct {
 	Initial time.Duration
 	Backoff uint32
 	Max     time.Duration
 	MinRTO  time.Duration
 	Heard   time.Duration
+	Probe   time.Duration
 }
 
 // DefaultHeard is the default of Config.Heard.
 const DefaultHeard = time.Second
+
+// DefaultProbe is the default of Config.Probe.
+const DefaultProbe = 250 * time.Millisecond
 
 func (c Config) heard() time.Duration {
 	if c.Heard <= 0 {
@@ -73,7 +84,7 @@ func (c Config) heard() time.Duration {
 //   - else the peer is silent: the wait is multiplied by Backoff, as in the
 //     reference.
 //
-// Every wait is at most Max (InfiniteCap when Max is 0).
+// Every wait is at most Max (InfiniteCap when Max is 0) and at most Probe.
 func (c Config) NextWait(wait, rto time.Duration, last, heard, now Time) time.Duration {
 	var next time.Duration
 	switch {
@@ -90,8 +101,8 @@ func (c Config) NextWait(wait, rto time.Duration, last, heard, now Time) time.Du
 	return min(max(next, 1), c.waitCap())
 }
 
-// InfiniteCap caps each wait when Config.Max is 0 (never give up). It is the
-// reference default of GASNET_REQUESTTIMEOUT_MAX.
+// InfiniteCap caps each wait when Config.Max is 0 (never give up), were
+// Probe longer. It is the reference default of GASNET_REQUESTTIMEOUT_MAX.
 const InfiniteCap = 30 * time.Second
 
 // DefaultConfig returns the reference defaults: 100 ms, ×2, 30 s, and a 1 ms
@@ -118,12 +129,17 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// waitCap is the longest single wait.
+// waitCap is the longest single wait: Max (InfiniteCap when 0), at most
+// Probe.
 func (c Config) waitCap() time.Duration {
-	if c.Max == 0 {
-		return InfiniteCap
+	probe := c.Probe
+	if probe <= 0 {
+		probe = DefaultProbe
 	}
-	return c.Max
+	if c.Max == 0 {
+		return min(InfiniteCap, probe)
+	}
+	return min(c.Max, probe)
 }
 
 // GiveUpAfter is how long a peer must stay silent (from a request's first

@@ -84,19 +84,33 @@ func drive(t *testing.T, cfg Config, start Time, limit int) (resends []time.Dura
 	return resends, -1
 }
 
+// TestBackoffSequenceAndGiveUp: to a silent peer, the waits double from
+// Initial up to Probe (250 ms) and stay there, and the request is given up
+// after the reference schedule's 81.1 s (GiveUpAfter); with Probe as long
+// as Max, the waits are the reference's own.
 func TestBackoffSequenceAndGiveUp(t *testing.T) {
-	resends, gaveUp := drive(t, DefaultConfig(), 1000, 100)
-	want := []time.Duration{100 * ms, 300 * ms, 700 * ms, 1500 * ms, 3100 * ms, 6300 * ms, 12700 * ms, 25500 * ms, 51100 * ms}
+	resends, gaveUp := drive(t, DefaultConfig(), 1000, 400)
+	want := []time.Duration{100 * ms, 300 * ms}
+	for at := 550 * ms; at < 81100*ms; at += 250 * ms {
+		want = append(want, at)
+	}
 	if d := cmp.Diff(want, resends); d != "" {
 		t.Errorf("retransmission times (-want +got):\n%s", d)
 	}
 	if gaveUp != 81100*ms {
 		t.Errorf("gave up after %v, want 81.1s", gaveUp)
 	}
+	ref := DefaultConfig()
+	ref.Probe = ref.Max
+	resends, gaveUp = drive(t, ref, 1000, 100)
+	want = []time.Duration{100 * ms, 300 * ms, 700 * ms, 1500 * ms, 3100 * ms, 6300 * ms, 12700 * ms, 25500 * ms, 51100 * ms}
+	if d := cmp.Diff(want, resends); d != "" || gaveUp != 81100*ms {
+		t.Errorf("with Probe = Max: gave up after %v; retransmission times (-want +got):\n%s", gaveUp, d)
+	}
 }
 
 func TestCapPerAttempt(t *testing.T) {
-	cfg := Config{Initial: 100 * ms, Backoff: 4, Max: 1000 * ms}
+	cfg := Config{Initial: 100 * ms, Backoff: 4, Max: 1000 * ms, Probe: time.Minute}
 	resends, gaveUp := drive(t, cfg, 0, 100)
 	// waits 100, 400 (both ≤ max), then 1000 (1600 capped), give up at 1500.
 	want := []time.Duration{100 * ms, 500 * ms}
@@ -114,10 +128,10 @@ func TestNeverGiveUp(t *testing.T) {
 	if gaveUp != -1 {
 		t.Fatalf("gave up after %v with Max=0", gaveUp)
 	}
-	// Waits grow to InfiniteCap and stay there.
+	// Waits grow to Probe and stay there.
 	last := resends[len(resends)-1] - resends[len(resends)-2]
-	if last != InfiniteCap {
-		t.Errorf("last wait %v, want %v", last, InfiniteCap)
+	if last != DefaultProbe {
+		t.Errorf("last wait %v, want %v", last, DefaultProbe)
 	}
 }
 
@@ -296,8 +310,8 @@ func TestNextWait(t *testing.T) {
 		{"heard within Heard: grows by rto", 8 * ms, 10 * sec, 10*sec - Time(500*ms), 10*sec + Time(8*ms), 10 * ms},
 		{"silent for Heard: doubles", 8 * ms, 10 * sec, 10*sec - Time(time.Second), 10*sec + Time(8*ms), 16 * ms},
 		{"never heard: doubles", 100 * ms, 10 * sec, 0, 10*sec + Time(100*ms), 200 * ms},
-		{"capped at Max", 20 * time.Second, 10 * sec, 0, 30 * sec, 30 * time.Second},
-		{"linear growth capped at Max", 30 * time.Second, 10 * sec, 10*sec - 1, 10*sec + 1, 30 * time.Second},
+		{"capped at Probe", 200 * ms, 10 * sec, 0, 30 * sec, DefaultProbe},
+		{"linear growth capped at Probe", DefaultProbe, 10 * sec, 10*sec - 1, 10*sec + 1, DefaultProbe},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -305,6 +319,11 @@ func TestNextWait(t *testing.T) {
 				t.Errorf("NextWait = %v, want %v", got, tc.want)
 			}
 		})
+	}
+	long := cfg
+	long.Probe = time.Minute
+	if got := long.NextWait(20*time.Second, rto, 10*sec, 0, 30*sec); got != 30*time.Second {
+		t.Errorf("with a Probe of a minute, NextWait = %v, want Max (30 s)", got)
 	}
 }
 
