@@ -310,14 +310,15 @@ func start() (*Job, int, error) {
 	// say tells, in verbose mode, why rank 0 runs as it does ("": nothing
 	// to tell).
 	say := func(why string) {
-		if cfg.VerboseEnv && w.Rank == 0 && why != "" {
+		if cfg.VerboseEnv && w.Rank() == 0 && why != "" {
 			fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), why)
 		}
 	}
-	spin, polite, why := progressMode(cfg.PollSpin, src["GASNET_POLL_SPIN"].Var != "", w.HostCount, w.HostCPUs)
+	hostRanks, hostCPUs := w.Host()
+	spin, polite, why := progressMode(cfg.PollSpin, src["GASNET_POLL_SPIN"].Var != "", hostRanks, hostCPUs)
 	say(why)
 	// The runtime ignores an empty GOMAXPROCS; so does this.
-	procs, why := procsMode(os.Getenv("GOMAXPROCS") != "", w.HostCount, w.HostCPUs)
+	procs, why := procsMode(os.Getenv("GOMAXPROCS") != "", hostRanks, hostCPUs)
 	switch {
 	case procs > 0 && runtime.GOMAXPROCS(0) != procs:
 		runtime.GOMAXPROCS(procs)
@@ -327,7 +328,7 @@ func start() (*Job, int, error) {
 	say(why)
 	maxRTO := time.Duration(cfg.ReqTimeoutMax) * time.Microsecond
 	firstRTO, why := firstWait(time.Duration(cfg.ReqTimeoutInitial)*time.Microsecond, maxRTO,
-		src["GASNET_REQUESTTIMEOUT_INITIAL"].Var != "", w.HostCount, w.HostCPUs)
+		src["GASNET_REQUESTTIMEOUT_INITIAL"].Var != "", hostRanks, hostCPUs)
 	say(why)
 	w.SetGrace(cfg.ExitTimeout / 2)
 	w.SetLiveness(cfg.Liveness)
@@ -336,7 +337,7 @@ func start() (*Job, int, error) {
 		return nil, 1, err
 	}
 	ep, err := amudp.NewEndpoint(udp, amudp.Config{
-		Rank: w.Rank, Secret: w.Secret, NetworkDepth: cfg.NetworkDepth, SendDepth: cfg.SendDepth,
+		Rank: w.Rank(), Secret: w.Secret, NetworkDepth: cfg.NetworkDepth, SendDepth: cfg.SendDepth,
 		RecvDepth: cfg.RecvDepth, SocketBufferMax: cfg.SockBufMax, Spin: spin, Polite: polite,
 		AuthPayload: cfg.AuthPayload,
 		Reserved:    FirstClientHandler,
@@ -357,19 +358,19 @@ func start() (*Job, int, error) {
 	if err := ep.SetPeers(addrs); err != nil {
 		return nil, 1, err
 	}
-	j := newJob(ep, w, w.Rank, w.Size, cfg.ExitTimeout)
+	j := newJob(ep, w, w.Rank(), w.Size(), cfg.ExitTimeout)
 	j.hangWarn = cfg.HangWarn
-	algo, why := chooseBarrier(cfg.Barrier, w.Crowded)
-	j.bar.setAlgo(algo, w.Rank, w.Size)
+	algo, why := chooseBarrier(cfg.Barrier, w.Crowded())
+	j.bar.setAlgo(algo, w.Rank(), w.Size())
 	say(why)
 	w.OnEvent(ep.Wake)
 	if cfg.Stats {
-		w.AtExit(func() { fmt.Fprintf(os.Stderr, "%s: rank %d stats: %v\n", progName(), w.Rank, ep.Stats()) })
+		w.AtExit(func() { fmt.Fprintf(os.Stderr, "%s: rank %d stats: %v\n", progName(), w.Rank(), ep.Stats()) })
 	}
 	if err := j.relayTable(w); err != nil {
-		return nil, 1, fmt.Errorf("rank %d: %w", w.Rank, err)
+		return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
 	}
-	j.setHosts(w.Hosts)
+	j.setHosts(w.Hosts())
 	if cfg.RcvThread {
 		go progress(ep)
 	}

@@ -2,6 +2,7 @@ package conduit
 
 import (
 	"fmt"
+	"net/netip"
 	"sync"
 
 	"github.com/udpconduit/udpconduit/amudp"
@@ -30,13 +31,25 @@ func (t *tableIn) chunk(_ *amudp.Token, a []uint32, p []byte) {
 	t.add(int(a[0]), int(a[1]), int(a[2]), p, "the relayed address table")
 }
 
+// relayLink is what relayTable needs of the rank's link to its console
+// (a *spawn.Worker): its place, and the address table as far as it has
+// it.
+type relayLink interface {
+	Rank() int
+	Size() int
+	HasTable() bool
+	Table() spawn.Table
+	SetTable(spawn.Table) error
+	Addrs() ([]netip.AddrPort, error)
+}
+
 // relayTable completes this worker's address table: rank 0 has it from the
 // console; every other rank waits for it from its tree parent. Each then
 // passes it on to its tree children and goes on, without a barrier: a rank
 // that has the table may send to one still waiting for it, whose endpoint
 // takes the sender's address from the authenticated datagram and answers
 // (amudp's Endpoint.FillPeers), so nothing waits for a retransmission.
-func (j *Job) relayTable(w *spawn.Worker) error {
+func (j *Job) relayTable(w relayLink) error {
 	ep, tab := j.ep, &j.table
 	var blob []byte // the table's wire form, passed on as it came
 	if w.HasTable() {
@@ -54,7 +67,7 @@ func (j *Job) relayTable(w *spawn.Worker) error {
 		if bad != nil {
 			return bad
 		}
-		t, err := spawn.DecodeTable(blob, w.Size)
+		t, err := spawn.DecodeTable(blob, w.Size())
 		if err != nil {
 			return err
 		}
@@ -69,7 +82,7 @@ func (j *Job) relayTable(w *spawn.Worker) error {
 			return err
 		}
 	}
-	for _, c := range binomial.Children(w.Rank, w.Size) {
+	for _, c := range binomial.Children(w.Rank(), w.Size()) {
 		err := sendChunks(blob, func(i, chunks int, part []byte) error {
 			return ep.RequestMedium(c, hTable, part, uint32(i), uint32(chunks), uint32(len(blob)))
 		})

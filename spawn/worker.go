@@ -28,7 +28,7 @@ func IsWorker() bool { return os.Getenv(EnvMaster) != "" }
 // job (DESIGN.md §7); the program's collectives run among the workers
 // (package conduit).
 type Worker struct {
-	Welcome
+	wel Welcome // the console's welcome, its table completed by SetTable
 	// Secret is the job secret, from which datagram tags are derived.
 	Secret []byte
 	// LocalIP is the address of the interface that reaches the console; the
@@ -58,6 +58,24 @@ type Worker struct {
 	atExit      atomic.Pointer[func()]
 	exitOnce    sync.Once
 }
+
+// Rank returns this worker's rank, and Size the job's number of ranks.
+func (w *Worker) Rank() int { return w.wel.Rank }
+
+// Size returns the job's number of ranks.
+func (w *Worker) Size() int { return w.wel.Size }
+
+// Hosts returns every rank's host identity, once the table is complete
+// (HasTable).
+func (w *Worker) Hosts() []string { return w.wel.Hosts }
+
+// Host returns how many ranks share this worker's host, itself included,
+// and how many CPUs they may run on together (see Oversubscribed).
+func (w *Worker) Host() (ranks, cpus int) { return w.wel.HostCount, w.wel.HostCPUs }
+
+// Crowded reports whether some host of the job is oversubscribed: the same
+// on every rank (see Welcome.Crowded).
+func (w *Worker) Crowded() bool { return w.wel.Crowded }
 
 // AtExit sets f to run once when this rank ends through the library (it
 // calls Exit, or the console tells it to exit), before the process exits.
@@ -337,13 +355,13 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 		decodeBody(body, &c)
 		return &EndedError{Code: c.Code}
 	}
-	if typ != frameWelcome || decodeBody(body, &w.Welcome) != nil {
+	if typ != frameWelcome || decodeBody(body, &w.wel) != nil {
 		return fmt.Errorf("malformed welcome from the console")
 	}
 	if w.children != nil {
 		close(w.children.welcome)
 	}
-	for k, v := range w.Env {
+	for k, v := range w.wel.Env {
 		if old, ok := os.LookupEnv(k); !ok || old != v {
 			os.Setenv(k, v)
 			w.EnvChanged = true
@@ -364,24 +382,24 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 // once the table is complete (HasTable), else those of this rank and its
 // relay-tree neighbours, the others being the zero AddrPort.
 func (w *Worker) Addrs() ([]netip.AddrPort, error) {
-	out := make([]netip.AddrPort, w.Size)
+	out := make([]netip.AddrPort, w.wel.Size)
 	parse := func(r int, s string) error {
 		a, err := netip.ParseAddrPort(s)
-		if err != nil || r < 0 || r >= w.Size {
+		if err != nil || r < 0 || r >= w.wel.Size {
 			return fmt.Errorf("console sent a bad address for rank %d: %q", r, s)
 		}
 		out[r] = a
 		return nil
 	}
 	if w.HasTable() {
-		for r, s := range w.Welcome.Addrs {
+		for r, s := range w.wel.Addrs {
 			if err := parse(r, s); err != nil {
 				return nil, err
 			}
 		}
 		return out, nil
 	}
-	for r, s := range w.Peers {
+	for r, s := range w.wel.Peers {
 		if err := parse(r, s); err != nil {
 			return nil, err
 		}
@@ -391,21 +409,21 @@ func (w *Worker) Addrs() ([]netip.AddrPort, error) {
 
 // HasTable reports whether this worker has every rank's address and host.
 func (w *Worker) HasTable() bool {
-	return len(w.Welcome.Addrs) == w.Size && len(w.Welcome.Hosts) == w.Size
+	return len(w.wel.Addrs) == w.wel.Size && len(w.wel.Hosts) == w.wel.Size
 }
 
 // Table returns the complete table, for relaying it on.
-func (w *Worker) Table() Table { return Table{Addrs: w.Welcome.Addrs, Hosts: w.Welcome.Hosts} }
+func (w *Worker) Table() Table { return Table{Addrs: w.wel.Addrs, Hosts: w.wel.Hosts} }
 
 // SetTable installs the table relayed from this worker's tree parent. It
 // must agree with the addresses the console sent.
 func (w *Worker) SetTable(t Table) error {
-	for r, s := range w.Peers {
+	for r, s := range w.wel.Peers {
 		if r < 0 || r >= len(t.Addrs) || t.Addrs[r] != s {
 			return fmt.Errorf("relayed address table disagrees with the console on rank %d", r)
 		}
 	}
-	w.Welcome.Addrs, w.Welcome.Hosts = t.Addrs, t.Hosts
+	w.wel.Addrs, w.wel.Hosts = t.Addrs, t.Hosts
 	return nil
 }
 
@@ -437,7 +455,7 @@ func (w *Worker) readLoop() {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				err = fmt.Errorf("no word from it for %v, GASNET_LIVENESS_TIMEOUT", live)
 			}
-			fmt.Fprintf(os.Stderr, "udpconduit: rank %d: lost the console (%v); exiting\n", w.Rank, err)
+			fmt.Fprintf(os.Stderr, "udpconduit: rank %d: lost the console (%v); exiting\n", w.wel.Rank, err)
 			w.exit(1)
 		}
 		switch typ {
