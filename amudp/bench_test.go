@@ -119,7 +119,8 @@ func (r *rawPingPong) run(n int) time.Duration {
 }
 
 // rawStream streams 65000-byte datagrams with a window of 64 and a
-// cumulative ack every 16, as ../shared/bench/c/udp_stream.c does.
+// cumulative ack every 16: the raw-UDP floor of a flood, as a C program
+// on bare sockets would run it.
 type rawStream struct {
 	tx, rx  *UDP
 	sp      *spinner

@@ -23,11 +23,9 @@ const maxBlock = 20 * time.Millisecond
 // ranks than cores. Wakeups do not depend on it: datagrams, Wake and
 // retransmission deadlines end a sleep; it only bounds the cost of a missed
 // one. Each extra wakeup of a waiter costs context switches (the Go
-// runtime's monitor thread polls ~60 times after each blocking syscall)
-// that the busy ranks pay for: hello 1024 on 2 cores took 35-41 s and 67-78
-// CPU-s with 200 ms (79k ppoll calls), 24-28 s and 46-55 CPU-s with 5 s
-// (17k), while its early ranks wait ~20 s for the last to start
-// (DESIGN.md §7).
+// runtime's monitor thread polls after each blocking syscall) that the busy
+// ranks pay for, while the early ranks of a large job on few cores wait
+// long for the last to start (DESIGN.md §7 has the measurements).
 const maxBlockPolite = 5 * time.Second
 
 // Poll handles pending messages (at most the receive depth) and due
@@ -144,8 +142,8 @@ const (
 // replies and retransmissions go on), and steps aside while one does,
 // which then polls itself. A waiting goroutine that only slept until a
 // background poller's pass would wait for the scheduler to run it after
-// each message, which on a host whose cores the pollers keep busy took
-// about 100 µs a message. Run it on one goroutine per endpoint.
+// each message, long on a host whose cores the pollers keep busy (README
+// has the figures). Run it on one goroutine per endpoint.
 func (e *Endpoint) Progress() error {
 	e.bgActive.Store(true)
 	defer e.bgActive.Store(false)

@@ -82,7 +82,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	// Every request polls first (DESIGN.md §3), unless a poll pass ended
 	// within the last pollFirstGap: that pass was this request's poll, and
 	// a syscall that would find the socket empty is most of a round trip's
-	// overhead on a VM (about 1.2 µs here).
+	// overhead on a virtual machine.
 	if time.Duration(int64(e.now())-e.lastPass.Load()) >= pollFirstGap && e.pollMu.TryLock() {
 		err := e.pollLocked(nil)
 		e.pollMu.Unlock()

@@ -13,8 +13,7 @@ import (
 const (
 	frameJoin    byte = 1 // worker → console: Join
 	frameWelcome byte = 2 // console → worker: Welcome
-	// 3 and 4 were the console's barrier and all-gather; collectives run
-	// among the workers.
+	// 3 and 4 are unused: collectives run among the workers.
 	frameExit      byte = 5 // worker → console: Exit(code) called
 	frameTerminate byte = 6 // console → worker: exit now with the code in the body
 	frameOutput    byte = 7 // worker → console, first frame of a routed output stream: Output

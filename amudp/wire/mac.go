@@ -20,8 +20,8 @@ import (
 // numbers discard.
 //
 // SipHash is a pseudorandom function built for short inputs (Aumasson and
-// Bernstein, 2012): about 1 ns per byte plus 20 ns here, against ~1 µs for
-// HMAC-SHA-256 of a header.
+// Bernstein, 2012), tens of times cheaper than HMAC-SHA-256 for a header
+// (BenchmarkMAC measures it).
 
 // Key is the MAC key of a job.
 type Key struct{ k0, k1 uint64 }
