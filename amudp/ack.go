@@ -3,7 +3,7 @@ package amudp
 import (
 	"time"
 
-	"github.com/udpconduit/udpconduit/amudp/wire"
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 	"github.com/udpconduit/udpconduit/retransmit"
 )
 

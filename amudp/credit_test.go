@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/udpconduit/udpconduit/amudp/wire"
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 )
 
 // creditModel is the naive reference: counts per peer and in total.

@@ -38,6 +38,6 @@
 //	transport.go  the Transport interface; udp_linux.go the raw-syscall
 //	              socket, udp_conn.go the portable one on net.UDPConn
 //
-// The datagram format is package wire; an in-memory lossy Transport for
+// The datagram format is package amudp/internal/wire; an in-memory lossy Transport for
 // tests is package amudptest.
 package amudp

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/udpconduit/udpconduit/amudp/wire"
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 	"github.com/udpconduit/udpconduit/retransmit"
 )
 

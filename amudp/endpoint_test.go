@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/udpconduit/udpconduit/amudp/wire"
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 	"github.com/udpconduit/udpconduit/retransmit"
 )
 

@@ -3,7 +3,7 @@ package amudp
 import (
 	"net/netip"
 
-	"github.com/udpconduit/udpconduit/amudp/wire"
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 )
 
 // handlerView returns the payload a handler sees for a received request or

@@ -3,7 +3,7 @@ package amudp
 import (
 	"fmt"
 
-	"github.com/udpconduit/udpconduit/amudp/wire"
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 )
 
 // Token identifies the message a handler is running for, and replies to it.

@@ -6,7 +6,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/udpconduit/udpconduit/amudp/wire"
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 )
 
 // Handler runs an active message. args are the message's arguments. For a

@@ -1,9 +1,9 @@
 package amudp
 
-import "github.com/udpconduit/udpconduit/amudp/wire"
+import "github.com/udpconduit/udpconduit/amudp/internal/wire"
 
-// The names of the wire format that the endpoint's API uses, so that callers
-// need not import package wire.
+// The names of the wire format that the endpoint's API uses, defined in
+// amudp/internal/wire and exported here, once, for amudp's users.
 type (
 	// Kind is the message kind of a datagram (wire.Kind).
 	Kind = wire.Kind
