@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
 // hGather is the core handler of the all-gather's messages: args are the
@@ -74,7 +75,7 @@ func (j *Job) allGather(n uint64, data []byte) ([][]byte, error) {
 			cnt := min(d, j.size-d)
 			var msg []byte
 			for _, p := range have[:cnt] {
-				msg = appendPart(msg, p)
+				msg = varenc.AppendBytes(msg, p)
 			}
 			to := (j.rank - d + j.size) % j.size
 			err := sendChunks(msg, func(c, chunks int, part []byte) error {
@@ -92,12 +93,15 @@ func (j *Job) allGather(n uint64, data []byte) ([][]byte, error) {
 			if err != nil {
 				return err
 			}
+			// Each part's capacity ends with it: appending to a part
+			// never writes over the next rank's.
+			dec := varenc.Decoder{B: b}
 			for range cnt {
-				p, rest, ok := nextPart(b)
-				if !ok {
+				p := dec.Bytes()
+				if dec.Bad {
 					return fmt.Errorf("malformed all-gather round %d from rank %d", k, (j.rank+d)%j.size)
 				}
-				have, b = append(have, p), rest
+				have = append(have, p)
 			}
 		}
 		if err := j.collWait(func() bool { return g.acked.has(sent) }); err != nil {
@@ -131,7 +135,7 @@ func (j *Job) treeAllGather(n uint64, data []byte) ([][]byte, error) {
 	err := j.waitIn("all-gather", n, j.gat.index, func() error {
 		c := j.nextTreeCall(&j.gat.tree, 0)
 		c.kind = treeGather
-		own := appendPart(make([]byte, 0, binary.MaxVarintLen64+len(data)), data)
+		own := varenc.AppendBytes(make([]byte, 0, binary.MaxVarintLen64+len(data)), data)
 		b, err := c.reduce(own, func(acc, in []byte) ([]byte, error) { return append(acc, in...), nil })
 		if err != nil {
 			return err
@@ -145,33 +149,15 @@ func (j *Job) treeAllGather(n uint64, data []byte) ([][]byte, error) {
 		return nil, err
 	}
 	parts := make([][]byte, j.size)
+	dec := varenc.Decoder{B: all}
 	for r := range parts {
-		var ok bool
-		if parts[r], all, ok = nextPart(all); !ok {
+		if parts[r] = dec.Bytes(); dec.Bad {
 			return nil, fmt.Errorf("malformed all-gather from rank 0: the part of rank %d", r)
 		}
 	}
-	if len(all) != 0 {
-		return nil, fmt.Errorf("malformed all-gather from rank 0: %d bytes after the last rank's part", len(all))
+	if len(dec.B) != 0 {
+		return nil, fmt.Errorf("malformed all-gather from rank 0: %d bytes after the last rank's part", len(dec.B))
 	}
 	j.ep.Fence()
 	return parts, nil
-}
-
-// appendPart appends p to b framed as an all-gather's messages carry each
-// rank's part: its length as a uvarint, then its bytes.
-func appendPart(b, p []byte) []byte {
-	return append(binary.AppendUvarint(b, uint64(len(p))), p...)
-}
-
-// nextPart splits the first framed part off b (see appendPart). The part's
-// capacity ends where it does, so that appending to it never writes over
-// the next rank's. ok is false when b does not start with a whole part.
-func nextPart(b []byte) (p, rest []byte, ok bool) {
-	l, w := binary.Uvarint(b)
-	if w <= 0 || uint64(len(b)-w) < l {
-		return nil, nil, false
-	}
-	end := w + int(l)
-	return b[w:end:end], b[end:], true
 }

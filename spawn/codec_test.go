@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
 // TestFrameBodiesRoundTrip: every control frame's body decodes to what was
@@ -61,9 +62,9 @@ func TestFrameBodiesRejectMalformed(t *testing.T) {
 		"truncated join":      {join[:len(join)-1], &Join{}},
 		"join and a byte":     {append(join, 0), &Join{}},
 		"string past the end": {[]byte{5, 'a', 'b'}, &Hello{}},
-		"int beyond int32":    {appendString(appendInt(nil, 1<<31), ""), &Code{}},
+		"int beyond int32":    {varenc.AppendString(varenc.AppendInt(nil, 1<<31), ""), &Code{}},
 		"forged list length":  {[]byte{0, 2, 0xff, 0xff, 0xff, 0xff, 0x0f}, &Welcome{}},
-		"bool of 2":           {append(appendString(nil, "barrier"), 1, 2), &Coll{}},
+		"bool of 2":           {append(varenc.AppendString(nil, "barrier"), 1, 2), &Coll{}},
 		"overlong varint":     {[]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, &Hello{}},
 	} {
 		var before, after runtime.MemStats

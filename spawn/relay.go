@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/udpconduit/udpconduit/spawn/binomial"
+	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
 // The address table reaches the workers through a binomial tree rooted at
@@ -64,12 +65,11 @@ func welcomes(tab Table, cpus []int, masks []string, env map[string]string) []We
 //	         uvarint length, address bytes)
 //
 // A job's ranks share a few hosts, so each rank costs its address and a
-// byte or two (JSON, which this replaced, repeated every host name and was
-// 18% of the CPU while 1024 workers on 2 cores took their table).
+// byte or two.
 const tableVersion = 1
 
 // EncodeTable returns the relay's wire form of t, whose Addrs and Hosts
-// have one entry per rank.
+// have one entry per rank (package varenc's encoding).
 func EncodeTable(t Table) []byte {
 	index := map[string]int{}
 	var hosts []string
@@ -84,18 +84,11 @@ func EncodeTable(t Table) []byte {
 	for _, a := range t.Addrs {
 		size += 2*binary.MaxVarintLen64 + len(a)
 	}
-	b := make([]byte, 0, size)
-	b = append(b, tableVersion)
-	b = binary.AppendUvarint(b, uint64(len(hosts)))
-	for _, h := range hosts {
-		b = binary.AppendUvarint(b, uint64(len(h)))
-		b = append(b, h...)
-	}
-	b = binary.AppendUvarint(b, uint64(len(t.Addrs)))
+	b := append(make([]byte, 0, size), tableVersion)
+	b = varenc.AppendStrings(b, hosts)
+	b = varenc.AppendUint(b, uint64(len(t.Addrs)))
 	for r, a := range t.Addrs {
-		b = binary.AppendUvarint(b, uint64(index[t.Hosts[r]]))
-		b = binary.AppendUvarint(b, uint64(len(a)))
-		b = append(b, a...)
+		b = varenc.AppendString(varenc.AppendUint(b, uint64(index[t.Hosts[r]])), a)
 	}
 	return b
 }
@@ -107,45 +100,23 @@ func DecodeTable(b []byte, n int) (Table, error) {
 	if len(b) == 0 || b[0] != tableVersion {
 		return Table{}, bad
 	}
-	all, off, ok := string(b), 1, true
-	uvarint := func() uint64 {
-		v, k := binary.Uvarint(b[off:])
-		if k <= 0 {
-			ok = false
-			return 0
-		}
-		off += k
-		return v
-	}
-	str := func() string {
-		l := uvarint()
-		if !ok || l > uint64(len(b)-off) {
-			ok = false
-			return ""
-		}
-		off += int(l)
-		return all[off-int(l) : off]
-	}
-	nh := uvarint()
-	if !ok || nh == 0 || nh > uint64(n) { // distinct hosts of n >= 1 ranks
+	d := varenc.Shared(b[1:])
+	hosts := d.Strings()
+	if d.Bad || len(hosts) == 0 || len(hosts) > n { // distinct hosts of n >= 1 ranks
 		return Table{}, bad
 	}
-	hosts := make([]string, nh)
-	for i := range hosts {
-		hosts[i] = str()
-	}
-	if nr := uvarint(); !ok || nr != uint64(n) {
+	if nr := d.Uint(); d.Bad || nr != uint64(n) {
 		return Table{}, bad
 	}
 	t := Table{Addrs: make([]string, n), Hosts: make([]string, n)}
 	for r := range n {
-		h := uvarint()
-		if !ok || h >= nh {
+		h := d.Uint()
+		if d.Bad || h >= uint64(len(hosts)) {
 			return Table{}, bad
 		}
-		t.Hosts[r], t.Addrs[r] = hosts[h], str()
+		t.Hosts[r], t.Addrs[r] = hosts[h], d.String()
 	}
-	if !ok || off != len(b) {
+	if d.Bad || len(d.B) != 0 {
 		return Table{}, bad
 	}
 	return t, nil

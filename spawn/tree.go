@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 	"strings"
 	"time"
+
+	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
 // EnvTree marks a worker of a spawn tree: the second line of its stdin is
@@ -25,13 +27,13 @@ type TreeInfo struct {
 // frames' encoding, in hexadecimal.
 
 func (t TreeInfo) appendBody(b []byte) []byte {
-	b = appendInt(appendStrings(b, t.Servers), t.Degree)
-	return appendString(appendStrings(appendString(b, t.Program), t.Args), t.Dir)
+	b = varenc.AppendInt(varenc.AppendStrings(b, t.Servers), t.Degree)
+	return varenc.AppendString(varenc.AppendStrings(varenc.AppendString(b, t.Program), t.Args), t.Dir)
 }
 
-func (t *TreeInfo) readBody(d *decoder) {
-	t.Servers, t.Degree = d.strings(), d.int()
-	t.Program, t.Args, t.Dir = d.string(), d.strings(), d.string()
+func (t *TreeInfo) readBody(d *varenc.Decoder) {
+	t.Servers, t.Degree = d.Strings(), d.Int()
+	t.Program, t.Args, t.Dir = d.String(), d.Strings(), d.String()
 }
 
 // treeLine encodes t as the line a tree worker reads from its session.
