@@ -85,10 +85,10 @@ func variables() []struct{ name, bare, field string } {
 	return out
 }
 
-// ResolveAliases returns, for each GASNET_X variable of Config, which
+// resolveAliases returns, for each GASNET_X variable of Config, which
 // variable of env sets it: GASNET_X first, then AMUDP_X, then the bare name
 // where documented. env is in os.Environ form.
-func ResolveAliases(env []string) map[string]Source {
+func resolveAliases(env []string) map[string]Source {
 	m := map[string]string{}
 	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -119,7 +119,7 @@ func LoadConfig() (*Config, map[string]Source, error) {
 }
 
 func loadConfig(env []string) (*Config, map[string]Source, error) {
-	src := ResolveAliases(env)
+	src := resolveAliases(env)
 	// envconfig reads the process environment; point the full names at the
 	// resolved values for the duration of the parse.
 	var restore []func()
@@ -219,15 +219,15 @@ func (c *Config) validate(src map[string]Source) error {
 	return nil
 }
 
-// MinGiveUp is the shortest give-up time (a silent peer's requests are
+// minGiveUp is the shortest give-up time (a silent peer's requests are
 // undeliverable after it) the request timeouts may add up to: shorter ones
 // would abort healthy jobs whose peer is merely descheduled for a moment.
-const MinGiveUp = time.Second
+const minGiveUp = time.Second
 
 // checkGiveUp checks the request timeouts: an initial wait above the
 // maximum is refused when the user set it, and lowered to the maximum
 // when only the maximum was set (the default initial wait is the one in
-// conflict); a schedule that gives up in less than MinGiveUp is refused,
+// conflict); a schedule that gives up in less than minGiveUp is refused,
 // naming the time it would give up after.
 func (c *Config) checkGiveUp(src map[string]Source) error {
 	if c.ReqTimeoutMax == 0 {
@@ -243,10 +243,10 @@ func (c *Config) checkGiveUp(src map[string]Source) error {
 	}
 	rc := retransmit.Config{Initial: time.Duration(c.ReqTimeoutInitial) * time.Microsecond, Backoff: c.ReqTimeoutBackoff,
 		Max: time.Duration(c.ReqTimeoutMax) * time.Microsecond}
-	if g := rc.GiveUpAfter(); g < MinGiveUp {
+	if g := rc.GiveUpAfter(); g < minGiveUp {
 		return fmt.Errorf("%s=%d with %s=%d and %s=%d gives up on a silent peer after %v: accepted: settings whose give-up time is at least %v (raise the maximum), or %s=0 to never give up",
 			displayName(src, "GASNET_REQUESTTIMEOUT_MAX"), c.ReqTimeoutMax, displayName(src, "GASNET_REQUESTTIMEOUT_INITIAL"), c.ReqTimeoutInitial,
-			displayName(src, "GASNET_REQUESTTIMEOUT_BACKOFF"), c.ReqTimeoutBackoff, g, MinGiveUp, displayName(src, "GASNET_REQUESTTIMEOUT_MAX"))
+			displayName(src, "GASNET_REQUESTTIMEOUT_BACKOFF"), c.ReqTimeoutBackoff, g, minGiveUp, displayName(src, "GASNET_REQUESTTIMEOUT_MAX"))
 	}
 	return nil
 }
@@ -313,8 +313,8 @@ func (c *Config) Describe(src map[string]Source) []string {
 	return lines
 }
 
-// EnvTable renders the variable table of the README from Config's tags.
-func EnvTable() string {
+// envTable renders the variable table of the README from Config's tags.
+func envTable() string {
 	var b strings.Builder
 	b.WriteString("| variable | default | also read as | accepted | meaning |\n|---|---|---|---|---|\n")
 	t := reflect.TypeOf(Config{})
@@ -344,7 +344,7 @@ var helpVars = []string{"GASNET_SPAWNFN", "GASNET_SSH_SERVERS", "GASNET_CSPAWN_C
 // tags.
 func Help(prog, args string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\n", UsageOf(prog, args))
+	fmt.Fprintf(&b, "%s\n\n", usageOf(prog, args))
 	fmt.Fprintf(&b, "Runs a udpconduit job: this process is the console, and starts N workers\n"+
 		"running this program with the arguments after N as their argv; it routes\n"+
 		"their output and exits with the job's code.\n\n")

@@ -28,7 +28,7 @@ func TestREADMEEnvTable(t *testing.T) {
 	if i < 0 || j < i {
 		t.Fatal("README.md has no env:begin/env:end markers")
 	}
-	want := EnvTable()
+	want := envTable()
 	got := s[i+len(envBegin) : j]
 	if got == want {
 		return
@@ -48,7 +48,7 @@ func TestResolveAliases(t *testing.T) {
 		"NETWORKDEPTH=1", "ROUTE_OUTPUT=0", // undocumented bare names are ignored
 		"CSPAWN_CMD=srun -n %N %C", "AMUDP_CSPAWN_CMD=x", // AMUDP_ beats bare
 	}
-	got := ResolveAliases(env)
+	got := resolveAliases(env)
 	want := map[string]Source{
 		"GASNET_NETWORKDEPTH": {"GASNET_NETWORKDEPTH", "64"},
 		"GASNET_LINEBUFFERSZ": {"AMUDP_LINEBUFFERSZ", "80"},
@@ -107,7 +107,7 @@ func TestAssignRanks(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := AssignRanks(tc.joins, len(tc.joins), tc.listed)
+			got, err := assignRanks(tc.joins, len(tc.joins), tc.listed)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)

@@ -34,7 +34,7 @@ func (Custom) Name() string { return "C" }
 // process group of its own, so that a terminal's Ctrl-C reaches only the
 // console, which stops the launcher (and so its tasks) in order.
 func (c Custom) Start(spec *WorkerSpec) (Launch, error) {
-	line, err := ExpandTemplate(c.Template, TemplateVars{N: spec.Count, Command: append([]string{spec.Program}, spec.Args...),
+	line, err := expandTemplate(c.Template, TemplateVars{N: spec.Count, Command: append([]string{spec.Program}, spec.Args...),
 		Dir: spec.Dir, Program: spec.Program, Servers: c.Servers})
 	if err != nil {
 		return nil, err
@@ -43,14 +43,14 @@ func (c Custom) Start(spec *WorkerSpec) (Launch, error) {
 		return nil, err
 	}
 	if c.Say != nil {
-		c.Say("C spawner: /bin/sh -c %s", ShellQuote(line))
+		c.Say("C spawner: /bin/sh -c %s", shellQuote(line))
 	}
 	if simpleCommand(line) {
 		line = "exec " + line // the launcher itself is the console's child
 	}
 	cmd := exec.Command("/bin/sh", "-c", line)
 	cmd.Dir = spec.Dir
-	cmd.Env = LauncherEnv(os.Environ(), append(append([]string(nil), spec.Env...), c.Env...))
+	cmd.Env = launcherEnv(os.Environ(), append(append([]string(nil), spec.Env...), c.Env...))
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// If the console dies, even by SIGKILL, the launcher gets SIGTERM and
 	// stops its tasks (srun cancels the step, mpirun and mpiexec kill their
@@ -133,7 +133,7 @@ func simpleCommand(line string) bool {
 	return quote == 0
 }
 
-// LauncherEnv returns the launcher's environment: base (the console's own),
+// launcherEnv returns the launcher's environment: base (the console's own),
 // then the job's variables (the worker marker and secret). Launchers that
 // forward the environment to their tasks (srun, MPICH's mpiexec, a local
 // Open MPI mpirun) pass them on as they are. For a remote Open MPI launch,
@@ -142,7 +142,7 @@ func simpleCommand(line string) bool {
 // values stay off every command line. SLURM_KILL_BAD_EXIT=1 (srun -K) makes
 // srun end the step when a task fails, as mpirun and mpiexec do, unless
 // the user set it.
-func LauncherEnv(base, job []string) []string {
+func launcherEnv(base, job []string) []string {
 	env := append(append([]string(nil), base...), job...)
 	var names []string
 	for _, kv := range job {
@@ -205,8 +205,8 @@ var launcherVars = []struct{ rank, size, launcher, template string }{
 	{"PMI_RANK", "PMI_SIZE", "mpiexec", "mpiexec -n %N %C"},
 }
 
-// LauncherRank returns the rank a launcher gave this process (-1: none).
-func LauncherRank(getenv func(string) string) int {
+// launcherRank returns the rank a launcher gave this process (-1: none).
+func launcherRank(getenv func(string) string) int {
 	for _, v := range launcherVars {
 		if n, err := strconv.Atoi(getenv(v.rank)); err == nil && n >= 0 {
 			return n

@@ -15,7 +15,7 @@ import (
 // FuzzExpandTemplate: expanding any template never panics, and the worker
 // command %C stands for reaches the launcher as the same words whatever
 // bytes its arguments hold: "x %C" expanded and split as a POSIX shell
-// splits words gives back x and every word (ShellQuote's promise).
+// splits words gives back x and every word (shellQuote's promise).
 func FuzzExpandTemplate(f *testing.F) {
 	f.Add("srun -n %N %C", "a b", `it's "q"`, uint16(4))
 	f.Add("mpirun -np %N %C", "$HOME", `back\slash`, uint16(2))
@@ -24,8 +24,8 @@ func FuzzExpandTemplate(f *testing.F) {
 	f.Add("%C%x", "é", "\x00", uint16(3))
 	f.Fuzz(func(t *testing.T, tmpl, a, b string, n uint16) {
 		v := TemplateVars{N: int(n), Command: []string{"/bin/prog", a, b}, Dir: a, Program: b, Servers: []string{a, b}}
-		ExpandTemplate(tmpl, v) // errors are fine; panics are not
-		out, err := ExpandTemplate("x %C", v)
+		expandTemplate(tmpl, v) // errors are fine; panics are not
+		out, err := expandTemplate("x %C", v)
 		if err != nil {
 			t.Fatalf("x %%C: %v", err)
 		}
@@ -115,9 +115,9 @@ func FuzzSplitServers(f *testing.F) {
 	f.Add("h1 h2,h3/h4;h5:h6")
 	f.Add(" \t\n,,")
 	f.Fuzz(func(t *testing.T, s string) {
-		for _, h := range SplitServers(s) {
+		for _, h := range splitServers(s) {
 			if h == "" || strings.ContainsAny(h, " \t\n,/;:") {
-				t.Fatalf("SplitServers(%q) gave %q", s, h)
+				t.Fatalf("splitServers(%q) gave %q", s, h)
 			}
 		}
 	})

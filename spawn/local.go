@@ -39,7 +39,7 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 	host, _ := os.Hostname()
 	var wg sync.WaitGroup
 	env, secret := withoutSecret(spec.Env)
-	procs := LocalProcs(spec.Count, runtime.NumCPU(), os.Getenv("GOMAXPROCS") != "" || slices.ContainsFunc(env, func(kv string) bool {
+	procs := localProcs(spec.Count, runtime.NumCPU(), os.Getenv("GOMAXPROCS") != "" || slices.ContainsFunc(env, func(kv string) bool {
 		return strings.HasPrefix(kv, "GOMAXPROCS=") && kv != "GOMAXPROCS="
 	}))
 	for i := 0; i < spec.Count; i++ {
@@ -80,7 +80,7 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 	return l, nil
 }
 
-// LocalProcs returns the settings that start each of count workers on one
+// localProcs returns the settings that start each of count workers on one
 // host of cpus CPUs with one P (GOMAXPROCS=1) when they outnumber the CPUs
 // and the user did not set GOMAXPROCS (set; an empty value, which the
 // runtime ignores, is not set), as each worker would choose
@@ -89,7 +89,7 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 // measured 7.5% less CPU for the job (DESIGN.md §7). EnvProcs tells the
 // worker to take GOMAXPROCS out of its environment again, so the program
 // sees the environment its user gave.
-func LocalProcs(count, cpus int, set bool) []string {
+func localProcs(count, cpus int, set bool) []string {
 	if set || !Oversubscribed(count, cpus) {
 		return nil
 	}

@@ -31,7 +31,7 @@ const (
 	// which the worker reads the secret once (L).
 	EnvSecretFD = "GASNET_SPAWN_SECRET_FD"
 	// EnvProcs says that the L spawner set GOMAXPROCS=1 for this worker
-	// (see LocalProcs); the worker removes both from its environment.
+	// (see localProcs); the worker removes both from its environment.
 	EnvProcs = "GASNET_SPAWN_PROCS"
 )
 
@@ -39,11 +39,11 @@ const (
 const reportEvery = 5 * time.Second
 
 // Usage is the one-line usage of a program's console.
-func Usage(prog string) string { return UsageOf(prog, "") }
+func Usage(prog string) string { return usageOf(prog, "") }
 
-// UsageOf is Usage for a program whose own arguments are args ("" for
+// usageOf is Usage for a program whose own arguments are args ("" for
 // "[args...]").
-func UsageOf(prog, args string) string {
+func usageOf(prog, args string) string {
 	if args == "" {
 		args = "[args...]"
 	}
@@ -84,7 +84,7 @@ func spawnerFor(name string, cfg *Config, src map[string]Source, n int, say func
 	case "S":
 		return newSSH(cfg, src, n, say)
 	case "C":
-		c := Custom{Template: cfg.CSpawnCmd, Servers: SplitServers(cfg.CSpawnServers), Say: say}
+		c := Custom{Template: cfg.CSpawnCmd, Servers: splitServers(cfg.CSpawnServers), Say: say}
 		if c.Template == "" {
 			if os.Getenv("SLURM_JOB_ID") == "" {
 				return nil, fmt.Errorf("GASNET_SPAWNFN=C needs GASNET_CSPAWN_CMD, the launcher command: for example 'srun -n %%N %%C' or 'mpirun -np %%N %%C'")
@@ -603,7 +603,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 	for i, p := range joined {
 		js[i] = p.join
 	}
-	ranks, err := AssignRanks(js, j.n, j.listed)
+	ranks, err := assignRanks(js, j.n, j.listed)
 	if err != nil {
 		j.say("%v", err)
 		return j.abort(1, joined)

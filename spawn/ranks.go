@@ -5,14 +5,14 @@ import (
 	"sort"
 )
 
-// AssignRanks gives each of the n joined workers its rank (DESIGN.md §7).
+// assignRanks gives each of the n joined workers its rank (DESIGN.md §7).
 // When any worker requested a rank, all must have, with disjoint values in
 // [0, n). Otherwise workers on one host get contiguous ranks: hosts in the
 // order they first joined, and within a host by spawn index, then join
 // order; but when listed is set (the S spawner, whose server list the user
 // wrote in rank order), rank i is the worker of spawn index i. joins is in
 // join order; the result is indexed like it.
-func AssignRanks(joins []Join, n int, listed bool) ([]int, error) {
+func assignRanks(joins []Join, n int, listed bool) ([]int, error) {
 	if len(joins) != n {
 		return nil, fmt.Errorf("spawn: %d workers joined, want %d", len(joins), n)
 	}

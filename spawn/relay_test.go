@@ -256,8 +256,8 @@ func TestLocalProcs(t *testing.T) {
 		{1, 8, false, nil},
 		{1024, 2, true, nil},
 	} {
-		if d := cmp.Diff(c.want, LocalProcs(c.count, c.cpus, c.set)); d != "" {
-			t.Errorf("LocalProcs(%d, %d, %v) (-want +got):\n%s", c.count, c.cpus, c.set, d)
+		if d := cmp.Diff(c.want, localProcs(c.count, c.cpus, c.set)); d != "" {
+			t.Errorf("localProcs(%d, %d, %v) (-want +got):\n%s", c.count, c.cpus, c.set, d)
 		}
 	}
 }

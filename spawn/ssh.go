@@ -116,7 +116,7 @@ func (s *SSH) remoteCommand(i int, spec *WorkerSpec, prog string) string {
 	}
 	words = append(words, prog)
 	words = append(words, spec.Args...)
-	return "cd " + ShellQuote(dir) + " && " + ShellJoin(words)
+	return "cd " + shellQuote(dir) + " && " + shellJoin(words)
 }
 
 // Start opens one connection per host (several for a host with many
@@ -398,7 +398,7 @@ func (s *SSH) treeLevels(n int) int {
 	if s.Tree == nil {
 		return 1
 	}
-	return TreeDepth(s.Tree.Degree, n)
+	return treeDepth(s.Tree.Degree, n)
 }
 
 // consoleAddrs returns the address the console listens on for an ssh job,

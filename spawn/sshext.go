@@ -31,7 +31,7 @@ func (s *SSH) startExternal(spec *WorkerSpec) (Launch, error) {
 	for i := 0; i < spec.Count; i++ {
 		argv := s.externalArgv(i, s.remoteCommand(i, spec, spec.Program))
 		if s.Say != nil {
-			s.Say("S spawner: worker %d: %s", i, ShellJoin(argv))
+			s.Say("S spawner: worker %d: %s", i, shellJoin(argv))
 		}
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = spec.Dir

@@ -19,14 +19,14 @@ type TemplateVars struct {
 // templateCodes lists the codes a template accepts, for messages.
 const templateCodes = "%N (count), %C (worker command), %D (cwd), %P (program), %M (servers), %% (a percent sign)"
 
-// ExpandTemplate expands a custom spawn command template into a command
+// expandTemplate expands a custom spawn command template into a command
 // line for /bin/sh. Every value that is not a number is quoted for the
 // shell, so that a path or an argument with spaces, quotes, $ or
 // backslashes reaches the workers unchanged whatever the launcher does with
 // its own argv (srun, mpirun and mpiexec pass it on as argv). An unknown
 // %x, a lone % at the end, a template without %C, and %M with fewer servers
 // than N are errors naming what is wrong.
-func ExpandTemplate(tmpl string, v TemplateVars) (string, error) {
+func expandTemplate(tmpl string, v TemplateVars) (string, error) {
 	var b strings.Builder
 	hasC := false
 	for i := 0; i < len(tmpl); i++ {
@@ -44,16 +44,16 @@ func ExpandTemplate(tmpl string, v TemplateVars) (string, error) {
 			b.WriteString(strconv.Itoa(v.N))
 		case 'C':
 			hasC = true
-			b.WriteString(ShellJoin(v.Command))
+			b.WriteString(shellJoin(v.Command))
 		case 'D':
-			b.WriteString(ShellQuote(v.Dir))
+			b.WriteString(shellQuote(v.Dir))
 		case 'P':
-			b.WriteString(ShellQuote(v.Program))
+			b.WriteString(shellQuote(v.Program))
 		case 'M':
 			if len(v.Servers) < v.N {
 				return "", fmt.Errorf("GASNET_CSPAWN_SERVERS lists %d hosts, but %%M of GASNET_CSPAWN_CMD needs %d (one per worker)", len(v.Servers), v.N)
 			}
-			b.WriteString(ShellJoin(v.Servers[:v.N]))
+			b.WriteString(shellJoin(v.Servers[:v.N]))
 		case '%':
 			b.WriteByte('%')
 		default:
@@ -66,11 +66,11 @@ func ExpandTemplate(tmpl string, v TemplateVars) (string, error) {
 	return b.String(), nil
 }
 
-// ShellQuote quotes s as one word for a POSIX shell: as it is when it is
+// shellQuote quotes s as one word for a POSIX shell: as it is when it is
 // made only of characters no shell treats specially, else in single quotes
 // (a single quote inside ends the quoted part, is written escaped with a
 // backslash, and a new quoted part begins).
-func ShellQuote(s string) string {
+func shellQuote(s string) string {
 	if s == "" {
 		return "''"
 	}
@@ -87,17 +87,17 @@ func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// ShellJoin quotes each word with ShellQuote and joins them with spaces.
-func ShellJoin(words []string) string {
+// shellJoin quotes each word with shellQuote and joins them with spaces.
+func shellJoin(words []string) string {
 	q := make([]string, len(words))
 	for i, w := range words {
-		q[i] = ShellQuote(w)
+		q[i] = shellQuote(w)
 	}
 	return strings.Join(q, " ")
 }
 
-// SplitServers splits a server list at spaces, tabs, newlines, commas,
+// splitServers splits a server list at spaces, tabs, newlines, commas,
 // slashes, semicolons and colons, as the reference does.
-func SplitServers(s string) []string {
+func splitServers(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(" \t\r\n,/;:", r) })
 }

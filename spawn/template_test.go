@@ -21,7 +21,7 @@ func TestExpandTemplate(t *testing.T) {
 		{tmpl: "srun -n %N %C %x", err: "unknown %x"},
 		{tmpl: "srun %C 50%", err: "a lone % at the end"},
 	} {
-		got, err := ExpandTemplate(tc.tmpl, v)
+		got, err := expandTemplate(tc.tmpl, v)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "GASNET_CSPAWN_CMD") {
 				t.Errorf("%q: err = %v, want one naming GASNET_CSPAWN_CMD and %q", tc.tmpl, err, tc.err)
@@ -37,7 +37,7 @@ func TestExpandTemplate(t *testing.T) {
 		}
 	}
 	v.Servers = v.Servers[:2]
-	if _, err := ExpandTemplate("x %M %C", v); err == nil || !strings.Contains(err.Error(), "lists 2 hosts") || !strings.Contains(err.Error(), "needs 3") {
+	if _, err := expandTemplate("x %M %C", v); err == nil || !strings.Contains(err.Error(), "lists 2 hosts") || !strings.Contains(err.Error(), "needs 3") {
 		t.Errorf("too few servers: %v", err)
 	}
 }
@@ -46,7 +46,7 @@ func TestExpandTemplate(t *testing.T) {
 // checks that it gives back exactly the words.
 func TestShellQuoteSurvivesTheShell(t *testing.T) {
 	words := []string{"plain", "a b", `it's`, `"dq"`, "$HOME", "`id`", `back\slash`, "", "new\nline", "*", "~", "a;b|c&d", "tab\there", "ünï"}
-	out, err := exec.Command("/bin/sh", "-c", `for w in `+ShellJoin(words)+`; do printf '%s\0' "$w"; done`).Output()
+	out, err := exec.Command("/bin/sh", "-c", `for w in `+shellJoin(words)+`; do printf '%s\0' "$w"; done`).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestShellQuoteSurvivesTheShell(t *testing.T) {
 }
 
 func TestSplitServers(t *testing.T) {
-	got := SplitServers(" h1,h2/h3;h4:h5\th6\n h7 ")
+	got := splitServers(" h1,h2/h3;h4:h5\th6\n h7 ")
 	if d := cmp.Diff([]string{"h1", "h2", "h3", "h4", "h5", "h6", "h7"}, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
@@ -84,13 +84,13 @@ func TestSimpleCommand(t *testing.T) {
 }
 
 func TestLauncherEnv(t *testing.T) {
-	got := LauncherEnv([]string{"PATH=/bin", "OMPI_MCA_mca_base_env_list=FOO"}, []string{"GASNET_SPAWN_MASTER=1.2.3.4:5", "GASNET_SPAWN_SECRET=s"})
+	got := launcherEnv([]string{"PATH=/bin", "OMPI_MCA_mca_base_env_list=FOO"}, []string{"GASNET_SPAWN_MASTER=1.2.3.4:5", "GASNET_SPAWN_SECRET=s"})
 	want := []string{"PATH=/bin", "OMPI_MCA_mca_base_env_list=FOO", "GASNET_SPAWN_MASTER=1.2.3.4:5", "GASNET_SPAWN_SECRET=s",
 		"OMPI_MCA_mca_base_env_list=FOO;GASNET_SPAWN_MASTER;GASNET_SPAWN_SECRET", "SLURM_KILL_BAD_EXIT=1"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
-	if got := LauncherEnv([]string{"SLURM_KILL_BAD_EXIT=0"}, nil); got[len(got)-1] != "OMPI_MCA_mca_base_env_list=" {
+	if got := launcherEnv([]string{"SLURM_KILL_BAD_EXIT=0"}, nil); got[len(got)-1] != "OMPI_MCA_mca_base_env_list=" {
 		// the user's SLURM_KILL_BAD_EXIT stays
 		t.Errorf("user's SLURM_KILL_BAD_EXIT overridden: %q", got)
 	}

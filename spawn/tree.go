@@ -52,17 +52,17 @@ func parseTreeLine(line string) (*TreeInfo, error) {
 	return t, nil
 }
 
-// SpawnChildren returns the spawn indexes worker i of an n-worker tree of
+// spawnChildren returns the spawn indexes worker i of an n-worker tree of
 // out-degree d starts: first, first+1, ... count of them. The console
 // (i = -1) starts 0..d-1.
-func SpawnChildren(i, d, n int) (first, count int) {
+func spawnChildren(i, d, n int) (first, count int) {
 	first = d * (i + 1)
 	return first, max(0, min(d, n-first))
 }
 
-// TreeDepth is the number of levels of an n-worker tree of out-degree d
+// treeDepth is the number of levels of an n-worker tree of out-degree d
 // (1 when the console starts every worker).
-func TreeDepth(d, n int) int {
+func treeDepth(d, n int) int {
 	if d <= 0 || n <= d {
 		return 1
 	}

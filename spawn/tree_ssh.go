@@ -48,7 +48,7 @@ func startSubtree(cfg *Config, tree *TreeInfo, secret []byte) (*subtree, error) 
 	if err != nil {
 		return nil, nil
 	}
-	first, count := SpawnChildren(i, tree.Degree, len(tree.Servers))
+	first, count := spawnChildren(i, tree.Degree, len(tree.Servers))
 	if count == 0 {
 		return nil, nil
 	}

@@ -4,7 +4,7 @@ import "testing"
 
 // TestSpawnTree: for every size and out-degree, the console and the
 // workers together start each worker exactly once, a worker only after its
-// parent (a lower index), no process more than d, and TreeDepth is the
+// parent (a lower index), no process more than d, and treeDepth is the
 // longest chain.
 func TestSpawnTree(t *testing.T) {
 	for d := 1; d <= 5; d++ {
@@ -12,7 +12,7 @@ func TestSpawnTree(t *testing.T) {
 			started := make([]int, n)
 			depth := make([]int, n)
 			for i := -1; i < n; i++ {
-				first, count := SpawnChildren(i, d, n)
+				first, count := spawnChildren(i, d, n)
 				if count > d {
 					t.Fatalf("d=%d n=%d: %d starts %d", d, n, i, count)
 				}
@@ -34,12 +34,12 @@ func TestSpawnTree(t *testing.T) {
 				}
 				most = max(most, depth[c])
 			}
-			if n > d && TreeDepth(d, n) != most {
-				t.Fatalf("d=%d n=%d: TreeDepth %d, longest chain %d", d, n, TreeDepth(d, n), most)
+			if n > d && treeDepth(d, n) != most {
+				t.Fatalf("d=%d n=%d: treeDepth %d, longest chain %d", d, n, treeDepth(d, n), most)
 			}
 		}
 	}
-	if TreeDepth(0, 100) != 1 || TreeDepth(4, 4) != 1 {
+	if treeDepth(0, 100) != 1 || treeDepth(4, 4) != 1 {
 		t.Error("without a tree the depth is 1")
 	}
 }

@@ -40,7 +40,7 @@ type Worker struct {
 	// configuration must be read again.
 	EnvChanged bool
 	// ProcsSet says that the L spawner started this worker with
-	// GOMAXPROCS=1 (see LocalProcs), which Join took out of the
+	// GOMAXPROCS=1 (see localProcs), which Join took out of the
 	// environment: the user did not set it.
 	ProcsSet bool
 
@@ -286,9 +286,9 @@ func addrOnSubnet(s string) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("GASNET_WORKERIP=%s: no interface of this host is on that subnet; accepted: a CIDR such as 10.77.0.0/24 or an address prefix", s)
 }
 
-// RequestedRank reads GASNET_WORKER_RANK: an integer, or the name of a
+// requestedRank reads GASNET_WORKER_RANK: an integer, or the name of a
 // variable that holds one. It returns -1 when unset.
-func RequestedRank(cfg *Config) (int, error) {
+func requestedRank(cfg *Config) (int, error) {
 	v := cfg.WorkerRank
 	if v == "" {
 		return -1, nil
@@ -310,8 +310,8 @@ func RequestedRank(cfg *Config) (int, error) {
 	return n, nil
 }
 
-// HostIdentity returns the identity that groups ranks by host.
-func HostIdentity(mode string, udp netip.Addr) string {
+// hostIdentity returns the identity that groups ranks by host.
+func hostIdentity(mode string, udp netip.Addr) string {
 	switch mode {
 	case "conduit":
 		return udp.String()
@@ -330,7 +330,7 @@ func HostIdentity(mode string, udp netip.Addr) string {
 // Join sends this worker's Join and waits for the Welcome. Afterwards the
 // console's settings are in this process's environment.
 func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
-	rank, err := RequestedRank(cfg)
+	rank, err := requestedRank(cfg)
 	if err != nil {
 		return err
 	}
@@ -338,10 +338,10 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 	if v := os.Getenv(EnvIndex); v != "" {
 		idx, _ = strconv.Atoi(v)
 	} else {
-		idx = LauncherRank(os.Getenv) // started by srun, mpirun or mpiexec
+		idx = launcherRank(os.Getenv) // started by srun, mpirun or mpiexec
 	}
 	name, _ := os.Hostname()
-	jn := Join{Rank: rank, Index: idx, Host: HostIdentity(cfg.HostDetect, udp.Addr()),
+	jn := Join{Rank: rank, Index: idx, Host: hostIdentity(cfg.HostDetect, udp.Addr()),
 		Name: name, PID: os.Getpid(), UDP: udp.String(), CPUs: runtime.NumCPU(), Mask: cpuMask()}
 	if err := writeFrame(w.conn, frameJoin, jn); err != nil {
 		return fmt.Errorf("joining the console: %w", err)
