@@ -80,10 +80,10 @@ func TestFrameBodiesRejectMalformed(t *testing.T) {
 	}
 }
 
-// TestTreeLine: a spawn tree worker's TreeInfo survives its session line,
+// TestTreeLine: a spawn tree worker's treeInfo survives its session line,
 // and a line that is not one is refused.
 func TestTreeLine(t *testing.T) {
-	in := &TreeInfo{Servers: []string{"a", "b:2222", "user@c"}, Degree: 2, Program: "/p q", Args: []string{"x y", ""}, Dir: "/d"}
+	in := &treeInfo{Servers: []string{"a", "b:2222", "user@c"}, Degree: 2, Program: "/p q", Args: []string{"x y", ""}, Dir: "/d"}
 	line := treeLine(in)
 	if strings.ContainsAny(line, "\n ") {
 		t.Fatalf("line %q holds a newline or a space", line)

@@ -33,8 +33,8 @@ func (Custom) Name() string { return "C" }
 // Start expands the template and starts the launcher through /bin/sh in a
 // process group of its own, so that a terminal's Ctrl-C reaches only the
 // console, which stops the launcher (and so its tasks) in order.
-func (c Custom) Start(spec *WorkerSpec) (Launch, error) {
-	line, err := expandTemplate(c.Template, TemplateVars{N: spec.Count, Command: append([]string{spec.Program}, spec.Args...),
+func (c Custom) Start(spec *workerSpec) (Launch, error) {
+	line, err := expandTemplate(c.Template, templateVars{N: spec.Count, Command: append([]string{spec.Program}, spec.Args...),
 		Dir: spec.Dir, Program: spec.Program, Servers: c.Servers})
 	if err != nil {
 		return nil, err
@@ -221,7 +221,7 @@ func launcherRank(getenv func(string) string) int {
 // returns the one-line explanation, and whether this task should print it
 // (only the launcher's rank 0 does).
 func DirectLaunch(getenv func(string) string, prog string) (msg string, speak, ok bool) {
-	if getenv(EnvMaster) != "" {
+	if getenv(envMaster) != "" {
 		return "", false, false
 	}
 	for _, v := range launcherVars {

@@ -23,7 +23,7 @@ func FuzzExpandTemplate(f *testing.F) {
 	f.Add("%", "\n", "'", uint16(0))
 	f.Add("%C%x", "é", "\x00", uint16(3))
 	f.Fuzz(func(t *testing.T, tmpl, a, b string, n uint16) {
-		v := TemplateVars{N: int(n), Command: []string{"/bin/prog", a, b}, Dir: a, Program: b, Servers: []string{a, b}}
+		v := templateVars{N: int(n), Command: []string{"/bin/prog", a, b}, Dir: a, Program: b, Servers: []string{a, b}}
 		expandTemplate(tmpl, v) // errors are fine; panics are not
 		out, err := expandTemplate("x %C", v)
 		if err != nil {

@@ -34,7 +34,7 @@ type localLaunch struct {
 }
 
 // Start starts spec.Count children.
-func (Local) Start(spec *WorkerSpec) (Launch, error) {
+func (Local) Start(spec *workerSpec) (Launch, error) {
 	l := &localLaunch{exits: make(chan ProcExit, spec.Count), done: make([]bool, spec.Count)}
 	host, _ := os.Hostname()
 	var wg sync.WaitGroup
@@ -45,7 +45,7 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 	for i := 0; i < spec.Count; i++ {
 		cmd := exec.Command(spec.Program, spec.Args...)
 		cmd.Dir = spec.Dir
-		cmd.Env = append(append(os.Environ(), env...), EnvIndex+"="+strconv.Itoa(i))
+		cmd.Env = append(append(os.Environ(), env...), envIndex+"="+strconv.Itoa(i))
 		cmd.Env = append(cmd.Env, procs...)
 		// The secret goes through a pipe the worker reads once at start
 		// (file descriptor 3), not the environment, which stays readable
@@ -62,7 +62,7 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 			return nil, fmt.Errorf("spawn L: worker %d: a pipe for its secret: %w", i, err)
 		}
 		cmd.ExtraFiles = []*os.File{pr}
-		cmd.Env = append(cmd.Env, EnvSecretFD+"=3")
+		cmd.Env = append(cmd.Env, envSecretFD+"=3")
 		// Output before the worker routes its own (and all of it when
 		// routing is off) goes straight to the console's.
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -86,14 +86,14 @@ func (Local) Start(spec *WorkerSpec) (Launch, error) {
 // runtime ignores, is not set), as each worker would choose
 // after its welcome anyway (see conduit's procsMode): set at the start, the
 // runtime never sets up the second P, which on 1024 workers on 2 cores
-// measured 7.5% less CPU for the job (DESIGN.md §7). EnvProcs tells the
+// measured 7.5% less CPU for the job (DESIGN.md §7). envProcs tells the
 // worker to take GOMAXPROCS out of its environment again, so the program
 // sees the environment its user gave.
 func localProcs(count, cpus int, set bool) []string {
 	if set || !Oversubscribed(count, cpus) {
 		return nil
 	}
-	return []string{"GOMAXPROCS=1", EnvProcs + "=1"}
+	return []string{"GOMAXPROCS=1", envProcs + "=1"}
 }
 
 // add tracks the started process cmd of worker i until it ends; then
@@ -122,7 +122,7 @@ func (l *localLaunch) add(i int, cmd *exec.Cmd, host string, wg *sync.WaitGroup,
 // withoutSecret splits the job secret from a worker environment.
 func withoutSecret(env []string) (rest []string, secret string) {
 	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, EnvSecret+"="); ok {
+		if v, ok := strings.CutPrefix(kv, envSecret+"="); ok {
 			secret = v
 			continue
 		}

@@ -24,15 +24,15 @@ import (
 // Environment variables of the worker marker (DESIGN.md §7). They reach
 // workers through the environment, never the command line.
 const (
-	EnvMaster = "GASNET_SPAWN_MASTER" // console address host:port
-	EnvSecret = "GASNET_SPAWN_SECRET" // job secret, hex
-	EnvIndex  = "GASNET_SPAWN_INDEX"  // spawn index, when the spawner knows it
-	// EnvSecretFD, instead of EnvSecret, names the file descriptor from
+	envMaster = "GASNET_SPAWN_MASTER" // console address host:port
+	envSecret = "GASNET_SPAWN_SECRET" // job secret, hex
+	envIndex  = "GASNET_SPAWN_INDEX"  // spawn index, when the spawner knows it
+	// envSecretFD, instead of envSecret, names the file descriptor from
 	// which the worker reads the secret once (L).
-	EnvSecretFD = "GASNET_SPAWN_SECRET_FD"
-	// EnvProcs says that the L spawner set GOMAXPROCS=1 for this worker
+	envSecretFD = "GASNET_SPAWN_SECRET_FD"
+	// envProcs says that the L spawner set GOMAXPROCS=1 for this worker
 	// (see localProcs); the worker removes both from its environment.
-	EnvProcs = "GASNET_SPAWN_PROCS"
+	envProcs = "GASNET_SPAWN_PROCS"
 )
 
 // reportEvery is how often the console reports missing workers at startup.
@@ -238,8 +238,8 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 		say("%v", err)
 		return 1
 	}
-	spec := &WorkerSpec{Count: n, Program: program, Args: args,
-		Env: append([]string{EnvMaster + "=" + ln.Addr().String(), EnvSecret + "=" + secret}, fwd...)}
+	spec := &workerSpec{Count: n, Program: program, Args: args,
+		Env: append([]string{envMaster + "=" + ln.Addr().String(), envSecret + "=" + secret}, fwd...)}
 	spec.Dir, _ = os.Getwd()
 	outs := newOutputs(&console{out: [3]io.Writer{nil, os.Stdout, os.Stderr}}, cfg.LineBufSize)
 	outs.label, outs.dir = cfg.OutputLabel, cfg.OutputDir
@@ -250,7 +250,7 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 		}
 	}
 	if routed {
-		spec.Env = append(spec.Env, EnvRoute+"=1")
+		spec.Env = append(spec.Env, envRoute+"=1")
 	}
 	// Routed output still in flight when the job ends is delivered, at
 	// the pace of whoever reads the console's output. A reader that went

@@ -31,6 +31,6 @@ func newSSH(cfg *Config, src map[string]Source, _ int, _ func(string, ...any)) (
 
 // startSubtree refuses to start children over ssh (a spawn tree of a
 // console built with the S spawner, running this build on a host).
-func startSubtree(_ *Config, _ *TreeInfo, _ []byte) (*subtree, error) {
+func startSubtree(_ *Config, _ *treeInfo, _ []byte) (*subtree, error) {
 	return nil, fmt.Errorf("spawn tree (GASNET_SSH_OUT_DEGREE): %s", noSSH)
 }

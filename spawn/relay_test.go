@@ -250,8 +250,8 @@ func TestLocalProcs(t *testing.T) {
 		set         bool
 		want        []string
 	}{
-		{3, 2, false, []string{"GOMAXPROCS=1", EnvProcs + "=1"}},
-		{1024, 2, false, []string{"GOMAXPROCS=1", EnvProcs + "=1"}},
+		{3, 2, false, []string{"GOMAXPROCS=1", envProcs + "=1"}},
+		{1024, 2, false, []string{"GOMAXPROCS=1", envProcs + "=1"}},
 		{2, 2, false, nil},
 		{1, 8, false, nil},
 		{1024, 2, true, nil},

@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// EnvRoute in a worker's environment asks it to route its stdout and stderr
+// envRoute in a worker's environment asks it to route its stdout and stderr
 // to the console over TCP (DESIGN.md §8).
-const EnvRoute = "GASNET_SPAWN_ROUTE"
+const envRoute = "GASNET_SPAWN_ROUTE"
 
 // Output opens one routed output stream of a worker: after this frame, the
 // connection carries the raw bytes of that stream.
@@ -32,7 +32,7 @@ type Output struct {
 // kernel's hands and reaches the console.
 func routeOutput(addr string, secret []byte, deadline time.Time) error {
 	idx := -1
-	if v := os.Getenv(EnvIndex); v != "" {
+	if v := os.Getenv(envIndex); v != "" {
 		idx, _ = strconv.Atoi(v)
 	}
 	for stream := 1; stream <= 2; stream++ {

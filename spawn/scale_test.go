@@ -81,7 +81,7 @@ func scaleSim() int {
 		return 1
 	}
 	hello := Hello{Secret: hex.EncodeToString(secret)}
-	addr := os.Getenv(EnvMaster)
+	addr := os.Getenv(envMaster)
 	type simWorker struct {
 		conn net.Conn
 		r    *bufio.Reader

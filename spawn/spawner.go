@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// WorkerSpec says what every worker of a job runs.
-type WorkerSpec struct {
+// workerSpec says what every worker of a job runs.
+type workerSpec struct {
 	// Count is the number of workers, N.
 	Count int
 	// Program is the absolute path of the program; Args its arguments.
@@ -61,7 +61,7 @@ type Launch interface {
 // having ended whatever it had started.
 type Spawner interface {
 	Name() string
-	Start(spec *WorkerSpec) (Launch, error)
+	Start(spec *workerSpec) (Launch, error)
 }
 
 // remoteSpawner is a spawner whose workers run on other hosts (S).

@@ -64,7 +64,7 @@ type SSH struct {
 	Local string
 	// Tree, when set, makes the started workers start their own children
 	// (GASNET_SSH_OUT_DEGREE); it goes down their stdin after the secret.
-	Tree *TreeInfo
+	Tree *treeInfo
 	// Cache is where programs are staged on hosts that lack the console's
 	// (GASNET_SSH_CACHE; relative to the remote home).
 	Cache string
@@ -92,7 +92,7 @@ func (*SSH) Name() string { return "S" }
 
 // remoteCommand is rank i's command line for the remote shell, which runs
 // the program at prog.
-func (s *SSH) remoteCommand(i int, spec *WorkerSpec, prog string) string {
+func (s *SSH) remoteCommand(i int, spec *workerSpec, prog string) string {
 	dir := s.RemotePath
 	if dir == "" {
 		dir = spec.Dir
@@ -104,15 +104,15 @@ func (s *SSH) remoteCommand(i int, spec *WorkerSpec, prog string) string {
 	}
 	words = append(words, s.Env...)
 	for _, kv := range env {
-		if s.MasterIPs != nil && strings.HasPrefix(kv, EnvMaster+"=") {
-			_, port, _ := net.SplitHostPort(strings.TrimPrefix(kv, EnvMaster+"="))
-			kv = EnvMaster + "=" + net.JoinHostPort(s.MasterIPs[i].String(), port)
+		if s.MasterIPs != nil && strings.HasPrefix(kv, envMaster+"=") {
+			_, port, _ := net.SplitHostPort(strings.TrimPrefix(kv, envMaster+"="))
+			kv = envMaster + "=" + net.JoinHostPort(s.MasterIPs[i].String(), port)
 		}
 		words = append(words, kv)
 	}
-	words = append(words, EnvSecretFD+"=0", EnvIndex+"="+strconv.Itoa(s.First+i))
+	words = append(words, envSecretFD+"=0", envIndex+"="+strconv.Itoa(s.First+i))
 	if s.Tree != nil {
-		words = append(words, EnvTree+"=1")
+		words = append(words, envTree+"=1")
 	}
 	words = append(words, prog)
 	words = append(words, spec.Args...)
@@ -122,7 +122,7 @@ func (s *SSH) remoteCommand(i int, spec *WorkerSpec, prog string) string {
 // Start opens one connection per host (several for a host with many
 // ranks), at most maxDials at once, and starts every rank's session. The
 // first failure ends what was started and is returned, naming the host.
-func (s *SSH) Start(spec *WorkerSpec) (Launch, error) {
+func (s *SSH) Start(spec *workerSpec) (Launch, error) {
 	if len(s.Targets) < spec.Count {
 		return nil, fmt.Errorf("spawn S: %d hosts for %d workers", len(s.Targets), spec.Count)
 	}
@@ -131,7 +131,7 @@ func (s *SSH) Start(spec *WorkerSpec) (Launch, error) {
 	}
 	if s.Tree != nil && s.First == 0 {
 		// The console starts the first level of the tree only.
-		spec = &WorkerSpec{Count: min(spec.Count, s.Tree.Degree), Program: spec.Program, Args: spec.Args, Env: spec.Env, Dir: spec.Dir}
+		spec = &workerSpec{Count: min(spec.Count, s.Tree.Degree), Program: spec.Program, Args: spec.Args, Env: spec.Env, Dir: spec.Dir}
 		s.Tree.Program, s.Tree.Args, s.Tree.Dir = spec.Program, spec.Args, cmp.Or(s.RemotePath, spec.Dir)
 	}
 	_, secret := withoutSecret(spec.Env)
@@ -490,7 +490,7 @@ func newSSH(cfg *Config, src map[string]Source, n int, say func(string, ...any))
 		}
 	}
 	if d := cfg.SSHOutDegree; d > 0 && n > d {
-		s.Tree = &TreeInfo{Degree: d}
+		s.Tree = &treeInfo{Degree: d}
 		for _, sv := range list {
 			s.Tree.Servers = append(s.Tree.Servers, sv.String())
 		}

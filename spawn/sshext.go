@@ -24,7 +24,7 @@ import (
 // the job's output) unless the options set them. The secret goes down the
 // client's stdin, as with the built-in client; staging needs the built-in
 // client.
-func (s *SSH) startExternal(spec *WorkerSpec) (Launch, error) {
+func (s *SSH) startExternal(spec *workerSpec) (Launch, error) {
 	_, secret := withoutSecret(spec.Env)
 	l := &localLaunch{exits: make(chan ProcExit, spec.Count), done: make([]bool, spec.Count)}
 	var wg sync.WaitGroup

@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// TemplateVars are the values a GASNET_CSPAWN_CMD template is expanded with
+// templateVars are the values a GASNET_CSPAWN_CMD template is expanded with
 // (DESIGN.md §9).
-type TemplateVars struct {
+type templateVars struct {
 	N       int      // %N: the number of workers
 	Command []string // %C: the per-worker command, program and arguments
 	Dir     string   // %D: the console's working directory
@@ -26,7 +26,7 @@ const templateCodes = "%N (count), %C (worker command), %D (cwd), %P (program), 
 // its own argv (srun, mpirun and mpiexec pass it on as argv). An unknown
 // %x, a lone % at the end, a template without %C, and %M with fewer servers
 // than N are errors naming what is wrong.
-func expandTemplate(tmpl string, v TemplateVars) (string, error) {
+func expandTemplate(tmpl string, v templateVars) (string, error) {
 	var b strings.Builder
 	hasC := false
 	for i := 0; i < len(tmpl); i++ {

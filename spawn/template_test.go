@@ -9,7 +9,7 @@ import (
 )
 
 func TestExpandTemplate(t *testing.T) {
-	v := TemplateVars{N: 3, Command: []string{"/opt/my prog/hello", "a b", `it's`, "$HOME", `back\slash`, ""},
+	v := templateVars{N: 3, Command: []string{"/opt/my prog/hello", "a b", `it's`, "$HOME", `back\slash`, ""},
 		Dir: "/home/u/run dir", Program: "/opt/my prog/hello", Servers: []string{"h1", "h2", "h3", "h4"}}
 	for _, tc := range []struct {
 		tmpl, want, err string
@@ -116,7 +116,7 @@ func TestDirectLaunch(t *testing.T) {
 		{"mpiexec", env("PMI_RANK", "0", "PMI_SIZE", "2"), true, true, "mpiexec -n %N %C"},
 		{"console as a single srun task", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "1"), false, false, ""},
 		{"inside salloc", env("SLURM_JOB_ID", "7", "SLURM_NTASKS", "4"), false, false, ""},
-		{"a worker", env(EnvMaster, "127.0.0.1:1", "SLURM_PROCID", "1", "SLURM_STEP_NUM_TASKS", "4"), false, false, ""},
+		{"a worker", env(envMaster, "127.0.0.1:1", "SLURM_PROCID", "1", "SLURM_STEP_NUM_TASKS", "4"), false, false, ""},
 	} {
 		msg, speak, ok := DirectLaunch(tc.getenv, "./prog")
 		if ok != tc.ok || speak != tc.speak || !strings.Contains(msg, tc.contains) {

@@ -8,14 +8,14 @@ import (
 	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
-// EnvTree marks a worker of a spawn tree: the second line of its stdin is
-// its TreeInfo, and it starts its children (see startSubtree).
-const EnvTree = "GASNET_SPAWN_TREE"
+// envTree marks a worker of a spawn tree: the second line of its stdin is
+// its treeInfo, and it starts its children (see startSubtree).
+const envTree = "GASNET_SPAWN_TREE"
 
-// TreeInfo is what a worker of a spawn tree needs to start its children
+// treeInfo is what a worker of a spawn tree needs to start its children
 // (GASNET_SSH_OUT_DEGREE, DESIGN.md §9): every host of the job, in spawn
 // index order, and how the console starts a worker.
-type TreeInfo struct {
+type treeInfo struct {
 	Servers []string // entries as listed, one per worker
 	Degree  int
 	Program string // its path on the hosts
@@ -23,29 +23,29 @@ type TreeInfo struct {
 	Dir     string // the workers' directory
 }
 
-// The TreeInfo's line on a worker's ssh session: its body in the control
+// The treeInfo's line on a worker's ssh session: its body in the control
 // frames' encoding, in hexadecimal.
 
-func (t TreeInfo) appendBody(b []byte) []byte {
+func (t treeInfo) appendBody(b []byte) []byte {
 	b = varenc.AppendInt(varenc.AppendStrings(b, t.Servers), t.Degree)
 	return varenc.AppendString(varenc.AppendStrings(varenc.AppendString(b, t.Program), t.Args), t.Dir)
 }
 
-func (t *TreeInfo) readBody(d *varenc.Decoder) {
+func (t *treeInfo) readBody(d *varenc.Decoder) {
 	t.Servers, t.Degree = d.Strings(), d.Int()
 	t.Program, t.Args, t.Dir = d.String(), d.Strings(), d.String()
 }
 
 // treeLine encodes t as the line a tree worker reads from its session.
-func treeLine(t *TreeInfo) string { return hex.EncodeToString(t.appendBody(nil)) }
+func treeLine(t *treeInfo) string { return hex.EncodeToString(t.appendBody(nil)) }
 
 // parseTreeLine decodes a treeLine.
-func parseTreeLine(line string) (*TreeInfo, error) {
+func parseTreeLine(line string) (*treeInfo, error) {
 	b, err := hex.DecodeString(strings.TrimSpace(line))
 	if err != nil {
 		return nil, err
 	}
-	t := new(TreeInfo)
+	t := new(treeInfo)
 	if err := decodeBody(b, t); err != nil {
 		return nil, err
 	}

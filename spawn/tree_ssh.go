@@ -43,8 +43,8 @@ func (t *treeLaunch) PerWorker() bool        { return false }
 // background: a failure to start one, or a child's end before the job has
 // started, ends this worker with 1 (and so its parent's subtree, up to the
 // console, which names the worker) after one line saying why.
-func startSubtree(cfg *Config, tree *TreeInfo, secret []byte) (*subtree, error) {
-	i, err := strconv.Atoi(os.Getenv(EnvIndex))
+func startSubtree(cfg *Config, tree *treeInfo, secret []byte) (*subtree, error) {
+	i, err := strconv.Atoi(os.Getenv(envIndex))
 	if err != nil {
 		return nil, nil
 	}
@@ -76,15 +76,15 @@ func startSubtree(cfg *Config, tree *TreeInfo, secret []byte) (*subtree, error) 
 			s.Local = exe
 		}
 		// The children reach the console as this worker does.
-		env := []string{EnvMaster + "=" + os.Getenv(EnvMaster), EnvSecret + "=" + hex.EncodeToString(secret)}
-		if os.Getenv(EnvRoute) != "" {
-			env = append(env, EnvRoute+"=1")
+		env := []string{envMaster + "=" + os.Getenv(envMaster), envSecret + "=" + hex.EncodeToString(secret)}
+		if os.Getenv(envRoute) != "" {
+			env = append(env, envRoute+"=1")
 		}
 		fwd, err := forwardEnv(cfg.ForwardEnv, "GASNET_FORWARD_ENV", os.LookupEnv)
 		if err != nil {
 			die("%v", err)
 		}
-		l, err := s.Start(&WorkerSpec{Count: count, Program: tree.Program, Args: tree.Args, Dir: tree.Dir, Env: append(env, fwd...)})
+		l, err := s.Start(&workerSpec{Count: count, Program: tree.Program, Args: tree.Args, Dir: tree.Dir, Env: append(env, fwd...)})
 		if err != nil {
 			die("%v", err)
 		}

@@ -8,7 +8,7 @@ import (
 
 // markerVars are the GASNET_ variables udpconduit reads besides its
 // settings: the worker markers the console sets for its workers.
-var markerVars = []string{EnvMaster, EnvSecret, EnvIndex, EnvSecretFD, EnvProcs, EnvRoute, EnvTree}
+var markerVars = []string{envMaster, envSecret, envIndex, envSecretFD, envProcs, envRoute, envTree}
 
 // unknownVars returns a one-line warning for each GASNET_* or AMUDP_*
 // variable of environ that no part of udpconduit reads (a misspelt

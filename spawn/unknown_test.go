@@ -12,7 +12,7 @@ import (
 // do other variables.
 func TestUnknownVars(t *testing.T) {
 	env := []string{"GASNET_NETWORK_DEPTH=5", "AMUDP_SPAWNFM=L", "GASNET_NETWORKDEPTH=4", "AMUDP_LINEBUFFERSZ=0",
-		EnvMaster + "=x", "GASNET_FROBNICATE_EVERYTHING=1", "PATH=/bin", "GASNETX=1"}
+		envMaster + "=x", "GASNET_FROBNICATE_EVERYTHING=1", "PATH=/bin", "GASNETX=1"}
 	want := []string{
 		"warning: AMUDP_SPAWNFM is not a setting of udpconduit and has no effect; did you mean AMUDP_SPAWNFN?",
 		"warning: GASNET_FROBNICATE_EVERYTHING is not a setting of udpconduit and has no effect (GASNET_VERBOSEENV=1 lists every setting)",

@@ -20,7 +20,7 @@ import (
 
 // IsWorker reports whether this process was started as a worker of a job
 // (the worker marker is in its environment).
-func IsWorker() bool { return os.Getenv(EnvMaster) != "" }
+func IsWorker() bool { return os.Getenv(envMaster) != "" }
 
 // Worker is a worker's connection to its console: bootstrap (join and
 // welcome; the rest of the address table comes down the relay tree, see
@@ -130,7 +130,7 @@ func (w *Worker) terminate(code int) {
 // Dial connects to the console named by the worker marker, retrying until
 // cfg.ConnectTimeout.
 func Dial(cfg *Config) (*Worker, error) {
-	addr := os.Getenv(EnvMaster)
+	addr := os.Getenv(envMaster)
 	secret, err := readSecret()
 	if err != nil {
 		return nil, err
@@ -158,7 +158,7 @@ func Dial(cfg *Config) (*Worker, error) {
 		c.Close()
 		return nil, fmt.Errorf("greeting the console at %s: %w", addr, err)
 	}
-	if os.Getenv(EnvRoute) != "" {
+	if os.Getenv(envRoute) != "" {
 		if err := routeOutput(addr, w.Secret, deadline); err != nil {
 			c.Close()
 			return nil, err
@@ -183,13 +183,13 @@ func Dial(cfg *Config) (*Worker, error) {
 	return w, nil
 }
 
-// readSecret returns the job secret: from the descriptor EnvSecretFD
-// names, read once and closed, or else from EnvSecret. Descriptor 0 is the
+// readSecret returns the job secret: from the descriptor envSecretFD
+// names, read once and closed, or else from envSecret. Descriptor 0 is the
 // ssh session of a remote worker (S): the secret is its first line, and
 // the rest of it is watched (see watchStdin).
 func readSecret() ([]byte, error) {
-	text := os.Getenv(EnvSecret)
-	if v := os.Getenv(EnvSecretFD); v == "0" {
+	text := os.Getenv(envSecret)
+	if v := os.Getenv(envSecretFD); v == "0" {
 		if session.err != nil {
 			return nil, fmt.Errorf("reading the job secret from the ssh session: %w", session.err)
 		}
@@ -197,7 +197,7 @@ func readSecret() ([]byte, error) {
 	} else if v != "" {
 		fd, err := strconv.Atoi(v)
 		if err != nil || fd < 3 {
-			return nil, fmt.Errorf("%s=%q: accepted: 0 (the ssh session) or a file descriptor >= 3", EnvSecretFD, v)
+			return nil, fmt.Errorf("%s=%q: accepted: 0 (the ssh session) or a file descriptor >= 3", envSecretFD, v)
 		}
 		f := os.NewFile(uintptr(fd), "secret")
 		b, err := io.ReadAll(io.LimitReader(f, 256))
@@ -209,7 +209,7 @@ func readSecret() ([]byte, error) {
 	}
 	secret, err := hex.DecodeString(text)
 	if err != nil || len(secret) == 0 {
-		return nil, fmt.Errorf("%s: missing or malformed job secret", EnvSecret)
+		return nil, fmt.Errorf("%s: missing or malformed job secret", envSecret)
 	}
 	return secret, nil
 }
@@ -219,24 +219,24 @@ func readSecret() ([]byte, error) {
 var session struct {
 	secret string
 	err    error
-	tree   *TreeInfo // a spawn tree worker's second line
+	tree   *treeInfo // a spawn tree worker's second line
 }
 
 // init reads a remote worker's secret from its ssh session and starts
 // watching the session (watchStdin) as the process starts, before the
 // program's main: a worker that the job's end catches before it calls
 // conduit.Init still ends with its session. It does so only in a process
-// that the S spawner started (both its markers, EnvMaster and
-// EnvSecretFD=0, in the environment): any other program or test that
+// that the S spawner started (both its markers, envMaster and
+// envSecretFD=0, in the environment): any other program or test that
 // imports the package keeps its stdin.
 func init() {
-	if os.Getenv(EnvSecretFD) != "0" || os.Getenv(EnvMaster) == "" {
+	if os.Getenv(envSecretFD) != "0" || os.Getenv(envMaster) == "" {
 		return
 	}
 	r := bufio.NewReader(os.Stdin)
 	line, err := r.ReadString('\n')
 	session.secret, session.err = strings.TrimSpace(line), err
-	if err == nil && os.Getenv(EnvTree) == "1" {
+	if err == nil && os.Getenv(envTree) == "1" {
 		line, err = r.ReadString('\n')
 		if err == nil {
 			session.tree, err = parseTreeLine(line)
@@ -335,7 +335,7 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 		return err
 	}
 	idx := -1
-	if v := os.Getenv(EnvIndex); v != "" {
+	if v := os.Getenv(envIndex); v != "" {
 		idx, _ = strconv.Atoi(v)
 	} else {
 		idx = launcherRank(os.Getenv) // started by srun, mpirun or mpiexec
@@ -367,11 +367,11 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 			w.EnvChanged = true
 		}
 	}
-	if os.Getenv(EnvProcs) != "" {
+	if os.Getenv(envProcs) != "" {
 		os.Unsetenv("GOMAXPROCS") // the L spawner's, not the user's
 		w.ProcsSet = true
 	}
-	for _, k := range []string{EnvMaster, EnvSecret, EnvSecretFD, EnvIndex, EnvRoute, EnvProcs} {
+	for _, k := range []string{envMaster, envSecret, envSecretFD, envIndex, envRoute, envProcs} {
 		os.Unsetenv(k) // children of this worker are not workers
 	}
 	go w.readLoop()
