@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 	"github.com/udpconduit/udpconduit/spawn/sshc"
 )
 
@@ -88,22 +89,24 @@ func TestChooseSpawner(t *testing.T) {
 }
 
 func TestAssignRanks(t *testing.T) {
-	j := func(host string, idx, rank int) Join { return Join{Host: host, Index: idx, Rank: rank, Name: host} }
+	j := func(host string, idx, rank int) ctl.Join {
+		return ctl.Join{Host: host, Index: idx, Rank: rank, Name: host}
+	}
 	tests := []struct {
 		name   string
-		joins  []Join
+		joins  []ctl.Join
 		want   []int
 		err    string
 		listed bool
 	}{
-		{"contiguous per host", []Join{j("b", -1, -1), j("a", -1, -1), j("b", -1, -1), j("a", -1, -1)}, []int{0, 2, 1, 3}, "", false},
-		{"spawn index order within host", []Join{j("a", 2, -1), j("a", 0, -1), j("a", 1, -1)}, []int{2, 0, 1}, "", false},
-		{"requested", []Join{j("a", -1, 1), j("a", -1, 0)}, []int{1, 0}, "", false},
-		{"all or none", []Join{j("a", -1, 1), j("a", -1, -1)}, nil, "set for 1 of 2 workers", false},
-		{"disjoint", []Join{j("a", -1, 1), j("b", -1, 1)}, nil, "claimed by two workers", false},
-		{"in range", []Join{j("a", -1, 0), j("b", -1, 2)}, nil, "accepted 0..1", false},
-		{"listed: rank is the spawn index", []Join{j("b", 1, -1), j("a", 2, -1), j("a", 0, -1)}, []int{1, 2, 0}, "", true},
-		{"listed: an index twice", []Join{j("b", 1, -1), j("a", 1, -1)}, nil, "want each of 0..1 once", true},
+		{"contiguous per host", []ctl.Join{j("b", -1, -1), j("a", -1, -1), j("b", -1, -1), j("a", -1, -1)}, []int{0, 2, 1, 3}, "", false},
+		{"spawn index order within host", []ctl.Join{j("a", 2, -1), j("a", 0, -1), j("a", 1, -1)}, []int{2, 0, 1}, "", false},
+		{"requested", []ctl.Join{j("a", -1, 1), j("a", -1, 0)}, []int{1, 0}, "", false},
+		{"all or none", []ctl.Join{j("a", -1, 1), j("a", -1, -1)}, nil, "set for 1 of 2 workers", false},
+		{"disjoint", []ctl.Join{j("a", -1, 1), j("b", -1, 1)}, nil, "claimed by two workers", false},
+		{"in range", []ctl.Join{j("a", -1, 0), j("b", -1, 2)}, nil, "accepted 0..1", false},
+		{"listed: rank is the spawn index", []ctl.Join{j("b", 1, -1), j("a", 2, -1), j("a", 0, -1)}, []int{1, 2, 0}, "", true},
+		{"listed: an index twice", []ctl.Join{j("b", 1, -1), j("a", 1, -1)}, nil, "want each of 0..1 once", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
 
 // Oversubscribed is the one rule by which udpconduit judges a host
@@ -17,7 +19,7 @@ import (
 // barrier that wakes each rank least (conduit chooses by this rule, from
 // Welcome.HostCount and Welcome.HostCPUs; the L spawner by the console's
 // own mask, which its workers inherit).
-func Oversubscribed(ranks, cpus int) bool { return cpus > 0 && ranks > cpus }
+func Oversubscribed(ranks, cpus int) bool { return ctl.Oversubscribed(ranks, cpus) }
 
 // A CPU mask is a set of CPU numbers in the text form a Join carries: its
 // 64-bit words in hexadecimal, lowest first, separated by dots ("3" is

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
 
 // TestJoinSaysWhetherTheEnvironmentChanged: Join puts the console's
@@ -35,10 +37,10 @@ func TestJoinSaysWhetherTheEnvironmentChanged(t *testing.T) {
 			wc, cc := net.Pipe()
 			go func() {
 				r := bufio.NewReader(cc)
-				if _, _, err := readFrame(r); err != nil {
+				if _, _, err := ctl.ReadFrame(r); err != nil {
 					return
 				}
-				writeFrame(cc, frameWelcome, Welcome{Rank: 1, Size: 2, Env: tc.env})
+				ctl.WriteFrame(cc, ctl.FrameWelcome, ctl.Welcome{Rank: 1, Size: 2, Env: tc.env})
 			}()
 			w := &Worker{conn: wc, r: bufio.NewReader(wc)}
 			if err := w.Join(&Config{}, netip.MustParseAddrPort("127.0.0.1:9")); err != nil {
@@ -65,10 +67,10 @@ func TestJoinAfterTheJobEnded(t *testing.T) {
 	defer cc.Close()
 	go func() {
 		r := bufio.NewReader(cc)
-		if _, _, err := readFrame(r); err != nil {
+		if _, _, err := ctl.ReadFrame(r); err != nil {
 			return
 		}
-		writeFrame(cc, frameTerminate, Code{Code: 7})
+		ctl.WriteFrame(cc, ctl.FrameTerminate, ctl.Code{Code: 7})
 	}()
 	w := &Worker{conn: wc, r: bufio.NewReader(wc)}
 	err := w.Join(&Config{}, netip.MustParseAddrPort("127.0.0.1:9"))

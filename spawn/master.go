@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 	"github.com/udpconduit/udpconduit/spawn/internal/verdict"
 )
 
@@ -159,8 +160,8 @@ type event struct {
 
 type peerConn struct {
 	conn  net.Conn
-	out   *sender // the console's frames to it, once serving
-	join  Join
+	out   *ctl.Sender // the console's frames to it, once serving
+	join  ctl.Join
 	rank  int
 	heard time.Time // the last frame from it (see checkLive)
 }
@@ -294,7 +295,7 @@ type acceptConfig struct {
 // authTimeout is the longest wait for the first frame of a connection.
 const authTimeout = 5 * time.Second
 
-// accept reads each connection's first frame, of at most maxFirstFrame
+// accept reads each connection's first frame, of at most ctl.MaxFirstFrame
 // bytes within ac.auth: a worker's Hello, after which its Join goes to
 // joins, or a routed output stream, which goes to outs. A connection
 // without the job's secret is closed, having cost a few bytes. Errors of
@@ -321,22 +322,22 @@ func accept(ln net.Listener, ac acceptConfig, joins chan<- *peerConn, outs *outp
 		go func() {
 			c.SetReadDeadline(time.Now().Add(ac.auth))
 			r := bufio.NewReaderSize(c, frameReadBuf)
-			typ, body, err := readFrameMax(r, maxFirstFrame)
-			var h Hello
-			var o Output
+			typ, body, err := ctl.ReadFrameMax(r, ctl.MaxFirstFrame)
+			var h ctl.Hello
+			var o ctl.Output
 			switch {
 			case err != nil:
-			case typ == frameHello && decodeBody(body, &h) == nil && ours(h.Secret):
+			case typ == ctl.FrameHello && ctl.DecodeBody(body, &h) == nil && ours(h.Secret):
 				c.SetReadDeadline(time.Now().Add(ac.join))
-				var jn Join
-				typ, body, err = readFrameMax(r, maxJoinFrame)
-				if err != nil || typ != frameJoin || decodeBody(body, &jn) != nil {
+				var jn ctl.Join
+				typ, body, err = ctl.ReadFrameMax(r, ctl.MaxJoinFrame)
+				if err != nil || typ != ctl.FrameJoin || ctl.DecodeBody(body, &jn) != nil {
 					break
 				}
 				c.SetReadDeadline(time.Time{})
 				joins <- &peerConn{conn: &bufConn{Conn: c, r: r}, join: jn}
 				return
-			case typ == frameOutput && decodeBody(body, &o) == nil && ours(o.Secret) && (o.Stream == 1 || o.Stream == 2):
+			case typ == ctl.FrameOutput && ctl.DecodeBody(body, &o) == nil && ours(o.Secret) && (o.Stream == 1 || o.Stream == 2):
 				c.SetReadDeadline(time.Time{})
 				outs.serve(c, r, o.Stream, o.Index)
 				return
@@ -398,7 +399,7 @@ func (j *job) checkLive(now time.Time) {
 	if j.v.Ended() {
 		return
 	}
-	ping := encodeFrame(framePing, noBody{})
+	ping := ctl.EncodeFrame(ctl.FramePing, ctl.NoBody{})
 	for _, p := range j.peers {
 		if !j.v.Heard(p.rank) {
 			continue
@@ -408,7 +409,7 @@ func (j *job) checkLive(now time.Time) {
 				p.who(), d.Round(time.Millisecond), j.cfg.Liveness)})
 			return
 		}
-		p.out.sendFrame(ping)
+		p.out.SendFrame(ping)
 	}
 }
 
@@ -417,7 +418,7 @@ func (j *job) checkLive(now time.Time) {
 type collectives struct {
 	// waiting holds, for each rank that said it has waited long in a
 	// collective (Coll), which one; the zero Coll for the others.
-	waiting []Coll
+	waiting []ctl.Coll
 	since   time.Time
 	warned  time.Duration // the report was last given this long after since
 }
@@ -436,13 +437,13 @@ var collFamily = map[string]string{"barrier": "barrier", "all-gather": "all-gath
 // Ranks in different collectives at different indexes may all be right: a
 // rank that has all it needs leaves an all-gather (or a barrier) while
 // others still wait for a datagram lost on the way to them.
-func mismatched(waiting []Coll) bool {
+func mismatched(waiting []ctl.Coll) bool {
 	type call struct {
 		kind string
 		root int
 	}
 	at, tree := map[uint64]call{}, map[uint64]call{}
-	seq := map[string]Coll{}
+	seq := map[string]ctl.Coll{}
 	for _, w := range waiting {
 		if w.Kind == "" {
 			continue
@@ -599,7 +600,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 			}
 		}
 	}
-	js := make([]Join, len(joined))
+	js := make([]ctl.Join, len(joined))
 	for i, p := range joined {
 		js[i] = p.join
 	}
@@ -635,7 +636,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 	// from the console, which should only have writes left to do.
 	frames := make([][]byte, j.n)
 	for r := range frames {
-		frames[r] = encodeFrame(frameWelcome, ws[r])
+		frames[r] = ctl.EncodeFrame(ctl.FrameWelcome, ws[r])
 	}
 	vc := verdict.Config{Who: make([]string, j.n), Host: make([]string, j.n), PerWorker: j.launch.PerWorker()}
 	for _, p := range j.peers {
@@ -650,7 +651,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 		}
 	}
 	for _, p := range j.peers {
-		p.out = newSender(p.conn)
+		p.out = ctl.NewSender(p.conn)
 		go readEvents(p, events)
 	}
 	return j.serve(events, exits)
@@ -693,7 +694,7 @@ const frameReadBuf = 256
 func readEvents(p *peerConn, out chan<- event) {
 	r := bufio.NewReaderSize(p.conn, frameReadBuf)
 	for {
-		typ, body, err := readFrame(r)
+		typ, body, err := ctl.ReadFrame(r)
 		out <- event{rank: p.rank, typ: typ, body: body, err: err}
 		if err != nil {
 			return
@@ -720,7 +721,7 @@ func (j *job) forward(s os.Signal) bool {
 		}
 		if r, ok := j.launch.(signalRelay); ok && r.signalsThroughConsole() {
 			// Remote workers raise it themselves, when they have joined.
-			j.broadcast(frameSignal, Code{Code: int(s.(syscall.Signal))})
+			j.broadcast(ctl.FrameSignal, ctl.Code{Code: int(s.(syscall.Signal))})
 		} else {
 			j.launch.Signal(s.(syscall.Signal))
 		}
@@ -754,7 +755,7 @@ func signalCode(s os.Signal) int {
 // told it to, whose status then wins. A crash is never reported as
 // success.
 func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
-	j.coll = collectives{waiting: make([]Coll, j.n)}
+	j.coll = collectives{waiting: make([]ctl.Coll, j.n)}
 	var hangC <-chan time.Time
 	if j.cfg.HangWarn > 0 {
 		hang := time.NewTicker(max(min(j.cfg.HangWarn/4, time.Second), 10*time.Millisecond))
@@ -786,15 +787,15 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 				continue
 			}
 			switch ev.typ {
-			case frameColl:
-				var c Coll
-				if decodeBody(ev.body, &c) == nil && collKinds[c.Kind] {
-					j.coll.waiting[ev.rank] = Coll{}
+			case ctl.FrameColl:
+				var c ctl.Coll
+				if ctl.DecodeBody(ev.body, &c) == nil && ctl.CollKinds[c.Kind] {
+					j.coll.waiting[ev.rank] = ctl.Coll{}
 					if c.In {
-						j.coll.waiting[ev.rank] = Coll{Kind: c.Kind, Seq: c.Seq, Tree: c.Tree, Root: c.Root, Index: c.Index}
+						j.coll.waiting[ev.rank] = ctl.Coll{Kind: c.Kind, Seq: c.Seq, Tree: c.Tree, Root: c.Root, Index: c.Index}
 					}
 				}
-			case frameExit:
+			case ctl.FrameExit:
 				c := exitCode(ev.body)
 				j.step(verdict.Exit{Rank: ev.rank, Code: c.Code, Why: c.Why})
 			}
@@ -827,7 +828,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 		case ev := <-events:
 			if ev.err != nil {
 				j.step(verdict.Closed{Rank: ev.rank})
-			} else if ev.typ == frameExit {
+			} else if ev.typ == ctl.FrameExit {
 				c := exitCode(ev.body)
 				j.step(verdict.Exit{Rank: ev.rank, Code: c.Code, Why: c.Why})
 			}
@@ -836,7 +837,7 @@ func (j *job) serve(events <-chan event, exits <-chan ProcExit) int {
 		}
 	}
 	for _, p := range j.peers {
-		p.out.stop()
+		p.out.Stop()
 		p.conn.Close()
 	}
 	return j.v.Code()
@@ -856,10 +857,10 @@ func (j *job) act(a any) {
 	case verdict.Say:
 		j.say("%s", a.Text)
 	case verdict.End:
-		j.broadcast(frameTerminate, Code{Code: a.Code})
+		j.broadcast(ctl.FrameTerminate, ctl.Code{Code: a.Code})
 		j.killTimer = time.After(j.cfg.ExitTimeout)
 	case verdict.Answer:
-		j.peers[a.Rank].out.send(frameTerminate, Code{Code: a.Code})
+		j.peers[a.Rank].out.Send(ctl.FrameTerminate, ctl.Code{Code: a.Code})
 	case verdict.Kill:
 		if a.Now {
 			j.launch.Kill(0) // a second signal: no more grace
@@ -874,19 +875,19 @@ func (j *job) act(a any) {
 // exitCode reads an Exit frame's body. A code outside a process's 0..255
 // (the library refuses them; a foreign client might not) is 1: it cannot be
 // mistaken for success, nor for the console's own "still running".
-func exitCode(body []byte) Code {
-	var c Code
-	if decodeBody(body, &c) != nil || c.Code < 0 || c.Code > 255 {
+func exitCode(body []byte) ctl.Code {
+	var c ctl.Code
+	if ctl.DecodeBody(body, &c) != nil || c.Code < 0 || c.Code > 255 {
 		c.Code = 1
 	}
 	return c
 }
 
-func (j *job) broadcast(typ byte, v frameBody) {
-	f := encodeFrame(typ, v)
+func (j *job) broadcast(typ byte, v ctl.Body) {
+	f := ctl.EncodeFrame(typ, v)
 	for _, p := range j.peers {
 		if p != nil && p.out != nil {
-			p.out.sendFrame(f)
+			p.out.SendFrame(f)
 		}
 	}
 }
@@ -894,7 +895,7 @@ func (j *job) broadcast(typ byte, v frameBody) {
 // abort ends a job that never started serving.
 func (j *job) abort(code int, joined []*peerConn) int {
 	for _, p := range joined {
-		writeFrame(p.conn, frameTerminate, Code{Code: code})
+		ctl.WriteFrame(p.conn, ctl.FrameTerminate, ctl.Code{Code: code})
 		p.conn.Close()
 	}
 	j.launch.Kill(j.cfg.ExitTimeout)

@@ -3,6 +3,8 @@ package spawn
 import (
 	"fmt"
 	"sort"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
 
 // assignRanks gives each of the n joined workers its rank (DESIGN.md §7).
@@ -12,7 +14,7 @@ import (
 // order; but when listed is set (the S spawner, whose server list the user
 // wrote in rank order), rank i is the worker of spawn index i. joins is in
 // join order; the result is indexed like it.
-func assignRanks(joins []Join, n int, listed bool) ([]int, error) {
+func assignRanks(joins []ctl.Join, n int, listed bool) ([]int, error) {
 	if len(joins) != n {
 		return nil, fmt.Errorf("spawn: %d workers joined, want %d", len(joins), n)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/udpconduit/udpconduit/spawn/binomial"
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
@@ -26,9 +27,9 @@ type Table struct {
 // the others only the addresses of their tree neighbours. cpus and masks
 // hold the CPUs each rank may use, as a count (0: unknown) and as its
 // affinity mask (see hostCPUs).
-func welcomes(tab Table, cpus []int, masks []string, env map[string]string) []Welcome {
+func welcomes(tab Table, cpus []int, masks []string, env map[string]string) []ctl.Welcome {
 	n := len(tab.Addrs)
-	out := make([]Welcome, n)
+	out := make([]ctl.Welcome, n)
 	onHost := map[string]int{}
 	for _, h := range tab.Hosts {
 		onHost[h]++
@@ -40,7 +41,7 @@ func welcomes(tab Table, cpus []int, masks []string, env map[string]string) []We
 	}
 	for r := range out {
 		h := tab.Hosts[r]
-		w := Welcome{Rank: r, Size: n, Env: env, HostCount: onHost[h], HostCPUs: hc[h], Crowded: crowded}
+		w := ctl.Welcome{Rank: r, Size: n, Env: env, HostCount: onHost[h], HostCPUs: hc[h], Crowded: crowded}
 		if r == 0 {
 			w.Addrs, w.Hosts = tab.Addrs, tab.Hosts
 		} else {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/udpconduit/udpconduit/spawn/binomial"
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
 
 // TestRelayTree: every rank but 0 has one parent, below it, that lists it
@@ -60,7 +61,7 @@ func TestWelcomesSendLinearBytes(t *testing.T) {
 	total := func(n int) int {
 		sum, tab := 0, table(n)
 		for r, w := range welcomes(tab, make([]int, n), make([]string, n), map[string]string{"GASNET_X": "1"}) {
-			sum += len(encodeFrame(frameWelcome, w))
+			sum += len(ctl.EncodeFrame(ctl.FrameWelcome, w))
 			if r == 0 {
 				continue
 			}

@@ -10,20 +10,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
 
 // envRoute in a worker's environment asks it to route its stdout and stderr
 // to the console over TCP (DESIGN.md §8).
 const envRoute = "GASNET_SPAWN_ROUTE"
-
-// Output opens one routed output stream of a worker: after this frame, the
-// connection carries the raw bytes of that stream.
-type Output struct {
-	Secret string
-	Stream int // 1 stdout, 2 stderr
-	Index  int // spawn index, or -1
-	PID    int
-}
 
 // routeOutput connects this process's file descriptors 1 and 2 each to its
 // own TCP connection to the console. The descriptors themselves are the
@@ -40,7 +33,7 @@ func routeOutput(addr string, secret []byte, deadline time.Time) error {
 		if err != nil {
 			return fmt.Errorf("routing output to the console at %s: %w", addr, err)
 		}
-		err = writeFrame(c, frameOutput, Output{Secret: string(secret), Stream: stream, Index: idx, PID: os.Getpid()})
+		err = ctl.WriteFrame(c, ctl.FrameOutput, ctl.Output{Secret: string(secret), Stream: stream, Index: idx, PID: os.Getpid()})
 		var f *os.File
 		if err == nil {
 			f, err = c.(*net.TCPConn).File() // a duplicate; Fd puts it in blocking mode

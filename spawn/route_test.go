@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
 
 // lockedBuilder is a strings.Builder safe for the console's writers.
@@ -91,7 +92,7 @@ func closedByPeer(c net.Conn) error {
 func huge(c net.Conn) net.Conn {
 	go func() {
 		time.Sleep(time.Millisecond) // after any frame already on its way
-		hdr := []byte{frameJoin, 0, 0, 0xf0, 0x03}
+		hdr := []byte{ctl.FrameJoin, 0, 0, 0xf0, 0x03}
 		if _, err := c.Write(hdr); err != nil {
 			return
 		}
@@ -121,10 +122,10 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 		const timeout = 5 * time.Second
 		go accept(ln, acceptConfig{secret: "s3cret", auth: timeout, join: time.Hour, say: t.Logf}, joins, outs)
 
-		send := func(typ byte, v frameBody, data ...string) net.Conn {
+		send := func(typ byte, v ctl.Body, data ...string) net.Conn {
 			c := ln.Dial()
 			go func() {
-				if err := writeFrame(c, typ, v); err != nil {
+				if err := ctl.WriteFrame(c, typ, v); err != nil {
 					return // a stranger's frame may be cut off
 				}
 				for _, d := range data {
@@ -136,16 +137,16 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 			}()
 			return c
 		}
-		a := send(frameOutput, Output{Secret: "s3cret", Stream: 1}, "rank a ", "line 1\nrank a line 2\nno newline")
-		b := send(frameOutput, Output{Secret: "s3cret", Stream: 2}, "err line\n")
+		a := send(ctl.FrameOutput, ctl.Output{Secret: "s3cret", Stream: 1}, "rank a ", "line 1\nrank a line 2\nno newline")
+		b := send(ctl.FrameOutput, ctl.Output{Secret: "s3cret", Stream: 2}, "err line\n")
 		start := time.Now()
 		for name, c := range map[string]net.Conn{
-			"output with a wrong secret": send(frameOutput, Output{Secret: "wrong", Stream: 1}, "forged\n"),
-			"output to stream 0":         send(frameOutput, Output{Secret: "s3cret", Stream: 0}, "bad stream\n"),
-			"hello with a wrong secret":  send(frameHello, Hello{Secret: "wrong"}),
-			"join without a hello":       send(frameJoin, Join{Name: "stranger"}),
+			"output with a wrong secret": send(ctl.FrameOutput, ctl.Output{Secret: "wrong", Stream: 1}, "forged\n"),
+			"output to stream 0":         send(ctl.FrameOutput, ctl.Output{Secret: "s3cret", Stream: 0}, "bad stream\n"),
+			"hello with a wrong secret":  send(ctl.FrameHello, ctl.Hello{Secret: "wrong"}),
+			"join without a hello":       send(ctl.FrameJoin, ctl.Join{Name: "stranger"}),
 			"a 63 MiB first frame":       huge(ln.Dial()),
-			"a hello, then 63 MiB":       huge(send(frameHello, Hello{Secret: "s3cret"})),
+			"a hello, then 63 MiB":       huge(send(ctl.FrameHello, ctl.Hello{Secret: "s3cret"})),
 		} {
 			if err := closedByPeer(c); err != nil {
 				t.Errorf("%s: %v", name, err)
@@ -181,9 +182,9 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 			t.Errorf("a stranger's Join was accepted: %+v", p.join)
 		default:
 		}
-		w := send(frameHello, Hello{Secret: "s3cret"})
+		w := send(ctl.FrameHello, ctl.Hello{Secret: "s3cret"})
 		time.Sleep(3 * timeout) // a worker may take long from its Hello to its Join
-		writeFrame(w, frameJoin, Join{Name: "worker", Index: 3})
+		ctl.WriteFrame(w, ctl.FrameJoin, ctl.Join{Name: "worker", Index: 3})
 		select {
 		case p := <-joins:
 			if p.join.Name != "worker" || p.join.Index != 3 {
@@ -195,7 +196,7 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 		}
 
 		// A stream a worker keeps open is cut off after the timeout.
-		k := send(frameOutput, Output{Secret: "s3cret", Stream: 1}, "kept\n")
+		k := send(ctl.FrameOutput, ctl.Output{Secret: "s3cret", Stream: 1}, "kept\n")
 		defer k.Close()
 		time.Sleep(50 * time.Millisecond)
 		start = time.Now()
@@ -240,8 +241,8 @@ func TestAcceptKeepsGoingThroughErrors(t *testing.T) {
 		go accept(ln, acceptConfig{secret: "s3cret", auth: time.Second, join: time.Second, say: say}, joins, newOutputs(&console{}, 0))
 		c := ln.Dial()
 		defer c.Close()
-		writeFrame(c, frameHello, Hello{Secret: "s3cret"})
-		writeFrame(c, frameJoin, Join{Name: "late"})
+		ctl.WriteFrame(c, ctl.FrameHello, ctl.Hello{Secret: "s3cret"})
+		ctl.WriteFrame(c, ctl.FrameJoin, ctl.Join{Name: "late"})
 		select {
 		case p := <-joins:
 			p.conn.Close()
@@ -326,7 +327,7 @@ func TestDrainWaitsForASlowReader(t *testing.T) {
 			var want strings.Builder
 			go func() {
 				defer c.Close()
-				writeFrame(c, frameOutput, Output{Secret: "s", Stream: 1})
+				ctl.WriteFrame(c, ctl.FrameOutput, ctl.Output{Secret: "s", Stream: 1})
 				for i := range 300 {
 					fmt.Fprintf(&want, "line %d\n", i)
 					fmt.Fprintf(c, "line %d\n", i)

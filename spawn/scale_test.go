@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/udpconduit/udpconduit/spawn/binomial"
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
 
 // The bootstrap load test (TestBootstrapScale) runs this test binary three
@@ -80,13 +81,13 @@ func scaleSim() int {
 		fmt.Fprintln(os.Stderr, "sim:", err)
 		return 1
 	}
-	hello := Hello{Secret: hex.EncodeToString(secret)}
+	hello := ctl.Hello{Secret: hex.EncodeToString(secret)}
 	addr := os.Getenv(envMaster)
 	type simWorker struct {
 		conn net.Conn
 		r    *bufio.Reader
 		udp  string
-		w    Welcome
+		w    ctl.Welcome
 	}
 	ws := make([]*simWorker, n)
 	var received atomic.Int64
@@ -104,18 +105,18 @@ func scaleSim() int {
 			}
 			s := &simWorker{conn: c, r: bufio.NewReader(c), udp: fmt.Sprintf("10.%d.%d.%d:9", i>>16, i>>8&255, i&255)}
 			ws[i] = s
-			join := Join{Rank: -1, Index: i, Host: fmt.Sprintf("simhost%d", i/16), Name: "sim", PID: os.Getpid(), UDP: s.udp}
-			if err := writeFrame(c, frameHello, hello); err != nil {
+			join := ctl.Join{Rank: -1, Index: i, Host: fmt.Sprintf("simhost%d", i/16), Name: "sim", PID: os.Getpid(), UDP: s.udp}
+			if err := ctl.WriteFrame(c, ctl.FrameHello, hello); err != nil {
 				errs <- err
 				return
 			}
-			if err := writeFrame(c, frameJoin, join); err != nil {
+			if err := ctl.WriteFrame(c, ctl.FrameJoin, join); err != nil {
 				errs <- err
 				return
 			}
-			typ, body, err := readFrame(s.r)
+			typ, body, err := ctl.ReadFrame(s.r)
 			received.Add(int64(5 + len(body)))
-			if err == nil && (typ != frameWelcome || decodeBody(body, &s.w) != nil) {
+			if err == nil && (typ != ctl.FrameWelcome || ctl.DecodeBody(body, &s.w) != nil) {
 				err = fmt.Errorf("worker %d: frame %d instead of a welcome", i, typ)
 			}
 			if err != nil {
@@ -164,21 +165,21 @@ func scaleSim() int {
 	for _, s := range ws {
 		done.Go(func() {
 			defer s.conn.Close()
-			if err := writeFrame(s.conn, frameExit, Code{Code: 0}); err != nil {
+			if err := ctl.WriteFrame(s.conn, ctl.FrameExit, ctl.Code{Code: 0}); err != nil {
 				errs <- err
 				return
 			}
 			for {
-				typ, body, err := readFrame(s.r)
+				typ, body, err := ctl.ReadFrame(s.r)
 				if err != nil {
 					errs <- fmt.Errorf("rank %d: %w", s.w.Rank, err)
 					return
 				}
 				received.Add(int64(5 + len(body)))
 				switch typ {
-				case framePing:
-					writeFrame(s.conn, framePong, noBody{})
-				case frameTerminate:
+				case ctl.FramePing:
+					ctl.WriteFrame(s.conn, ctl.FramePong, ctl.NoBody{})
+				case ctl.FrameTerminate:
 					return
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
 
 // TestBroadcastNeverCutsFrames: a worker that does not read for longer than
@@ -24,13 +25,13 @@ func TestBroadcastNeverCutsFrames(t *testing.T) {
 		cfg.ExitTimeout = 100 * time.Millisecond
 		consoleEnd, workerEnd := net.Pipe() // no buffer: every write waits for the reader
 		defer workerEnd.Close()
-		p := &peerConn{conn: consoleEnd, out: newSender(consoleEnd)}
+		p := &peerConn{conn: consoleEnd, out: ctl.NewSender(consoleEnd)}
 		j := &job{cfg: cfg, n: 1, peers: []*peerConn{p}}
-		big := Welcome{Env: map[string]string{"X": string(bytes.Repeat([]byte("x"), 1<<16))}}
+		big := ctl.Welcome{Env: map[string]string{"X": string(bytes.Repeat([]byte("x"), 1<<16))}}
 		start := time.Now()
-		j.broadcast(frameWelcome, big)
-		j.broadcast(framePing, noBody{})
-		j.broadcast(frameTerminate, Code{Code: 7})
+		j.broadcast(ctl.FrameWelcome, big)
+		j.broadcast(ctl.FramePing, ctl.NoBody{})
+		j.broadcast(ctl.FrameTerminate, ctl.Code{Code: 7})
 		if d := time.Since(start); d != 0 {
 			t.Errorf("broadcast waited %v for a worker that does not read", d)
 		}
@@ -38,19 +39,19 @@ func TestBroadcastNeverCutsFrames(t *testing.T) {
 		r := bufio.NewReader(workerEnd)
 		var got []byte
 		for range 3 {
-			typ, body, err := readFrame(r)
+			typ, body, err := ctl.ReadFrame(r)
 			if err != nil {
 				t.Fatalf("after frames %v: %v", got, err)
 			}
 			got = append(got, typ)
-			if typ == frameWelcome && len(body) < 1<<16 {
+			if typ == ctl.FrameWelcome && len(body) < 1<<16 {
 				t.Errorf("big frame of %d bytes", len(body))
 			}
 		}
-		if d := cmp.Diff([]byte{frameWelcome, framePing, frameTerminate}, got); d != "" {
+		if d := cmp.Diff([]byte{ctl.FrameWelcome, ctl.FramePing, ctl.FrameTerminate}, got); d != "" {
 			t.Errorf("frames (-want +got):\n%s", d)
 		}
-		p.out.stop()
+		p.out.Stop()
 		consoleEnd.Close()
 	})
 }

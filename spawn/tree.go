@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
@@ -26,18 +27,18 @@ type treeInfo struct {
 // The treeInfo's line on a worker's ssh session: its body in the control
 // frames' encoding, in hexadecimal.
 
-func (t treeInfo) appendBody(b []byte) []byte {
+func (t treeInfo) AppendBody(b []byte) []byte {
 	b = varenc.AppendInt(varenc.AppendStrings(b, t.Servers), t.Degree)
 	return varenc.AppendString(varenc.AppendStrings(varenc.AppendString(b, t.Program), t.Args), t.Dir)
 }
 
-func (t *treeInfo) readBody(d *varenc.Decoder) {
+func (t *treeInfo) ReadBody(d *varenc.Decoder) {
 	t.Servers, t.Degree = d.Strings(), d.Int()
 	t.Program, t.Args, t.Dir = d.String(), d.Strings(), d.String()
 }
 
 // treeLine encodes t as the line a tree worker reads from its session.
-func treeLine(t *treeInfo) string { return hex.EncodeToString(t.appendBody(nil)) }
+func treeLine(t *treeInfo) string { return hex.EncodeToString(t.AppendBody(nil)) }
 
 // parseTreeLine decodes a treeLine.
 func parseTreeLine(line string) (*treeInfo, error) {
@@ -46,7 +47,7 @@ func parseTreeLine(line string) (*treeInfo, error) {
 		return nil, err
 	}
 	t := new(treeInfo)
-	if err := decodeBody(b, t); err != nil {
+	if err := ctl.DecodeBody(b, t); err != nil {
 		return nil, err
 	}
 	return t, nil

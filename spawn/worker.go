@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
 
 // IsWorker reports whether this process was started as a worker of a job
@@ -28,7 +30,7 @@ func IsWorker() bool { return os.Getenv(envMaster) != "" }
 // job (DESIGN.md §7); the program's collectives run among the workers
 // (package conduit).
 type Worker struct {
-	wel Welcome // the console's welcome, its table completed by SetTable
+	wel ctl.Welcome // the console's welcome, its table completed by SetTable
 	// Secret is the job secret, from which datagram tags are derived.
 	Secret []byte
 	// LocalIP is the address of the interface that reaches the console; the
@@ -154,7 +156,7 @@ func Dial(cfg *Config) (*Worker, error) {
 		time.Sleep(delay)
 	}
 	w := &Worker{conn: c, r: bufio.NewReader(c), Secret: []byte(hex.EncodeToString(secret))}
-	if err := writeFrame(c, frameHello, Hello{Secret: string(w.Secret)}); err != nil {
+	if err := ctl.WriteFrame(c, ctl.FrameHello, ctl.Hello{Secret: string(w.Secret)}); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("greeting the console at %s: %w", addr, err)
 	}
@@ -341,21 +343,21 @@ func (w *Worker) Join(cfg *Config, udp netip.AddrPort) error {
 		idx = launcherRank(os.Getenv) // started by srun, mpirun or mpiexec
 	}
 	name, _ := os.Hostname()
-	jn := Join{Rank: rank, Index: idx, Host: hostIdentity(cfg.HostDetect, udp.Addr()),
+	jn := ctl.Join{Rank: rank, Index: idx, Host: hostIdentity(cfg.HostDetect, udp.Addr()),
 		Name: name, PID: os.Getpid(), UDP: udp.String(), CPUs: runtime.NumCPU(), Mask: cpuMask()}
-	if err := writeFrame(w.conn, frameJoin, jn); err != nil {
+	if err := ctl.WriteFrame(w.conn, ctl.FrameJoin, jn); err != nil {
 		return fmt.Errorf("joining the console: %w", err)
 	}
-	typ, body, err := readFrame(w.r)
+	typ, body, err := ctl.ReadFrame(w.r)
 	if err != nil {
 		return fmt.Errorf("waiting for the console's welcome: %w", err)
 	}
-	if typ == frameTerminate {
-		var c Code
-		decodeBody(body, &c)
+	if typ == ctl.FrameTerminate {
+		var c ctl.Code
+		ctl.DecodeBody(body, &c)
 		return &EndedError{Code: c.Code}
 	}
-	if typ != frameWelcome || decodeBody(body, &w.wel) != nil {
+	if typ != ctl.FrameWelcome || ctl.DecodeBody(body, &w.wel) != nil {
 		return fmt.Errorf("malformed welcome from the console")
 	}
 	if w.children != nil {
@@ -447,7 +449,7 @@ func (w *Worker) readLoop() {
 		if live > 0 {
 			w.conn.SetReadDeadline(time.Now().Add(live))
 		}
-		typ, body, err := readFrame(w.r)
+		typ, body, err := ctl.ReadFrame(w.r)
 		if err != nil {
 			if w.exiting.Load() {
 				select {} // Exit is about to end the process
@@ -459,36 +461,36 @@ func (w *Worker) readLoop() {
 			w.exit(1)
 		}
 		switch typ {
-		case frameTerminate:
-			var c Code
-			decodeBody(body, &c)
+		case ctl.FrameTerminate:
+			var c ctl.Code
+			ctl.DecodeBody(body, &c)
 			w.terminate(c.Code)
-		case frameSignal:
+		case ctl.FrameSignal:
 			// A signal the console forwards to a worker it cannot signal
 			// itself (remote): only the forwarded ones.
-			var c Code
-			decodeBody(body, &c)
+			var c ctl.Code
+			ctl.DecodeBody(body, &c)
 			if sig := syscall.Signal(c.Code); sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2 {
 				syscall.Kill(os.Getpid(), sig)
 			}
-		case framePing:
+		case ctl.FramePing:
 			// Answered here, not by the program's goroutines: a rank that
 			// computes without calling the library is alive; only one
 			// whose process is stopped or whose host is gone is not.
-			w.send(framePong, noBody{})
+			w.send(ctl.FramePong, ctl.NoBody{})
 		}
 	}
 }
 
-func (w *Worker) send(typ byte, v frameBody) error {
+func (w *Worker) send(typ byte, v ctl.Body) error {
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
-	return writeFrame(w.conn, typ, v)
+	return ctl.WriteFrame(w.conn, typ, v)
 }
 
 // Report tells the console that this rank waits in a collective (c.In),
 // or no longer does (see Coll).
-func (w *Worker) Report(c Coll) error { return w.send(frameColl, c) }
+func (w *Worker) Report(c ctl.Coll) error { return w.send(ctl.FrameColl, c) }
 
 // Exit reports code to the console, which ends the job with the first code
 // reported; it waits briefly for the console's word, then exits the process.
@@ -505,8 +507,12 @@ func (w *Worker) Abort(code int, why string, grace time.Duration) {
 	w.terminating.Store(true)
 	w.event()
 	os.Stdout.Sync()
-	if w.send(frameExit, Code{Code: code, Why: why}) == nil {
+	if w.send(ctl.FrameExit, ctl.Code{Code: code, Why: why}) == nil {
 		time.Sleep(grace) // the console's Terminate normally ends us first
 	}
 	w.exit(code)
 }
+
+// Coll says that a rank waits long in a collective, or has left it (see
+// Worker.Report and GASNET_HANG_WARN).
+type Coll = ctl.Coll

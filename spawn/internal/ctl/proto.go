@@ -1,4 +1,9 @@
-package spawn
+// Package ctl is the control protocol between the console and its workers
+// (DESIGN.md §7.1): the frame types and their bodies (Hello, Join,
+// Welcome, Coll, Code, Output), their binary encoding (spawn/varenc),
+// reading and writing frames within size limits, and the Sender that
+// writes a worker's frames in order without ever blocking the console.
+package ctl
 
 import (
 	"bufio"
@@ -11,23 +16,23 @@ import (
 // Each frame is one type byte, a little-endian uint32 length and a binary
 // body (codec.go).
 const (
-	frameJoin    byte = 1 // worker → console: Join
-	frameWelcome byte = 2 // console → worker: Welcome
+	FrameJoin    byte = 1 // worker → console: Join
+	FrameWelcome byte = 2 // console → worker: Welcome
 	// 3 and 4 are unused: collectives run among the workers.
-	frameExit      byte = 5 // worker → console: Exit(code) called
-	frameTerminate byte = 6 // console → worker: exit now with the code in the body
-	frameOutput    byte = 7 // worker → console, first frame of a routed output stream: Output
-	frameHello     byte = 8 // worker → console, first frame of a control connection: Hello
-	framePing      byte = 9 // console → worker: answer with framePong (liveness)
-	framePong      byte = 10
-	frameSignal    byte = 11 // console → worker: raise the signal numbered in the body (Code) on itself
-	frameColl      byte = 12 // worker → console: Coll, where a rank waits long in a collective
-	maxFrame            = 64 << 20
-	// maxFirstFrame bounds the first frame of a connection, read before the
-	// secret is checked, and maxJoinFrame the Join that follows a Hello: a
+	FrameExit      byte = 5 // worker → console: Exit(code) called
+	FrameTerminate byte = 6 // console → worker: exit now with the code in the body
+	FrameOutput    byte = 7 // worker → console, first frame of a routed output stream: Output
+	FrameHello     byte = 8 // worker → console, first frame of a control connection: Hello
+	FramePing      byte = 9 // console → worker: answer with FramePong (liveness)
+	FramePong      byte = 10
+	FrameSignal    byte = 11 // console → worker: raise the signal numbered in the body (Code) on itself
+	FrameColl      byte = 12 // worker → console: Coll, where a rank waits long in a collective
+	MaxFrame            = 64 << 20
+	// MaxFirstFrame bounds the first frame of a connection, read before the
+	// secret is checked, and MaxJoinFrame the Join that follows a Hello: a
 	// stranger makes the console read at most a few bytes.
-	maxFirstFrame = 512
-	maxJoinFrame  = 4096
+	MaxFirstFrame = 512
+	MaxJoinFrame  = 4096
 )
 
 // Hello is the first frame of a worker's control connection, sent as soon
@@ -77,7 +82,7 @@ func (w *Welcome) Oversubscribed() bool { return Oversubscribed(w.HostCount, w.H
 // Coll says that a rank has waited long in a collective (In), or has left
 // it: the console reports collectives that do not match (GASNET_HANG_WARN).
 type Coll struct {
-	Kind string // one of collKinds
+	Kind string // one of CollKinds
 	Seq  uint64 // its number on this rank, from 1
 	In   bool
 	// Tree numbers a broadcast or reduction among all of the rank's
@@ -105,9 +110,9 @@ func (c Coll) String() string {
 	return s
 }
 
-// collKinds are the collectives a rank reports (Coll.Kind); each kind has
+// CollKinds are the collectives a rank reports (Coll.Kind); each kind has
 // its own numbering.
-var collKinds = map[string]bool{"barrier": true, "all-gather": true, "broadcast": true, "reduce": true, "all-reduce": true}
+var CollKinds = map[string]bool{"barrier": true, "all-gather": true, "broadcast": true, "reduce": true, "all-reduce": true}
 
 // Code is the body of exit and terminate frames.
 type Code struct {
@@ -117,24 +122,24 @@ type Code struct {
 	Why string
 }
 
-func writeFrame(w io.Writer, typ byte, v frameBody) error {
-	_, err := w.Write(encodeFrame(typ, v))
+func WriteFrame(w io.Writer, typ byte, v Body) error {
+	_, err := w.Write(EncodeFrame(typ, v))
 	return err
 }
 
-// encodeFrame returns the bytes of one frame.
-func encodeFrame(typ byte, v frameBody) []byte {
-	f := v.appendBody(make([]byte, 5, 64))
+// EncodeFrame returns the bytes of one frame.
+func EncodeFrame(typ byte, v Body) []byte {
+	f := v.AppendBody(make([]byte, 5, 64))
 	f[0] = typ
 	binary.LittleEndian.PutUint32(f[1:], uint32(len(f)-5))
 	return f
 }
 
-func readFrame(r *bufio.Reader) (byte, []byte, error) { return readFrameMax(r, maxFrame) }
+func ReadFrame(r *bufio.Reader) (byte, []byte, error) { return ReadFrameMax(r, MaxFrame) }
 
-// readFrameMax reads a frame whose body is at most limit bytes; a longer
+// ReadFrameMax reads a frame whose body is at most limit bytes; a longer
 // one is an error, and its body is not read.
-func readFrameMax(r *bufio.Reader, limit uint32) (byte, []byte, error) {
+func ReadFrameMax(r *bufio.Reader, limit uint32) (byte, []byte, error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, nil, err
@@ -149,3 +154,17 @@ func readFrameMax(r *bufio.Reader, limit uint32) (byte, []byte, error) {
 	}
 	return hdr[0], body, nil
 }
+
+// Output opens one routed output stream of a worker: after this frame, the
+// connection carries the raw bytes of that stream.
+type Output struct {
+	Secret string
+	Stream int // 1 stdout, 2 stderr
+	Index  int // spawn index, or -1
+	PID    int
+}
+
+// Oversubscribed is the one rule by which udpconduit judges a host
+// crowded: its ranks outnumber the CPUs they may run on together (cpus; 0:
+// unknown, never crowded). package spawn documents it (spawn.Oversubscribed).
+func Oversubscribed(ranks, cpus int) bool { return cpus > 0 && ranks > cpus }

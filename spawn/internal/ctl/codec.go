@@ -1,4 +1,4 @@
-package spawn
+package ctl
 
 import (
 	"errors"
@@ -14,47 +14,47 @@ import (
 // pairs sorted by key: one idiom, without reflection, for every frame (and
 // the spawn tree's line, see treeInfo).
 
-// frameBody is the body of a control frame, to send.
-type frameBody interface{ appendBody(b []byte) []byte }
+// Body is the body of a control frame, to send.
+type Body interface{ AppendBody(b []byte) []byte }
 
-// bodyReader is the body of a control frame, to receive.
-type bodyReader interface{ readBody(d *varenc.Decoder) }
+// BodyReader is the body of a control frame, to receive.
+type BodyReader interface{ ReadBody(d *varenc.Decoder) }
 
-// noBody is the body of frames that carry none (ping, pong, barrier).
-type noBody struct{}
+// NoBody is the body of frames that carry none (ping, pong, barrier).
+type NoBody struct{}
 
-func (noBody) appendBody(b []byte) []byte { return b }
+func (NoBody) AppendBody(b []byte) []byte { return b }
 
-var errMalformed = errors.New("spawn: malformed control frame")
+var ErrMalformed = errors.New("spawn: malformed control frame")
 
-// decodeBody decodes a frame's body into v: it fails on a truncated body,
+// DecodeBody decodes a frame's body into v: it fails on a truncated body,
 // on bytes left over, on an integer outside int32, on a list longer than
 // the bytes left and on a bool other than 0 or 1.
-func decodeBody(b []byte, v bodyReader) error {
+func DecodeBody(b []byte, v BodyReader) error {
 	d := varenc.Decoder{B: b}
-	v.readBody(&d)
+	v.ReadBody(&d)
 	if d.Bad || len(d.B) != 0 {
-		return errMalformed
+		return ErrMalformed
 	}
 	return nil
 }
 
-func (h Hello) appendBody(b []byte) []byte  { return varenc.AppendString(b, h.Secret) }
-func (h *Hello) readBody(d *varenc.Decoder) { h.Secret = d.String() }
+func (h Hello) AppendBody(b []byte) []byte  { return varenc.AppendString(b, h.Secret) }
+func (h *Hello) ReadBody(d *varenc.Decoder) { h.Secret = d.String() }
 
-func (j Join) appendBody(b []byte) []byte {
+func (j Join) AppendBody(b []byte) []byte {
 	b = varenc.AppendInt(varenc.AppendInt(b, j.Rank), j.Index)
 	b = varenc.AppendString(varenc.AppendString(b, j.Host), j.Name)
 	return varenc.AppendString(varenc.AppendInt(varenc.AppendString(varenc.AppendInt(b, j.PID), j.UDP), j.CPUs), j.Mask)
 }
 
-func (j *Join) readBody(d *varenc.Decoder) {
+func (j *Join) ReadBody(d *varenc.Decoder) {
 	j.Rank, j.Index = d.Int(), d.Int()
 	j.Host, j.Name = d.String(), d.String()
 	j.PID, j.UDP, j.CPUs, j.Mask = d.Int(), d.String(), d.Int(), d.String()
 }
 
-func (w Welcome) appendBody(b []byte) []byte {
+func (w Welcome) AppendBody(b []byte) []byte {
 	b = varenc.AppendInt(varenc.AppendInt(b, w.Rank), w.Size)
 	b = varenc.AppendStrings(varenc.AppendStrings(b, w.Addrs), w.Hosts)
 	b = varenc.AppendUint(b, uint64(len(w.Peers)))
@@ -68,7 +68,7 @@ func (w Welcome) appendBody(b []byte) []byte {
 	return varenc.AppendBool(varenc.AppendInt(varenc.AppendInt(b, w.HostCount), w.HostCPUs), w.Crowded)
 }
 
-func (w *Welcome) readBody(d *varenc.Decoder) {
+func (w *Welcome) ReadBody(d *varenc.Decoder) {
 	w.Rank, w.Size = d.Int(), d.Int()
 	w.Addrs, w.Hosts = d.Strings(), d.Strings()
 	w.Peers = nil
@@ -88,24 +88,24 @@ func (w *Welcome) readBody(d *varenc.Decoder) {
 	w.HostCount, w.HostCPUs, w.Crowded = d.Int(), d.Int(), d.Bool()
 }
 
-func (c Coll) appendBody(b []byte) []byte {
+func (c Coll) AppendBody(b []byte) []byte {
 	b = varenc.AppendBool(varenc.AppendUint(varenc.AppendString(b, c.Kind), c.Seq), c.In)
 	return varenc.AppendUint(varenc.AppendInt(varenc.AppendUint(b, c.Tree), c.Root), c.Index)
 }
 
-func (c *Coll) readBody(d *varenc.Decoder) {
+func (c *Coll) ReadBody(d *varenc.Decoder) {
 	c.Kind, c.Seq, c.In, c.Tree, c.Root, c.Index = d.String(), d.Uint(), d.Bool(), d.Uint(), d.Int(), d.Uint()
 }
 
-func (c Code) appendBody(b []byte) []byte {
+func (c Code) AppendBody(b []byte) []byte {
 	return varenc.AppendString(varenc.AppendInt(b, c.Code), c.Why)
 }
-func (c *Code) readBody(d *varenc.Decoder) { c.Code, c.Why = d.Int(), d.String() }
+func (c *Code) ReadBody(d *varenc.Decoder) { c.Code, c.Why = d.Int(), d.String() }
 
-func (o Output) appendBody(b []byte) []byte {
+func (o Output) AppendBody(b []byte) []byte {
 	return varenc.AppendInt(varenc.AppendInt(varenc.AppendInt(varenc.AppendString(b, o.Secret), o.Stream), o.Index), o.PID)
 }
 
-func (o *Output) readBody(d *varenc.Decoder) {
+func (o *Output) ReadBody(d *varenc.Decoder) {
 	o.Secret, o.Stream, o.Index, o.PID = d.String(), d.Int(), d.Int(), d.Int()
 }

@@ -1,16 +1,16 @@
-package spawn
+package ctl
 
 import (
 	"net"
 	"sync"
 )
 
-// sender writes the console's frames to one worker in order, from a
+// Sender writes the console's frames to one worker in order, from a
 // goroutine of its own, so that the console's loop never waits on a worker
 // that does not read (stopped, or its host slow) and a frame is never cut
 // by a write deadline: a frame is written whole or, once the connection is
 // closed, not at all.
-type sender struct {
+type Sender struct {
 	conn net.Conn
 	wake chan struct{} // a frame was queued, or stop was called
 	mu   sync.Mutex
@@ -18,17 +18,17 @@ type sender struct {
 	done bool
 }
 
-func newSender(c net.Conn) *sender {
-	s := &sender{conn: c, wake: make(chan struct{}, 1)}
+func NewSender(c net.Conn) *Sender {
+	s := &Sender{conn: c, wake: make(chan struct{}, 1)}
 	go s.run()
 	return s
 }
 
 // send queues a frame; it never blocks.
-func (s *sender) send(typ byte, v frameBody) { s.sendFrame(encodeFrame(typ, v)) }
+func (s *Sender) Send(typ byte, v Body) { s.SendFrame(EncodeFrame(typ, v)) }
 
 // sendFrame queues an encoded frame, which the caller no longer changes.
-func (s *sender) sendFrame(f []byte) {
+func (s *Sender) SendFrame(f []byte) {
 	s.mu.Lock()
 	if !s.done {
 		s.q = append(s.q, f)
@@ -37,7 +37,7 @@ func (s *sender) sendFrame(f []byte) {
 	s.poke()
 }
 
-func (s *sender) poke() {
+func (s *Sender) poke() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -46,14 +46,14 @@ func (s *sender) poke() {
 
 // stop ends the goroutine once the queue is written; closing the
 // connection ends it at once.
-func (s *sender) stop() {
+func (s *Sender) Stop() {
 	s.mu.Lock()
 	s.done = true
 	s.mu.Unlock()
 	s.poke()
 }
 
-func (s *sender) run() {
+func (s *Sender) run() {
 	for {
 		s.mu.Lock()
 		q, done := s.q, s.done
@@ -68,7 +68,7 @@ func (s *sender) run() {
 		}
 		for _, f := range q {
 			if _, err := s.conn.Write(f); err != nil {
-				s.stop()
+				s.Stop()
 				s.mu.Lock()
 				s.q = nil
 				s.mu.Unlock()
