@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
+	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
 	"github.com/udpconduit/udpconduit/spawn/sshc"
 )
 
@@ -29,7 +30,7 @@ func TestREADMEEnvTable(t *testing.T) {
 	if i < 0 || j < i {
 		t.Fatal("README.md has no env:begin/env:end markers")
 	}
-	want := envTable()
+	want := envconf.Table()
 	got := s[i+len(envBegin) : j]
 	if got == want {
 		return
@@ -39,33 +40,6 @@ func TestREADMEEnvTable(t *testing.T) {
 		return
 	}
 	t.Errorf("README variable table is stale (-want +got):\n%s", cmp.Diff(want, got))
-}
-
-func TestResolveAliases(t *testing.T) {
-	env := []string{
-		"GASNET_NETWORKDEPTH=64", "AMUDP_NETWORKDEPTH=32", // GASNET_ wins
-		"AMUDP_LINEBUFFERSZ=80",            // AMUDP_ alias
-		"SSH_SERVERS=h1 h2",                // documented bare name
-		"NETWORKDEPTH=1", "ROUTE_OUTPUT=0", // undocumented bare names are ignored
-		"CSPAWN_CMD=srun -n %N %C", "AMUDP_CSPAWN_CMD=x", // AMUDP_ beats bare
-	}
-	got := resolveAliases(env)
-	want := map[string]Source{
-		"GASNET_NETWORKDEPTH": {"GASNET_NETWORKDEPTH", "64"},
-		"GASNET_LINEBUFFERSZ": {"AMUDP_LINEBUFFERSZ", "80"},
-		"GASNET_SSH_SERVERS":  {"SSH_SERVERS", "h1 h2"},
-		"GASNET_CSPAWN_CMD":   {"AMUDP_CSPAWN_CMD", "x"},
-	}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("(-want +got):\n%s", d)
-	}
-	c, _, err := loadConfig(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.NetworkDepth != 64 || c.LineBufSize != 80 || !c.RouteOutput || c.ChooseSpawner() != "S" {
-		t.Errorf("loaded %+v", c)
-	}
 }
 
 func TestChooseSpawner(t *testing.T) {
@@ -78,7 +52,7 @@ func TestChooseSpawner(t *testing.T) {
 		{[]string{"GASNET_SSH_SERVERS=a"}, "S"},
 		{[]string{"GASNET_SSH_SERVERS=a", "GASNET_SPAWNFN=l"}, "L"},
 	} {
-		c, _, err := loadConfig(tc.env)
+		c, _, err := envconf.LoadEnv(tc.env)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +146,7 @@ func TestConfigRanges(t *testing.T) {
 		{"GASNET_BARRIER=tree", `GASNET_BARRIER=tree: accepted: AMDISSEM (or DISSEM), AMCENTRAL or AMTREE, or empty for the default`},
 		{"AMUDP_BARRIER=RDMADISSEM", `AMUDP_BARRIER=RDMADISSEM: accepted: AMDISSEM`},
 	} {
-		_, _, err := loadConfig(strings.Split(tc.env, "\x00"))
+		_, _, err := envconf.LoadEnv(strings.Split(tc.env, "\x00"))
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.env, err, tc.want)
 		}
@@ -181,19 +155,19 @@ func TestConfigRanges(t *testing.T) {
 		"GASNET_SENDDEPTH=-1", "GASNET_HANG_WARN=0", "GASNET_WORKERIP=10.77.", "GASNET_WORKERIP=fd00::/8", "GASNET_WORKER_RANK=SLURM_PROCID",
 		"GASNET_SOCKETBUFFER_INITIAL=0", "GASNET_EXIT_TIMEOUT=1h", "GASNET_BARRIER=amtree", "GASNET_BARRIER=DISSEM",
 		"GASNET_REQUESTTIMEOUT_MAX=500000\x00GASNET_REQUESTTIMEOUT_INITIAL=1000"} {
-		if _, _, err := loadConfig(strings.Split(ok, "\x00")); err != nil {
+		if _, _, err := envconf.LoadEnv(strings.Split(ok, "\x00")); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
 	// MAX alone below the default initial wait lowers that wait: the user
 	// set no initial wait to conflict with.
-	if c, _, err := loadConfig([]string{"GASNET_REQUESTTIMEOUT_MAX=2000000"}); err != nil || c.ReqTimeoutInitial != 100000 {
+	if c, _, err := envconf.LoadEnv([]string{"GASNET_REQUESTTIMEOUT_MAX=2000000"}); err != nil || c.ReqTimeoutInitial != 100000 {
 		t.Errorf("MAX=2000000: %v, initial %d", err, c.ReqTimeoutInitial)
 	}
-	if c, _, err := loadConfig([]string{"GASNET_REQUESTTIMEOUT_MAX=60000"}); err == nil || c != nil {
+	if c, _, err := envconf.LoadEnv([]string{"GASNET_REQUESTTIMEOUT_MAX=60000"}); err == nil || c != nil {
 		t.Errorf("MAX=60000: accepted (give-up 120 ms)")
 	}
-	if c, _, err := loadConfig([]string{"GASNET_REQUESTTIMEOUT_MAX=0"}); err != nil || c.ReqTimeoutInitial != 100000 {
+	if c, _, err := envconf.LoadEnv([]string{"GASNET_REQUESTTIMEOUT_MAX=0"}); err != nil || c.ReqTimeoutInitial != 100000 {
 		t.Errorf("MAX=0: %v", err)
 	}
 }
@@ -228,7 +202,7 @@ func TestCheckJob(t *testing.T) {
 		if tc.env != "" {
 			env = []string{tc.env}
 		}
-		cfg, src, err := loadConfig(env)
+		cfg, src, err := envconf.LoadEnv(env)
 		if err != nil {
 			t.Fatal(err)
 		}

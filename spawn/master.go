@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
+	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
 	"github.com/udpconduit/udpconduit/spawn/internal/verdict"
 )
 
@@ -106,7 +107,7 @@ func forwardEnv(list, name string, lookup func(string) (string, bool)) ([]string
 	var out []string
 	for _, w := range strings.FieldsFunc(list, func(r rune) bool { return r == ' ' || r == ',' || r == '\t' }) {
 		k, v, set := strings.Cut(w, "=")
-		if !validRankSpec(k) || k[0] >= '0' && k[0] <= '9' {
+		if !envconf.ValidRankSpec(k) || k[0] >= '0' && k[0] <= '9' {
 			return nil, fmt.Errorf("%s: %q is not a variable name; accepted: NAME or NAME=VALUE, separated by spaces or commas", name, k)
 		}
 		if !set {
@@ -135,7 +136,7 @@ func chooseSpawner(cfg *Config, getenv func(string) string) (name, why string) {
 // for some spawners, and this host's limits.
 func checkJob(cfg *Config, src map[string]Source, name string, n int, routed bool, lim hostLimits) error {
 	if cfg.WorkerRank != "" {
-		v := displayName(src, "GASNET_WORKER_RANK")
+		v := envconf.DisplayName(src, "GASNET_WORKER_RANK")
 		if name == "L" {
 			return fmt.Errorf("%s=%s: the L spawner numbers its workers itself; accepted under L: unset (it is for workers a launcher starts: GASNET_SPAWNFN=C)", v, cfg.WorkerRank)
 		}
@@ -200,15 +201,15 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 		say("%v", err)
 		return 1
 	}
-	for _, w := range unknownVars(os.Environ()) {
+	for _, w := range envconf.UnknownVars(os.Environ(), markerVars) {
 		say("%s", w)
 	}
 	if cfg.OutputLabel && !routed {
-		why := displayName(src, "GASNET_ROUTE_OUTPUT") + "=0"
+		why := envconf.DisplayName(src, "GASNET_ROUTE_OUTPUT") + "=0"
 		if cfg.RouteOutput {
-			why = "the C spawner without " + displayName(src, "GASNET_CSPAWN_ROUTE_OUTPUT") + "=1"
+			why = "the C spawner without " + envconf.DisplayName(src, "GASNET_CSPAWN_ROUTE_OUTPUT") + "=1"
 		}
-		say("warning: %s=1 has no effect: the workers' output does not go through the console (%s)", displayName(src, "GASNET_OUTPUT_LABEL"), why)
+		say("warning: %s=1 has no effect: the workers' output does not go through the console (%s)", envconf.DisplayName(src, "GASNET_OUTPUT_LABEL"), why)
 	}
 	host := cfg.MasterIP
 	if r, ok := sp.(remoteSpawner); ok && host == "" {
@@ -234,7 +235,7 @@ func Console(cfg *Config, src map[string]Source, n int, program string, args []s
 	rand.Read(sb[:])
 	secret := hex.EncodeToString(sb[:])
 
-	fwd, err := forwardEnv(cfg.ForwardEnv, displayName(src, "GASNET_FORWARD_ENV"), os.LookupEnv)
+	fwd, err := forwardEnv(cfg.ForwardEnv, envconf.DisplayName(src, "GASNET_FORWARD_ENV"), os.LookupEnv)
 	if err != nil {
 		say("%v", err)
 		return 1

@@ -4,6 +4,8 @@ package spawn
 
 import (
 	"fmt"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
 )
 
 // This file stands in for the S spawner (ssh.go, sshext.go, tree_ssh.go) in
@@ -18,13 +20,13 @@ const noSSH = "this program was built with -tags udpconduit_nossh, without the s
 
 // newSSH refuses a job that chose the S spawner.
 func newSSH(cfg *Config, src map[string]Source, _ int, _ func(string, ...any)) (Spawner, error) {
-	chose := displayName(src, "GASNET_SPAWNFN") + "=S"
+	chose := envconf.DisplayName(src, "GASNET_SPAWNFN") + "=S"
 	switch {
 	case cfg.SpawnFn != "":
 	case cfg.SSHServers != "":
-		chose = displayName(src, "GASNET_SSH_SERVERS") + " (which chooses S)"
+		chose = envconf.DisplayName(src, "GASNET_SSH_SERVERS") + " (which chooses S)"
 	case cfg.SSHNodeFile != "":
-		chose = displayName(src, "GASNET_SSH_NODEFILE") + " (which chooses S)"
+		chose = envconf.DisplayName(src, "GASNET_SSH_NODEFILE") + " (which chooses S)"
 	}
 	return nil, fmt.Errorf("%s: %s; accepted here: GASNET_SPAWNFN=L or C", chose, noSSH)
 }

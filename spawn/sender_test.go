@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
+	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
 )
 
 // TestBroadcastNeverCutsFrames: a worker that does not read for longer than
@@ -18,7 +19,7 @@ import (
 // not wait for it meanwhile.
 func TestBroadcastNeverCutsFrames(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg, _, err := loadConfig(nil)
+		cfg, _, err := envconf.LoadEnv(nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
+	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
 	"github.com/udpconduit/udpconduit/spawn/sshc"
 )
 
@@ -478,14 +479,14 @@ func newSSH(cfg *Config, src map[string]Source, n int, say func(string, ...any))
 		return nil, err
 	}
 	if cfg.SSHOutDegree > 0 && cfg.SSHCmd != "" {
-		return nil, fmt.Errorf("%s=%d: the spawn tree needs the built-in ssh client; accepted with GASNET_SSH_CMD set: 0", displayName(src, "GASNET_SSH_OUT_DEGREE"), cfg.SSHOutDegree)
+		return nil, fmt.Errorf("%s=%d: the spawn tree needs the built-in ssh client; accepted with GASNET_SSH_CMD set: 0", envconf.DisplayName(src, "GASNET_SSH_OUT_DEGREE"), cfg.SSHOutDegree)
 	}
 	s, err := sshFor(cfg, src, list, say)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.SSHCmd != "" {
-		if s.Command, err = externalCommand(displayName(src, "GASNET_SSH_CMD"), cfg.SSHCmd); err != nil {
+		if s.Command, err = externalCommand(envconf.DisplayName(src, "GASNET_SSH_CMD"), cfg.SSHCmd); err != nil {
 			return nil, err
 		}
 	}
@@ -501,7 +502,7 @@ func newSSH(cfg *Config, src map[string]Source, n int, say func(string, ...any))
 // sshFor makes the S spawner of the hosts in list (one per worker), with
 // the options and ssh_config files of this host.
 func sshFor(cfg *Config, src map[string]Source, list []sshc.Server, say func(string, ...any)) (*SSH, error) {
-	optName := displayName(src, "GASNET_SSH_OPTIONS")
+	optName := envconf.DisplayName(src, "GASNET_SSH_OPTIONS")
 	opts, err := sshc.ParseOptions(optName, cfg.SSHOptions, cfg.SSHCmd != "")
 	if err != nil {
 		return nil, err
@@ -539,11 +540,11 @@ func sshFor(cfg *Config, src map[string]Source, list []sshc.Server, say func(str
 // file. It returns the list and where it came from, for messages.
 func sshServers(cfg *Config, src map[string]Source) ([]sshc.Server, string, error) {
 	if cfg.SSHServers != "" {
-		name := displayName(src, "GASNET_SSH_SERVERS")
+		name := envconf.DisplayName(src, "GASNET_SSH_SERVERS")
 		list, err := sshc.ParseServers(name, cfg.SSHServers)
 		return list, name, err
 	}
-	name := displayName(src, "GASNET_SSH_NODEFILE")
+	name := envconf.DisplayName(src, "GASNET_SSH_NODEFILE")
 	if cfg.SSHNodeFile == "" {
 		return nil, "", fmt.Errorf("the S spawner needs its hosts: GASNET_SSH_SERVERS=\"h1 h2 ...\" or GASNET_SSH_NODEFILE=FILE (one host per line)")
 	}

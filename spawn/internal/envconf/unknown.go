@@ -1,4 +1,4 @@
-package spawn
+package envconf
 
 import (
 	"fmt"
@@ -6,22 +6,19 @@ import (
 	"strings"
 )
 
-// markerVars are the GASNET_ variables udpconduit reads besides its
-// settings: the worker markers the console sets for its workers.
-var markerVars = []string{envMaster, envSecret, envIndex, envSecretFD, envProcs, envRoute, envTree}
-
-// unknownVars returns a one-line warning for each GASNET_* or AMUDP_*
+// UnknownVars returns a one-line warning for each GASNET_* or AMUDP_*
 // variable of environ that no part of udpconduit reads (a misspelt
 // setting has no effect, silently otherwise), naming the known one
-// nearest to it.
-func unknownVars(environ []string) []string {
+// nearest to it. markers are the other names udpconduit reads (the worker
+// markers the console sets).
+func UnknownVars(environ, markers []string) []string {
 	known := map[string]bool{}
 	var names []string // the settings' names without their prefix
 	for _, v := range variables() {
 		known[v.name] = true
 		names = append(names, strings.TrimPrefix(v.name, "GASNET_"))
 	}
-	for _, m := range markerVars {
+	for _, m := range markers {
 		known[m] = true
 	}
 	var out []string

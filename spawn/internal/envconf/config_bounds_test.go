@@ -1,4 +1,4 @@
-package spawn
+package envconf
 
 import "testing"
 
@@ -10,7 +10,7 @@ func TestConfigBoundsInclusive(t *testing.T) {
 		{"GASNET_REQUESTTIMEOUT_INITIAL=2000000", "GASNET_REQUESTTIMEOUT_MAX=2000000"},
 		{"GASNET_SOCKETBUFFER_INITIAL=65536", "GASNET_SOCKETBUFFER_MAX=65536"},
 	} {
-		if _, _, err := loadConfig(env); err != nil {
+		if _, _, err := LoadEnv(env); err != nil {
 			t.Errorf("%q: %v, want it accepted", env, err)
 		}
 	}
@@ -18,7 +18,7 @@ func TestConfigBoundsInclusive(t *testing.T) {
 		{"GASNET_REQUESTTIMEOUT_INITIAL=2000001", "GASNET_REQUESTTIMEOUT_MAX=2000000"}: "GASNET_REQUESTTIMEOUT_INITIAL=2000001: accepted: at most GASNET_REQUESTTIMEOUT_MAX=2000000",
 		{"GASNET_SOCKETBUFFER_INITIAL=65537", "GASNET_SOCKETBUFFER_MAX=65536"}:         "GASNET_SOCKETBUFFER_INITIAL=65537: accepted: at most GASNET_SOCKETBUFFER_MAX=65536",
 	} {
-		if _, _, err := loadConfig(env[:]); err == nil || err.Error() != want {
+		if _, _, err := LoadEnv(env[:]); err == nil || err.Error() != want {
 			t.Errorf("%q: %v, want %q", env, err, want)
 		}
 	}

@@ -1,4 +1,4 @@
-package spawn
+package envconf
 
 import (
 	"fmt"
@@ -146,7 +146,7 @@ func (c *Config) checkRanges(src map[string]Source) error {
 			if s, ok := src[name]; ok {
 				val = s.Value
 			}
-			return fmt.Errorf("%s=%s: accepted: %s", displayName(src, name), val, r.text())
+			return fmt.Errorf("%s=%s: accepted: %s", DisplayName(src, name), val, r.text())
 		}
 	}
 	return nil

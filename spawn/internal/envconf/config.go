@@ -1,4 +1,11 @@
-package spawn
+// Package envconf is udpconduit's configuration: every setting as a field
+// of Config with its GASNET_ name, default, range and description in the
+// field's tags (the one source of truth: the README's table and -h are
+// generated from them), read from the environment as GASNET_X, AMUDP_X or
+// the documented bare X, checked against its range with a one-line error
+// that names the variable and what it accepts, and the warning for a
+// GASNET_/AMUDP_ variable that no setting has.
+package envconf
 
 import (
 	"cmp"
@@ -85,10 +92,10 @@ func variables() []struct{ name, bare, field string } {
 	return out
 }
 
-// resolveAliases returns, for each GASNET_X variable of Config, which
+// ResolveAliases returns, for each GASNET_X variable of Config, which
 // variable of env sets it: GASNET_X first, then AMUDP_X, then the bare name
 // where documented. env is in os.Environ form.
-func resolveAliases(env []string) map[string]Source {
+func ResolveAliases(env []string) map[string]Source {
 	m := map[string]string{}
 	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -111,15 +118,15 @@ func resolveAliases(env []string) map[string]Source {
 	return out
 }
 
-// LoadConfig reads the configuration from the process environment. A
+// Load reads the configuration from the process environment. A
 // malformed value gives an error naming the variable, the value and what is
 // accepted.
-func LoadConfig() (*Config, map[string]Source, error) {
-	return loadConfig(os.Environ())
+func Load() (*Config, map[string]Source, error) {
+	return LoadEnv(os.Environ())
 }
 
-func loadConfig(env []string) (*Config, map[string]Source, error) {
-	src := resolveAliases(env)
+func LoadEnv(env []string) (*Config, map[string]Source, error) {
+	src := ResolveAliases(env)
 	// envconfig reads the process environment; point the full names at the
 	// resolved values for the duration of the parse.
 	var restore []func()
@@ -152,7 +159,7 @@ func loadConfig(env []string) (*Config, map[string]Source, error) {
 	if err := envconfig.Process("", &c); err != nil {
 		var pe *envconfig.ParseError
 		if ok := asParseError(err, &pe); ok {
-			return nil, nil, fmt.Errorf("%s=%q: accepted: %s", displayName(src, pe.KeyName), pe.Value, acceptedField(pe.FieldName))
+			return nil, nil, fmt.Errorf("%s=%q: accepted: %s", DisplayName(src, pe.KeyName), pe.Value, acceptedField(pe.FieldName))
 		}
 		return nil, nil, err
 	}
@@ -170,7 +177,7 @@ func asParseError(err error, pe **envconfig.ParseError) bool {
 	return ok
 }
 
-func displayName(src map[string]Source, name string) string {
+func DisplayName(src map[string]Source, name string) string {
 	if s, ok := src[name]; ok && s.Var != "" {
 		return s.Var
 	}
@@ -179,7 +186,7 @@ func displayName(src map[string]Source, name string) string {
 
 func (c *Config) validate(src map[string]Source) error {
 	bad := func(name string, val any, what string) error {
-		return fmt.Errorf("%s=%v: accepted: %s", displayName(src, name), val, what)
+		return fmt.Errorf("%s=%v: accepted: %s", DisplayName(src, name), val, what)
 	}
 	switch strings.ToUpper(c.SpawnFn) {
 	case "", "L", "S", "C":
@@ -194,8 +201,8 @@ func (c *Config) validate(src map[string]Source) error {
 		return err
 	}
 	if c.SockBufInit > c.SockBufMax {
-		return fmt.Errorf("%s=%d: accepted: at most %s=%d", displayName(src, "GASNET_SOCKETBUFFER_INITIAL"), c.SockBufInit,
-			displayName(src, "GASNET_SOCKETBUFFER_MAX"), c.SockBufMax)
+		return fmt.Errorf("%s=%d: accepted: at most %s=%d", DisplayName(src, "GASNET_SOCKETBUFFER_INITIAL"), c.SockBufInit,
+			DisplayName(src, "GASNET_SOCKETBUFFER_MAX"), c.SockBufMax)
 	}
 	switch strings.ToUpper(c.Barrier) {
 	case "", "AMDISSEM", "AMCENTRAL", "AMTREE":
@@ -213,7 +220,7 @@ func (c *Config) validate(src map[string]Source) error {
 	if c.WorkerIP != "" && !validSubnet(c.WorkerIP) {
 		return bad("GASNET_WORKERIP", c.WorkerIP, "a CIDR such as 10.77.0.0/24, an address, or an address prefix such as 10.77.")
 	}
-	if c.WorkerRank != "" && !validRankSpec(c.WorkerRank) {
+	if c.WorkerRank != "" && !ValidRankSpec(c.WorkerRank) {
 		return bad("GASNET_WORKER_RANK", c.WorkerRank, "an integer >= 0 or the name of a variable holding one, such as SLURM_PROCID")
 	}
 	return nil
@@ -237,16 +244,16 @@ func (c *Config) checkGiveUp(src map[string]Source) error {
 		if _, set := src["GASNET_REQUESTTIMEOUT_INITIAL"]; !set {
 			c.ReqTimeoutInitial = c.ReqTimeoutMax
 		} else {
-			return fmt.Errorf("%s=%d: accepted: at most %s=%d", displayName(src, "GASNET_REQUESTTIMEOUT_INITIAL"), c.ReqTimeoutInitial,
-				displayName(src, "GASNET_REQUESTTIMEOUT_MAX"), c.ReqTimeoutMax)
+			return fmt.Errorf("%s=%d: accepted: at most %s=%d", DisplayName(src, "GASNET_REQUESTTIMEOUT_INITIAL"), c.ReqTimeoutInitial,
+				DisplayName(src, "GASNET_REQUESTTIMEOUT_MAX"), c.ReqTimeoutMax)
 		}
 	}
 	rc := retransmit.Config{Initial: time.Duration(c.ReqTimeoutInitial) * time.Microsecond, Backoff: c.ReqTimeoutBackoff,
 		Max: time.Duration(c.ReqTimeoutMax) * time.Microsecond}
 	if g := rc.GiveUpAfter(); g < minGiveUp {
 		return fmt.Errorf("%s=%d with %s=%d and %s=%d gives up on a silent peer after %v: accepted: settings whose give-up time is at least %v (raise the maximum), or %s=0 to never give up",
-			displayName(src, "GASNET_REQUESTTIMEOUT_MAX"), c.ReqTimeoutMax, displayName(src, "GASNET_REQUESTTIMEOUT_INITIAL"), c.ReqTimeoutInitial,
-			displayName(src, "GASNET_REQUESTTIMEOUT_BACKOFF"), c.ReqTimeoutBackoff, g, minGiveUp, displayName(src, "GASNET_REQUESTTIMEOUT_MAX"))
+			DisplayName(src, "GASNET_REQUESTTIMEOUT_MAX"), c.ReqTimeoutMax, DisplayName(src, "GASNET_REQUESTTIMEOUT_INITIAL"), c.ReqTimeoutInitial,
+			DisplayName(src, "GASNET_REQUESTTIMEOUT_BACKOFF"), c.ReqTimeoutBackoff, g, minGiveUp, DisplayName(src, "GASNET_REQUESTTIMEOUT_MAX"))
 	}
 	return nil
 }
@@ -268,9 +275,9 @@ func validSubnet(s string) bool {
 	return true
 }
 
-// validRankSpec reports whether s is a rank (an integer >= 0) or a
+// ValidRankSpec reports whether s is a rank (an integer >= 0) or a
 // variable name.
-func validRankSpec(s string) bool {
+func ValidRankSpec(s string) bool {
 	if n, err := strconv.Atoi(s); err == nil {
 		return n >= 0
 	}
@@ -313,8 +320,8 @@ func (c *Config) Describe(src map[string]Source) []string {
 	return lines
 }
 
-// envTable renders the variable table of the README from Config's tags.
-func envTable() string {
+// Table renders the variable table of the README from Config's tags.
+func Table() string {
 	var b strings.Builder
 	b.WriteString("| variable | default | also read as | accepted | meaning |\n|---|---|---|---|---|\n")
 	t := reflect.TypeOf(Config{})
@@ -339,12 +346,11 @@ var helpVars = []string{"GASNET_SPAWNFN", "GASNET_SSH_SERVERS", "GASNET_CSPAWN_C
 	"GASNET_NETWORKDEPTH", "GASNET_EXIT_TIMEOUT", "GASNET_STATS", "GASNET_VERBOSEENV"}
 
 // Help is what a program prints for -h or --help as its first argument:
-// its usage (args is the syntax of its own arguments, "" for "[args...]"),
-// what a job is, and the main settings with their defaults, from Config's
-// tags.
-func Help(prog, args string) string {
+// its usage line, what a job is, and the main settings with their
+// defaults, from Config's tags.
+func Help(prog, usage string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\n", usageOf(prog, args))
+	fmt.Fprintf(&b, "%s\n\n", usage)
 	fmt.Fprintf(&b, "Runs a udpconduit job: this process is the console, and starts N workers\n"+
 		"running this program with the arguments after N as their argv; it routes\n"+
 		"their output and exits with the job's code.\n\n")
