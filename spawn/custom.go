@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/cmdtmpl"
 )
 
 // Custom is the C spawner: it runs a launcher command (srun, mpirun,
@@ -34,7 +36,7 @@ func (Custom) Name() string { return "C" }
 // process group of its own, so that a terminal's Ctrl-C reaches only the
 // console, which stops the launcher (and so its tasks) in order.
 func (c Custom) Start(spec *workerSpec) (Launch, error) {
-	line, err := expandTemplate(c.Template, templateVars{N: spec.Count, Command: append([]string{spec.Program}, spec.Args...),
+	line, err := cmdtmpl.Expand(c.Template, cmdtmpl.Vars{N: spec.Count, Command: append([]string{spec.Program}, spec.Args...),
 		Dir: spec.Dir, Program: spec.Program, Servers: c.Servers})
 	if err != nil {
 		return nil, err
@@ -43,7 +45,7 @@ func (c Custom) Start(spec *workerSpec) (Launch, error) {
 		return nil, err
 	}
 	if c.Say != nil {
-		c.Say("C spawner: /bin/sh -c %s", shellQuote(line))
+		c.Say("C spawner: /bin/sh -c %s", cmdtmpl.Quote(line))
 	}
 	if simpleCommand(line) {
 		line = "exec " + line // the launcher itself is the console's child

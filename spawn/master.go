@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/udpconduit/udpconduit/spawn/internal/cmdtmpl"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
 	"github.com/udpconduit/udpconduit/spawn/internal/verdict"
@@ -86,7 +87,7 @@ func spawnerFor(name string, cfg *Config, src map[string]Source, n int, say func
 	case "S":
 		return newSSH(cfg, src, n, say)
 	case "C":
-		c := Custom{Template: cfg.CSpawnCmd, Servers: splitServers(cfg.CSpawnServers), Say: say}
+		c := Custom{Template: cfg.CSpawnCmd, Servers: cmdtmpl.SplitServers(cfg.CSpawnServers), Say: say}
 		if c.Template == "" {
 			if os.Getenv("SLURM_JOB_ID") == "" {
 				return nil, fmt.Errorf("GASNET_SPAWNFN=C needs GASNET_CSPAWN_CMD, the launcher command: for example 'srun -n %%N %%C' or 'mpirun -np %%N %%C'")

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
+	"github.com/udpconduit/udpconduit/spawn/internal/cmdtmpl"
 	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
 	"github.com/udpconduit/udpconduit/spawn/sshc"
 )
@@ -117,7 +118,7 @@ func (s *SSH) remoteCommand(i int, spec *workerSpec, prog string) string {
 	}
 	words = append(words, prog)
 	words = append(words, spec.Args...)
-	return "cd " + shellQuote(dir) + " && " + shellJoin(words)
+	return "cd " + cmdtmpl.Quote(dir) + " && " + cmdtmpl.Join(words)
 }
 
 // Start opens one connection per host (several for a host with many

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/udpconduit/udpconduit/spawn/internal/cmdtmpl"
 	"github.com/udpconduit/udpconduit/spawn/sshc"
 )
 
@@ -31,7 +32,7 @@ func (s *SSH) startExternal(spec *workerSpec) (Launch, error) {
 	for i := 0; i < spec.Count; i++ {
 		argv := s.externalArgv(i, s.remoteCommand(i, spec, spec.Program))
 		if s.Say != nil {
-			s.Say("S spawner: worker %d: %s", i, shellJoin(argv))
+			s.Say("S spawner: worker %d: %s", i, cmdtmpl.Join(argv))
 		}
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = spec.Dir

@@ -1,4 +1,7 @@
-package spawn
+// Package cmdtmpl is the C spawner's command template (GASNET_CSPAWN_CMD,
+// DESIGN.md §9) and the shell quoting it needs: pure functions, from the
+// template and its values to one command line for /bin/sh.
+package cmdtmpl
 
 import (
 	"fmt"
@@ -6,9 +9,9 @@ import (
 	"strings"
 )
 
-// templateVars are the values a GASNET_CSPAWN_CMD template is expanded with
+// Vars are the values a GASNET_CSPAWN_CMD template is expanded with
 // (DESIGN.md §9).
-type templateVars struct {
+type Vars struct {
 	N       int      // %N: the number of workers
 	Command []string // %C: the per-worker command, program and arguments
 	Dir     string   // %D: the console's working directory
@@ -16,17 +19,17 @@ type templateVars struct {
 	Servers []string // %M: the first N of these
 }
 
-// templateCodes lists the codes a template accepts, for messages.
-const templateCodes = "%N (count), %C (worker command), %D (cwd), %P (program), %M (servers), %% (a percent sign)"
+// Codes lists the codes a template accepts, for messages.
+const Codes = "%N (count), %C (worker command), %D (cwd), %P (program), %M (servers), %% (a percent sign)"
 
-// expandTemplate expands a custom spawn command template into a command
+// Expand expands a custom spawn command template into a command
 // line for /bin/sh. Every value that is not a number is quoted for the
 // shell, so that a path or an argument with spaces, quotes, $ or
 // backslashes reaches the workers unchanged whatever the launcher does with
 // its own argv (srun, mpirun and mpiexec pass it on as argv). An unknown
 // %x, a lone % at the end, a template without %C, and %M with fewer servers
 // than N are errors naming what is wrong.
-func expandTemplate(tmpl string, v templateVars) (string, error) {
+func Expand(tmpl string, v Vars) (string, error) {
 	var b strings.Builder
 	hasC := false
 	for i := 0; i < len(tmpl); i++ {
@@ -36,7 +39,7 @@ func expandTemplate(tmpl string, v templateVars) (string, error) {
 			continue
 		}
 		if i+1 == len(tmpl) {
-			return "", fmt.Errorf("GASNET_CSPAWN_CMD=%q: a lone %% at the end; accepted: %s", tmpl, templateCodes)
+			return "", fmt.Errorf("GASNET_CSPAWN_CMD=%q: a lone %% at the end; accepted: %s", tmpl, Codes)
 		}
 		i++
 		switch tmpl[i] {
@@ -44,20 +47,20 @@ func expandTemplate(tmpl string, v templateVars) (string, error) {
 			b.WriteString(strconv.Itoa(v.N))
 		case 'C':
 			hasC = true
-			b.WriteString(shellJoin(v.Command))
+			b.WriteString(Join(v.Command))
 		case 'D':
-			b.WriteString(shellQuote(v.Dir))
+			b.WriteString(Quote(v.Dir))
 		case 'P':
-			b.WriteString(shellQuote(v.Program))
+			b.WriteString(Quote(v.Program))
 		case 'M':
 			if len(v.Servers) < v.N {
 				return "", fmt.Errorf("GASNET_CSPAWN_SERVERS lists %d hosts, but %%M of GASNET_CSPAWN_CMD needs %d (one per worker)", len(v.Servers), v.N)
 			}
-			b.WriteString(shellJoin(v.Servers[:v.N]))
+			b.WriteString(Join(v.Servers[:v.N]))
 		case '%':
 			b.WriteByte('%')
 		default:
-			return "", fmt.Errorf("GASNET_CSPAWN_CMD=%q: unknown %%%c; accepted: %s", tmpl, tmpl[i], templateCodes)
+			return "", fmt.Errorf("GASNET_CSPAWN_CMD=%q: unknown %%%c; accepted: %s", tmpl, tmpl[i], Codes)
 		}
 	}
 	if !hasC {
@@ -66,11 +69,11 @@ func expandTemplate(tmpl string, v templateVars) (string, error) {
 	return b.String(), nil
 }
 
-// shellQuote quotes s as one word for a POSIX shell: as it is when it is
+// Quote quotes s as one word for a POSIX shell: as it is when it is
 // made only of characters no shell treats specially, else in single quotes
 // (a single quote inside ends the quoted part, is written escaped with a
 // backslash, and a new quoted part begins).
-func shellQuote(s string) string {
+func Quote(s string) string {
 	if s == "" {
 		return "''"
 	}
@@ -87,17 +90,17 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// shellJoin quotes each word with shellQuote and joins them with spaces.
-func shellJoin(words []string) string {
+// Join quotes each word with Quote and joins them with spaces.
+func Join(words []string) string {
 	q := make([]string, len(words))
 	for i, w := range words {
-		q[i] = shellQuote(w)
+		q[i] = Quote(w)
 	}
 	return strings.Join(q, " ")
 }
 
-// splitServers splits a server list at spaces, tabs, newlines, commas,
+// SplitServers splits a server list at spaces, tabs, newlines, commas,
 // slashes, semicolons and colons, as the reference does.
-func splitServers(s string) []string {
+func SplitServers(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(" \t\r\n,/;:", r) })
 }
