@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/udpconduit/udpconduit/amudp"
-	"github.com/udpconduit/udpconduit/spawn"
 	"github.com/udpconduit/udpconduit/spawn/binomial"
 )
 
@@ -38,8 +37,8 @@ type relayLink interface {
 	Rank() int
 	Size() int
 	HasTable() bool
-	Table() spawn.Table
-	SetTable(spawn.Table) error
+	EncodedTable() []byte
+	SetTable(blob []byte) error
 	Addrs() ([]netip.AddrPort, error)
 }
 
@@ -53,7 +52,7 @@ func (j *Job) relayTable(w relayLink) error {
 	ep, tab := j.ep, &j.table
 	var blob []byte // the table's wire form, passed on as it came
 	if w.HasTable() {
-		blob = spawn.EncodeTable(w.Table())
+		blob = w.EncodedTable()
 	} else {
 		// A job that ends meanwhile (a rank that has the table may
 		// already have called Exit) ends this rank here.
@@ -67,11 +66,7 @@ func (j *Job) relayTable(w relayLink) error {
 		if bad != nil {
 			return bad
 		}
-		t, err := spawn.DecodeTable(blob, w.Size())
-		if err != nil {
-			return err
-		}
-		if err := w.SetTable(t); err != nil {
+		if err := w.SetTable(blob); err != nil {
 			return err
 		}
 		addrs, err := w.Addrs()

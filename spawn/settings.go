@@ -14,13 +14,9 @@ type Source = envconf.Source
 
 // LoadConfig reads every setting from this process's environment and
 // checks it; an error names the variable and what it accepts.
-func LoadConfig() (*Config, map[string]Source, error) { return envconf.Load() }
+func LoadConfig() (*envconf.Config, map[string]envconf.Source, error) { return envconf.Load() }
 
 // Help is what a program prints for -h or --help as its first argument:
 // its usage (args is the syntax of its own arguments, "" for
 // "[args...]"), what a job is, and the main settings.
 func Help(prog, args string) string { return envconf.Help(prog, usageOf(prog, args)) }
-
-// markerVars are the GASNET_ variables udpconduit reads besides its
-// settings: the worker markers the console sets for its workers.
-var markerVars = []string{envMaster, envSecret, envIndex, envSecretFD, envProcs, envRoute, envTree}

@@ -1,5 +1,5 @@
 // Package binomial is the one binomial tree over the ranks of a job, which
-// the address table's relay (package spawn's welcomes, conduit's
+// the address table's relay (the console's welcomes, conduit's
 // relayTable), the AMTREE barrier and the broadcasts and reductions share
 // (the tree of MPICH's collectives). With ranks numbered relative to the
 // root (v = (rank − root) mod n), rank v > 0 hears from its parent, v

@@ -1,6 +1,9 @@
 package binomial
 
-import "testing"
+import (
+	"math/bits"
+	"testing"
+)
 
 // TestTree: for every n up to 300 and every root, each rank but the root
 // has exactly one parent, which lists it among its children; the ranks
@@ -57,5 +60,36 @@ func TestTree(t *testing.T) {
 	}
 	if got := Children(4, 6); len(got) != 1 || got[0] != 5 {
 		t.Errorf("Children(4, 6) = %v, want [5]", got)
+	}
+}
+
+// TestChildren: every rank but 0 has one parent, below it, that lists it
+// as a child; the tree reaches every rank within ⌈log2 N⌉ hops.
+func TestChildren(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 7, 8, 9, 64, 1000} {
+		depth := map[int]int{0: 0}
+		queue := []int{0}
+		for len(queue) > 0 {
+			r := queue[0]
+			queue = queue[1:]
+			for _, c := range Children(r, n) {
+				if _, seen := depth[c]; seen || c <= r || c >= n {
+					t.Fatalf("n=%d: child %d of %d is out of place", n, c, r)
+				}
+				if p := Parent(c); p != r {
+					t.Fatalf("n=%d: Parent(%d) = %d, but it is a child of %d", n, c, p, r)
+				}
+				depth[c] = depth[r] + 1
+				queue = append(queue, c)
+			}
+		}
+		if len(depth) != n {
+			t.Fatalf("n=%d: the tree reaches %d ranks", n, len(depth))
+		}
+		for r, d := range depth {
+			if d > bits.Len(uint(n-1)) {
+				t.Errorf("n=%d: rank %d is %d hops deep", n, r, d)
+			}
+		}
 	}
 }

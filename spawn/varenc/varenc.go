@@ -3,7 +3,7 @@
 // fields in the same order, with a sticky error. Integers are varints
 // (signed ones zig-zag), strings and byte strings a uvarint length then
 // their bytes, lists a uvarint count then their elements, booleans one
-// byte. The control frames and the spawn tree's line (package spawn), the
+// byte. The control frames and the spawn tree's line (spawn/internal/ctl, spawn/internal/launch), the
 // relayed address table and the all-gather's parts (package conduit) use
 // it.
 package varenc

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/udpconduit/udpconduit/spawn/sshc"
+	"github.com/udpconduit/udpconduit/spawn/internal/sshc"
 )
 
 // FuzzExpandTemplate: expanding any template never panics, and the worker

@@ -12,7 +12,7 @@ import (
 // order, integers as varints (signed ones zig-zag), strings and lists as a
 // uvarint length then their bytes or elements, maps as a list of key/value
 // pairs sorted by key: one idiom, without reflection, for every frame (and
-// the spawn tree's line, see treeInfo).
+// the spawn tree's line, see launch.TreeInfo).
 
 // Body is the body of a control frame, to send.
 type Body interface{ AppendBody(b []byte) []byte }

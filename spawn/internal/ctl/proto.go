@@ -51,7 +51,7 @@ type Join struct {
 	PID   int
 	UDP   string // the worker's UDP address
 	CPUs  int    // the CPUs this worker may use (runtime.NumCPU)
-	Mask  string // which CPUs: its affinity mask (see formatMask); "": unknown
+	Mask  string // which CPUs: its affinity mask (see FormatMask); "": unknown
 }
 
 // Welcome is the console's answer once every worker has joined.

@@ -259,7 +259,7 @@ func (c *Config) checkGiveUp(src map[string]Source) error {
 }
 
 // validSubnet reports whether s is a CIDR, an address or an address prefix
-// (see addrOnSubnet).
+// (see AddrOnSubnet).
 func validSubnet(s string) bool {
 	if _, err := netip.ParsePrefix(s); err == nil {
 		return true

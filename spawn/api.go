@@ -1,0 +1,57 @@
+package spawn
+
+import (
+	"github.com/udpconduit/udpconduit/spawn/internal/console"
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
+	"github.com/udpconduit/udpconduit/spawn/internal/launch"
+	"github.com/udpconduit/udpconduit/spawn/internal/worker"
+)
+
+// Console runs a job as its console: it spawns n workers running program
+// with args, serves them, and returns the job's exit code. Messages go to
+// stderr prefixed with the program's name (spawn/internal/console).
+func Console(cfg *Config, src map[string]Source, n int, program string, args []string) int {
+	return console.Run(cfg, src, n, program, args)
+}
+
+// IsWorker reports whether this process was started as a worker of a job
+// (the worker marker is in its environment).
+func IsWorker() bool { return worker.IsWorker() }
+
+// Worker is a worker's link to its console (spawn/internal/worker).
+type Worker = worker.Worker
+
+// Dial connects a worker to the console named by the worker marker,
+// retrying until cfg.ConnectTimeout; Worker.Join then bootstraps its rank.
+func Dial(cfg *Config) (*Worker, error) { return worker.Dial(cfg) }
+
+// EndedError is returned by Worker.Join when the console ended the job
+// before this worker joined it: the worker should end with its Code,
+// saying nothing.
+type EndedError = worker.EndedError
+
+// ExitCode returns the code a process ends with after err, the error of
+// starting a worker or a console: an EndedError's code, else 1.
+func ExitCode(err error) int { return worker.ExitCode(err) }
+
+// DirectLaunch recognises a program that a launcher started as several
+// tasks without a console (`srun -n 4 ./prog 4`). It returns the one-line
+// explanation, and whether this task should print it (only the launcher's
+// rank 0 does).
+func DirectLaunch(getenv func(string) string, prog string) (msg string, speak, ok bool) {
+	return launch.DirectLaunch(getenv, prog)
+}
+
+// Coll says that a rank waits long in a collective, or has left it (see
+// Worker.Report and GASNET_HANG_WARN).
+type Coll = ctl.Coll
+
+// Oversubscribed is the one rule by which udpconduit judges a host
+// crowded: its ranks outnumber the CPUs they may run on together (cpus;
+// 0: unknown, never crowded). The console counts those CPUs as the union
+// of the ranks' affinity masks, so ranks a launcher binds to one core each
+// are not crowded, while ranks all bound to one core are. On a crowded
+// host a rank polls politely, runs one P (GOMAXPROCS=1), waits longer
+// before its first retransmission, and the job uses the barrier that
+// wakes each rank least.
+func Oversubscribed(ranks, cpus int) bool { return ctl.Oversubscribed(ranks, cpus) }

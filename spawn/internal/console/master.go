@@ -1,0 +1,797 @@
+package console
+
+import (
+	"bufio"
+	"cmp"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
+	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
+	"github.com/udpconduit/udpconduit/spawn/internal/launch"
+	"github.com/udpconduit/udpconduit/spawn/internal/verdict"
+)
+
+// reportEvery is how often the console reports missing workers at startup.
+const reportEvery = 5 * time.Second
+
+// checkJob checks, before anything is spawned, what the console can know
+// of a job of n workers under spawner name: settings that only make sense
+// for some spawners, and this host's limits.
+func checkJob(cfg *envconf.Config, src map[string]envconf.Source, name string, n int, routed bool, lim hostLimits) error {
+	if cfg.WorkerRank != "" {
+		v := envconf.DisplayName(src, "GASNET_WORKER_RANK")
+		if name == "L" {
+			return fmt.Errorf("%s=%s: the L spawner numbers its workers itself; accepted under L: unset (it is for workers a launcher starts: GASNET_SPAWNFN=C)", v, cfg.WorkerRank)
+		}
+		if k, err := strconv.Atoi(cfg.WorkerRank); err == nil && (k >= n || n > 1) {
+			return fmt.Errorf("%s=%s: every worker would ask for rank %d; accepted with N=%d: the name of a variable that holds each worker's rank, such as SLURM_PROCID", v, cfg.WorkerRank, k, n)
+		}
+	}
+	if cfg.WorkerIP != "" && name == "L" {
+		if _, err := envconf.AddrOnSubnet(cfg.WorkerIP); err != nil {
+			return err
+		}
+	}
+	return capacityError(n, lim, name == "L", routed)
+}
+
+type event struct {
+	rank int
+	typ  byte
+	body []byte
+	err  error
+}
+
+type peerConn struct {
+	conn  net.Conn
+	out   *ctl.Sender // the console's frames to it, once serving
+	join  ctl.Join
+	rank  int
+	heard time.Time // the last frame from it (see checkLive)
+}
+
+// who names a rank for messages.
+func (p *peerConn) who() string {
+	return fmt.Sprintf("rank %d (pid %d on %s)", p.rank, p.join.PID, p.join.Name)
+}
+
+// Run runs a job as its console: it spawns n workers running this
+// program with args, serves them, and returns the job's exit code. Messages
+// go to stderr prefixed with the program name.
+func Run(cfg *envconf.Config, src map[string]envconf.Source, n int, program string, args []string) (code int) {
+	prefix := filepath.Base(program) + ": "
+	say := func(format string, a ...any) { fmt.Fprintf(os.Stderr, prefix+format+"\n", a...) }
+	name, why := launch.Choose(cfg, os.Getenv)
+	var verbose func(string, ...any)
+	if cfg.VerboseEnv {
+		verbose = say
+		if why != "" {
+			say("spawner %s (%s); settings:", name, why)
+		} else {
+			say("spawner %s; settings:", name)
+		}
+		for _, l := range cfg.Describe(src) {
+			fmt.Fprintln(os.Stderr, "  "+l)
+		}
+	}
+	sp, err := launch.For(name, cfg, src, n, verbose)
+	if err != nil {
+		say("%v", err)
+		return 1
+	}
+	routed := cfg.RouteOutput && (name != "C" || cfg.CSpawnRoute)
+	if err := checkJob(cfg, src, name, n, routed, readLimits()); err != nil {
+		say("%v", err)
+		return 1
+	}
+	for _, w := range envconf.UnknownVars(os.Environ(), ctl.MarkerVars) {
+		say("%s", w)
+	}
+	if cfg.OutputLabel && !routed {
+		why := envconf.DisplayName(src, "GASNET_ROUTE_OUTPUT") + "=0"
+		if cfg.RouteOutput {
+			why = "the C spawner without " + envconf.DisplayName(src, "GASNET_CSPAWN_ROUTE_OUTPUT") + "=1"
+		}
+		say("warning: %s=1 has no effect: the workers' output does not go through the console (%s)", envconf.DisplayName(src, "GASNET_OUTPUT_LABEL"), why)
+	}
+	host := cfg.MasterIP
+	if r, ok := sp.(launch.Remote); ok && host == "" {
+		// Remote workers get an address, never a name to resolve.
+		if host, err = r.ConsoleAddr(); err != nil {
+			say("%v", err)
+			return 1
+		}
+		if verbose != nil {
+			say("S spawner: workers reach the console at %s", cmp.Or(host, "the address of the interface that routes to each host"))
+		}
+	}
+	if host == "" && name != "S" {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		say("GASNET_MASTERIP=%s: cannot listen: %v", host, err)
+		return 1
+	}
+	defer ln.Close()
+	var sb [16]byte
+	rand.Read(sb[:])
+	secret := hex.EncodeToString(sb[:])
+
+	fwd, err := launch.ForwardEnv(cfg.ForwardEnv, envconf.DisplayName(src, "GASNET_FORWARD_ENV"), os.LookupEnv)
+	if err != nil {
+		say("%v", err)
+		return 1
+	}
+	spec := &launch.Spec{Count: n, Program: program, Args: args,
+		Env: append([]string{ctl.EnvMaster + "=" + ln.Addr().String(), ctl.EnvSecret + "=" + secret}, fwd...)}
+	spec.Dir, _ = os.Getwd()
+	outs := newOutputs(&console{out: [3]io.Writer{nil, os.Stdout, os.Stderr}}, cfg.LineBufSize)
+	outs.label, outs.dir = cfg.OutputLabel, cfg.OutputDir
+	if outs.dir != "" {
+		if err := os.MkdirAll(outs.dir, 0o755); err != nil {
+			say("GASNET_OUTPUT_DIR=%s: %v", outs.dir, err)
+			return 1
+		}
+	}
+	if routed {
+		spec.Env = append(spec.Env, ctl.EnvRoute+"=1")
+	}
+	// Routed output still in flight when the job ends is delivered, at
+	// the pace of whoever reads the console's output. A reader that went
+	// away (a closed pipe) makes writes fail with EPIPE, which the console
+	// counts and reports, instead of killing it with SIGPIPE.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
+	defer func() { code = outs.finish(code, cfg.ExitTimeout, say) }()
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, stopSignals...)
+	signal.Notify(sigs, forwardSignals...)
+	defer signal.Stop(sigs)
+
+	started, err := sp.Start(spec)
+	if err != nil {
+		say("%v", err)
+		return 1
+	}
+	joins := make(chan *peerConn)
+	go accept(ln, acceptConfig{secret: secret, auth: min(authTimeout, cfg.ConnectTimeout), join: cfg.ConnectTimeout, say: say}, joins, outs)
+
+	j := &job{cfg: cfg, n: n, say: say, launch: started, sigs: sigs, listed: name == "S", levels: 1, outs: outs}
+	if r, ok := sp.(launch.Remote); ok {
+		j.levels = r.TreeLevels(n)
+	}
+	return j.run(joins)
+}
+
+// acceptConfig is what the accept loop needs.
+type acceptConfig struct {
+	secret string
+	// auth bounds the wait for a connection's first frame, which carries
+	// the secret (the worker sends it as soon as it connects); join bounds
+	// the wait for a worker's Join after it (GASNET_CONNECT_TIMEOUT).
+	auth, join time.Duration
+	say        func(string, ...any)
+}
+
+// authTimeout is the longest wait for the first frame of a connection.
+const authTimeout = 5 * time.Second
+
+// accept reads each connection's first frame, of at most ctl.MaxFirstFrame
+// bytes within ac.auth: a worker's Hello, after which its Join goes to
+// joins, or a routed output stream, which goes to outs. A connection
+// without the job's secret is closed, having cost a few bytes. Errors of
+// accept itself (out of descriptors) are said once and retried.
+func accept(ln net.Listener, ac acceptConfig, joins chan<- *peerConn, outs *outputs) {
+	ours := func(s string) bool { return subtle.ConstantTimeCompare([]byte(s), []byte(ac.secret)) == 1 }
+	var said string
+	delay := 5 * time.Millisecond
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if msg := acceptError(err); msg != said {
+				said = msg
+				ac.say("%s", msg)
+			}
+			time.Sleep(delay)
+			delay = min(2*delay, time.Second)
+			continue
+		}
+		delay = 5 * time.Millisecond
+		go func() {
+			c.SetReadDeadline(time.Now().Add(ac.auth))
+			r := bufio.NewReaderSize(c, frameReadBuf)
+			typ, body, err := ctl.ReadFrameMax(r, ctl.MaxFirstFrame)
+			var h ctl.Hello
+			var o ctl.Output
+			switch {
+			case err != nil:
+			case typ == ctl.FrameHello && ctl.DecodeBody(body, &h) == nil && ours(h.Secret):
+				c.SetReadDeadline(time.Now().Add(ac.join))
+				var jn ctl.Join
+				typ, body, err = ctl.ReadFrameMax(r, ctl.MaxJoinFrame)
+				if err != nil || typ != ctl.FrameJoin || ctl.DecodeBody(body, &jn) != nil {
+					break
+				}
+				c.SetReadDeadline(time.Time{})
+				joins <- &peerConn{conn: &bufConn{Conn: c, r: r}, join: jn}
+				return
+			case typ == ctl.FrameOutput && ctl.DecodeBody(body, &o) == nil && ours(o.Secret) && (o.Stream == 1 || o.Stream == 2):
+				c.SetReadDeadline(time.Time{})
+				outs.serve(c, r, o.Stream, o.Index)
+				return
+			}
+			c.Close() // not one of ours
+		}()
+	}
+}
+
+// acceptError says what failed in accepting a connection, naming the limit
+// when it is the descriptors.
+func acceptError(err error) string {
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		lim := readLimits()
+		return fmt.Sprintf("accepting workers' connections: %v (RLIMIT_NOFILE is %d, ulimit -n; %d open); retrying", err, lim.NoFile, lim.OpenFDs)
+	}
+	return fmt.Sprintf("accepting workers' connections: %v; retrying", err)
+}
+
+// bufConn keeps the reader that may hold bytes past the Join frame.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+type job struct {
+	listed  bool // ranks follow the spawn index (the S spawner's list)
+	levels  int  // of the spawn tree: 1 without one
+	cfg     *envconf.Config
+	n       int
+	say     func(string, ...any)
+	launch  launch.Launch
+	sigs    chan os.Signal
+	peers   []*peerConn // by rank
+	byIndex map[int]*peerConn
+	outs    *outputs // routed output: told the ranks once assigned
+	// v decides the job's end (package verdict); serve carries out what
+	// it asks for. returnTimer and killTimer are its timers.
+	v           *verdict.Machine
+	returnTimer <-chan time.Time
+	killTimer   <-chan time.Time
+	coll        collectives
+	lastLive    time.Time // the last liveness check
+}
+
+// checkLive aborts the job when a rank that still runs has not been heard
+// from for GASNET_LIVENESS_TIMEOUT (its process stopped, its host hung or
+// cut off), and pings the others. A console that was itself stopped or
+// starved (the ticks came late) first forgives the time it was away.
+func (j *job) checkLive(now time.Time) {
+	if now.Sub(j.lastLive) > j.cfg.Liveness/2 {
+		for _, p := range j.peers {
+			p.heard = now
+		}
+	}
+	j.lastLive = now
+	if j.v.Ended() {
+		return
+	}
+	ping := ctl.EncodeFrame(ctl.FramePing, ctl.NoBody{})
+	for _, p := range j.peers {
+		if !j.v.Heard(p.rank) {
+			continue
+		}
+		if d := now.Sub(p.heard); d >= j.cfg.Liveness {
+			j.step(verdict.Abort{Code: 1, Kill: true, Why: fmt.Sprintf("%s has not answered the console for %v (GASNET_LIVENESS_TIMEOUT=%v): its process is stopped or its host is unreachable; aborting the job",
+				p.who(), d.Round(time.Millisecond), j.cfg.Liveness)})
+			return
+		}
+		p.out.SendFrame(ping)
+	}
+}
+
+// collectives tracks which collective each rank is in, for the hang report
+// (GASNET_HANG_WARN).
+type collectives struct {
+	// waiting holds, for each rank that said it has waited long in a
+	// collective (Coll), which one; the zero Coll for the others.
+	waiting []ctl.Coll
+	since   time.Time
+	warned  time.Duration // the report was last given this long after since
+}
+
+// collFamily groups the collectives that share a numbering and a handler:
+// ranks waiting in collectives of different families called different
+// collectives (each needs every rank, and the others wait elsewhere).
+var collFamily = map[string]string{"barrier": "barrier", "all-gather": "all-gather", "broadcast": "tree", "reduce": "tree", "all-reduce": "tree"}
+
+// mismatched reports whether the collectives ranks wait in cannot all
+// complete: two different ones at the same call index (Coll.Index: in a
+// program whose collectives match, call k is the same on every rank),
+// two barriers or two all-gathers two or more apart (finishing one needs
+// every rank in it, so no rank is two of them ahead), or two broadcasts or
+// reductions of the same tree number but of different kinds or roots.
+// Ranks in different collectives at different indexes may all be right: a
+// rank that has all it needs leaves an all-gather (or a barrier) while
+// others still wait for a datagram lost on the way to them.
+func mismatched(waiting []ctl.Coll) bool {
+	type call struct {
+		kind string
+		root int
+	}
+	at, tree := map[uint64]call{}, map[uint64]call{}
+	seq := map[string]ctl.Coll{}
+	for _, w := range waiting {
+		if w.Kind == "" {
+			continue
+		}
+		c := call{w.Kind, w.Root}
+		if o, ok := at[w.Index]; ok && w.Index > 0 && o != c {
+			return true
+		}
+		at[w.Index] = c
+		if o, ok := tree[w.Tree]; ok && w.Tree > 0 && o != c {
+			return true
+		}
+		tree[w.Tree] = c
+		if collFamily[w.Kind] != "tree" {
+			if o, ok := seq[w.Kind]; ok && max(w.Seq, o.Seq)-min(w.Seq, o.Seq) >= 2 {
+				return true
+			}
+			seq[w.Kind] = w
+		}
+	}
+	return false
+}
+
+// stuck reports whether some ranks wait long in a collective (they say so
+// after half of GASNET_HANG_WARN, and again when they leave it: a job whose
+// collectives match sends nothing), and describes where every rank is.
+func (j *job) stuck(now time.Time) (bool, string) {
+	c := &j.coll
+	someone := false
+	for _, w := range c.waiting {
+		someone = someone || w.Kind != ""
+	}
+	if !someone {
+		return false, ""
+	}
+	groups := map[string][]int{}
+	var order []string
+	for r, p := range j.peers {
+		var where string
+		switch {
+		case j.v.Done(r):
+			where = "ended"
+		case c.waiting[r].Kind != "":
+			where = c.waiting[r].String()
+		case j.cfg.Liveness > 0 && now.Sub(p.heard) >= j.cfg.Liveness/2:
+			// It missed two pings: its report may be lost with it.
+			where = "not answering the console (its host cut off or its process stopped?)"
+		default:
+			where = "elsewhere (in no collective)"
+		}
+		if groups[where] == nil {
+			order = append(order, where)
+		}
+		groups[where] = append(groups[where], r)
+	}
+	var parts []string
+	for _, w := range order {
+		word := "ranks"
+		if len(groups[w]) == 1 {
+			word = "rank"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %s", word, rankList(groups[w]), w))
+	}
+	return true, strings.Join(parts, "; ")
+}
+
+// rankList writes ranks compactly: "0-3,7".
+func rankList(ranks []int) string {
+	var b strings.Builder
+	for i := 0; i < len(ranks); {
+		k := i
+		for k+1 < len(ranks) && ranks[k+1] == ranks[k]+1 {
+			k++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if k == i {
+			fmt.Fprint(&b, ranks[i])
+		} else {
+			fmt.Fprintf(&b, "%d-%d", ranks[i], ranks[k])
+		}
+		i = k + 1
+	}
+	return b.String()
+}
+
+// checkHang gives the hang report when a collective has been incomplete
+// for GASNET_HANG_WARN, then at doubling intervals.
+func (j *job) checkHang(now time.Time) {
+	if j.cfg.HangWarn <= 0 || j.v.Ended() {
+		return
+	}
+	stuck, where := j.stuck(now)
+	c := &j.coll
+	if !stuck {
+		c.since, c.warned = time.Time{}, 0
+		return
+	}
+	if c.since.IsZero() {
+		c.since = now
+		return
+	}
+	next := j.cfg.HangWarn
+	if c.warned > 0 {
+		next = 2 * c.warned
+	}
+	if d := now.Sub(c.since); d >= next {
+		c.warned = next
+		if mismatched(c.waiting) {
+			j.step(verdict.Abort{Code: 1, Why: fmt.Sprintf("the ranks called different collectives, which can never complete: %s; aborting the job", where)})
+			return
+		}
+		j.say("a collective has been incomplete for %v: %s", next, where)
+	}
+}
+
+func (j *job) run(joins <-chan *peerConn) int {
+	var joined []*peerConn
+	// Each level of a spawn tree may take the connect timeout to start the
+	// next.
+	wait := j.cfg.ConnectTimeout * time.Duration(j.levels)
+	deadline := time.After(wait)
+	tick := time.NewTicker(reportEvery)
+	defer tick.Stop()
+	exits := j.launch.Exits()
+	for len(joined) < j.n {
+		select {
+		case p := <-joins:
+			joined = append(joined, p)
+		case <-tick.C:
+			j.say("%d of %d workers joined; missing: %s", len(joined), j.n, missing(joined, j.n))
+		case <-deadline:
+			j.say("only %d of %d workers joined within GASNET_CONNECT_TIMEOUT=%v%s; missing: %s", len(joined), j.n, j.cfg.ConnectTimeout, levelsNote(j.levels), missing(joined, j.n))
+			return j.abort(1, joined)
+		case e, ok := <-exits:
+			if !ok {
+				j.say("every worker ended before the job started")
+				return 1
+			}
+			if e.Index < 0 {
+				j.say("the launcher ended with %s before all workers joined (%d of %d); missing: %s", e.Status, len(joined), j.n, missing(joined, j.n))
+				return j.abort(max(e.Code, 1), joined)
+			}
+			hint := ""
+			if e.Clean {
+				hint = " (is it a program built on udpconduit that calls conduit.Init?)"
+			}
+			j.say("%s ended before joining: %s%s", e.Who(), e.Status, hint)
+			return j.abort(max(e.Code, 1), joined)
+		case s := <-j.sigs:
+			if !j.forward(s) {
+				return j.abort(signalCode(s), joined)
+			}
+		}
+	}
+	js := make([]ctl.Join, len(joined))
+	for i, p := range joined {
+		js[i] = p.join
+	}
+	ranks, err := assignRanks(js, j.n, j.listed)
+	if err != nil {
+		j.say("%v", err)
+		return j.abort(1, joined)
+	}
+	j.peers = make([]*peerConn, j.n)
+	byIndex := map[int]int{}
+	for i, p := range joined {
+		if p.join.Index >= 0 {
+			byIndex[p.join.Index] = ranks[i]
+		}
+	}
+	if j.outs != nil {
+		j.outs.setRanks(byIndex)
+	}
+	j.byIndex = map[int]*peerConn{}
+	tab := ctl.Table{Addrs: make([]string, j.n), Hosts: make([]string, j.n)}
+	cpus, masks := make([]int, j.n), make([]string, j.n)
+	for i, p := range joined {
+		p.rank = ranks[i]
+		j.peers[p.rank] = p
+		if p.join.Index >= 0 {
+			j.byIndex[p.join.Index] = p
+		}
+		tab.Addrs[p.rank], tab.Hosts[p.rank], cpus[p.rank], masks[p.rank] = p.join.UDP, p.join.Host, p.join.CPUs, p.join.Mask
+	}
+	ws := welcomes(tab, cpus, masks, consoleEnv())
+	// Every frame is encoded before the first goes out: a welcomed worker
+	// starts working at once, and on an oversubscribed host it takes CPU
+	// from the console, which should only have writes left to do.
+	frames := make([][]byte, j.n)
+	for r := range frames {
+		frames[r] = ctl.EncodeFrame(ctl.FrameWelcome, ws[r])
+	}
+	vc := verdict.Config{Who: make([]string, j.n), Host: make([]string, j.n), PerWorker: j.launch.PerWorker()}
+	for _, p := range j.peers {
+		vc.Who[p.rank], vc.Host[p.rank] = p.who(), p.join.Name
+	}
+	j.v = verdict.New(vc)
+	events := make(chan event, 4*j.n)
+	for _, p := range j.peers {
+		if _, err := p.conn.Write(frames[p.rank]); err != nil {
+			j.say("rank %d on %s: sending its welcome: %v", p.rank, p.join.Name, err)
+			return j.abort(1, joined)
+		}
+	}
+	for _, p := range j.peers {
+		p.out = ctl.NewSender(p.conn)
+		go readEvents(p, events)
+	}
+	return j.serve(events, exits)
+}
+
+func missing(joined []*peerConn, n int) string {
+	have := map[int]bool{}
+	for _, p := range joined {
+		have[p.join.Index] = true
+	}
+	var m []string
+	for i := 0; i < n && len(m) < 16; i++ {
+		if !have[i] {
+			m = append(m, "worker "+strconv.Itoa(i))
+		}
+	}
+	if len(joined) > 0 && joined[0].join.Index < 0 {
+		return fmt.Sprintf("%d workers (their launcher does not name them)", n-len(joined))
+	}
+	return strings.Join(m, ", ")
+}
+
+// consoleEnv is the console's GASNET_*/AMUDP_* settings, passed to workers.
+func consoleEnv() map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if (strings.HasPrefix(k, "GASNET_") || strings.HasPrefix(k, "AMUDP_")) && !strings.HasPrefix(k, "GASNET_SPAWN_") {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// frameReadBuf is the read buffer of a connection to a worker: control
+// frames are small (and a long read bypasses the buffer), and a console of
+// 16384 workers holds two buffers each (the second reads the first).
+const frameReadBuf = 256
+
+func readEvents(p *peerConn, out chan<- event) {
+	r := bufio.NewReaderSize(p.conn, frameReadBuf)
+	for {
+		typ, body, err := ctl.ReadFrame(r)
+		out <- event{rank: p.rank, typ: typ, body: body, err: err}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Signals at the console, as mpirun treats them: the stop signals end the
+// job (every worker gets SIGTERM, then SIGKILL after GASNET_EXIT_TIMEOUT;
+// the console exits with 128+signal; a second one kills at once); SIGQUIT
+// among them, without a goroutine dump. The forwarded ones go to every
+// worker and the job goes on.
+var (
+	stopSignals    = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+	forwardSignals = []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2}
+)
+
+// forward delivers a forwarded signal to every worker, and reports whether
+// s was one.
+func (j *job) forward(s os.Signal) bool {
+	for _, f := range forwardSignals {
+		if s != f {
+			continue
+		}
+		if r, ok := j.launch.(launch.SignalRelay); ok && r.SignalsThroughConsole() {
+			// Remote workers raise it themselves, when they have joined.
+			j.broadcast(ctl.FrameSignal, ctl.Code{Code: int(s.(syscall.Signal))})
+		} else {
+			j.launch.Signal(s.(syscall.Signal))
+		}
+		return true
+	}
+	return false
+}
+
+func levelsNote(levels int) string {
+	if levels == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" for each of the spawn tree's %d levels", levels)
+}
+
+func signalCode(s os.Signal) int {
+	if sig, ok := s.(syscall.Signal); ok {
+		return 128 + int(sig)
+	}
+	return 1
+}
+
+// serve runs the job's services until every process has ended, and returns
+// the job's exit code, as j.v decides it (package verdict): the code of the
+// first Exit, unless that is 0 and a rank ended otherwise than the job
+// told it to, whose status then wins. A crash is never reported as
+// success.
+func (j *job) serve(events <-chan event, exits <-chan launch.ProcExit) int {
+	j.coll = collectives{waiting: make([]ctl.Coll, j.n)}
+	var hangC <-chan time.Time
+	if j.cfg.HangWarn > 0 {
+		hang := time.NewTicker(max(min(j.cfg.HangWarn/4, time.Second), 10*time.Millisecond))
+		defer hang.Stop()
+		hangC = hang.C
+	}
+	var liveC <-chan time.Time
+	if j.cfg.Liveness > 0 {
+		live := time.NewTicker(j.cfg.Liveness / 4)
+		defer live.Stop()
+		liveC = live.C
+		now := time.Now()
+		for _, p := range j.peers {
+			p.heard = now
+		}
+		j.lastLive = now
+	}
+	for exits != nil {
+		select {
+		case now := <-hangC:
+			j.checkHang(now)
+		case now := <-liveC:
+			j.checkLive(now)
+		case ev := <-events:
+			p := j.peers[ev.rank]
+			p.heard = time.Now()
+			if ev.err != nil {
+				j.step(verdict.Closed{Rank: ev.rank})
+				continue
+			}
+			switch ev.typ {
+			case ctl.FrameColl:
+				var c ctl.Coll
+				if ctl.DecodeBody(ev.body, &c) == nil && ctl.CollKinds[c.Kind] {
+					j.coll.waiting[ev.rank] = ctl.Coll{}
+					if c.In {
+						j.coll.waiting[ev.rank] = ctl.Coll{Kind: c.Kind, Seq: c.Seq, Tree: c.Tree, Root: c.Root, Index: c.Index}
+					}
+				}
+			case ctl.FrameExit:
+				c := exitCode(ev.body)
+				j.step(verdict.Exit{Rank: ev.rank, Code: c.Code, Why: c.Why})
+			}
+		case e, ok := <-exits:
+			if !ok {
+				exits = nil
+				continue
+			}
+			if p := j.byIndex[e.Index]; p != nil {
+				j.step(verdict.Ended{Rank: p.rank, Code: e.Code, Status: e.Status})
+				continue
+			}
+			// The launcher, or a worker the console never met.
+			j.step(verdict.Stray{Launcher: e.Index < 0, Who: e.Who(), Code: e.Code, Status: e.Status, Clean: e.Clean})
+		case s := <-j.sigs:
+			if !j.forward(s) {
+				j.step(verdict.Signal{Code: signalCode(s), Name: s.String()})
+			}
+		case <-j.returnTimer:
+			j.returnTimer = nil
+			j.step(verdict.ReturnTimeout{})
+		case <-j.killTimer:
+			j.killTimer = nil
+			j.step(verdict.KillTimeout{})
+		}
+	}
+	// A process's end may come before the last frames of its connection.
+	for deadline := time.After(j.cfg.ExitTimeout); j.v.Unjudged() > 0; {
+		select {
+		case ev := <-events:
+			if ev.err != nil {
+				j.step(verdict.Closed{Rank: ev.rank})
+			} else if ev.typ == ctl.FrameExit {
+				c := exitCode(ev.body)
+				j.step(verdict.Exit{Rank: ev.rank, Code: c.Code, Why: c.Why})
+			}
+		case <-deadline:
+			j.step(verdict.Drained{})
+		}
+	}
+	for _, p := range j.peers {
+		p.out.Stop()
+		p.conn.Close()
+	}
+	return j.v.Code()
+}
+
+// step passes ev to the job's verdict and carries out the actions it
+// returns.
+func (j *job) step(ev any) {
+	for _, a := range j.v.Step(ev) {
+		j.act(a)
+	}
+}
+
+// act carries out one of the verdict's actions.
+func (j *job) act(a any) {
+	switch a := a.(type) {
+	case verdict.Say:
+		j.say("%s", a.Text)
+	case verdict.End:
+		j.broadcast(ctl.FrameTerminate, ctl.Code{Code: a.Code})
+		j.killTimer = time.After(j.cfg.ExitTimeout)
+	case verdict.Answer:
+		j.peers[a.Rank].out.Send(ctl.FrameTerminate, ctl.Code{Code: a.Code})
+	case verdict.Kill:
+		if a.Now {
+			j.launch.Kill(0) // a second signal: no more grace
+		} else {
+			j.launch.Kill(j.cfg.ExitTimeout)
+		}
+	case verdict.WaitReturns:
+		j.returnTimer = time.After(j.cfg.ExitTimeout)
+	}
+}
+
+// exitCode reads an Exit frame's body. A code outside a process's 0..255
+// (the library refuses them; a foreign client might not) is 1: it cannot be
+// mistaken for success, nor for the console's own "still running".
+func exitCode(body []byte) ctl.Code {
+	var c ctl.Code
+	if ctl.DecodeBody(body, &c) != nil || c.Code < 0 || c.Code > 255 {
+		c.Code = 1
+	}
+	return c
+}
+
+func (j *job) broadcast(typ byte, v ctl.Body) {
+	f := ctl.EncodeFrame(typ, v)
+	for _, p := range j.peers {
+		if p != nil && p.out != nil {
+			p.out.SendFrame(f)
+		}
+	}
+}
+
+// abort ends a job that never started serving.
+func (j *job) abort(code int, joined []*peerConn) int {
+	for _, p := range joined {
+		ctl.WriteFrame(p.conn, ctl.FrameTerminate, ctl.Code{Code: code})
+		p.conn.Close()
+	}
+	j.launch.Kill(j.cfg.ExitTimeout)
+	for range j.launch.Exits() {
+	}
+	return code
+}

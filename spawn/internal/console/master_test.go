@@ -1,0 +1,61 @@
+package console
+
+import (
+	"testing"
+	"time"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
+	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
+	"github.com/udpconduit/udpconduit/spawn/internal/verdict"
+)
+
+// TestMismatched: which collectives the ranks wait in can never complete.
+func TestMismatched(t *testing.T) {
+	b := func(n, i uint64) ctl.Coll { return ctl.Coll{Kind: "barrier", Seq: n, Index: i} }
+	g := func(n, i uint64) ctl.Coll { return ctl.Coll{Kind: "all-gather", Seq: n, Index: i} }
+	tree := func(k string, n, i uint64) ctl.Coll { return ctl.Coll{Kind: k, Seq: n, Index: i} }
+	at := func(k string, n uint64, root int) ctl.Coll { return ctl.Coll{Kind: k, Seq: 1, Tree: n, Root: root} }
+	for _, tt := range []struct {
+		name    string
+		waiting []ctl.Coll
+		want    bool
+	}{
+		{"nobody waits", []ctl.Coll{{}, {}}, false},
+		{"all in one barrier", []ctl.Coll{b(1, 1), b(1, 1), b(1, 1)}, false},
+		{"one elsewhere, the others in a barrier", []ctl.Coll{{}, b(3, 3), b(3, 3)}, false},
+		{"barriers one apart (a rank left the one before)", []ctl.Coll{b(2, 2), b(3, 3)}, false},
+		{"barriers two apart", []ctl.Coll{b(2, 2), {}, b(4, 4)}, true},
+		{"all-gathers two apart", []ctl.Coll{g(5, 5), g(3, 3)}, true},
+		{"an all-gather and barriers as the same call", []ctl.Coll{g(1, 1), b(1, 1), b(1, 1)}, true},
+		{"some left an all-gather for the next barrier, others still in it", []ctl.Coll{b(1, 2), b(1, 2), g(1, 1), g(1, 1)}, false},
+		{"some left a barrier for the next all-gather, others still in it", []ctl.Coll{g(1, 2), b(1, 1)}, false},
+		{"a barrier and an all-reduce as the same call", []ctl.Coll{b(1, 1), tree("all-reduce", 1, 1)}, true},
+		{"a broadcast and a reduce at different calls", []ctl.Coll{tree("broadcast", 1, 1), tree("reduce", 4, 5)}, false},
+		{"broadcasts far apart (a root runs ahead)", []ctl.Coll{tree("broadcast", 1, 1), tree("broadcast", 9, 9)}, false},
+		{"one reduction, one root", []ctl.Coll{at("reduce", 3, 0), at("reduce", 3, 0), {}}, false},
+		{"one reduction, two roots", []ctl.Coll{at("reduce", 3, 0), {}, at("reduce", 3, 1)}, true},
+		{"one tree collective, two kinds", []ctl.Coll{at("reduce", 2, 0), at("broadcast", 2, 0)}, true},
+		{"two tree collectives, two roots", []ctl.Coll{at("broadcast", 2, 0), at("broadcast", 5, 1)}, false},
+	} {
+		if got := mismatched(tt.waiting); got != tt.want {
+			t.Errorf("%s: mismatched(%v) = %v, want %v", tt.name, tt.waiting, got, tt.want)
+		}
+	}
+}
+
+// TestStuckNamesSilentRanks: the hang report says where each rank is, and
+// a rank that has missed two of the console's pings is named as not
+// answering rather than as elsewhere: its own report may be lost with it.
+func TestStuckNamesSilentRanks(t *testing.T) {
+	now := time.Now()
+	j := &job{cfg: &envconf.Config{Liveness: 4 * time.Second},
+		peers: []*peerConn{{rank: 0, heard: now}, {rank: 1, heard: now.Add(-3 * time.Second)}, {rank: 2, heard: now.Add(-time.Second)}, {rank: 3, heard: now}},
+		coll:  collectives{waiting: []ctl.Coll{{Kind: "barrier", Seq: 1}, {}, {}, {Kind: "barrier", Seq: 1}, {Kind: "broadcast", Seq: 2, Tree: 3, Root: 1}}}}
+	j.peers = append(j.peers, &peerConn{rank: 4, heard: now})
+	j.v = verdict.New(verdict.Config{Who: make([]string, 5), Host: make([]string, 5), PerWorker: true})
+	stuck, where := j.stuck(now)
+	want := "ranks 0,3 in barrier 1; rank 1 not answering the console (its host cut off or its process stopped?); rank 2 elsewhere (in no collective); rank 4 in broadcast 2 from rank 1"
+	if !stuck || where != want {
+		t.Errorf("stuck: %v, %q\nwant %q", stuck, where, want)
+	}
+}

@@ -1,0 +1,46 @@
+package console
+
+import (
+	"github.com/udpconduit/udpconduit/spawn/binomial"
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
+)
+
+// The address table reaches the workers through a binomial tree rooted at
+// rank 0 (DESIGN.md §7): the console sends the whole table to rank 0 only,
+// and every other worker only the addresses of itself, its tree parent and
+// its tree children, so the console sends O(N) bytes in all instead of
+// O(N²). Each worker then receives the table from its parent and passes it
+// on to its children over the job's own network (conduit does the relay).
+
+// welcomes builds each rank's Welcome: the whole table for rank 0, and for
+// the others only the addresses of their tree neighbours. cpus and masks
+// hold the CPUs each rank may use, as a count (0: unknown) and as its
+// affinity mask (see hostCPUs).
+func welcomes(tab ctl.Table, cpus []int, masks []string, env map[string]string) []ctl.Welcome {
+	n := len(tab.Addrs)
+	out := make([]ctl.Welcome, n)
+	onHost := map[string]int{}
+	for _, h := range tab.Hosts {
+		onHost[h]++
+	}
+	hc := hostCPUs(tab.Hosts, masks, cpus)
+	crowded := false
+	for h, k := range onHost {
+		crowded = crowded || ctl.Oversubscribed(k, hc[h])
+	}
+	for r := range out {
+		h := tab.Hosts[r]
+		w := ctl.Welcome{Rank: r, Size: n, Env: env, HostCount: onHost[h], HostCPUs: hc[h], Crowded: crowded}
+		if r == 0 {
+			w.Addrs, w.Hosts = tab.Addrs, tab.Hosts
+		} else {
+			p := binomial.Parent(r)
+			w.Peers = map[int]string{r: tab.Addrs[r], p: tab.Addrs[p]}
+			for _, c := range binomial.Children(r, n) {
+				w.Peers[c] = tab.Addrs[c]
+			}
+		}
+		out[r] = w
+	}
+	return out
+}

@@ -1,0 +1,28 @@
+package ctl
+
+// Environment variables of the worker marker (DESIGN.md §7). They reach
+// workers through the environment, never the command line.
+const (
+	EnvMaster = "GASNET_SPAWN_MASTER" // console address host:port
+	EnvSecret = "GASNET_SPAWN_SECRET" // job secret, hex
+	EnvIndex  = "GASNET_SPAWN_INDEX"  // spawn index, when the spawner knows it
+	// EnvSecretFD, instead of EnvSecret, names the file descriptor from
+	// which the worker reads the secret once (L).
+	EnvSecretFD = "GASNET_SPAWN_SECRET_FD"
+	// EnvProcs says that the L spawner set GOMAXPROCS=1 for this worker
+	// (see launch.Local); the worker removes both from its environment.
+	EnvProcs = "GASNET_SPAWN_PROCS"
+)
+
+// MarkerVars are the GASNET_ variables udpconduit reads besides its
+// settings: the worker markers the console sets for its workers.
+var MarkerVars = []string{EnvMaster, EnvSecret, EnvIndex, EnvSecretFD, EnvProcs, EnvRoute, EnvTree}
+
+// EnvRoute in a worker's environment asks it to route its stdout and stderr
+// to the console over TCP (DESIGN.md §8).
+const EnvRoute = "GASNET_SPAWN_ROUTE"
+
+// EnvTree marks a worker of a spawn tree: the second line of its stdin is
+// its launch.TreeInfo, and it starts its children (see
+// launch.StartSubtree).
+const EnvTree = "GASNET_SPAWN_TREE"

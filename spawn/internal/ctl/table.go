@@ -1,0 +1,82 @@
+package ctl
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/udpconduit/udpconduit/spawn/varenc"
+)
+
+// Table is what the relay carries: every rank's UDP address and host
+// identity.
+type Table struct {
+	Addrs []string
+	Hosts []string
+}
+
+// The relay's wire form of a Table (DESIGN.md §7), encoded once by rank 0
+// and forwarded unchanged by every other rank, so that each worker decodes
+// it once and encodes nothing:
+//
+//	byte     tableVersion
+//	uvarint  number of distinct hosts H, then H × (uvarint length, bytes)
+//	uvarint  number of ranks N, then N × (uvarint host index < H,
+//	         uvarint length, address bytes)
+//
+// A job's ranks share a few hosts, so each rank costs its address and a
+// byte or two.
+const tableVersion = 1
+
+// EncodeTable returns the relay's wire form of t, whose Addrs and Hosts
+// have one entry per rank (package varenc's encoding).
+func EncodeTable(t Table) []byte {
+	index := map[string]int{}
+	var hosts []string
+	size := 1 + 2*binary.MaxVarintLen64
+	for _, h := range t.Hosts {
+		if _, ok := index[h]; !ok {
+			index[h] = len(hosts)
+			hosts = append(hosts, h)
+			size += binary.MaxVarintLen64 + len(h)
+		}
+	}
+	for _, a := range t.Addrs {
+		size += 2*binary.MaxVarintLen64 + len(a)
+	}
+	b := append(make([]byte, 0, size), tableVersion)
+	b = varenc.AppendStrings(b, hosts)
+	b = varenc.AppendUint(b, uint64(len(t.Addrs)))
+	for r, a := range t.Addrs {
+		b = varenc.AppendString(varenc.AppendUint(b, uint64(index[t.Hosts[r]])), a)
+	}
+	return b
+}
+
+// DecodeTable parses a relayed table of n ranks. Its strings share one
+// copy of b.
+func DecodeTable(b []byte, n int) (Table, error) {
+	bad := fmt.Errorf("relayed address table is malformed (%d bytes for %d ranks)", len(b), n)
+	if len(b) == 0 || b[0] != tableVersion {
+		return Table{}, bad
+	}
+	d := varenc.Shared(b[1:])
+	hosts := d.Strings()
+	if d.Bad || len(hosts) == 0 || len(hosts) > n { // distinct hosts of n >= 1 ranks
+		return Table{}, bad
+	}
+	if nr := d.Uint(); d.Bad || nr != uint64(n) {
+		return Table{}, bad
+	}
+	t := Table{Addrs: make([]string, n), Hosts: make([]string, n)}
+	for r := range n {
+		h := d.Uint()
+		if d.Bad || h >= uint64(len(hosts)) {
+			return Table{}, bad
+		}
+		t.Hosts[r], t.Addrs[r] = hosts[h], d.String()
+	}
+	if d.Bad || len(d.B) != 0 {
+		return Table{}, bad
+	}
+	return t, nil
+}

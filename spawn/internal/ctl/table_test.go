@@ -1,0 +1,123 @@
+package ctl
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestTableRoundTrip(t *testing.T) {
+	tab := table(300)
+	got, err := DecodeTable(EncodeTable(tab), 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(tab, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	if _, err := DecodeTable(EncodeTable(tab), 301); err == nil {
+		t.Error("a table of 300 ranks was accepted for 301")
+	}
+	if _, err := DecodeTable([]byte("{garbage"), 1); err == nil {
+		t.Error("garbage was accepted")
+	}
+}
+
+// TestTableMalformed: every truncation of a table, a byte past its end, a
+// host index out of range and a length past the end are refused.
+func TestTableMalformed(t *testing.T) {
+	b := EncodeTable(table(5))
+	if got, err := DecodeTable(b, 5); err != nil || got.Hosts[4] != "node0001" || got.Addrs[4] != "10.0.0.4:20004" {
+		t.Fatalf("the table itself: %+v, %v", got, err)
+	}
+	for i := range len(b) {
+		if _, err := DecodeTable(b[:i], 5); err == nil {
+			t.Errorf("truncated to %d of %d bytes: accepted", i, len(b))
+		}
+	}
+	if _, err := DecodeTable(append(b[:len(b):len(b)], 0), 5); err == nil {
+		t.Error("a byte past the end was accepted")
+	}
+	// Version, 1 host "h", 1 rank of host 1 (there is only host 0).
+	if _, err := DecodeTable([]byte{tableVersion, 1, 1, 'h', 1, 1, 1, 'a'}, 1); err == nil {
+		t.Error("a host index out of range was accepted")
+	}
+	if _, err := DecodeTable([]byte{tableVersion, 1, 1, 'h', 1, 0, 200, 'a'}, 1); err == nil {
+		t.Error("an address longer than the table was accepted")
+	}
+	if _, err := DecodeTable([]byte{tableVersion + 1, 1, 1, 'h', 1, 0, 1, 'a'}, 1); err == nil {
+		t.Error("another version was accepted")
+	}
+	// Found by FuzzDecodeTable: a table of no ranks with a host, which
+	// EncodeTable would not write back (no job has 0 ranks).
+	if _, err := DecodeTable([]byte{tableVersion, 1, 0, 0}, 0); err == nil {
+		t.Error("a table of 0 ranks was accepted")
+	}
+	if _, err := DecodeTable([]byte{tableVersion, 2, 1, 'h', 1, 'i', 1, 0, 1, 'a'}, 1); err == nil {
+		t.Error("more hosts than ranks were accepted")
+	}
+}
+
+// FuzzDecodeTable: whatever a tree parent sends, DecodeTable returns a
+// table of exactly n ranks or an error, and a table it accepts encodes to
+// a form that decodes to the same table.
+func FuzzDecodeTable(f *testing.F) {
+	f.Add(EncodeTable(table(3)), 3)
+	f.Add(EncodeTable(table(1)), 1)
+	f.Add([]byte{tableVersion, 1, 0, 1, 0, 0}, 1)
+	f.Fuzz(func(t *testing.T, b []byte, n int) {
+		if n < 0 || n > 4096 {
+			return
+		}
+		tab, err := DecodeTable(b, n)
+		if err != nil {
+			return
+		}
+		if len(tab.Addrs) != n || len(tab.Hosts) != n {
+			t.Fatalf("%d ranks decoded as %d addresses, %d hosts", n, len(tab.Addrs), len(tab.Hosts))
+		}
+		again, err := DecodeTable(EncodeTable(tab), n)
+		if err != nil {
+			t.Fatalf("re-encoded table refused: %v", err)
+		}
+		if d := cmp.Diff(tab, again); d != "" {
+			t.Fatalf("round trip (-first +second):\n%s", d)
+		}
+	})
+}
+
+// BenchmarkDecodeTable decodes the table of 1024 ranks on 256 hosts, as
+// every worker of such a job does once, against encoding/json's decoding
+// of the same table (the relay's earlier form).
+func BenchmarkDecodeTable(b *testing.B) {
+	tab := table(1024)
+	blob := EncodeTable(tab)
+	js, _ := json.Marshal(tab)
+	b.Run("binary", func(b *testing.B) {
+		b.ReportMetric(float64(len(blob)), "bytes/table")
+		for b.Loop() {
+			if _, err := DecodeTable(blob, 1024); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("json", func(b *testing.B) {
+		b.ReportMetric(float64(len(js)), "bytes/table")
+		for b.Loop() {
+			var t Table
+			if err := json.Unmarshal(js, &t); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+func table(n int) Table {
+	t := Table{Addrs: make([]string, n), Hosts: make([]string, n)}
+	for r := range n {
+		t.Addrs[r] = fmt.Sprintf("10.0.%d.%d:%d", r/250, r%250, 20000+r)
+		t.Hosts[r] = fmt.Sprintf("node%04d", r/4)
+	}
+	return t
+}

@@ -1,0 +1,193 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
+)
+
+// Local is the L spawner: it forks and execs N copies of the program on this
+// host. Each child has its own process group (so a terminal's Ctrl-C reaches
+// only the console, which stops the job in order) and dies with the console
+// (Pdeathsig), so no worker outlives a killed console.
+type Local struct{}
+
+var _ Spawner = Local{}
+
+// Name returns "L".
+func (Local) Name() string { return "L" }
+
+type localLaunch struct {
+	exits chan ProcExit
+	mu    sync.Mutex
+	pids  []int  // of the started processes
+	idx   []int  // their workers
+	done  []bool // by worker
+}
+
+// Start starts spec.Count children.
+func (Local) Start(spec *Spec) (Launch, error) {
+	l := &localLaunch{exits: make(chan ProcExit, spec.Count), done: make([]bool, spec.Count)}
+	host, _ := os.Hostname()
+	var wg sync.WaitGroup
+	env, secret := withoutSecret(spec.Env)
+	procs := localProcs(spec.Count, runtime.NumCPU(), os.Getenv("GOMAXPROCS") != "" || slices.ContainsFunc(env, func(kv string) bool {
+		return strings.HasPrefix(kv, "GOMAXPROCS=") && kv != "GOMAXPROCS="
+	}))
+	for i := 0; i < spec.Count; i++ {
+		cmd := exec.Command(spec.Program, spec.Args...)
+		cmd.Dir = spec.Dir
+		cmd.Env = append(append(os.Environ(), env...), ctl.EnvIndex+"="+strconv.Itoa(i))
+		cmd.Env = append(cmd.Env, procs...)
+		// The secret goes through a pipe the worker reads once at start
+		// (file descriptor 3), not the environment, which stays readable
+		// in /proc/PID/environ for the worker's whole life.
+		pr, pw, err := os.Pipe()
+		if err == nil {
+			// Written before the worker starts (far below a pipe's
+			// buffer), so a worker that ends at once costs no EPIPE.
+			_, err = pw.WriteString(secret)
+			pw.Close()
+		}
+		if err != nil {
+			l.Kill(0)
+			return nil, fmt.Errorf("spawn L: worker %d: a pipe for its secret: %w", i, err)
+		}
+		cmd.ExtraFiles = []*os.File{pr}
+		cmd.Env = append(cmd.Env, ctl.EnvSecretFD+"=3")
+		// Output before the worker routes its own (and all of it when
+		// routing is off) goes straight to the console's.
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		cmd.SysProcAttr = childAttr()
+		cmd.WaitDelay = time.Second
+		err = cmd.Start()
+		pr.Close()
+		if err != nil {
+			l.Kill(0)
+			return nil, fmt.Errorf("spawn L: starting worker %d (%s): %w", i, spec.Program, err)
+		}
+		l.add(i, cmd, host, &wg, nil)
+	}
+	go func() { wg.Wait(); close(l.exits) }()
+	return l, nil
+}
+
+// localProcs returns the settings that start each of count workers on one
+// host of cpus CPUs with one P (GOMAXPROCS=1) when they outnumber the CPUs
+// and the user did not set GOMAXPROCS (set; an empty value, which the
+// runtime ignores, is not set), as each worker would choose
+// after its welcome anyway (see conduit's procsMode): set at the start, the
+// runtime never sets up the second P, which on 1024 workers on 2 cores
+// measured 7.5% less CPU for the job (DESIGN.md §7). ctl.EnvProcs tells the
+// worker to take GOMAXPROCS out of its environment again, so the program
+// sees the environment its user gave.
+func localProcs(count, cpus int, set bool) []string {
+	if set || !ctl.Oversubscribed(count, cpus) {
+		return nil
+	}
+	return []string{"GOMAXPROCS=1", ctl.EnvProcs + "=1"}
+}
+
+// add tracks the started process cmd of worker i until it ends; then
+// ended, if set, runs before its end is reported.
+func (l *localLaunch) add(i int, cmd *exec.Cmd, host string, wg *sync.WaitGroup, ended func()) {
+	pid := cmd.Process.Pid
+	l.mu.Lock()
+	l.pids = append(l.pids, pid)
+	l.idx = append(l.idx, i)
+	l.mu.Unlock()
+	wait := watch(cmd)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ws, err := wait()
+		l.mu.Lock()
+		l.done[i] = true
+		l.mu.Unlock()
+		if ended != nil {
+			ended()
+		}
+		l.exits <- procExit(i, pid, host, ws, err)
+	}()
+}
+
+// withoutSecret splits the job secret from a worker environment.
+func withoutSecret(env []string) (rest []string, secret string) {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, ctl.EnvSecret+"="); ok {
+			secret = v
+			continue
+		}
+		rest = append(rest, kv)
+	}
+	return rest, secret
+}
+
+// waitCmd waits for cmd with os/exec, which holds a thread while it
+// waits.
+func waitCmd(cmd *exec.Cmd) (syscall.WaitStatus, error) {
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if cmd.ProcessState == nil || (err != nil && !errors.As(err, &ee)) {
+		return 0, err
+	}
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ws, nil
+}
+
+// procExit describes the end of worker i from its wait status.
+func procExit(i, pid int, host string, ws syscall.WaitStatus, err error) ProcExit {
+	e := ProcExit{Index: i, PID: pid, Host: host}
+	switch {
+	case err != nil:
+		e.Code, e.Status = 1, err.Error()
+	case ws.Exited():
+		e.Code, e.Status = ws.ExitStatus(), "exit status "+strconv.Itoa(ws.ExitStatus())
+	case ws.Signaled():
+		e.Code, e.Status = 128+int(ws.Signal()), "killed by signal "+ws.Signal().String()
+	default:
+		e.Code, e.Status = 1, "ended with wait status "+strconv.Itoa(int(ws))
+	}
+	e.Clean = e.Code == 0
+	return e
+}
+
+func (l *localLaunch) Exits() <-chan ProcExit { return l.exits }
+func (l *localLaunch) PerWorker() bool        { return true }
+
+// Kill signals every child's process group.
+func (l *localLaunch) Kill(grace time.Duration) { termThenKill(grace, l.signal) }
+
+// termThenKill sends SIGTERM through signal, and SIGKILL after grace (at
+// once when grace <= 0): the Kill of every Launch.
+func termThenKill(grace time.Duration, signal func(syscall.Signal)) {
+	signal(syscall.SIGTERM)
+	if grace <= 0 {
+		signal(syscall.SIGKILL)
+		return
+	}
+	time.AfterFunc(grace, func() { signal(syscall.SIGKILL) })
+}
+
+// Signal delivers sig to every worker.
+func (l *localLaunch) Signal(sig syscall.Signal) { l.signal(sig) }
+
+func (l *localLaunch) signal(sig syscall.Signal) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, pid := range l.pids {
+		if !l.done[l.idx[k]] {
+			_ = syscall.Kill(-pid, sig) // the child's whole group
+		}
+	}
+}

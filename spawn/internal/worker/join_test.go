@@ -1,0 +1,85 @@
+package worker
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
+	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
+)
+
+// TestJoinSaysWhetherTheEnvironmentChanged: Join puts the console's
+// settings into the environment and says whether any differed from what the
+// worker started with, which decides whether the worker reads its
+// configuration again.
+func TestJoinSaysWhetherTheEnvironmentChanged(t *testing.T) {
+	t.Setenv("GASNET_JOINTEST_SAME", "1")
+	t.Setenv("GASNET_JOINTEST_OTHER", "1")
+	os.Unsetenv("GASNET_JOINTEST_NEW")
+	t.Cleanup(func() { os.Unsetenv("GASNET_JOINTEST_NEW") })
+	tests := []struct {
+		name string
+		env  map[string]string
+		want bool
+	}{
+		{"same", map[string]string{"GASNET_JOINTEST_SAME": "1"}, false},
+		{"none", nil, false},
+		{"other value", map[string]string{"GASNET_JOINTEST_SAME": "1", "GASNET_JOINTEST_OTHER": "2"}, true},
+		{"unset here", map[string]string{"GASNET_JOINTEST_NEW": ""}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// Left open: Join's reader ends the process when the
+			// console's connection closes.
+			wc, cc := net.Pipe()
+			go func() {
+				r := bufio.NewReader(cc)
+				if _, _, err := ctl.ReadFrame(r); err != nil {
+					return
+				}
+				ctl.WriteFrame(cc, ctl.FrameWelcome, ctl.Welcome{Rank: 1, Size: 2, Env: tc.env})
+			}()
+			w := &Worker{conn: wc, r: bufio.NewReader(wc)}
+			if err := w.Join(&envconf.Config{}, netip.MustParseAddrPort("127.0.0.1:9")); err != nil {
+				t.Fatal(err)
+			}
+			if w.EnvChanged != tc.want {
+				t.Errorf("EnvChanged = %v, want %v", w.EnvChanged, tc.want)
+			}
+			for k, v := range tc.env {
+				if got, ok := os.LookupEnv(k); !ok || got != v {
+					t.Errorf("%s = %q (set %v), want %q", k, got, ok, v)
+				}
+			}
+		})
+	}
+}
+
+// TestJoinAfterTheJobEnded: a console that answers a Join with Terminate
+// (the job ended before this worker joined) makes Join return an
+// EndedError carrying the job's code, which ExitCode gives; the process
+// goes on (the caller decides to exit).
+func TestJoinAfterTheJobEnded(t *testing.T) {
+	wc, cc := net.Pipe()
+	defer cc.Close()
+	go func() {
+		r := bufio.NewReader(cc)
+		if _, _, err := ctl.ReadFrame(r); err != nil {
+			return
+		}
+		ctl.WriteFrame(cc, ctl.FrameTerminate, ctl.Code{Code: 7})
+	}()
+	w := &Worker{conn: wc, r: bufio.NewReader(wc)}
+	err := w.Join(&envconf.Config{}, netip.MustParseAddrPort("127.0.0.1:9"))
+	var ended *EndedError
+	if !errors.As(err, &ended) || ended.Code != 7 || ExitCode(err) != 7 {
+		t.Errorf("Join: %v (exit code %d), want an EndedError of code 7", err, ExitCode(err))
+	}
+	if ExitCode(errors.New("other")) != 1 {
+		t.Errorf("ExitCode of another error is %d, want 1", ExitCode(errors.New("other")))
+	}
+}

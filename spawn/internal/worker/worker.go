@@ -1,0 +1,494 @@
+package worker
+
+import (
+	"bufio"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
+	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
+	"github.com/udpconduit/udpconduit/spawn/internal/launch"
+)
+
+// IsWorker reports whether this process was started as a worker of a job
+// (the worker marker is in its environment).
+func IsWorker() bool { return os.Getenv(ctl.EnvMaster) != "" }
+
+// Worker is a worker's connection to its console: bootstrap (join and
+// welcome; the rest of the address table comes down the relay tree, see
+// conduit's relayTable), output, hang reports, liveness and the end of the
+// job (DESIGN.md §7); the program's collectives run among the workers
+// (package conduit).
+type Worker struct {
+	wel ctl.Welcome // the console's welcome, its table completed by SetTable
+	// Secret is the job secret, from which datagram tags are derived.
+	Secret []byte
+	// LocalIP is the address of the interface that reaches the console; the
+	// worker's UDP socket binds it.
+	LocalIP netip.Addr
+	// EnvChanged says whether Join changed this process's environment: the
+	// console's settings differed from those the worker started with (as
+	// under a launcher that does not pass the environment on), so the
+	// configuration must be read again.
+	EnvChanged bool
+	// ProcsSet says that the L spawner started this worker with
+	// GOMAXPROCS=1 (see launch.Local), which Join took out of the
+	// environment: the user did not set it.
+	ProcsSet bool
+
+	conn    net.Conn
+	wmu     sync.Mutex
+	r       *bufio.Reader
+	wake    atomic.Pointer[func()]
+	exiting atomic.Bool
+	// The console's Terminate: the job's code, and whether it came.
+	termCode    atomic.Int32
+	terminating atomic.Bool
+	grace       atomic.Int64    // time.Duration; see SetGrace
+	liveness    atomic.Int64    // time.Duration; see SetLiveness
+	children    *launch.Subtree // the workers this one started (spawn tree)
+	atExit      atomic.Pointer[func()]
+	exitOnce    sync.Once
+}
+
+// Rank returns this worker's rank, and Size the job's number of ranks.
+func (w *Worker) Rank() int { return w.wel.Rank }
+
+// Size returns the job's number of ranks.
+func (w *Worker) Size() int { return w.wel.Size }
+
+// Hosts returns every rank's host identity, once the table is complete
+// (HasTable).
+func (w *Worker) Hosts() []string { return w.wel.Hosts }
+
+// Host returns how many ranks share this worker's host, itself included,
+// and how many CPUs they may run on together (see Oversubscribed).
+func (w *Worker) Host() (ranks, cpus int) { return w.wel.HostCount, w.wel.HostCPUs }
+
+// Crowded reports whether some host of the job is oversubscribed: the same
+// on every rank (see Welcome.Crowded).
+func (w *Worker) Crowded() bool { return w.wel.Crowded }
+
+// AtExit sets f to run once when this rank ends through the library (it
+// calls Exit, or the console tells it to exit), before the process exits.
+func (w *Worker) AtExit(f func()) { w.atExit.Store(&f) }
+
+// exit runs the AtExit function and exits the process with code.
+func (w *Worker) exit(code int) {
+	w.exitOnce.Do(func() {
+		if f := w.atExit.Load(); f != nil {
+			(*f)()
+		}
+	})
+	os.Stdout.Sync()
+	w.children.WaitEnd()
+	exitProcess(code)
+}
+
+// SetGrace sets how long after the console's Terminate a rank that makes
+// no library call may go on before it is ended (see Terminating).
+func (w *Worker) SetGrace(d time.Duration) { w.grace.Store(int64(d)) }
+
+// SetLiveness sets how long the worker waits for a word from its console
+// (GASNET_LIVENESS_TIMEOUT; the console pings every quarter of it): a
+// worker that hears nothing for that long has lost its console (its host
+// cut off, or the console stopped) and ends itself, busy or idle, instead
+// of living on until TCP gives up. 0: never.
+func (w *Worker) SetLiveness(d time.Duration) { w.liveness.Store(int64(d)) }
+
+// Terminating reports whether the console has told this rank to exit
+// because the job ended elsewhere. The library then ends the process at
+// the program's next call into it (ExitNow), so a rank that prints its
+// last lines after a barrier while another rank already called Exit still
+// prints them; a rank that makes no call is ended after the grace period.
+func (w *Worker) Terminating() bool { return w.terminating.Load() }
+
+// ExitNow ends a terminating rank's process with the job's code.
+func (w *Worker) ExitNow() { w.exit(int(w.termCode.Load())) }
+
+// terminate handles the console's Terminate.
+func (w *Worker) terminate(code int) {
+	if w.exiting.Load() {
+		w.exit(code) // Exit was waiting for this word
+	}
+	w.termCode.Store(int32(code))
+	if w.terminating.Swap(true) {
+		return
+	}
+	time.AfterFunc(time.Duration(w.grace.Load()), w.ExitNow)
+	w.event() // waits in the library notice and exit
+}
+
+// Dial connects to the console named by the worker marker, retrying until
+// cfg.ConnectTimeout.
+func Dial(cfg *envconf.Config) (*Worker, error) {
+	addr := os.Getenv(ctl.EnvMaster)
+	secret, err := ReadSecret()
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(cfg.ConnectTimeout)
+	var c net.Conn
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		c, err = net.DialTimeout("tcp", addr, time.Until(deadline))
+		if err == nil {
+			break
+		}
+		// The console listens before it starts any worker and until the
+		// job ends: a refusal means it has ended (killed, say), and a
+		// worker a launcher started late must not wait for it.
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("the console at %s refused the connection: it has ended", addr)
+		}
+		if time.Now().Add(delay).After(deadline) {
+			return nil, fmt.Errorf("cannot reach the console at %s within GASNET_CONNECT_TIMEOUT=%v: %w", addr, cfg.ConnectTimeout, err)
+		}
+		time.Sleep(delay)
+	}
+	w := &Worker{conn: c, r: bufio.NewReader(c), Secret: []byte(hex.EncodeToString(secret))}
+	if err := ctl.WriteFrame(c, ctl.FrameHello, ctl.Hello{Secret: string(w.Secret)}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("greeting the console at %s: %w", addr, err)
+	}
+	if os.Getenv(ctl.EnvRoute) != "" {
+		if err := routeOutput(addr, w.Secret, deadline); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if session.tree != nil {
+		if w.children, err = launch.StartSubtree(cfg, session.tree, secret, exitProcess); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	local, _ := netip.ParseAddrPort(c.LocalAddr().String())
+	w.LocalIP = local.Addr().Unmap()
+	if cfg.WorkerIP != "" {
+		ip, err := envconf.AddrOnSubnet(cfg.WorkerIP)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		w.LocalIP = ip
+	}
+	return w, nil
+}
+
+// ReadSecret returns the job secret: from the descriptor ctl.EnvSecretFD
+// names, read once and closed, or else from ctl.EnvSecret. Descriptor 0 is the
+// ssh session of a remote worker (S): the secret is its first line, and
+// the rest of it is watched (see watchStdin).
+func ReadSecret() ([]byte, error) {
+	text := os.Getenv(ctl.EnvSecret)
+	if v := os.Getenv(ctl.EnvSecretFD); v == "0" {
+		if session.err != nil {
+			return nil, fmt.Errorf("reading the job secret from the ssh session: %w", session.err)
+		}
+		text = session.secret
+	} else if v != "" {
+		fd, err := strconv.Atoi(v)
+		if err != nil || fd < 3 {
+			return nil, fmt.Errorf("%s=%q: accepted: 0 (the ssh session) or a file descriptor >= 3", ctl.EnvSecretFD, v)
+		}
+		f := os.NewFile(uintptr(fd), "secret")
+		b, err := io.ReadAll(io.LimitReader(f, 256))
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading the job secret from file descriptor %d: %w", fd, err)
+		}
+		text = string(b)
+	}
+	secret, err := hex.DecodeString(text)
+	if err != nil || len(secret) == 0 {
+		return nil, fmt.Errorf("%s: missing or malformed job secret", ctl.EnvSecret)
+	}
+	return secret, nil
+}
+
+// session is what a remote worker (S) read from its ssh session when it
+// started: the job secret, its first line.
+var session struct {
+	secret string
+	err    error
+	tree   *launch.TreeInfo // a spawn tree worker's second line
+}
+
+// init reads a remote worker's secret from its ssh session and starts
+// watching the session (watchStdin) as the process starts, before the
+// program's main: a worker that the job's end catches before it calls
+// conduit.Init still ends with its session. It does so only in a process
+// that the S spawner started (both its markers, ctl.EnvMaster and
+// ctl.EnvSecretFD=0, in the environment): any other program or test that
+// imports the package keeps its stdin.
+func init() {
+	if os.Getenv(ctl.EnvSecretFD) != "0" || os.Getenv(ctl.EnvMaster) == "" {
+		return
+	}
+	r := bufio.NewReader(os.Stdin)
+	line, err := r.ReadString('\n')
+	session.secret, session.err = strings.TrimSpace(line), err
+	if err == nil && os.Getenv(ctl.EnvTree) == "1" {
+		line, err = r.ReadString('\n')
+		if err == nil {
+			session.tree, err = launch.ParseTreeLine(line)
+		}
+		if err != nil {
+			session.err = fmt.Errorf("the spawn tree's line: %w", err)
+		}
+	}
+	if err == nil {
+		go watchStdin(r)
+	}
+}
+
+// watchStdin ends a remote worker when its ssh session ends: the console
+// keeps the session's stdin open for the worker's life, so its end means
+// that the console is gone (even by kill -9, and before the worker joined)
+// or has ended the job. Nothing is printed: nobody is left to read it.
+func watchStdin(r io.Reader) {
+	io.Copy(io.Discard, r)
+	exitProcess(128 + int(syscall.SIGHUP))
+}
+
+// requestedRank reads GASNET_WORKER_RANK: an integer, or the name of a
+// variable that holds one. It returns -1 when unset.
+func requestedRank(cfg *envconf.Config) (int, error) {
+	v := cfg.WorkerRank
+	if v == "" {
+		return -1, nil
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 {
+			return 0, fmt.Errorf("GASNET_WORKER_RANK=%s: accepted: a rank >= 0 or a variable name", v)
+		}
+		return n, nil
+	}
+	val, ok := os.LookupEnv(v)
+	if !ok {
+		return 0, fmt.Errorf("GASNET_WORKER_RANK=%s: no variable %s in this worker's environment; accepted: an integer or a variable such as SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK", v, v)
+	}
+	n, err := strconv.Atoi(val)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("GASNET_WORKER_RANK=%s: %s=%q is not a rank; accepted: an integer >= 0", v, v, val)
+	}
+	return n, nil
+}
+
+// hostIdentity returns the identity that groups ranks by host.
+func hostIdentity(mode string, udp netip.Addr) string {
+	switch mode {
+	case "conduit":
+		return udp.String()
+	case "hostid":
+		if b, err := os.ReadFile("/etc/hostid"); err == nil && len(b) > 0 {
+			return hex.EncodeToString(b)
+		}
+		if b, err := os.ReadFile("/etc/machine-id"); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// Join sends this worker's Join and waits for the Welcome. Afterwards the
+// console's settings are in this process's environment.
+func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort) error {
+	rank, err := requestedRank(cfg)
+	if err != nil {
+		return err
+	}
+	idx := -1
+	if v := os.Getenv(ctl.EnvIndex); v != "" {
+		idx, _ = strconv.Atoi(v)
+	} else {
+		idx = launch.LauncherRank(os.Getenv) // started by srun, mpirun or mpiexec
+	}
+	name, _ := os.Hostname()
+	jn := ctl.Join{Rank: rank, Index: idx, Host: hostIdentity(cfg.HostDetect, udp.Addr()),
+		Name: name, PID: os.Getpid(), UDP: udp.String(), CPUs: runtime.NumCPU(), Mask: cpuMask()}
+	if err := ctl.WriteFrame(w.conn, ctl.FrameJoin, jn); err != nil {
+		return fmt.Errorf("joining the console: %w", err)
+	}
+	typ, body, err := ctl.ReadFrame(w.r)
+	if err != nil {
+		return fmt.Errorf("waiting for the console's welcome: %w", err)
+	}
+	if typ == ctl.FrameTerminate {
+		var c ctl.Code
+		ctl.DecodeBody(body, &c)
+		return &EndedError{Code: c.Code}
+	}
+	if typ != ctl.FrameWelcome || ctl.DecodeBody(body, &w.wel) != nil {
+		return fmt.Errorf("malformed welcome from the console")
+	}
+	w.children.Welcomed()
+	for k, v := range w.wel.Env {
+		if old, ok := os.LookupEnv(k); !ok || old != v {
+			os.Setenv(k, v)
+			w.EnvChanged = true
+		}
+	}
+	if os.Getenv(ctl.EnvProcs) != "" {
+		os.Unsetenv("GOMAXPROCS") // the L spawner's, not the user's
+		w.ProcsSet = true
+	}
+	for _, k := range []string{ctl.EnvMaster, ctl.EnvSecret, ctl.EnvSecretFD, ctl.EnvIndex, ctl.EnvRoute, ctl.EnvProcs} {
+		os.Unsetenv(k) // children of this worker are not workers
+	}
+	go w.readLoop()
+	return nil
+}
+
+// Addrs returns the UDP address of every rank known so far: all of them
+// once the table is complete (HasTable), else those of this rank and its
+// relay-tree neighbours, the others being the zero AddrPort.
+func (w *Worker) Addrs() ([]netip.AddrPort, error) {
+	out := make([]netip.AddrPort, w.wel.Size)
+	parse := func(r int, s string) error {
+		a, err := netip.ParseAddrPort(s)
+		if err != nil || r < 0 || r >= w.wel.Size {
+			return fmt.Errorf("console sent a bad address for rank %d: %q", r, s)
+		}
+		out[r] = a
+		return nil
+	}
+	if w.HasTable() {
+		for r, s := range w.wel.Addrs {
+			if err := parse(r, s); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	for r, s := range w.wel.Peers {
+		if err := parse(r, s); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// HasTable reports whether this worker has every rank's address and host.
+func (w *Worker) HasTable() bool {
+	return len(w.wel.Addrs) == w.wel.Size && len(w.wel.Hosts) == w.wel.Size
+}
+
+// EncodedTable returns the complete table in its wire form, for relaying
+// it on (ctl.EncodeTable).
+func (w *Worker) EncodedTable() []byte {
+	return ctl.EncodeTable(ctl.Table{Addrs: w.wel.Addrs, Hosts: w.wel.Hosts})
+}
+
+// SetTable installs the table relayed from this worker's tree parent, in
+// its wire form. It must agree with the addresses the console sent.
+func (w *Worker) SetTable(blob []byte) error {
+	t, err := ctl.DecodeTable(blob, w.wel.Size)
+	if err != nil {
+		return err
+	}
+	for r, s := range w.wel.Peers {
+		if r < 0 || r >= len(t.Addrs) || t.Addrs[r] != s {
+			return fmt.Errorf("relayed address table disagrees with the console on rank %d", r)
+		}
+	}
+	w.wel.Addrs, w.wel.Hosts = t.Addrs, t.Hosts
+	return nil
+}
+
+// OnEvent sets a function called after each service completion (a barrier
+// or gather), to wake a goroutine blocked in the network.
+func (w *Worker) OnEvent(f func()) { w.wake.Store(&f) }
+
+func (w *Worker) event() {
+	if f := w.wake.Load(); f != nil {
+		(*f)()
+	}
+}
+
+// readLoop handles the console's frames. A Terminate ends the process at
+// the program's next library call or after the grace period, even while the
+// program computes without polling (GASNet's testexit 5 and 9 hang there;
+// DESIGN.md §12); the console's end exits at once.
+func (w *Worker) readLoop() {
+	for {
+		live := time.Duration(w.liveness.Load())
+		if live > 0 {
+			w.conn.SetReadDeadline(time.Now().Add(live))
+		}
+		typ, body, err := ctl.ReadFrame(w.r)
+		if err != nil {
+			if w.exiting.Load() {
+				select {} // Exit is about to end the process
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = fmt.Errorf("no word from it for %v, GASNET_LIVENESS_TIMEOUT", live)
+			}
+			fmt.Fprintf(os.Stderr, "udpconduit: rank %d: lost the console (%v); exiting\n", w.wel.Rank, err)
+			w.exit(1)
+		}
+		switch typ {
+		case ctl.FrameTerminate:
+			var c ctl.Code
+			ctl.DecodeBody(body, &c)
+			w.terminate(c.Code)
+		case ctl.FrameSignal:
+			// A signal the console forwards to a worker it cannot signal
+			// itself (remote): only the forwarded ones.
+			var c ctl.Code
+			ctl.DecodeBody(body, &c)
+			if sig := syscall.Signal(c.Code); sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2 {
+				syscall.Kill(os.Getpid(), sig)
+			}
+		case ctl.FramePing:
+			// Answered here, not by the program's goroutines: a rank that
+			// computes without calling the library is alive; only one
+			// whose process is stopped or whose host is gone is not.
+			w.send(ctl.FramePong, ctl.NoBody{})
+		}
+	}
+}
+
+func (w *Worker) send(typ byte, v ctl.Body) error {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	return ctl.WriteFrame(w.conn, typ, v)
+}
+
+// Report tells the console that this rank waits in a collective (c.In),
+// or no longer does (see Coll).
+func (w *Worker) Report(c ctl.Coll) error { return w.send(ctl.FrameColl, c) }
+
+// Exit reports code to the console, which ends the job with the first code
+// reported; it waits briefly for the console's word, then exits the process.
+func (w *Worker) Exit(code int, grace time.Duration) { w.Abort(code, "", grace) }
+
+// Abort is Exit with the reason this rank ends the job, which the console
+// reports in its summary line; a code other than 0 with a reason is the
+// job's even when another rank's Exit(0) reached the console first. From
+// the moment it is called, the rank's other goroutines end at their next
+// call into the library (Terminating).
+func (w *Worker) Abort(code int, why string, grace time.Duration) {
+	w.exiting.Store(true)
+	w.termCode.Store(int32(code))
+	w.terminating.Store(true)
+	w.event()
+	os.Stdout.Sync()
+	if w.send(ctl.FrameExit, ctl.Code{Code: code, Why: why}) == nil {
+		time.Sleep(grace) // the console's Terminate normally ends us first
+	}
+	w.exit(code)
+}
