@@ -1,0 +1,224 @@
+// Package shmring is a queue of variable-size records in a region of
+// memory that several processes map: many producers (the co-located ranks
+// that send to one rank) and one consumer (that rank). It is the inbox of
+// amudp's shared-memory transport (package amudp/shm).
+//
+// The region is a header followed by a data area whose size is a power of
+// two. Producers reserve space by advancing the tail with compare-and-swap,
+// write their record, and commit it last, with an atomic store of the
+// record's position plus one into its first word; the consumer reads the
+// record at the head once that word says it is committed, copies it out,
+// and advances the head. Records never wrap: a producer whose record would
+// cross the end of the area pads to the end first. A full queue refuses a
+// record (Push returns false) and the caller sends it another way.
+//
+// Every length and offset read from the region is checked against the
+// region's bounds before use: a peer that writes garbage into the region
+// can make the consumer drop records (Peek reports ErrCorrupt), never read
+// or write outside the region. A producer that dies between reserving and
+// committing stops the consumer at its record; the job's liveness rules end
+// such a job (the consumer's other peers fall back when the queue fills).
+package shmring
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Layout of the header: each field that more than one process writes has
+// a cache line of its own.
+const (
+	HeaderSize = 256
+	offMagic   = 0
+	offCap     = 8
+	offTail    = 64
+	offHead    = 128
+	offSleep   = 192
+
+	magic     = 0x676e697263706475 // "udpcring", little-endian
+	recHeader = 16                 // commit word, length, kind
+	align     = 16
+
+	kindData = 1
+	kindPad  = 2
+
+	// MinCapacity and MaxCapacity bound a ring's data area.
+	MinCapacity = 4096
+	MaxCapacity = 1 << 30
+)
+
+// ErrCorrupt reports a record that breaks the ring's rules: the consumer
+// has dropped every record up to the tail.
+var ErrCorrupt = errors.New("shmring: corrupt record in a shared-memory queue")
+
+// Ring is one process's view of a ring in mapped memory.
+type Ring struct {
+	data  []byte
+	mask  uint64
+	tail  *atomic.Uint64
+	head  *atomic.Uint64
+	sleep *atomic.Uint32
+	// next is the consumer's record size at the head, set by Peek and used
+	// by Advance.
+	next uint64
+}
+
+// Size is the size of the region that holds a ring of capacity bytes.
+func Size(capacity int) int { return HeaderSize + capacity }
+
+// Format writes an empty ring's header into mem, whose size is Size of a
+// power of two from MinCapacity to MaxCapacity, and returns the ring.
+// Only the ring's creator calls it, before any other process maps mem.
+func Format(mem []byte) (*Ring, error) {
+	c := len(mem) - HeaderSize
+	if c < MinCapacity || c > MaxCapacity || c&(c-1) != 0 || uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
+		return nil, fmt.Errorf("shmring: region of %d bytes: want %d + a power of two from %d to %d, 8-aligned", len(mem), HeaderSize, MinCapacity, MaxCapacity)
+	}
+	clear(mem[:HeaderSize])
+	binary.LittleEndian.PutUint64(mem[offCap:], uint64(c))
+	r := open(mem, c)
+	word(mem, offMagic).Store(magic)
+	return r, nil
+}
+
+// Open returns the ring another process formatted in mem.
+func Open(mem []byte) (*Ring, error) {
+	if len(mem) < HeaderSize+MinCapacity || uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
+		return nil, fmt.Errorf("shmring: region of %d bytes is too small for a ring", len(mem))
+	}
+	if word(mem, offMagic).Load() != magic {
+		return nil, fmt.Errorf("shmring: region holds no ring")
+	}
+	c := binary.LittleEndian.Uint64(mem[offCap:])
+	if c < MinCapacity || c&(c-1) != 0 || c > uint64(len(mem)-HeaderSize) {
+		return nil, fmt.Errorf("shmring: ring capacity %d does not fit its region of %d bytes", c, len(mem))
+	}
+	return open(mem, int(c)), nil
+}
+
+func open(mem []byte, c int) *Ring {
+	return &Ring{
+		data:  mem[HeaderSize : HeaderSize+c],
+		mask:  uint64(c - 1),
+		tail:  word(mem, offTail),
+		head:  word(mem, offHead),
+		sleep: (*atomic.Uint32)(unsafe.Pointer(&mem[offSleep])),
+	}
+}
+
+func word(b []byte, off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&b[off]))
+}
+
+// Capacity is the size of the ring's data area.
+func (r *Ring) Capacity() int { return len(r.data) }
+
+// MaxRecord is the largest record (the sum of Push's parts) a ring of
+// capacity bytes takes: a quarter of it, so that a full ring still holds
+// several.
+func MaxRecord(capacity int) int { return capacity/4 - recHeader }
+
+// Push appends one record, the concatenation of a and b, and reports
+// whether it did: false when the ring has no room for it now, or when it
+// is longer than MaxRecord. Any number of goroutines and processes may push
+// at once.
+func (r *Ring) Push(a, b []byte) bool {
+	n := uint64(len(a) + len(b))
+	if n > uint64(MaxRecord(len(r.data))) {
+		return false
+	}
+	need := (recHeader + n + align - 1) &^ (align - 1)
+	var t, pad uint64
+	for {
+		t = r.tail.Load()
+		off := t & r.mask
+		pad = 0
+		if off+need > uint64(len(r.data)) {
+			pad = uint64(len(r.data)) - off
+		}
+		if t+pad+need-r.head.Load() > uint64(len(r.data)) {
+			return false
+		}
+		if r.tail.CompareAndSwap(t, t+pad+need) {
+			break
+		}
+	}
+	if pad > 0 {
+		r.commit(t, kindPad, uint32(pad-recHeader))
+		t += pad
+	}
+	o := t & r.mask
+	copy(r.data[o+recHeader:], a)
+	copy(r.data[o+recHeader+uint64(len(a)):], b)
+	r.commit(t, kindData, uint32(n))
+	return true
+}
+
+// commit writes the header of the record at position p, its commit word
+// last.
+func (r *Ring) commit(p uint64, kind, n uint32) {
+	o := p & r.mask
+	binary.LittleEndian.PutUint32(r.data[o+8:], n)
+	binary.LittleEndian.PutUint32(r.data[o+12:], kind)
+	word(r.data, int(o)).Store(p + 1)
+}
+
+// Peek returns the record at the head, which stays valid until Advance,
+// or ok false when there is none yet. Only the consumer calls it. A record
+// that breaks the ring's rules is dropped, with every record after it up
+// to the tail, and reported as ErrCorrupt.
+func (r *Ring) Peek() (rec []byte, ok bool, err error) {
+	for {
+		h := r.head.Load()
+		o := h & r.mask
+		if word(r.data, int(o)).Load() != h+1 {
+			return nil, false, nil
+		}
+		n := uint64(binary.LittleEndian.Uint32(r.data[o+8:]))
+		kind := binary.LittleEndian.Uint32(r.data[o+12:])
+		size := (recHeader + n + align - 1) &^ (align - 1)
+		switch {
+		case o+size > uint64(len(r.data)) || (kind == kindData && n > uint64(MaxRecord(len(r.data)))):
+		case kind == kindPad:
+			if o+size != uint64(len(r.data)) {
+				break
+			}
+			r.head.Store(h + size)
+			continue
+		case kind == kindData:
+			r.next = size
+			return r.data[o+recHeader : o+recHeader+n], true, nil
+		}
+		r.head.Store(r.tail.Load())
+		return nil, false, ErrCorrupt
+	}
+}
+
+// Advance releases the record Peek returned, making its space free for
+// producers.
+func (r *Ring) Advance() {
+	r.head.Add(r.next)
+	r.next = 0
+}
+
+// Empty reports whether the ring holds no committed record at its head.
+func (r *Ring) Empty() bool {
+	h := r.head.Load()
+	return word(r.data, int(h&r.mask)).Load() != h+1
+}
+
+// SetSleeping records whether the consumer is about to block (or blocks)
+// in the kernel, so that a producer wakes it after a Push (Sleeping).
+func (r *Ring) SetSleeping(on bool) {
+	var v uint32
+	if on {
+		v = 1
+	}
+	r.sleep.Store(v)
+}
+
+// Sleeping reports whether the consumer asked to be woken.
+func (r *Ring) Sleeping() bool { return r.sleep.Load() != 0 }

@@ -1,0 +1,225 @@
+package shmring
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/quick"
+)
+
+func newRing(t testing.TB, capacity int) (*Ring, []byte) {
+	t.Helper()
+	mem := make([]byte, Size(capacity))
+	r, err := Format(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, mem
+}
+
+// pop takes one record, copied, or nil when there is none.
+func pop(t testing.TB, r *Ring) []byte {
+	t.Helper()
+	rec, ok, err := r.Peek()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		return nil
+	}
+	out := bytes.Clone(rec)
+	r.Advance()
+	return out
+}
+
+// TestModel: random pushes and pops of random sizes agree with a FIFO
+// model: every record pushed comes out once, in order, byte for byte; a
+// push is refused only when the model's bytes in flight leave no room; the
+// ring wraps many times.
+func TestModel(t *testing.T) {
+	check := func(seed uint64, capShift uint8) bool {
+		capacity := MinCapacity << (capShift % 4)
+		rng := rand.New(rand.NewPCG(seed, 7))
+		r, _ := newRing(t, capacity)
+		var model [][]byte
+		inFlight := 0 // bytes reserved, pads excluded
+		pushed := 0
+		for step := 0; step < 3000; step++ {
+			if rng.IntN(3) > 0 {
+				n := rng.IntN(MaxRecord(capacity) + 1)
+				rec := make([]byte, n)
+				for i := range rec {
+					rec[i] = byte(rng.Uint32())
+				}
+				k := rng.IntN(n + 1)
+				ok := r.Push(rec[:k], rec[k:])
+				need := (recHeader + n + align - 1) &^ (align - 1)
+				if !ok && inFlight+need <= capacity-MaxRecord(capacity)-recHeader-align {
+					// Padding wastes at most one record's room.
+					t.Logf("seed %d: push of %d refused with %d of %d in flight", seed, n, inFlight, capacity)
+					return false
+				}
+				if ok {
+					model = append(model, rec)
+					inFlight += need
+					pushed++
+				}
+				continue
+			}
+			got := pop(t, r)
+			if len(model) == 0 {
+				if got != nil {
+					return false
+				}
+				continue
+			}
+			if !bytes.Equal(got, model[0]) {
+				t.Logf("seed %d: popped %d bytes, want %d", seed, len(got), len(model[0]))
+				return false
+			}
+			inFlight -= (recHeader + len(model[0]) + align - 1) &^ (align - 1)
+			model = model[1:]
+		}
+		for _, want := range model {
+			if got := pop(t, r); !bytes.Equal(got, want) {
+				return false
+			}
+		}
+		return pop(t, r) == nil && r.Empty() && pushed*MinCapacity/4 > capacity
+	}
+	if err := quick.Check(check, &quick.Config{MaxCount: 40}); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestProducers: several goroutines push numbered records at once, each
+// retrying when the ring is full; the consumer sees every record exactly
+// once and each producer's records in order.
+func TestProducers(t *testing.T) {
+	const producers, each = 4, 20000
+	r, _ := newRing(t, MinCapacity)
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var hdr [12]byte
+			body := make([]byte, 40)
+			for i := range each {
+				binary.LittleEndian.PutUint32(hdr[0:], uint32(p))
+				binary.LittleEndian.PutUint64(hdr[4:], uint64(i))
+				for !r.Push(hdr[:], body[:i%len(body)]) {
+				}
+			}
+		}()
+	}
+	next := make([]uint64, producers)
+	for got := 0; got < producers*each; {
+		rec, ok, err := r.Peek()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			continue
+		}
+		p, i := binary.LittleEndian.Uint32(rec), binary.LittleEndian.Uint64(rec[4:])
+		if int(p) >= producers || i != next[p] || len(rec) != 12+int(i)%40 {
+			t.Fatalf("record %d of producer %d (%d bytes), want %d", i, p, len(rec), next[p])
+		}
+		next[p]++
+		r.Advance()
+		got++
+	}
+	wg.Wait()
+	if !r.Empty() {
+		t.Error("records left after all were taken")
+	}
+}
+
+// TestTooLong: a record longer than MaxRecord is refused, not truncated.
+func TestTooLong(t *testing.T) {
+	r, _ := newRing(t, MinCapacity)
+	if r.Push(make([]byte, MaxRecord(MinCapacity)+1), nil) {
+		t.Error("pushed a record longer than MaxRecord")
+	}
+	if !r.Push(make([]byte, MaxRecord(MinCapacity)), nil) {
+		t.Error("refused a record of MaxRecord bytes in an empty ring")
+	}
+}
+
+// TestOpen: a second view of the region sees the first one's records;
+// a region without a ring, or of a bad size, is refused.
+func TestOpen(t *testing.T) {
+	r, mem := newRing(t, MinCapacity)
+	r.Push([]byte("hello"), nil)
+	r2, err := Open(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pop(t, r2); string(got) != "hello" {
+		t.Errorf("second view popped %q", got)
+	}
+	if _, err := Open(make([]byte, Size(MinCapacity))); err == nil {
+		t.Error("opened a region without a ring")
+	}
+	if _, err := Format(make([]byte, Size(MinCapacity+16))); err == nil {
+		t.Error("formatted a ring whose capacity is not a power of two")
+	}
+	binary.LittleEndian.PutUint64(mem[offCap:], 1<<40)
+	if _, err := Open(mem); err == nil {
+		t.Error("opened a ring whose capacity exceeds its region")
+	}
+}
+
+// TestCorrupt: records whose length or kind break the rules are dropped
+// and reported; the ring goes on working afterwards.
+func TestCorrupt(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		n    uint32
+		kind uint32
+	}{{"too long", 1 << 30, kindData}, {"over MaxRecord", uint32(MaxRecord(MinCapacity) + 1), kindData},
+		{"unknown kind", 8, 9}, {"pad not to the end", 16, kindPad}} {
+		r, _ := newRing(t, MinCapacity)
+		r.Push([]byte("x"), nil)
+		binary.LittleEndian.PutUint32(r.data[8:], c.n)
+		binary.LittleEndian.PutUint32(r.data[12:], c.kind)
+		if _, ok, err := r.Peek(); ok || !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Peek = %v, %v; want ErrCorrupt", c.name, ok, err)
+		}
+		if !r.Push([]byte("after"), nil) || string(pop(t, r)) != "after" {
+			t.Errorf("%s: the ring does not work after a corrupt record", c.name)
+		}
+	}
+}
+
+// FuzzPeek: whatever a peer writes into the region, Peek returns records
+// of at most MaxRecord bytes (slices of the region) and never panics.
+func FuzzPeek(f *testing.F) {
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0}, uint64(0), uint64(64))
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0x0f, 0, 0, 2, 0, 0, 0}, uint64(0), uint64(4096))
+	f.Fuzz(func(t *testing.T, junk []byte, head, tail uint64) {
+		r, _ := newRing(t, MinCapacity)
+		head &^= 15
+		r.head.Store(head)
+		r.tail.Store(tail)
+		o := int(head & r.mask)
+		copy(r.data[o:], junk)
+		if len(junk) >= 8 {
+			word(r.data, o).Store(head + 1)
+		}
+		for range 4 {
+			rec, ok, _ := r.Peek()
+			if !ok {
+				break
+			}
+			if len(rec) > MaxRecord(MinCapacity) {
+				t.Fatalf("Peek returned a record of %d bytes, over MaxRecord", len(rec))
+			}
+			r.Advance()
+		}
+	})
+}
