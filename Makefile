@@ -49,7 +49,7 @@ scale:
 # deadline as a failure ("context deadline exceeded", no input written;
 # go.dev/issue/75804, fixed in Go 1.27).
 FUZZTIME ?= 500000x
-FUZZ_TARGETS := ./amudp/internal/wire/:FuzzDecode ./spawn/internal/console/:FuzzControlFrame ./spawn/internal/cmdtmpl/:FuzzExpandTemplate \
+FUZZ_TARGETS := ./amudp/internal/wire/:FuzzDecode ./amudp/internal/shmring/:FuzzPeek ./spawn/internal/console/:FuzzControlFrame ./spawn/internal/cmdtmpl/:FuzzExpandTemplate \
 	./spawn/internal/cmdtmpl/:FuzzSplitServers ./spawn/internal/ctl/:FuzzDecodeTable ./spawn/internal/sshc/:FuzzParseServers ./spawn/internal/sshc/:FuzzParseOptions
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -37,6 +37,9 @@
 //	stats.go      counters
 //	transport.go  the Transport interface; udp_linux.go the raw-syscall
 //	              socket, udp_conn.go the portable one on net.UDPConn
+//	shm.go        Shared, the Transport between ranks of one host:
+//	              shared-memory inboxes (package amudp/internal/shmring)
+//	              over the UDP one
 //
 // The datagram format is package amudp/internal/wire; an in-memory lossy Transport for
 // tests is package amudptest.

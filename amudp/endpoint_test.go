@@ -42,6 +42,7 @@ func newJob(t testing.TB, n int, cfg Config) []*Endpoint {
 		}
 		addrs[i] = u.LocalAddr()
 	}
+	shareInboxes(eps, addrs)
 	for _, e := range eps {
 		if err := e.SetPeers(addrs); err != nil {
 			t.Fatal(err)

@@ -1,0 +1,244 @@
+package amudp
+
+// This file is the path between ranks of one host: Shared, a Transport
+// that carries datagrams to co-located peers through shared-memory queues
+// and to every other peer through the UDP Transport it wraps.
+//
+// Each rank owns one inbox, a queue (package amudp/internal/shmring) in an
+// anonymous shared-memory file (memfd, mode 0600) that its co-located
+// peers map from /proc/PID/fd/N when they first send to it: nothing is
+// ever named in /dev/shm, and the kernel frees the memory when the last
+// process that maps it ends, whichever way. Only processes of the same
+// user may open another's descriptor there.
+//
+// The datagrams are those the UDP path carries, with their tags, sequence
+// numbers and acknowledgements, so the Endpoint's rules hold unchanged:
+// each handler runs once, credits bound what is in flight. A full inbox,
+// or one that cannot be mapped, sends by UDP instead. A rank that waits
+// marks its inbox asleep and blocks in the UDP Transport's Wait; a
+// producer that finds the mark sends the rank a one-byte doorbell datagram
+// that wakes it, and that Recv discards.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/udpconduit/udpconduit/amudp/internal/shmring"
+)
+
+// DefaultInbox is the size of a rank's inbox by default: it holds 16
+// datagrams of the largest size, and a few thousand short ones.
+const DefaultInbox = 4 << 20
+
+// MaxInbox bounds an inbox's size.
+const MaxInbox = 1 << 30
+
+// doorbell is the datagram that wakes a sleeping rank; amudp's datagrams
+// are never one byte long.
+var doorbell = []byte{0xdb}
+
+// addrLen is the size of a record's source address: 16 address bytes and
+// a port.
+const addrLen = 18
+
+// ShmStats counts the datagrams each path of a Shared transport carried.
+type ShmStats struct {
+	ShmSent, ShmReceived uint64 // through the inboxes
+	Fallbacks            uint64 // meant for an inbox, sent by UDP (full or unmapped)
+	Doorbells            uint64 // wake-ups sent to sleeping ranks
+	Corrupt              uint64 // times a corrupt record emptied this rank's inbox
+}
+
+// Shared is a Transport that sends to co-located peers through
+// their inboxes (see SetInboxes) and to the others through UDP.
+type Shared struct {
+	udp   Transport
+	inbox *shmInbox
+	self  [addrLen]byte
+
+	peers atomic.Pointer[map[netip.AddrPort]*shmPeer]
+	mu    sync.Mutex // serialises mapping peers' inboxes
+
+	shmSent, shmRecv, fallbacks, doorbells, corrupt atomic.Uint64
+}
+
+// shmPeer is a co-located rank's inbox, mapped on first use.
+type shmPeer struct {
+	path   string
+	ring   atomic.Pointer[shmring.Ring]
+	failed atomic.Bool
+}
+
+// NewShared returns a Shared transport over udp with an inbox of size
+// bytes (a power of two from 4 KiB to MaxInbox); Inbox names it for the
+// co-located peers.
+// On a system without memfd it returns an error, and the caller uses udp
+// alone.
+func NewShared(udp Transport, size int) (*Shared, error) {
+	in, err := newShmInbox(size)
+	if err != nil {
+		return nil, err
+	}
+	t := &Shared{udp: udp, inbox: in}
+	putAddr(t.self[:], udp.LocalAddr())
+	m := map[netip.AddrPort]*shmPeer{}
+	t.peers.Store(&m)
+	return t, nil
+}
+
+// Inbox returns the path by which a process of this host opens this rank's
+// inbox.
+func (t *Shared) Inbox() string { return t.inbox.path }
+
+// SetInboxes names the inboxes of the co-located peers, by their UDP
+// addresses. A datagram to any other address goes by UDP. It may be
+// called once, before or while datagrams flow.
+func (t *Shared) SetInboxes(inboxes map[netip.AddrPort]string) {
+	m := make(map[netip.AddrPort]*shmPeer, len(inboxes))
+	for a, path := range inboxes {
+		if path != "" && a != t.udp.LocalAddr() {
+			m[a] = &shmPeer{path: path}
+		}
+	}
+	t.peers.Store(&m)
+}
+
+// ViaShm reports whether datagrams to addr go through shared memory.
+func (t *Shared) ViaShm(addr netip.AddrPort) bool {
+	p := (*t.peers.Load())[addr]
+	return p != nil && !p.failed.Load()
+}
+
+// Stats returns the counters of the two paths.
+func (t *Shared) Stats() ShmStats {
+	return ShmStats{ShmSent: t.shmSent.Load(), ShmReceived: t.shmRecv.Load(), Fallbacks: t.fallbacks.Load(),
+		Doorbells: t.doorbells.Load(), Corrupt: t.corrupt.Load()}
+}
+
+// String formats the counters as GASNET_STATS prints them, after the
+// Endpoint's.
+func (s ShmStats) String() string {
+	return fmt.Sprintf("shm-sent %d shm-received %d shm-fallbacks %d shm-doorbells %d shm-corrupt %d",
+		s.ShmSent, s.ShmReceived, s.Fallbacks, s.Doorbells, s.Corrupt)
+}
+
+// Send puts b into the inbox of a co-located peer, or sends it by UDP.
+func (t *Shared) Send(b []byte, to netip.AddrPort) error {
+	if p := (*t.peers.Load())[to]; p != nil {
+		if r := t.ring(p); r != nil {
+			if r.Push(t.self[:], b) {
+				t.shmSent.Add(1)
+				if r.Sleeping() {
+					t.doorbells.Add(1)
+					return t.udp.Send(doorbell, to)
+				}
+				return nil
+			}
+			t.fallbacks.Add(1)
+		}
+	}
+	return t.udp.Send(b, to)
+}
+
+// ring returns p's mapped inbox, mapping it on first use; nil when it
+// cannot be mapped (the peer then gets UDP).
+func (t *Shared) ring(p *shmPeer) *shmring.Ring {
+	if r := p.ring.Load(); r != nil {
+		return r
+	}
+	if p.failed.Load() {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := p.ring.Load(); r != nil {
+		return r
+	}
+	if p.failed.Load() {
+		return nil
+	}
+	r, err := mapShmPeer(p.path)
+	if err != nil {
+		p.failed.Store(true)
+		return nil
+	}
+	p.ring.Store(r)
+	return r
+}
+
+// Recv takes a datagram from this rank's inbox, else from UDP.
+func (t *Shared) Recv(b []byte) (int, netip.AddrPort, error) {
+	for {
+		rec, ok, err := t.inbox.ring.Peek()
+		if errors.Is(err, shmring.ErrCorrupt) {
+			t.corrupt.Add(1)
+		}
+		if ok {
+			if len(rec) < addrLen {
+				t.inbox.ring.Advance()
+				t.corrupt.Add(1)
+				continue
+			}
+			from := getAddr(rec)
+			n := copy(b, rec[addrLen:])
+			t.inbox.ring.Advance()
+			t.shmRecv.Add(1)
+			return n, from, nil
+		}
+		n, from, err := t.udp.Recv(b)
+		if err == nil && n == 1 && b[0] == doorbell[0] {
+			continue
+		}
+		return n, from, err
+	}
+}
+
+// Wait blocks until the inbox or the UDP socket may hold a datagram, Wake
+// is called, or timeout passes.
+func (t *Shared) Wait(timeout time.Duration) error {
+	r := t.inbox.ring
+	if !r.Empty() {
+		return nil
+	}
+	r.SetSleeping(true)
+	defer r.SetSleeping(false)
+	if !r.Empty() {
+		return nil
+	}
+	return t.udp.Wait(timeout)
+}
+
+// Wake makes a current or the next Wait return.
+func (t *Shared) Wake() { t.udp.Wake() }
+
+// LocalAddr is the UDP address, by which peers know this rank.
+func (t *Shared) LocalAddr() netip.AddrPort { return t.udp.LocalAddr() }
+
+// SetBuffers sets the UDP socket's buffers.
+func (t *Shared) SetBuffers(n int) (rcv, snd int, err error) { return t.udp.SetBuffers(n) }
+
+// Close closes the UDP socket and this rank's descriptor of its inbox:
+// no peer maps it afterwards. The mappings stay until the process ends, so
+// that a Send racing with Close never touches unmapped memory.
+func (t *Shared) Close() error {
+	err := t.udp.Close()
+	t.inbox.close()
+	return err
+}
+
+func putAddr(b []byte, a netip.AddrPort) {
+	ip := a.Addr().As16()
+	copy(b, ip[:])
+	binary.LittleEndian.PutUint16(b[16:], a.Port())
+}
+
+func getAddr(b []byte) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[:16])).Unmap(), binary.LittleEndian.Uint16(b[16:]))
+}
+
+var _ Transport = (*Shared)(nil)

@@ -1,0 +1,236 @@
+package amudp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// shareInboxes tells every Shared transport among eps's the inboxes of all
+// the others (a no-op for other transports).
+func shareInboxes(eps []*Endpoint, addrs []netip.AddrPort) {
+	inboxes := map[netip.AddrPort]string{}
+	for i, e := range eps {
+		if s, ok := e.tr.(*Shared); ok {
+			inboxes[addrs[i]] = s.Inbox()
+		}
+	}
+	for _, e := range eps {
+		if s, ok := e.tr.(*Shared); ok {
+			s.SetInboxes(inboxes)
+		}
+	}
+}
+
+// listenShared opens a UDP socket wrapped in a Shared transport with an
+// inbox of size bytes.
+func listenShared(t testing.TB, size int) func(netip.AddrPort, int) (Transport, error) {
+	return func(addr netip.AddrPort, bufSize int) (Transport, error) {
+		u, err := ListenUDP(addr, bufSize)
+		if err != nil {
+			return nil, err
+		}
+		s, err := NewShared(u, size)
+		if err != nil {
+			u.Close()
+			t.Fatal(err)
+		}
+		return s, nil
+	}
+}
+
+// shmStats sums the Shared transports' counters of eps.
+func shmStats(eps []*Endpoint) (s ShmStats) {
+	for _, e := range eps {
+		st := e.tr.(*Shared).Stats()
+		s.ShmSent += st.ShmSent
+		s.ShmReceived += st.ShmReceived
+		s.Fallbacks += st.Fallbacks
+		s.Doorbells += st.Doorbells
+		s.Corrupt += st.Corrupt
+	}
+	return s
+}
+
+// TestShared runs the endpoint's tests over shared memory, and checks that
+// their datagrams took it.
+func TestShared(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T)
+		shm  bool // whether its ranks exchange datagrams
+	}{
+		{"EveryKindBothDirections", TestEveryKindBothDirections, true},
+		{"SelfSendRunsAtOnce", TestSelfSendRunsAtOnce, false},
+		{"AutoReplyFreesCredit", TestAutoReplyFreesCredit, true},
+		{"ReturnedToHandlerZero", TestReturnedToHandlerZero, true},
+		{"ConcurrentSenders", TestConcurrentSenders, true},
+		{"InterruptEndsWaits", TestInterruptEndsWaits, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var made []*Shared
+			saved := listen
+			listen = func(addr netip.AddrPort, bufSize int) (Transport, error) {
+				tr, err := listenShared(t, DefaultInbox)(addr, bufSize)
+				if err == nil {
+					made = append(made, tr.(*Shared))
+				}
+				return tr, err
+			}
+			t.Cleanup(func() { listen = saved })
+			tc.run(t)
+			var sent, received uint64
+			for _, s := range made {
+				st := s.Stats()
+				sent, received = sent+st.ShmSent, received+st.ShmReceived
+				if st.Corrupt != 0 {
+					t.Errorf("corrupt records: %v", st)
+				}
+			}
+			if tc.shm && (sent == 0 || received == 0) {
+				t.Errorf("no datagram went through shared memory: sent %d, received %d", sent, received)
+			}
+		})
+	}
+}
+
+// TestSharedWakesSleeper: a rank blocked in Wait (no spinning) wakes for a
+// request that arrives in its inbox: the sender rings its doorbell.
+func TestSharedWakesSleeper(t *testing.T) {
+	saved := listen
+	listen = listenShared(t, DefaultInbox)
+	t.Cleanup(func() { listen = saved })
+	eps := newJob(t, 2, Config{Polite: true})
+	var got atomic.Int32
+	eps[1].Register(10, func(tok *Token, args []uint32, _ []byte) { got.Add(1) })
+	done := make(chan error, 1)
+	go func() { done <- eps[1].WaitUntil(func() bool { return got.Load() == 3 }) }()
+	serve(t, eps[0])
+	for i := range 3 {
+		time.Sleep(50 * time.Millisecond) // rank 1 is asleep in the kernel by now
+		if err := eps[0].RequestShort(1, 10, uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("rank 1 did not wake: %d of 3 requests ran", got.Load())
+	}
+	if st := shmStats(eps); st.Doorbells == 0 || st.ShmReceived == 0 {
+		t.Errorf("the requests did not wake rank 1 through shared memory: %v", st)
+	}
+}
+
+// TestSharedFullFallsBack: with a small inbox, a flood of 60000-byte
+// Mediums fills it; the rest go by UDP, and every handler still runs once.
+func TestSharedFullFallsBack(t *testing.T) {
+	saved := listen
+	listen = listenShared(t, 64<<10)
+	t.Cleanup(func() { listen = saved })
+	eps := newJob(t, 2, Config{})
+	const msgs = 200
+	seen := make([]atomic.Int32, msgs)
+	eps[1].Register(10, func(tok *Token, args []uint32, p []byte) {
+		if len(p) != 15000 || p[0] != byte(args[0]) {
+			t.Errorf("message %d: %d bytes", args[0], len(p))
+		}
+		seen[args[0]].Add(1)
+	})
+	serve(t, eps[1])
+	payload := make([]byte, 15000)
+	for i := range msgs {
+		payload[0] = byte(i)
+		if err := eps[0].RequestMedium(1, 10, payload, uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, eps[0], "every request answered", func() bool { return eps[0].Outstanding() == 0 })
+	time.Sleep(10 * time.Millisecond)
+	for i := range seen {
+		if n := seen[i].Load(); n != 1 {
+			t.Fatalf("message %d ran %d times", i, n)
+		}
+	}
+	if st := shmStats(eps); st.Fallbacks == 0 || st.ShmSent == 0 {
+		t.Errorf("want some datagrams by shared memory and some fallbacks: %v", st)
+	}
+}
+
+// TestSharedCorruptInbox: a peer that writes garbage into a rank's inbox
+// makes it drop records, never crash; the endpoint goes on over the
+// retransmissions and every handler runs once.
+func TestSharedCorruptInbox(t *testing.T) {
+	saved := listen
+	listen = listenShared(t, DefaultInbox)
+	t.Cleanup(func() { listen = saved })
+	eps := newJob(t, 2, Config{})
+	var ran atomic.Int32
+	eps[1].Register(10, func(tok *Token, args []uint32, _ []byte) { ran.Add(1) })
+	victim := eps[1].tr.(*Shared)
+	// A record too short to hold a source address, and one whose length
+	// runs past the area.
+	victim.inbox.ring.Push([]byte{1, 2, 3}, nil)
+	bad := make([]byte, 40)
+	binary.LittleEndian.PutUint32(bad, 0xffffffff)
+	victim.inbox.ring.Push(bad, nil)
+	serve(t, eps[1])
+	for i := range 50 {
+		if err := eps[0].RequestShort(1, 10, uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, eps[0], "every request answered", func() bool { return eps[0].Outstanding() == 0 })
+	if ran.Load() != 50 {
+		t.Errorf("%d handlers ran, want 50", ran.Load())
+	}
+	if st := victim.Stats(); st.Corrupt == 0 {
+		t.Errorf("the short record was not counted as corrupt: %v", st)
+	}
+}
+
+// TestSharedRecvSkipsDoorbells: a doorbell datagram never reaches the
+// endpoint; a datagram in the inbox carries its sender's address.
+func TestSharedRecvSkipsDoorbells(t *testing.T) {
+	a, err := listenShared(t, DefaultInbox)(loopback, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	raw, err := ListenUDP(loopback, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.Send(doorbell, a.LocalAddr())
+	raw.Send([]byte("datagram"), a.LocalAddr())
+	from := netip.MustParseAddrPort("10.1.2.3:4567")
+	var src [addrLen]byte
+	putAddr(src[:], from)
+	a.(*Shared).inbox.ring.Push(src[:], []byte("shared"))
+	b := make([]byte, 100)
+	var got []string
+	for deadline := time.Now().Add(5 * time.Second); len(got) < 2 && time.Now().Before(deadline); {
+		n, f, err := a.Recv(b)
+		if err == ErrNoData {
+			a.Wait(10 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Equal(b[:n], []byte("shared")) && f != from {
+			t.Errorf("inbox datagram from %v, want %v", f, from)
+		}
+		got = append(got, string(b[:n]))
+	}
+	if len(got) != 2 || got[0] != "shared" || got[1] != "datagram" {
+		t.Errorf("Recv gave %q, want the inbox's datagram, then the UDP one, and no doorbell", got)
+	}
+}
