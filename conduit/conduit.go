@@ -297,7 +297,24 @@ func start() (*Job, int, error) {
 	if err != nil {
 		return nil, 1, err
 	}
-	if err := w.Join(cfg, udp.LocalAddr()); err != nil {
+	// Ranks of one host exchange datagrams through shared memory
+	// (amudp.Shared) unless GASNET_SUPERNODE_MAXSIZE=1; a host without
+	// memfd uses UDP alone.
+	var tr amudp.Transport = udp
+	var shared *amudp.Shared
+	var shmWhy string
+	if cfg.SupernodeMax != 1 {
+		if shared, err = amudp.NewShared(udp, amudp.DefaultInbox); err != nil {
+			shmWhy = fmt.Sprintf("no shared memory between ranks (%v)", err)
+		} else {
+			tr = shared
+		}
+	}
+	inbox := ""
+	if shared != nil {
+		inbox = shared.Inbox()
+	}
+	if err := w.Join(cfg, udp.LocalAddr(), inbox); err != nil {
 		return nil, spawn.ExitCode(err), err
 	}
 	// The console's settings are now in force: read them again if they
@@ -336,7 +353,7 @@ func start() (*Job, int, error) {
 	if err != nil {
 		return nil, 1, err
 	}
-	ep, err := amudp.NewEndpoint(udp, amudp.Config{
+	ep, err := amudp.NewEndpoint(tr, amudp.Config{
 		Rank: w.Rank(), Secret: w.Secret, NetworkDepth: cfg.NetworkDepth, SendDepth: cfg.SendDepth,
 		RecvDepth: cfg.RecvDepth, SocketBufferMax: cfg.SockBufMax, Spin: spin, Polite: polite,
 		AuthPayload: cfg.AuthPayload,
@@ -365,12 +382,33 @@ func start() (*Job, int, error) {
 	say(why)
 	w.OnEvent(ep.Wake)
 	if cfg.Stats {
-		w.AtExit(func() { fmt.Fprintf(os.Stderr, "%s: rank %d stats: %v\n", progName(), w.Rank(), ep.Stats()) })
+		w.AtExit(func() {
+			line := ep.Stats().String()
+			if shared != nil {
+				line += "; " + shared.Stats().String()
+			}
+			fmt.Fprintf(os.Stderr, "%s: rank %d stats: %s\n", progName(), w.Rank(), line)
+		})
 	}
 	if err := j.relayTable(w); err != nil {
 		return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
 	}
 	j.setHosts(w.Hosts())
+	say(shmWhy)
+	if shared != nil && cfg.SupernodeMax != 1 {
+		all, err := w.Addrs()
+		if err != nil {
+			return nil, 1, err
+		}
+		group := shmGroup(w.Hosts(), w.Inboxes(), w.Rank(), cfg.SupernodeMax)
+		inboxes := make(map[netip.AddrPort]string, len(group))
+		for _, r := range group {
+			inboxes[all[r]] = w.Inboxes()[r]
+		}
+		shared.SetInboxes(inboxes)
+		say(fmt.Sprintf("shared memory among the ranks of a host, in groups of %s (GASNET_SUPERNODE_MAXSIZE): rank 0 shares it with %d of its host's %d ranks; an inbox of %d KiB per rank",
+			groupSize(cfg.SupernodeMax), len(group)-1, len(j.hostRank), amudp.DefaultInbox>>10))
+	}
 	if cfg.RcvThread {
 		go progress(ep)
 	}

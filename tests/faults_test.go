@@ -24,6 +24,11 @@ import (
 // namespace of the test's own (ucf-PID-K; the namespace hosts are uch*),
 // whose datagrams nftables drops, duplicates or delays (an HTB class of
 // 100 kbit/s on the loopback device reorders them), loopback included.
+// Its jobs run with udpOnly: their ranks share a host, and shared memory
+// would carry their messages past the faults.
+
+// udpOnly turns shared memory off, so that every message takes UDP.
+const udpOnly = "GASNET_SUPERNODE_MAXSIZE=1"
 
 var faultSeq atomic.Int32
 
@@ -93,7 +98,7 @@ func runInNS(t *testing.T, ns, marker string, env []string, prog string, args ..
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, filepath.Join(bin, prog)}, args...)...)
 	start := time.Now()
-	res := runCmd(t, ctx, cmd, marker, env, prog, args)
+	res := runCmd(t, ctx, cmd, marker, append(env, udpOnly), prog, args)
 	return res, time.Since(start)
 }
 
@@ -225,7 +230,7 @@ func TestFaultReordering(t *testing.T) {
 // and continued: their retransmissions reach it, and the job ends as it
 // says (Exit(0) on SIGUSR2), with nothing reported undeliverable.
 func TestStoppedPeerDuringTraffic(t *testing.T) {
-	cmd, out := startPrinter(t, t.Name(), 4, "flood", "ready rank", "LINES=0", "GASNET_STATS=1")
+	cmd, out := startPrinter(t, t.Name(), 4, "flood", "ready rank", "LINES=0", "GASNET_STATS=1", udpOnly)
 	pid := lastRankPID(t, out, 4)
 	syscall.Kill(pid, syscall.SIGSTOP)
 	time.Sleep(1500 * time.Millisecond)
@@ -248,26 +253,31 @@ func TestStoppedPeerDuringTraffic(t *testing.T) {
 // TestKilledWorkerDuringTraffic: kill -9 of a rank that floods another
 // ends the job with a non-zero code and a line naming the rank, through
 // its process's status, not the liveness check (30 s), and no process of
-// the job is left.
+// the job is left: with every message on UDP, and with the ranks' messages
+// in shared memory.
 func TestKilledWorkerDuringTraffic(t *testing.T) {
-	cmd, out := startPrinter(t, t.Name(), 4, "flood", "ready rank", "LINES=0")
-	pid := rankPID(t, out, 1)
-	time.Sleep(200 * time.Millisecond) // traffic under way
-	syscall.Kill(pid, syscall.SIGKILL)
-	killed := time.Now()
-	waitEnd(t, cmd, out, 10*time.Second)
-	took := time.Since(killed)
-	t.Logf("kill -9 of rank 1 to the console's exit: %v", took.Round(time.Millisecond))
-	if code := cmd.ProcessState.ExitCode(); code == 0 {
-		t.Errorf("exit 0 after a rank was killed:\n%s", out.String())
+	for _, mode := range []string{udpOnly, "GASNET_SUPERNODE_MAXSIZE=0"} {
+		t.Run(mode, func(t *testing.T) {
+			cmd, out := startPrinter(t, t.Name(), 4, "flood", "ready rank", "LINES=0", mode)
+			pid := rankPID(t, out, 1)
+			time.Sleep(200 * time.Millisecond) // traffic under way
+			syscall.Kill(pid, syscall.SIGKILL)
+			killed := time.Now()
+			waitEnd(t, cmd, out, 10*time.Second)
+			took := time.Since(killed)
+			t.Logf("kill -9 of rank 1 to the console's exit: %v", took.Round(time.Millisecond))
+			if code := cmd.ProcessState.ExitCode(); code == 0 {
+				t.Errorf("exit 0 after a rank was killed:\n%s", out.String())
+			}
+			if want := fmt.Sprintf("rank 1 (pid %d on ", pid); !strings.Contains(out.String(), want) {
+				t.Errorf("no line names %q:\n%s", want, out.String())
+			}
+			if strings.Contains(out.String(), "has not answered the console") {
+				t.Errorf("the killed rank was found by the liveness check, not by its status:\n%s", out.String())
+			}
+			checkNoSurvivors(t, t.Name(), 2*time.Second)
+		})
 	}
-	if want := fmt.Sprintf("rank 1 (pid %d on ", pid); !strings.Contains(out.String(), want) {
-		t.Errorf("no line names %q:\n%s", want, out.String())
-	}
-	if strings.Contains(out.String(), "has not answered the console") {
-		t.Errorf("the killed rank was found by the liveness check, not by its status:\n%s", out.String())
-	}
-	checkNoSurvivors(t, t.Name(), 2*time.Second)
 }
 
 // TestHostileDatagrams: while a job runs, a process of the same namespace
@@ -341,7 +351,7 @@ func consoleAddr(t *testing.T, marker string) string {
 // window for the secret, having read a few bytes, and the job then ends
 // as it would have, its output whole.
 func TestHostileConnections(t *testing.T) {
-	cmd, out := startPrinter(t, t.Name(), 4, "late", "ready rank", "LINES=0")
+	cmd, out := startPrinter(t, t.Name(), 4, "late", "ready rank", "LINES=0", udpOnly)
 	addr := consoleAddr(t, t.Name())
 	hello := append([]byte{64}, strings.Repeat("ab", 32)...) // a Hello body: the secret's length, then the secret
 	payloads := [][]byte{
@@ -393,7 +403,7 @@ func TestTwoJobsAtOnce(t *testing.T) {
 	res := make([]result, 2)
 	for i := range res {
 		wg.Go(func() {
-			res[i] = run(t, fmt.Sprintf("%s-%d", t.Name(), i), []string{"GASNET_STATS=1"}, "testcore", "4", "-msgs", "2000")
+			res[i] = run(t, fmt.Sprintf("%s-%d", t.Name(), i), []string{"GASNET_STATS=1", udpOnly}, "testcore", "4", "-msgs", "2000")
 		})
 	}
 	wg.Wait()

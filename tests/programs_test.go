@@ -18,21 +18,38 @@ import (
 
 // TestTestcore runs the AM core check (random short/medium/long requests
 // from several goroutines per rank, exactly-once and checksums verified) on
-// 4 and 8 workers.
+// 4 and 8 workers, with their messages in shared memory and with every
+// message on UDP (GASNET_SUPERNODE_MAXSIZE=1).
 func TestTestcore(t *testing.T) {
 	for _, n := range []int{4, 8} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			marker := t.Name()
-			r := run(t, marker, nil, "testcore", fmt.Sprint(n), "-msgs", "1500", "-threads", "3", "-seed", fmt.Sprint(n))
-			if r.code != 0 {
-				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-			}
-			want := fmt.Sprintf("testcore: %d ranks × 1500 requests (3 goroutines each): every request and reply ran exactly once", n)
-			if !strings.Contains(r.stdout, want) {
-				t.Errorf("stdout %q lacks %q", r.stdout, want)
-			}
-			checkNoSurvivors(t, marker, 2*time.Second)
-		})
+		for _, mode := range []string{"shm", "udp"} {
+			t.Run(fmt.Sprintf("%d-%s", n, mode), func(t *testing.T) {
+				marker := t.Name()
+				env := []string{"GASNET_STATS=1"}
+				if mode == "udp" {
+					env = append(env, udpOnly)
+				}
+				r := run(t, marker, env, "testcore", fmt.Sprint(n), "-msgs", "1500", "-threads", "3", "-seed", fmt.Sprint(n))
+				if r.code != 0 {
+					t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+				}
+				want := fmt.Sprintf("testcore: %d ranks × 1500 requests (3 goroutines each): every request and reply ran exactly once", n)
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("stdout %q lacks %q", r.stdout, want)
+				}
+				// The ranks share this host: their messages took shared
+				// memory, or, with it turned off, none did.
+				for rank, st := range jobStats(t, r.stderr, n) {
+					if mode == "shm" && (st["shm-received"] == 0 || st["shm-sent"] == 0) {
+						t.Errorf("rank %d exchanged nothing through shared memory: %v", rank, st)
+					}
+					if mode == "udp" && st["shm-sent"]+st["shm-received"] != 0 {
+						t.Errorf("rank %d used shared memory with %s: %v", rank, udpOnly, st)
+					}
+				}
+				checkNoSurvivors(t, marker, 2*time.Second)
+			})
+		}
 	}
 }
 

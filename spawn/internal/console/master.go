@@ -517,7 +517,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 		j.outs.setRanks(byIndex)
 	}
 	j.byIndex = map[int]*peerConn{}
-	tab := ctl.Table{Addrs: make([]string, j.n), Hosts: make([]string, j.n)}
+	tab := ctl.Table{Addrs: make([]string, j.n), Hosts: make([]string, j.n), Inboxes: make([]string, j.n)}
 	cpus, masks := make([]int, j.n), make([]string, j.n)
 	for i, p := range joined {
 		p.rank = ranks[i]
@@ -525,7 +525,8 @@ func (j *job) run(joins <-chan *peerConn) int {
 		if p.join.Index >= 0 {
 			j.byIndex[p.join.Index] = p
 		}
-		tab.Addrs[p.rank], tab.Hosts[p.rank], cpus[p.rank], masks[p.rank] = p.join.UDP, p.join.Host, p.join.CPUs, p.join.Mask
+		tab.Addrs[p.rank], tab.Hosts[p.rank], tab.Inboxes[p.rank] = p.join.UDP, p.join.Host, p.join.Inbox
+		cpus[p.rank], masks[p.rank] = p.join.CPUs, p.join.Mask
 	}
 	ws := welcomes(tab, cpus, masks, consoleEnv())
 	// Every frame is encoded before the first goes out: a welcomed worker

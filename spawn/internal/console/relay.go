@@ -32,7 +32,7 @@ func welcomes(tab ctl.Table, cpus []int, masks []string, env map[string]string) 
 		h := tab.Hosts[r]
 		w := ctl.Welcome{Rank: r, Size: n, Env: env, HostCount: onHost[h], HostCPUs: hc[h], Crowded: crowded}
 		if r == 0 {
-			w.Addrs, w.Hosts = tab.Addrs, tab.Hosts
+			w.Addrs, w.Hosts, w.Inboxes = tab.Addrs, tab.Hosts, tab.Inboxes
 		} else {
 			p := binomial.Parent(r)
 			w.Peers = map[int]string{r: tab.Addrs[r], p: tab.Addrs[p]}

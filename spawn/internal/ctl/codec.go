@@ -45,18 +45,20 @@ func (h *Hello) ReadBody(d *varenc.Decoder) { h.Secret = d.String() }
 func (j Join) AppendBody(b []byte) []byte {
 	b = varenc.AppendInt(varenc.AppendInt(b, j.Rank), j.Index)
 	b = varenc.AppendString(varenc.AppendString(b, j.Host), j.Name)
-	return varenc.AppendString(varenc.AppendInt(varenc.AppendString(varenc.AppendInt(b, j.PID), j.UDP), j.CPUs), j.Mask)
+	b = varenc.AppendString(varenc.AppendInt(varenc.AppendString(varenc.AppendInt(b, j.PID), j.UDP), j.CPUs), j.Mask)
+	return varenc.AppendString(b, j.Inbox)
 }
 
 func (j *Join) ReadBody(d *varenc.Decoder) {
 	j.Rank, j.Index = d.Int(), d.Int()
 	j.Host, j.Name = d.String(), d.String()
 	j.PID, j.UDP, j.CPUs, j.Mask = d.Int(), d.String(), d.Int(), d.String()
+	j.Inbox = d.String()
 }
 
 func (w Welcome) AppendBody(b []byte) []byte {
 	b = varenc.AppendInt(varenc.AppendInt(b, w.Rank), w.Size)
-	b = varenc.AppendStrings(varenc.AppendStrings(b, w.Addrs), w.Hosts)
+	b = varenc.AppendStrings(varenc.AppendStrings(varenc.AppendStrings(b, w.Addrs), w.Hosts), w.Inboxes)
 	b = varenc.AppendUint(b, uint64(len(w.Peers)))
 	for _, r := range slices.Sorted(maps.Keys(w.Peers)) {
 		b = varenc.AppendString(varenc.AppendInt(b, r), w.Peers[r])
@@ -70,7 +72,7 @@ func (w Welcome) AppendBody(b []byte) []byte {
 
 func (w *Welcome) ReadBody(d *varenc.Decoder) {
 	w.Rank, w.Size = d.Int(), d.Int()
-	w.Addrs, w.Hosts = d.Strings(), d.Strings()
+	w.Addrs, w.Hosts, w.Inboxes = d.Strings(), d.Strings(), d.Strings()
 	w.Peers = nil
 	if n := d.Count(); n > 0 {
 		w.Peers = make(map[int]string, n)

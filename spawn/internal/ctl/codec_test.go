@@ -17,12 +17,12 @@ func TestFrameBodiesRoundTrip(t *testing.T) {
 			t.Fatalf("%T: %v", in, err)
 		}
 	}
-	hello, join := Hello{Secret: "00ff"}, Join{Rank: -1, Index: 1 << 20, Host: "h", Name: "ñ", PID: 1<<31 - 1, UDP: "[::1]:9", CPUs: 64, Mask: "3.0.1"}
+	hello, join := Hello{Secret: "00ff"}, Join{Rank: -1, Index: 1 << 20, Host: "h", Name: "ñ", PID: 1<<31 - 1, UDP: "[::1]:9", CPUs: 64, Mask: "3.0.1", Inbox: "/proc/9/fd/5"}
 	var h Hello
 	var j Join
 	check(hello, &h)
 	check(join, &j)
-	w := Welcome{Rank: 0, Size: 3, Addrs: []string{"a:1", "b:2", ""}, Hosts: []string{"x", "x", "y"},
+	w := Welcome{Rank: 0, Size: 3, Addrs: []string{"a:1", "b:2", ""}, Hosts: []string{"x", "x", "y"}, Inboxes: []string{"/proc/1/fd/3", "", "/proc/2/fd/3"},
 		Peers: map[int]string{2: "b:2", 0: "a:1"}, Env: map[string]string{"GASNET_B": "", "GASNET_A": "1 2"}, HostCount: 2, HostCPUs: 7, Crowded: true}
 	var gw Welcome
 	check(w, &gw)

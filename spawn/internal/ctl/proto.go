@@ -52,6 +52,9 @@ type Join struct {
 	UDP   string // the worker's UDP address
 	CPUs  int    // the CPUs this worker may use (runtime.NumCPU)
 	Mask  string // which CPUs: its affinity mask (see FormatMask); "": unknown
+	// Inbox is the path by which a process of the worker's host maps its
+	// shared-memory inbox (amudp.Shared); "": it has none.
+	Inbox string
 }
 
 // Welcome is the console's answer once every worker has joined.
@@ -60,6 +63,9 @@ type Welcome struct {
 	Size  int
 	Addrs []string // UDP address of every rank: rank 0 only
 	Hosts []string // host identity of every rank: rank 0 only
+	// Inboxes holds every rank's shared-memory inbox (Join.Inbox): rank 0
+	// only.
+	Inboxes []string
 	// Peers holds, for ranks other than 0, the UDP addresses of this rank
 	// and its relay-tree neighbours; the rest of the table comes through
 	// the tree (see package binomial).

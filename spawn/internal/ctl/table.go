@@ -7,11 +7,12 @@ import (
 	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
-// Table is what the relay carries: every rank's UDP address and host
-// identity.
+// Table is what the relay carries: every rank's UDP address, host
+// identity and shared-memory inbox ("" for none).
 type Table struct {
-	Addrs []string
-	Hosts []string
+	Addrs   []string
+	Hosts   []string
+	Inboxes []string
 }
 
 // The relay's wire form of a Table (DESIGN.md §7), encoded once by rank 0
@@ -21,11 +22,11 @@ type Table struct {
 //	byte     tableVersion
 //	uvarint  number of distinct hosts H, then H × (uvarint length, bytes)
 //	uvarint  number of ranks N, then N × (uvarint host index < H,
-//	         uvarint length, address bytes)
+//	         uvarint length, address bytes, uvarint length, inbox bytes)
 //
-// A job's ranks share a few hosts, so each rank costs its address and a
-// byte or two.
-const tableVersion = 1
+// A job's ranks share a few hosts, so each rank costs its address, its
+// inbox's path and a byte or two.
+const tableVersion = 2
 
 // EncodeTable returns the relay's wire form of t, whose Addrs and Hosts
 // have one entry per rank (package varenc's encoding).
@@ -40,16 +41,25 @@ func EncodeTable(t Table) []byte {
 			size += binary.MaxVarintLen64 + len(h)
 		}
 	}
-	for _, a := range t.Addrs {
-		size += 2*binary.MaxVarintLen64 + len(a)
+	for r, a := range t.Addrs {
+		size += 3*binary.MaxVarintLen64 + len(a) + len(inbox(t, r))
 	}
 	b := append(make([]byte, 0, size), tableVersion)
 	b = varenc.AppendStrings(b, hosts)
 	b = varenc.AppendUint(b, uint64(len(t.Addrs)))
 	for r, a := range t.Addrs {
 		b = varenc.AppendString(varenc.AppendUint(b, uint64(index[t.Hosts[r]])), a)
+		b = varenc.AppendString(b, inbox(t, r))
 	}
 	return b
+}
+
+// inbox is rank r's inbox in t, "" when t has none.
+func inbox(t Table, r int) string {
+	if r < len(t.Inboxes) {
+		return t.Inboxes[r]
+	}
+	return ""
 }
 
 // DecodeTable parses a relayed table of n ranks. Its strings share one
@@ -67,13 +77,13 @@ func DecodeTable(b []byte, n int) (Table, error) {
 	if nr := d.Uint(); d.Bad || nr != uint64(n) {
 		return Table{}, bad
 	}
-	t := Table{Addrs: make([]string, n), Hosts: make([]string, n)}
+	t := Table{Addrs: make([]string, n), Hosts: make([]string, n), Inboxes: make([]string, n)}
 	for r := range n {
 		h := d.Uint()
 		if d.Bad || h >= uint64(len(hosts)) {
 			return Table{}, bad
 		}
-		t.Hosts[r], t.Addrs[r] = hosts[h], d.String()
+		t.Hosts[r], t.Addrs[r], t.Inboxes[r] = hosts[h], d.String(), d.String()
 	}
 	if d.Bad || len(d.B) != 0 {
 		return Table{}, bad

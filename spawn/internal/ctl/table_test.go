@@ -114,10 +114,13 @@ func BenchmarkDecodeTable(b *testing.B) {
 	})
 }
 func table(n int) Table {
-	t := Table{Addrs: make([]string, n), Hosts: make([]string, n)}
+	t := Table{Addrs: make([]string, n), Hosts: make([]string, n), Inboxes: make([]string, n)}
 	for r := range n {
 		t.Addrs[r] = fmt.Sprintf("10.0.%d.%d:%d", r/250, r%250, 20000+r)
 		t.Hosts[r] = fmt.Sprintf("node%04d", r/4)
+		if r%3 != 0 {
+			t.Inboxes[r] = fmt.Sprintf("/proc/%d/fd/7", 1000+r)
+		}
 	}
 	return t
 }

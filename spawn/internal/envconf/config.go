@@ -62,9 +62,11 @@ type Config struct {
 	ForwardEnv  string `envconfig:"GASNET_FORWARD_ENV" default:"" desc:"ours: the console's variables every worker gets, separated by spaces or commas: NAME passes the console's value, NAME=VALUE sets one (as mpirun -x; amudprun -x adds to it); remote workers get them on their env command line"`
 	EnvCmd      string `envconfig:"GASNET_ENV_CMD" default:"env" desc:"command that sets the environment of remote workers"`
 	HostDetect  string `envconfig:"GASNET_HOST_DETECT" default:"hostname" desc:"how ranks are grouped by host: conduit (UDP address), hostid, hostname"`
-	WorkerRank  string `envconfig:"GASNET_WORKER_RANK" default:"" desc:"this worker's rank: an integer, or the name of a variable holding it (SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK)"`
-	VerboseEnv  bool   `envconfig:"GASNET_VERBOSEENV" default:"false" desc:"print every setting in force and where it came from"`
-	Stats       bool   `envconfig:"GASNET_STATS" default:"false" desc:"ours: each rank prints one line of its network statistics on stderr when it ends (it calls Exit or is told to exit): datagrams sent and received, retransmissions, duplicates, undeliverable requests, and datagrams dropped by reason (malformed, failed MAC, wrong source, bad credit slot)"`
+	// SupernodeMax bounds the groups of a host's ranks that share memory.
+	SupernodeMax int    `envconfig:"GASNET_SUPERNODE_MAXSIZE" default:"0" range:"0..1048576" desc:"how many ranks of one host, at most, exchange messages through shared memory (groups of consecutive ranks of the host); 0: all of them; 1: none, every message goes by UDP"`
+	WorkerRank   string `envconfig:"GASNET_WORKER_RANK" default:"" desc:"this worker's rank: an integer, or the name of a variable holding it (SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK)"`
+	VerboseEnv   bool   `envconfig:"GASNET_VERBOSEENV" default:"false" desc:"print every setting in force and where it came from"`
+	Stats        bool   `envconfig:"GASNET_STATS" default:"false" desc:"ours: each rank prints one line of its network statistics on stderr when it ends (it calls Exit or is told to exit): datagrams sent and received, retransmissions, duplicates, undeliverable requests, datagrams dropped by reason (malformed, failed MAC, wrong source, bad credit slot), and the datagrams that went through shared memory, fell back to UDP from a full inbox, or woke a sleeping rank"`
 
 	RcvThread      bool          `envconfig:"GASNET_RCV_THREAD" default:"false" desc:"run a background goroutine that polls the network, so handlers run and replies go out while the program computes without polling"`
 	ConnectTimeout time.Duration `envconfig:"GASNET_CONNECT_TIMEOUT" default:"60s" range:"100ms..24h" desc:"ours: how long the console waits for all workers to join, and a worker to reach the console"`

@@ -36,16 +36,24 @@ func TestJoinSaysWhetherTheEnvironmentChanged(t *testing.T) {
 			// Left open: Join's reader ends the process when the
 			// console's connection closes.
 			wc, cc := net.Pipe()
+			joined := make(chan ctl.Join, 1)
 			go func() {
 				r := bufio.NewReader(cc)
-				if _, _, err := ctl.ReadFrame(r); err != nil {
+				_, body, err := ctl.ReadFrame(r)
+				if err != nil {
 					return
 				}
+				var jn ctl.Join
+				ctl.DecodeBody(body, &jn)
+				joined <- jn
 				ctl.WriteFrame(cc, ctl.FrameWelcome, ctl.Welcome{Rank: 1, Size: 2, Env: tc.env})
 			}()
 			w := &Worker{conn: wc, r: bufio.NewReader(wc)}
-			if err := w.Join(&envconf.Config{}, netip.MustParseAddrPort("127.0.0.1:9")); err != nil {
+			if err := w.Join(&envconf.Config{}, netip.MustParseAddrPort("127.0.0.1:9"), "/proc/1/fd/3"); err != nil {
 				t.Fatal(err)
+			}
+			if jn := <-joined; jn.Inbox != "/proc/1/fd/3" || jn.UDP != "127.0.0.1:9" {
+				t.Errorf("the Join carried UDP %q and inbox %q", jn.UDP, jn.Inbox)
 			}
 			if w.EnvChanged != tc.want {
 				t.Errorf("EnvChanged = %v, want %v", w.EnvChanged, tc.want)
@@ -74,7 +82,7 @@ func TestJoinAfterTheJobEnded(t *testing.T) {
 		ctl.WriteFrame(cc, ctl.FrameTerminate, ctl.Code{Code: 7})
 	}()
 	w := &Worker{conn: wc, r: bufio.NewReader(wc)}
-	err := w.Join(&envconf.Config{}, netip.MustParseAddrPort("127.0.0.1:9"))
+	err := w.Join(&envconf.Config{}, netip.MustParseAddrPort("127.0.0.1:9"), "")
 	var ended *EndedError
 	if !errors.As(err, &ended) || ended.Code != 7 || ExitCode(err) != 7 {
 		t.Errorf("Join: %v (exit code %d), want an EndedError of code 7", err, ExitCode(err))

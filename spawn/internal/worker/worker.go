@@ -304,9 +304,11 @@ func hostIdentity(mode string, udp netip.Addr) string {
 	return h
 }
 
-// Join sends this worker's Join and waits for the Welcome. Afterwards the
-// console's settings are in this process's environment.
-func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort) error {
+// Join sends this worker's Join, with udp, its UDP address, and inbox, the
+// path of its shared-memory inbox ("" for none), and waits for the
+// Welcome. Afterwards the console's settings are in this process's
+// environment.
+func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort, inbox string) error {
 	rank, err := requestedRank(cfg)
 	if err != nil {
 		return err
@@ -319,7 +321,7 @@ func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort) error {
 	}
 	name, _ := os.Hostname()
 	jn := ctl.Join{Rank: rank, Index: idx, Host: hostIdentity(cfg.HostDetect, udp.Addr()),
-		Name: name, PID: os.Getpid(), UDP: udp.String(), CPUs: runtime.NumCPU(), Mask: cpuMask()}
+		Name: name, PID: os.Getpid(), UDP: udp.String(), CPUs: runtime.NumCPU(), Mask: cpuMask(), Inbox: inbox}
 	if err := ctl.WriteFrame(w.conn, ctl.FrameJoin, jn); err != nil {
 		return fmt.Errorf("joining the console: %w", err)
 	}
@@ -390,7 +392,7 @@ func (w *Worker) HasTable() bool {
 // EncodedTable returns the complete table in its wire form, for relaying
 // it on (ctl.EncodeTable).
 func (w *Worker) EncodedTable() []byte {
-	return ctl.EncodeTable(ctl.Table{Addrs: w.wel.Addrs, Hosts: w.wel.Hosts})
+	return ctl.EncodeTable(ctl.Table{Addrs: w.wel.Addrs, Hosts: w.wel.Hosts, Inboxes: w.wel.Inboxes})
 }
 
 // SetTable installs the table relayed from this worker's tree parent, in
@@ -405,9 +407,13 @@ func (w *Worker) SetTable(blob []byte) error {
 			return fmt.Errorf("relayed address table disagrees with the console on rank %d", r)
 		}
 	}
-	w.wel.Addrs, w.wel.Hosts = t.Addrs, t.Hosts
+	w.wel.Addrs, w.wel.Hosts, w.wel.Inboxes = t.Addrs, t.Hosts, t.Inboxes
 	return nil
 }
+
+// Inboxes returns every rank's shared-memory inbox ("" for none), once the
+// table is complete (HasTable).
+func (w *Worker) Inboxes() []string { return w.wel.Inboxes }
 
 // OnEvent sets a function called after each service completion (a barrier
 // or gather), to wake a goroutine blocked in the network.
