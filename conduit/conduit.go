@@ -394,6 +394,13 @@ func start() (*Job, int, error) {
 		return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
 	}
 	j.setHosts(w.Hosts())
+	// On a crowded host the ranks sleep in the kernel, so each message to
+	// one would cost a doorbell besides the queue: UDP alone costs less,
+	// unless the user asked for groups.
+	if shared != nil && cfg.SupernodeMax == 0 && src["GASNET_SUPERNODE_MAXSIZE"].Var == "" && spawn.Oversubscribed(hostRanks, hostCPUs) {
+		shmWhy = fmt.Sprintf("no shared memory between ranks: %d ranks share this host's %d CPUs and sleep while they wait, so UDP costs less (set GASNET_SUPERNODE_MAXSIZE to use it)", hostRanks, hostCPUs)
+		shared = nil
+	}
 	say(shmWhy)
 	if shared != nil && cfg.SupernodeMax != 1 {
 		all, err := w.Addrs()
