@@ -21,7 +21,6 @@ package amudp
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -76,9 +75,8 @@ type shmPeer struct {
 
 // NewShared returns a Shared transport over udp with an inbox of size
 // bytes (a power of two from 4 KiB to MaxInbox); Inbox names it for the
-// co-located peers.
-// On a system without memfd it returns an error, and the caller uses udp
-// alone.
+// co-located peers. On a system without memfd it returns an error, and the
+// caller uses udp alone.
 func NewShared(udp Transport, size int) (*Shared, error) {
 	in, err := newShmInbox(size)
 	if err != nil {
@@ -106,12 +104,6 @@ func (t *Shared) SetInboxes(inboxes map[netip.AddrPort]string) {
 		}
 	}
 	t.peers.Store(&m)
-}
-
-// ViaShm reports whether datagrams to addr go through shared memory.
-func (t *Shared) ViaShm(addr netip.AddrPort) bool {
-	p := (*t.peers.Load())[addr]
-	return p != nil && !p.failed.Load()
 }
 
 // Stats returns the counters of the two paths.
@@ -175,7 +167,7 @@ func (t *Shared) ring(p *shmPeer) *shmring.Ring {
 func (t *Shared) Recv(b []byte) (int, netip.AddrPort, error) {
 	for {
 		rec, ok, err := t.inbox.ring.Peek()
-		if errors.Is(err, shmring.ErrCorrupt) {
+		if err != nil { // shmring.ErrCorrupt
 			t.corrupt.Add(1)
 		}
 		if ok {
@@ -221,6 +213,14 @@ func (t *Shared) LocalAddr() netip.AddrPort { return t.udp.LocalAddr() }
 
 // SetBuffers sets the UDP socket's buffers.
 func (t *Shared) SetBuffers(n int) (rcv, snd int, err error) { return t.udp.SetBuffers(n) }
+
+// Unwrap releases the inbox and returns the UDP Transport, for a rank that
+// learns, before any datagram flows, that it will share no memory. Peers
+// must not have been given the inbox (SetInboxes).
+func (t *Shared) Unwrap() Transport {
+	t.inbox.release()
+	return t.udp
+}
 
 // Close closes the UDP socket and this rank's descriptor of its inbox:
 // no peer maps it afterwards. The mappings stay until the process ends, so

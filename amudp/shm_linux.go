@@ -14,6 +14,7 @@ import (
 // can open it through /proc.
 type shmInbox struct {
 	fd   int
+	mem  []byte
 	path string
 	ring *shmring.Ring
 }
@@ -22,7 +23,7 @@ func newShmInbox(size int) (*shmInbox, error) {
 	if size < shmring.MinCapacity || size > MaxInbox || size&(size-1) != 0 {
 		return nil, fmt.Errorf("shared-memory inbox of %d bytes: accepted: a power of two from %d to %d", size, shmring.MinCapacity, MaxInbox)
 	}
-	fd, err := unix.MemfdCreate("udpconduit-shmInbox", unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("udpconduit-inbox", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("shared-memory inbox: memfd_create: %w", err)
 	}
@@ -46,9 +47,11 @@ func newShmInbox(size int) (*shmInbox, error) {
 		unix.Munmap(mem)
 		return fail("format", err)
 	}
-	return &shmInbox{fd: fd, path: fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd), ring: r}, nil
+	return &shmInbox{fd: fd, mem: mem, path: fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd), ring: r}, nil
 }
 
+// close closes the descriptor, so that no peer maps the inbox from now
+// on; the mapping stays (a racing Send may still write to a peer's).
 func (in *shmInbox) close() {
 	if in.fd >= 0 {
 		unix.Close(in.fd)
@@ -56,7 +59,16 @@ func (in *shmInbox) close() {
 	}
 }
 
-// mapShmPeer maps the shmInbox at path, a co-located rank's /proc/PID/fd/N.
+// release closes the descriptor and unmaps the inbox, which nobody uses.
+func (in *shmInbox) release() {
+	in.close()
+	if in.mem != nil {
+		unix.Munmap(in.mem)
+		in.mem, in.ring = nil, nil
+	}
+}
+
+// mapShmPeer maps the inbox at path, a co-located rank's /proc/PID/fd/N.
 func mapShmPeer(path string) (*shmring.Ring, error) {
 	if !strings.HasPrefix(path, "/proc/") {
 		return nil, fmt.Errorf("shared-memory inbox %q: not a /proc path", path)
@@ -71,7 +83,7 @@ func mapShmPeer(path string) (*shmring.Ring, error) {
 		return nil, fmt.Errorf("shared-memory inbox %s: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < int64(shmring.Size(shmring.MinCapacity)) || st.Size > int64(shmring.Size(MaxInbox)) {
-		return nil, fmt.Errorf("shared-memory inbox %s: not an shmInbox (%d bytes)", path, st.Size)
+		return nil, fmt.Errorf("shared-memory inbox %s: not an inbox (%d bytes)", path, st.Size)
 	}
 	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {

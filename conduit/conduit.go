@@ -349,6 +349,19 @@ func start() (*Job, int, error) {
 	say(why)
 	w.SetGrace(cfg.ExitTimeout / 2)
 	w.SetLiveness(cfg.Liveness)
+	if shared != nil {
+		switch {
+		case cfg.SupernodeMax == 1: // the console's setting, read again after Join
+			tr, shared = shared.Unwrap(), nil
+		case cfg.SupernodeMax == 0 && src["GASNET_SUPERNODE_MAXSIZE"].Var == "" && spawn.Oversubscribed(hostRanks, hostCPUs):
+			// The ranks sleep while they wait, so nearly every message
+			// would cost a doorbell datagram besides the queue: UDP
+			// alone costs less, unless the user asked for groups.
+			shmWhy = fmt.Sprintf("no shared memory between ranks: %d ranks share this host's %d CPUs and sleep while they wait, so UDP costs less (set GASNET_SUPERNODE_MAXSIZE to use it)", hostRanks, hostCPUs)
+			tr, shared = shared.Unwrap(), nil
+		}
+	}
+	say(shmWhy)
 	addrs, err := w.Addrs()
 	if err != nil {
 		return nil, 1, err
@@ -394,15 +407,7 @@ func start() (*Job, int, error) {
 		return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
 	}
 	j.setHosts(w.Hosts())
-	// On a crowded host the ranks sleep in the kernel, so each message to
-	// one would cost a doorbell besides the queue: UDP alone costs less,
-	// unless the user asked for groups.
-	if shared != nil && cfg.SupernodeMax == 0 && src["GASNET_SUPERNODE_MAXSIZE"].Var == "" && spawn.Oversubscribed(hostRanks, hostCPUs) {
-		shmWhy = fmt.Sprintf("no shared memory between ranks: %d ranks share this host's %d CPUs and sleep while they wait, so UDP costs less (set GASNET_SUPERNODE_MAXSIZE to use it)", hostRanks, hostCPUs)
-		shared = nil
-	}
-	say(shmWhy)
-	if shared != nil && cfg.SupernodeMax != 1 {
+	if shared != nil {
 		all, err := w.Addrs()
 		if err != nil {
 			return nil, 1, err

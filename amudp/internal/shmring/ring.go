@@ -180,15 +180,12 @@ func (r *Ring) Peek() (rec []byte, ok bool, err error) {
 		n := uint64(binary.LittleEndian.Uint32(r.data[o+8:]))
 		kind := binary.LittleEndian.Uint32(r.data[o+12:])
 		size := (recHeader + n + align - 1) &^ (align - 1)
+		end := o + size
 		switch {
-		case o+size > uint64(len(r.data)) || (kind == kindData && n > uint64(MaxRecord(len(r.data)))):
-		case kind == kindPad:
-			if o+size != uint64(len(r.data)) {
-				break
-			}
-			r.head.Store(h + size)
+		case kind == kindPad && end == uint64(len(r.data)):
+			r.head.Store(h + size) // a pad reaches exactly to the end
 			continue
-		case kind == kindData:
+		case kind == kindData && n <= uint64(MaxRecord(len(r.data))) && end <= uint64(len(r.data)):
 			r.next = size
 			return r.data[o+recHeader : o+recHeader+n], true, nil
 		}
