@@ -60,6 +60,41 @@ func TestTableMalformed(t *testing.T) {
 	}
 }
 
+// TestTableInboxForms: an inbox takes 3 to 7 bytes as /proc/PID/fd/N and
+// is spelt out otherwise; an unknown form, a truncated one and an empty
+// spelt-out path are refused.
+func TestTableInboxForms(t *testing.T) {
+	one := func(inbox string) []byte {
+		return EncodeTable(Table{Addrs: []string{"a"}, Hosts: []string{"h"}, Inboxes: []string{inbox}})
+	}
+	base := len(one("")) - 1 // the table without the inbox byte of ""
+	for _, c := range []struct {
+		inbox string
+		extra int
+	}{
+		{"/proc/4194304/fd/1023", 1 + 4 + 2}, // the largest PID, a high descriptor
+		{"/proc/7/fd/3", 1 + 1 + 1},
+		{"/proc/007/fd/3", 1 + 1 + len("/proc/007/fd/3")},
+		{"/dev/shm/x", 1 + 1 + len("/dev/shm/x")},
+		{"/proc/7/fd/", 1 + 1 + len("/proc/7/fd/")},
+	} {
+		b := one(c.inbox)
+		if got := len(b) - base; got != c.extra {
+			t.Errorf("inbox %q costs %d bytes, want %d", c.inbox, got, c.extra)
+		}
+		tab, err := DecodeTable(b, 1)
+		if err != nil || tab.Inboxes[0] != c.inbox {
+			t.Errorf("inbox %q decoded as %q, %v", c.inbox, tab.Inboxes, err)
+		}
+	}
+	head := []byte{tableVersion, 1, 1, 'h', 1, 0, 1, 'a'}
+	for _, tail := range [][]byte{{3}, {inboxProc, 7}, {inboxPath, 0}, {inboxPath, 2, 'x'}} {
+		if _, err := DecodeTable(append(head[:len(head):len(head)], tail...), 1); err == nil {
+			t.Errorf("inbox form % x was accepted", tail)
+		}
+	}
+}
+
 // FuzzDecodeTable: whatever a tree parent sends, DecodeTable returns a
 // table of exactly n ranks or an error, and a table it accepts encodes to
 // a form that decodes to the same table.
@@ -67,6 +102,7 @@ func FuzzDecodeTable(f *testing.F) {
 	f.Add(EncodeTable(table(3)), 3)
 	f.Add(EncodeTable(table(1)), 1)
 	f.Add([]byte{tableVersion, 1, 0, 1, 0, 0}, 1)
+	f.Add([]byte{tableVersion, 1, 1, 'h', 1, 0, 1, 'a', inboxProc, 7, 3}, 1)
 	f.Fuzz(func(t *testing.T, b []byte, n int) {
 		if n < 0 || n > 4096 {
 			return
@@ -118,8 +154,11 @@ func table(n int) Table {
 	for r := range n {
 		t.Addrs[r] = fmt.Sprintf("10.0.%d.%d:%d", r/250, r%250, 20000+r)
 		t.Hosts[r] = fmt.Sprintf("node%04d", r/4)
-		if r%3 != 0 {
-			t.Inboxes[r] = fmt.Sprintf("/proc/%d/fd/7", 1000+r)
+		switch {
+		case r%7 == 0: // a path that is not /proc/PID/fd/N, spelt out
+			t.Inboxes[r] = fmt.Sprintf("/proc/0%d/fd/7", r)
+		case r%3 != 0:
+			t.Inboxes[r] = fmt.Sprintf("/proc/%d/fd/%d", 1000+r, r)
 		}
 	}
 	return t
