@@ -143,9 +143,13 @@ func TestSharedFullFallsBack(t *testing.T) {
 		}
 		seen[args[0]].Add(1)
 	})
-	serve(t, eps[1])
 	payload := make([]byte, 15000)
 	for i := range msgs {
+		// Rank 1 starts reading once more requests are in flight than
+		// its inbox holds (4 of 15000 bytes), fewer than the credit.
+		if i == 12 {
+			serve(t, eps[1])
+		}
 		payload[0] = byte(i)
 		if err := eps[0].RequestMedium(1, 10, payload, uint32(i)); err != nil {
 			t.Fatal(err)

@@ -55,3 +55,14 @@ type Coll = ctl.Coll
 // before its first retransmission, and the job uses the barrier that
 // wakes each rank least.
 func Oversubscribed(ranks, cpus int) bool { return ctl.Oversubscribed(ranks, cpus) }
+
+// SharesMemory is the one rule by which the ranks of a host (ranks ranks,
+// cpus CPUs) exchange messages through shared memory: never with
+// GASNET_SUPERNODE_MAXSIZE=1 (max), and on a crowded host
+// (Oversubscribed) only when the variable is set (set): there the ranks
+// sleep while they wait, and each message would cost a wake-up datagram
+// besides the queue. The console leaves the inboxes of the other hosts'
+// ranks out of the address table, and those ranks release theirs.
+func SharesMemory(max int, set bool, ranks, cpus int) bool {
+	return ctl.SharesMemory(max, set, ranks, cpus)
+}

@@ -172,7 +172,7 @@ func Run(cfg *envconf.Config, src map[string]envconf.Source, n int, program stri
 	joins := make(chan *peerConn)
 	go accept(ln, acceptConfig{secret: secret, auth: min(authTimeout, cfg.ConnectTimeout), join: cfg.ConnectTimeout, say: say}, joins, outs)
 
-	j := &job{cfg: cfg, n: n, say: say, launch: started, sigs: sigs, listed: name == "S", levels: 1, outs: outs}
+	j := &job{cfg: cfg, src: src, n: n, say: say, launch: started, sigs: sigs, listed: name == "S", levels: 1, outs: outs}
 	if r, ok := sp.(launch.Remote); ok {
 		j.levels = r.TreeLevels(n)
 	}
@@ -266,6 +266,7 @@ type job struct {
 	listed  bool // ranks follow the spawn index (the S spawner's list)
 	levels  int  // of the spawn tree: 1 without one
 	cfg     *envconf.Config
+	src     map[string]envconf.Source
 	n       int
 	say     func(string, ...any)
 	launch  launch.Launch
@@ -528,7 +529,10 @@ func (j *job) run(joins <-chan *peerConn) int {
 		tab.Addrs[p.rank], tab.Hosts[p.rank], tab.Inboxes[p.rank] = p.join.UDP, p.join.Host, p.join.Inbox
 		cpus[p.rank], masks[p.rank] = p.join.CPUs, p.join.Mask
 	}
-	ws := welcomes(tab, cpus, masks, consoleEnv())
+	shmSet := j.src["GASNET_SUPERNODE_MAXSIZE"].Var != ""
+	ws := welcomes(tab, cpus, masks, consoleEnv(), func(ranks, cpus int) bool {
+		return ctl.SharesMemory(j.cfg.SupernodeMax, shmSet, ranks, cpus)
+	})
 	// Every frame is encoded before the first goes out: a welcomed worker
 	// starts working at once, and on an oversubscribed host it takes CPU
 	// from the console, which should only have writes left to do.

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"slices"
+
 	"github.com/udpconduit/udpconduit/spawn/binomial"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
@@ -16,7 +18,10 @@ import (
 // the others only the addresses of their tree neighbours. cpus and masks
 // hold the CPUs each rank may use, as a count (0: unknown) and as its
 // affinity mask (see hostCPUs).
-func welcomes(tab ctl.Table, cpus []int, masks []string, env map[string]string) []ctl.Welcome {
+//
+// A rank whose host does not share memory (shares, ctl.SharesMemory of its
+// ranks and CPUs) has its inbox left out of the table: it releases it.
+func welcomes(tab ctl.Table, cpus []int, masks []string, env map[string]string, shares func(ranks, cpus int) bool) []ctl.Welcome {
 	n := len(tab.Addrs)
 	out := make([]ctl.Welcome, n)
 	onHost := map[string]int{}
@@ -27,6 +32,12 @@ func welcomes(tab ctl.Table, cpus []int, masks []string, env map[string]string) 
 	crowded := false
 	for h, k := range onHost {
 		crowded = crowded || ctl.Oversubscribed(k, hc[h])
+	}
+	tab.Inboxes = slices.Clone(tab.Inboxes)
+	for r := range tab.Inboxes {
+		if h := tab.Hosts[r]; !shares(onHost[h], hc[h]) {
+			tab.Inboxes[r] = ""
+		}
 	}
 	for r := range out {
 		h := tab.Hosts[r]

@@ -24,7 +24,7 @@ func testTable(n int) ctl.Table {
 func TestWelcomesSendLinearBytes(t *testing.T) {
 	total := func(n int) int {
 		sum, tab := 0, testTable(n)
-		for r, w := range welcomes(tab, make([]int, n), make([]string, n), map[string]string{"GASNET_X": "1"}) {
+		for r, w := range welcomes(tab, make([]int, n), make([]string, n), map[string]string{"GASNET_X": "1"}, all) {
 			sum += len(ctl.EncodeFrame(ctl.FrameWelcome, w))
 			if r == 0 {
 				continue
@@ -71,10 +71,47 @@ func TestWelcomesSayCrowded(t *testing.T) {
 		{"unknown masks, counts short", make([]string, 8), []int{2, 2, 2, 2, 8, 8, 8, 8}, [2]int{2, 8}, true},
 		{"a malformed mask counts its count", append([]string{"zz", "1", "1", "1"}, four("f")...), []int{8, 1, 1, 1, 4, 4, 4, 4}, [2]int{8, 4}, false},
 	} {
-		for r, w := range welcomes(tab, c.cpus, c.masks, nil) {
+		for r, w := range welcomes(tab, c.cpus, c.masks, nil, all) {
 			if w.Crowded != c.want || w.HostCPUs != c.hostCPUs[r/4] || w.HostCount != 4 {
 				t.Errorf("%s: rank %d: Crowded %v, HostCPUs %d, HostCount %d; want %v, %d, 4", c.name, r, w.Crowded, w.HostCPUs, w.HostCount, c.want, c.hostCPUs[r/4])
 			}
+		}
+	}
+}
+
+// all is a host rule under which every host shares memory.
+func all(int, int) bool { return true }
+
+// TestWelcomesDropInboxes: the inboxes of the ranks of a host that does not
+// share memory (ctl.SharesMemory) are left out of the table rank 0 gets;
+// the others stay, and the console's table is not changed.
+func TestWelcomesDropInboxes(t *testing.T) {
+	tab := testTable(8) // two hosts of 4 ranks: one of 2 CPUs, one of 8
+	tab.Inboxes = make([]string, 8)
+	for r := range tab.Inboxes {
+		tab.Inboxes[r] = fmt.Sprintf("/proc/%d/fd/3", 100+r)
+	}
+	cpus := []int{2, 2, 2, 2, 8, 8, 8, 8}
+	for _, c := range []struct {
+		max  int
+		set  bool
+		kept int // ranks whose inbox is kept: the last kept ones
+	}{
+		{0, false, 4}, // the crowded host uses UDP
+		{0, true, 8},  // unless the variable is set
+		{4, true, 8},
+		{1, true, 0}, // 1: no shared memory anywhere
+	} {
+		w0 := welcomes(tab, cpus, make([]string, 8), nil, func(ranks, cpus int) bool {
+			return ctl.SharesMemory(c.max, c.set, ranks, cpus)
+		})[0]
+		for r, in := range w0.Inboxes {
+			if keep := r >= 8-c.kept; (in != "") != keep || (keep && in != tab.Inboxes[r]) {
+				t.Errorf("GASNET_SUPERNODE_MAXSIZE=%d (set %v): rank %d's inbox is %q", c.max, c.set, r, in)
+			}
+		}
+		if tab.Inboxes[0] == "" {
+			t.Fatal("welcomes changed the console's table")
 		}
 	}
 }

@@ -174,3 +174,11 @@ type Output struct {
 // crowded: its ranks outnumber the CPUs they may run on together (cpus; 0:
 // unknown, never crowded). package spawn documents it (spawn.Oversubscribed).
 func Oversubscribed(ranks, cpus int) bool { return cpus > 0 && ranks > cpus }
+
+// SharesMemory is the one rule by which the ranks of a host of ranks ranks
+// and cpus CPUs exchange messages through shared memory: not with
+// GASNET_SUPERNODE_MAXSIZE=1 (max), and on a crowded host only when that
+// variable is set (set). package spawn documents it (spawn.SharesMemory).
+func SharesMemory(max int, set bool, ranks, cpus int) bool {
+	return max != 1 && (set || !Oversubscribed(ranks, cpus))
+}

@@ -47,6 +47,11 @@ type Worker struct {
 	// GOMAXPROCS=1 (see launch.Local), which Join took out of the
 	// environment: the user did not set it.
 	ProcsSet bool
+	// SpawnedCrowded says, from Dial on, that the L spawner started this
+	// worker among more workers than its host has CPUs (it set
+	// GOMAXPROCS=1, ctl.EnvProcs): a guess of what Host will say, for what
+	// must be decided before Join.
+	SpawnedCrowded bool
 
 	conn    net.Conn
 	wmu     sync.Mutex
@@ -157,7 +162,7 @@ func Dial(cfg *envconf.Config) (*Worker, error) {
 		}
 		time.Sleep(delay)
 	}
-	w := &Worker{conn: c, r: bufio.NewReader(c), Secret: []byte(hex.EncodeToString(secret))}
+	w := &Worker{conn: c, r: bufio.NewReader(c), Secret: []byte(hex.EncodeToString(secret)), SpawnedCrowded: os.Getenv(ctl.EnvProcs) != ""}
 	if err := ctl.WriteFrame(c, ctl.FrameHello, ctl.Hello{Secret: string(w.Secret)}); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("greeting the console at %s: %w", addr, err)
