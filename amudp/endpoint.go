@@ -143,6 +143,7 @@ type Endpoint struct {
 	recvMax  int
 	window   int // byte window per peer (0: unlimited)
 	segment  []byte
+	views    atomic.Pointer[func(rank int) []byte] // SetPeerSegments
 	closed   bool
 
 	pollMu  sync.Mutex // held by the poller; guards the fields below
@@ -342,6 +343,31 @@ func (e *Endpoint) SetSegment(seg []byte) {
 	e.mu.Lock()
 	e.segment = seg
 	e.mu.Unlock()
+}
+
+// SetPeerSegments gives the endpoint view, which returns a peer's segment
+// as this process maps it, or nil (peers sharing memory, conduit's
+// LocalView). A Long request or reply to such a peer is written straight
+// into that segment before its datagram goes, and the datagram carries no
+// payload (wire.FlagInPlace): one copy instead of three. Its handler sees
+// the same bytes at the same place.
+func (e *Endpoint) SetPeerSegments(view func(rank int) []byte) { e.views.Store(&view) }
+
+// placeInPeer writes a Long payload straight into rank's segment when
+// this process maps it (SetPeerSegments) and the payload fits there, and
+// reports whether it did.
+func (e *Endpoint) placeInPeer(rank int, payload []byte, off uint64) bool {
+	f := e.views.Load()
+	if f == nil || len(payload) == 0 {
+		return false
+	}
+	v := (*f)(rank)
+	if v == nil || off > uint64(len(v)) || uint64(len(payload)) > uint64(len(v))-off {
+		return false
+	}
+	copy(v[off:], payload)
+	e.stats.inPlace.Add(1)
+	return true
 }
 
 // Segment returns the attached segment.

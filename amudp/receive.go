@@ -17,6 +17,9 @@ func (e *Endpoint) handlerView(h Handler, m *wire.Message, seg []byte) ([]byte, 
 	case Short:
 		return nil, ReasonNone
 	case Long:
+		if m.Flags&wire.FlagInPlace != 0 { // the sender wrote it there
+			return inSegment(seg, uint64(m.Len), m.Offset)
+		}
 		return intoSegment(seg, m.Payload, m.Offset)
 	}
 	return m.Payload, ReasonNone
@@ -25,15 +28,20 @@ func (e *Endpoint) handlerView(h Handler, m *wire.Message, seg []byte) ([]byte, 
 // intoSegment copies a Long payload into seg at off and returns the
 // handler's view of it, or why it cannot go there.
 func intoSegment(seg, payload []byte, off uint64) ([]byte, Reason) {
+	dst, reason := inSegment(seg, uint64(len(payload)), off)
+	copy(dst, payload)
+	return dst, reason
+}
+
+// inSegment returns the n bytes of seg at off, or why they are not there.
+func inSegment(seg []byte, n, off uint64) ([]byte, Reason) {
 	if seg == nil {
 		return nil, ReasonNoSegment
 	}
-	if off > uint64(len(seg)) || uint64(len(payload)) > uint64(len(seg))-off {
+	if off > uint64(len(seg)) || n > uint64(len(seg))-off {
 		return nil, ReasonBadOffset
 	}
-	dst := seg[off : off+uint64(len(payload))]
-	copy(dst, payload)
-	return dst, ReasonNone
+	return seg[off : off+n], ReasonNone
 }
 
 func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort) {

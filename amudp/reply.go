@@ -62,6 +62,9 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 	}
 	m := wire.Message{Header: wire.Header{Kind: wire.ReplyKind(cat), Handler: uint8(handler), NArgs: uint8(len(args)),
 		Src: uint32(e.rank), Slot: t.slot, Seq: t.seq, Offset: off}, Payload: payload}
+	if cat == Long && e.placeInPeer(t.peer.rank, payload, off) {
+		m.Flags, m.Len, m.Payload = wire.FlagInPlace, uint32(len(payload)), nil
+	}
 	copy(m.Args[:], args)
 	t.replied = true
 	return e.sendReply(t.peer, t.slot, &m)

@@ -91,6 +91,13 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 			return err
 		}
 	}
+	// A Long payload to a peer whose segment this process maps goes
+	// straight there, outside the lock (a first use maps it).
+	n := len(payload)
+	inPlace := cat == Long && e.placeInPeer(dest, payload, off)
+	if inPlace {
+		payload = nil
+	}
 	e.mu.Lock()
 	if e.addrs == nil {
 		e.mu.Unlock()
@@ -142,8 +149,11 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	// flight to p (a lone request, as in a ping-pong) or when it uses up p's
 	// credit (this sender is about to wait for replies). Otherwise the
 	// receiver batches replies (see ackBatch).
+	if inPlace {
+		m.Flags, m.Len = wire.FlagInPlace, uint32(n)
+	}
 	if e.depth-p.pool.available() == 1 || !e.creditLocked(p, size) {
-		m.Flags = wire.FlagAckNow
+		m.Flags |= wire.FlagAckNow
 	}
 	copy(m.Args[:], args)
 	var err error

@@ -18,6 +18,9 @@ type Stats struct {
 	// HeldBack counts retransmissions not sent because another request
 	// was already probing a silent peer.
 	HeldBack uint64
+	// InPlace counts Long requests and replies written straight into a
+	// peer's mapped segment (SetPeerSegments).
+	InPlace uint64
 }
 
 type statCounters struct {
@@ -25,7 +28,7 @@ type statCounters struct {
 	dupRequests, dupReplies, stale            atomic.Uint64
 	badDatagrams, badMAC, badSource, badSlot  atomic.Uint64
 	returned                                  atomic.Uint64
-	heldBack                                  atomic.Uint64
+	heldBack, inPlace                         atomic.Uint64
 }
 
 // Stats returns the endpoint's counters.
@@ -36,13 +39,13 @@ func (e *Endpoint) Stats() Stats {
 		ReplyResends: s.replyResends.Load(), DupRequests: s.dupRequests.Load(),
 		DupReplies: s.dupReplies.Load(), Stale: s.stale.Load(), BadDatagrams: s.badDatagrams.Load(),
 		BadMAC: s.badMAC.Load(), BadSource: s.badSource.Load(), BadSlot: s.badSlot.Load(),
-		Returned: s.returned.Load(), HeldBack: s.heldBack.Load(),
+		Returned: s.returned.Load(), HeldBack: s.heldBack.Load(), InPlace: s.inPlace.Load(),
 	}
 }
 
 // String is one line of the counters, as GASNET_STATS prints it.
 func (s Stats) String() string {
-	return fmt.Sprintf("sent %d received %d retransmits %d held-back %d reply-resends %d dup-requests %d dup-replies %d stale %d returned %d; dropped: malformed %d bad-mac %d bad-source %d bad-slot %d",
-		s.Sent, s.Received, s.Retransmits, s.HeldBack, s.ReplyResends, s.DupRequests, s.DupReplies, s.Stale, s.Returned,
+	return fmt.Sprintf("sent %d received %d retransmits %d held-back %d reply-resends %d dup-requests %d dup-replies %d stale %d returned %d long-in-place %d; dropped: malformed %d bad-mac %d bad-source %d bad-slot %d",
+		s.Sent, s.Received, s.Retransmits, s.HeldBack, s.ReplyResends, s.DupRequests, s.DupReplies, s.Stale, s.Returned, s.InPlace,
 		s.BadDatagrams, s.BadMAC, s.BadSource, s.BadSlot)
 }

@@ -299,11 +299,15 @@ func start() (*Job, int, error) {
 	}
 	// Ranks of one host exchange datagrams through shared memory
 	// (amudp.Shared) unless GASNET_SUPERNODE_MAXSIZE=1; a host without
-	// memfd uses UDP alone.
+	// memfd uses UDP alone. A worker that the L spawner started on a
+	// crowded host makes no inbox (spawn.SharesMemory would release it):
+	// on 1024 workers of 2 CPUs, making and releasing one cost hello some
+	// 5% of its time.
 	var tr amudp.Transport = udp
 	var shared *amudp.Shared
 	var shmWhy string
-	if cfg.SupernodeMax != 1 {
+	shmSet := src["GASNET_SUPERNODE_MAXSIZE"].Var != ""
+	if cfg.SupernodeMax != 1 && (shmSet || !w.SpawnedCrowded) {
 		if shared, err = amudp.NewShared(udp, amudp.DefaultInbox); err != nil {
 			shmWhy = fmt.Sprintf("no shared memory between ranks (%v)", err)
 		} else {
@@ -349,15 +353,14 @@ func start() (*Job, int, error) {
 	say(why)
 	w.SetGrace(cfg.ExitTimeout / 2)
 	w.SetLiveness(cfg.Liveness)
-	if shared != nil {
-		switch {
-		case cfg.SupernodeMax == 1: // the console's setting, read again after Join
-			tr, shared = shared.Unwrap(), nil
-		case cfg.SupernodeMax == 0 && src["GASNET_SUPERNODE_MAXSIZE"].Var == "" && spawn.Oversubscribed(hostRanks, hostCPUs):
-			// The ranks sleep while they wait, so nearly every message
-			// would cost a doorbell datagram besides the queue: UDP
-			// alone costs less, unless the user asked for groups.
+	// The console's settings, read again after Join, and this host decide
+	// (spawn.SharesMemory, the rule by which the console left this host's
+	// inboxes out of the address table or kept them).
+	if !spawn.SharesMemory(cfg.SupernodeMax, src["GASNET_SUPERNODE_MAXSIZE"].Var != "", hostRanks, hostCPUs) {
+		if cfg.SupernodeMax != 1 {
 			shmWhy = fmt.Sprintf("no shared memory between ranks: %d ranks share this host's %d CPUs and sleep while they wait, so UDP costs less (set GASNET_SUPERNODE_MAXSIZE to use it)", hostRanks, hostCPUs)
+		}
+		if shared != nil {
 			tr, shared = shared.Unwrap(), nil
 		}
 	}
@@ -398,7 +401,7 @@ func start() (*Job, int, error) {
 		w.AtExit(func() {
 			line := ep.Stats().String()
 			if shared != nil {
-				line += "; " + shared.Stats().String()
+				line += fmt.Sprintf("; %v shm-put %d shm-get %d", shared.Stats(), j.nb.puts.Load(), j.nb.gets.Load())
 			}
 			fmt.Fprintf(os.Stderr, "%s: rank %d stats: %s\n", progName(), w.Rank(), line)
 		})
@@ -418,6 +421,8 @@ func start() (*Job, int, error) {
 			inboxes[all[r]] = w.Inboxes()[r]
 		}
 		shared.SetInboxes(inboxes)
+		j.nb.group = group
+		ep.SetPeerSegments(j.peerView)
 		say(fmt.Sprintf("shared memory among the ranks of a host, in groups of %s (GASNET_SUPERNODE_MAXSIZE): rank 0 shares it with %d of its host's %d ranks; an inbox of %d KiB per rank",
 			groupSize(cfg.SupernodeMax), len(group)-1, len(j.hostRank), amudp.DefaultInbox>>10))
 	}
@@ -520,6 +525,24 @@ func Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
 		return nil, err
 	}
 	return j.Attach(handlers, segmentSize)
+}
+
+// LocalView returns rank's segment as this process maps it, nil when it
+// does not; see Job.LocalView for which ranks and the ordering rules.
+func LocalView(rank int) []byte {
+	if std.job == nil {
+		return nil
+	}
+	return std.job.LocalView(rank)
+}
+
+// Neighbors returns the ranks of this rank's shared-memory group, this
+// rank included; see Job.Neighbors. Before Init, nil.
+func Neighbors() []int {
+	if std.job == nil {
+		return nil
+	}
+	return std.job.Neighbors()
 }
 
 // SegmentSize returns the segment size of rank (after Attach; 0 before).

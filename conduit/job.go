@@ -35,6 +35,7 @@ type Job struct {
 
 	rma   rma
 	table tableIn
+	nb    nbrhd // the shared-memory group's segments
 
 	// attached is set once Attach has exchanged the segment sizes; segs is
 	// written before and never after.
@@ -84,6 +85,7 @@ type control interface {
 // and the default handler 0.
 func newJob(ep *amudp.Endpoint, ctl control, rank, size int, exitTimeout time.Duration) *Job {
 	j := &Job{ep: ep, ctl: ctl, rank: rank, size: size, hostRank: []int{rank}, exitTimeout: exitTimeout}
+	j.nb.group = []int{rank}
 	j.onReturned.Store(&defaultReturnedFn{j.defaultReturned})
 	ep.SetReturnedHandler(j.returned)
 	ep.SetInterrupt(j.leaving)
@@ -278,7 +280,7 @@ func (j *Job) Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
 		j.attachMu.Unlock()
 		return nil, ErrAttached
 	}
-	seg, err := allocSegment(segmentSize)
+	seg, err := j.nb.alloc(segmentSize)
 	if err == nil {
 		j.attach = true
 	}
@@ -289,23 +291,26 @@ func (j *Job) Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
 	for _, h := range handlers {
 		fn := h.Fn
 		if err := ep.Register(h.Index, func(t *amudp.Token, args []uint32, p []byte) { fn((*Token)(t), args, p) }); err != nil {
+			j.nb.release()
 			return nil, err
 		}
 	}
 	ep.SetSegment(seg)
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(segmentSize))
-	parts, err := j.AllGather(b[:])
+	// Every rank's segment size, and the path by which the ranks of its
+	// shared-memory group map it ("" for none).
+	b := binary.LittleEndian.AppendUint64(nil, uint64(segmentSize))
+	parts, err := j.AllGather(append(b, j.nb.path()...))
 	if err != nil {
 		return nil, err
 	}
-	segs := make([]uint64, len(parts))
+	segs, paths := make([]uint64, len(parts)), make([]string, len(parts))
 	for i, p := range parts {
-		if len(p) == 8 {
-			segs[i] = binary.LittleEndian.Uint64(p)
+		if len(p) >= 8 {
+			segs[i], paths[i] = binary.LittleEndian.Uint64(p), string(p[8:])
 		}
 	}
 	j.segs = segs
+	j.nb.setPaths(paths)
 	j.attached.Store(true)
 	return seg, nil
 }

@@ -2,6 +2,7 @@ package conduit
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -129,11 +130,17 @@ func (j *Job) registerCore() {
 }
 
 // PutNB starts writing data at offset of dest's segment and returns a
-// handle; data may be reused once PutNB returns.
+// handle; data may be reused once PutNB returns. To a rank whose segment
+// this process maps (LocalView), it is a copy, complete on return.
 func (j *Job) PutNB(dest int, offset uint64, data []byte) (*Handle, error) {
 	j.enter()
 	if err := j.checkRemote(dest, offset, len(data)); err != nil {
 		return nil, err
+	}
+	if v := j.localView(dest); v != nil {
+		copy(v[offset:], data)
+		j.nb.puts.Add(1)
+		return &Handle{job: j}, nil
 	}
 	h := &Handle{job: j}
 	j.rma.add(h)
@@ -159,10 +166,17 @@ func (j *Job) Put(dest int, offset uint64, data []byte) error {
 }
 
 // GetNB starts reading len(buf) bytes at offset of src's segment into buf.
+// From a rank whose segment this process maps (LocalView), it is a copy,
+// complete on return.
 func (j *Job) GetNB(src int, offset uint64, buf []byte) (*Handle, error) {
 	j.enter()
 	if err := j.checkRemote(src, offset, len(buf)); err != nil {
 		return nil, err
+	}
+	if v := j.localView(src); v != nil {
+		copy(buf, v[offset:])
+		j.nb.gets.Add(1)
+		return &Handle{job: j}, nil
 	}
 	h := &Handle{dst: buf, peer: src, job: j}
 	j.rma.add(h)
@@ -187,3 +201,55 @@ func (j *Job) Get(src int, offset uint64, buf []byte) error {
 	}
 	return h.Wait()
 }
+
+// LocalView returns rank's segment as this process maps it, to load from
+// and store into directly, as GASNet-EX's gex_EP_QueryBoundSegmentNB and
+// UPC++'s local_team give: this rank's own segment, and that of every rank
+// of its shared-memory group (Neighbors) whose segment is in shared
+// memory. It returns nil for any other rank, before Attach, and when the
+// segment cannot be mapped; Put and Get then send messages.
+//
+// Visibility between ranks follows from the ordering of the events that
+// connect them, as in Go's memory model: stores made through a view, and
+// Puts completed, before a rank enters a barrier are visible to loads
+// that any rank makes after leaving it; those made before a rank sends a
+// request or a reply are visible to the handler that message runs, and to
+// what the handler's rank does after it. Without such an event between
+// them, a store and a load of the same bytes by two ranks race, and the
+// load may see either value or, for more than a word, a mix: use
+// sync/atomic on aligned words for data that ranks update concurrently.
+// The race detector does not see other processes' accesses.
+func (j *Job) LocalView(rank int) []byte {
+	j.enter()
+	if !j.attached.Load() {
+		return nil
+	}
+	return j.localView(rank)
+}
+
+// localView is LocalView after Attach.
+func (j *Job) localView(rank int) []byte {
+	if rank == j.rank {
+		return j.ep.Segment()
+	}
+	if rank < 0 || rank >= len(j.segs) {
+		return nil
+	}
+	return j.nb.view(rank, j.segs[rank])
+}
+
+// peerView is amudp's view of the segments of the other ranks of the
+// group (Endpoint.SetPeerSegments): Long messages to them go straight
+// into their segments.
+func (j *Job) peerView(rank int) []byte {
+	if rank == j.rank || !j.attached.Load() {
+		return nil
+	}
+	return j.localView(rank)
+}
+
+// Neighbors returns the ranks of this rank's shared-memory group, in
+// order, this rank included (GASNet's supernode, GASNET_SUPERNODE_MAXSIZE):
+// those whose messages take shared memory, and whose segments LocalView
+// may return. It is this rank alone when the rank shares no memory.
+func (j *Job) Neighbors() []int { return slices.Clone(j.nb.group) }

@@ -1,6 +1,13 @@
 package conduit
 
-import "strconv"
+import (
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/udpconduit/udpconduit/amudp/shmem"
+)
 
 // shmGroup returns the ranks that exchange messages with rank through
 // shared memory: those of its host (the same host identity) that have an
@@ -34,4 +41,96 @@ func groupSize(max int) string {
 		return "all of them"
 	}
 	return "at most " + strconv.Itoa(max)
+}
+
+// nbrhd holds what a rank shares with the ranks of its shared-memory group
+// (shmGroup), its neighbourhood: their segments, mapped into this process
+// on first use, so that Put, Get and LocalView reach them with a copy or a
+// load. Attach fills it; it is empty (group of one) when the rank shares
+// no memory.
+type nbrhd struct {
+	group []int         // the group's ranks, in order, this one included
+	own   *shmem.Region // this rank's segment, when shared
+
+	// Set by Attach before j.attached, read-only after: every rank's
+	// segment path ("" for none or outside the group).
+	paths []string
+
+	mu    sync.Mutex               // serialises mapping
+	views []atomic.Pointer[[]byte] // by rank; an empty slice: cannot be mapped
+
+	puts, gets atomic.Uint64 // Put and Get calls done by a copy
+}
+
+// in reports whether rank is in the group.
+func (n *nbrhd) in(rank int) bool {
+	_, ok := slices.BinarySearch(n.group, rank)
+	return ok
+}
+
+// alloc returns a segment of size bytes: shared memory when the rank is
+// in a group of two or more, anonymous memory otherwise or when shared
+// memory cannot be had.
+func (n *nbrhd) alloc(size int) ([]byte, error) {
+	if len(n.group) > 1 && size > 0 && size <= MaxSegment {
+		if r, err := shmem.Create("udpconduit-segment", size); err == nil {
+			n.own = r
+			return r.Bytes(), nil
+		}
+	}
+	return allocSegment(size)
+}
+
+// path is this rank's segment path for Attach's exchange; "" when not shared.
+func (n *nbrhd) path() string {
+	if n.own == nil {
+		return ""
+	}
+	return n.own.Path()
+}
+
+// release frees an own segment that Attach could not complete.
+func (n *nbrhd) release() {
+	if n.own != nil {
+		n.own.Release()
+		n.own = nil
+	}
+}
+
+// setPaths records the segment paths that Attach's exchange gave, keeping
+// those of the group.
+func (n *nbrhd) setPaths(paths []string) {
+	n.views = make([]atomic.Pointer[[]byte], len(paths))
+	n.paths = make([]string, len(paths))
+	for r, p := range paths {
+		if n.in(r) {
+			n.paths[r] = p
+		}
+	}
+}
+
+// view returns rank's segment, of size bytes, as mapped into this process;
+// nil when it is not in the group, has no shared segment or cannot be
+// mapped (Put and Get then send messages).
+func (n *nbrhd) view(rank int, size uint64) []byte {
+	if rank < 0 || rank >= len(n.views) || n.paths[rank] == "" {
+		return nil
+	}
+	if v := n.views[rank].Load(); v != nil {
+		return *v
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if v := n.views[rank].Load(); v != nil {
+		return *v
+	}
+	mem, err := shmem.Map(n.paths[rank], int(size), int(size))
+	if err != nil {
+		mem = []byte{}
+	}
+	n.views[rank].Store(&mem)
+	if len(mem) == 0 {
+		return nil
+	}
+	return mem
 }

@@ -39,13 +39,20 @@ func TestTestcore(t *testing.T) {
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("stdout %q lacks %q", r.stdout, want)
 				}
-				// The ranks share this host: their messages took shared
-				// memory, or, with it turned off, none did.
+				// The ranks share this host: their messages, Puts and Gets
+				// took shared memory, or, with it turned off, none did.
+				group := "[0]"
+				if mode == "shm" {
+					group = fmt.Sprint(rankList(n))
+				}
+				if want := "testcore: rank 0 shares its segment with ranks " + group + "\n"; !strings.Contains(r.stdout, want) {
+					t.Errorf("stdout %q lacks %q", r.stdout, want)
+				}
 				for rank, st := range jobStats(t, r.stderr, n) {
-					if mode == "shm" && (st["shm-received"] == 0 || st["shm-sent"] == 0) {
-						t.Errorf("rank %d exchanged nothing through shared memory: %v", rank, st)
+					if mode == "shm" && (st["shm-received"] == 0 || st["shm-sent"] == 0 || st["long-in-place"] == 0 || st["shm-put"] != n || st["shm-get"] != n) {
+						t.Errorf("rank %d exchanged nothing, or not every Put and Get, through shared memory: %v", rank, st)
 					}
-					if mode == "udp" && st["shm-sent"]+st["shm-received"] != 0 {
+					if mode == "udp" && st["shm-sent"]+st["shm-received"]+st["long-in-place"] != 0 {
 						t.Errorf("rank %d used shared memory with %s: %v", rank, udpOnly, st)
 					}
 				}
@@ -400,4 +407,13 @@ func TestLauncherFlagsAndWarnings(t *testing.T) {
 		}
 	}
 	checkNoSurvivors(t, t.Name(), time.Second)
+}
+
+// rankList returns the ranks 0 to n-1.
+func rankList(n int) []int {
+	l := make([]int, n)
+	for i := range l {
+		l[i] = i
+	}
+	return l
 }

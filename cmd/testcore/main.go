@@ -4,8 +4,13 @@
 // Receivers record every message they run and check its checksum; about
 // half of the requests get an explicit reply carrying a checksum back, the
 // rest the automatic one. At the end the ranks compare what was sent with
-// what was run: the job exits 0 only if every request and reply ran exactly
-// once with intact data (DESIGN.md §11).
+// what was run. Then each rank puts a pattern into its own region of every
+// rank's segment, reads back with Get what it put, and stores a second
+// pattern through LocalView into the segments of the ranks that share
+// memory with it (conduit.Neighbors); after a barrier every rank checks its
+// segment. The job exits 0 only if every request and reply ran exactly
+// once with intact data and every byte put or stored arrived (DESIGN.md
+// §11).
 //
 //	./testcore N [-msgs K] [-threads T] [-seed S]
 package main
@@ -18,6 +23,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -49,6 +55,16 @@ var (
 	expected []bool    // [idx]: whether request idx asked for an explicit reply
 	errs     []string
 	ran      atomic.Uint64 // replies run, to wait on
+
+	// A Long request's bytes in the receiver's segment are the message's
+	// until its handler has run: to a rank sharing memory, they are
+	// written when the request is sent (GASNet's rule; a later Long to the
+	// same bytes would overwrite them). So every Long asks for a reply,
+	// and a goroutine sends its next Long to a rank once that came:
+	// longBusy[g*n+dest] is set while goroutine g has one in flight to
+	// dest, longOf[idx] is g*n+dest+1 for a Long request idx.
+	longBusy []atomic.Bool
+	longOf   []atomic.Int32
 )
 
 func fail(format string, a ...any) {
@@ -112,6 +128,9 @@ func reply(t *conduit.Token, a []uint32, _ []byte) {
 	}
 	replied[idx]++
 	mu.Unlock()
+	if l := longOf[idx].Load(); l > 0 {
+		longBusy[l-1].Store(false)
+	}
 	ran.Add(1)
 }
 
@@ -144,6 +163,7 @@ func main() {
 		seen[i] = make([]uint8, *msgs)
 	}
 	replied, expected = make([]uint8, *msgs), make([]bool, *msgs)
+	longBusy, longOf = make([]atomic.Bool, *threads*n), make([]atomic.Int32, *msgs)
 	sentTo := make([]uint32, n)
 	var wantReplies atomic.Uint64
 	if err := conduit.Barrier(); err != nil {
@@ -167,6 +187,15 @@ func main() {
 				want := rng.IntN(2)
 				args := make([]uint32, aFixed+rng.IntN(conduit.MaxArgs-aFixed))
 				kind := rng.IntN(3)
+				if kind == 2 {
+					want = 1
+					busy := &longBusy[g*n+dest]
+					if err := conduit.WaitUntil(func() bool { return !busy.Load() }); err != nil {
+						die("waiting for the reply to a long request: %v", err)
+					}
+					busy.Store(true)
+					longOf[idx].Store(int32(g*n + dest + 1))
+				}
 				size := 0
 				if kind > 0 {
 					size = rng.IntN(conduit.MaxMedium + 1)
@@ -246,6 +275,9 @@ func main() {
 			errs = append(errs, fmt.Sprintf("reply to request %d ran %d times, want once", idx, replied[idx]))
 		}
 	}
+	mu.Unlock()
+	rmaPhase(n, me, *threads*region)
+	mu.Lock()
 	for _, e := range errs {
 		fmt.Fprintf(os.Stderr, "testcore: rank %d: %s\n", me, e)
 	}
@@ -285,3 +317,71 @@ func usage(format string, a ...any) {
 }
 
 func die(format string, a ...any) { cli.Die("testcore", format, a...) }
+
+// pattern is the bytes rank src writes into rank dst's segment in round
+// (1: Put, 2: a store through LocalView).
+func pattern(src, dst, round, size int) []byte {
+	b := make([]byte, size)
+	x := uint32(src*7919+dst*104729+round) | 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
+// rmaPhase checks Put, Get and LocalView: each rank owns bytes
+// [me*own, (me+1)*own) of every segment.
+func rmaPhase(n, me, own int) {
+	check := func(what string, got, want []byte) {
+		if string(got) != string(want) {
+			mu.Lock()
+			errs = append(errs, what)
+			mu.Unlock()
+		}
+	}
+	off := uint64(me * own)
+	for d := range n {
+		if err := conduit.Put(d, off, pattern(me, d, 1, own)); err != nil {
+			fail("put to rank %d: %v", d, err)
+		}
+	}
+	if err := conduit.Barrier(); err != nil {
+		die("barrier: %v", err)
+	}
+	seg := conduit.LocalView(me)
+	for src := range n {
+		check(fmt.Sprintf("the bytes rank %d put here differ", src), seg[src*own:(src+1)*own], pattern(src, me, 1, own))
+	}
+	back := make([]byte, own)
+	for d := range n {
+		if err := conduit.Get(d, off, back); err != nil {
+			fail("get from rank %d: %v", d, err)
+		}
+		check(fmt.Sprintf("get from rank %d returned other bytes than put there", d), back, pattern(me, d, 1, own))
+	}
+	nbrs := conduit.Neighbors()
+	for _, d := range nbrs {
+		v := conduit.LocalView(d)
+		if v == nil {
+			check(fmt.Sprintf("rank %d shares memory with this one but has no local view", d), nil, []byte{1})
+			continue
+		}
+		copy(v[off:], pattern(me, d, 2, own))
+	}
+	if err := conduit.Barrier(); err != nil {
+		die("barrier: %v", err)
+	}
+	for src := range n {
+		round := 1
+		if slices.Contains(conduit.Neighbors(), src) {
+			round = 2
+		}
+		check(fmt.Sprintf("the bytes rank %d stored here (round %d) differ", src, round), seg[src*own:(src+1)*own], pattern(src, me, round, own))
+	}
+	if me == 0 {
+		fmt.Printf("testcore: rank 0 shares its segment with ranks %v\n", nbrs)
+	}
+}

@@ -35,6 +35,12 @@ type Header struct {
 	Offset uint64
 }
 
+// FlagInPlace on a Long request or reply says that its payload, Len bytes,
+// is already in the receiver's segment at Offset: the sender maps that
+// segment (ranks of one host sharing memory) and wrote it there before it
+// sent the datagram, which carries no payload.
+const FlagInPlace uint8 = 2
+
 // Message is a decoded datagram. Payload aliases the decoded buffer.
 type Message struct {
 	Header
@@ -58,7 +64,8 @@ func (h *Header) validate() error {
 	if h.Kind < KindShortRequest || h.Kind > kindLast {
 		return ErrKind
 	}
-	if h.Flags&^FlagAckNow != 0 || (h.Flags != 0 && !h.Kind.IsRequest()) {
+	if h.Flags&^(FlagAckNow|FlagInPlace) != 0 || (h.Flags&FlagAckNow != 0 && !h.Kind.IsRequest()) ||
+		(h.Flags&FlagInPlace != 0 && h.Kind.Category() != Long) {
 		return ErrFlags
 	}
 	if h.NArgs > MaxArgs {
@@ -86,9 +93,14 @@ func (h *Header) validate() error {
 func (m *Message) Size() int { return HeaderLen + 4*int(m.NArgs) + len(m.Payload) }
 
 // Append encodes m onto b and returns the extended slice. m.Len is taken from
-// len(m.Payload). It allocates only when b lacks capacity.
+// len(m.Payload), unless m carries FlagInPlace, whose Len the caller sets
+// and whose Payload is empty. It allocates only when b lacks capacity.
 func (m *Message) Append(b []byte) ([]byte, error) {
-	m.Len = uint32(len(m.Payload))
+	if m.Flags&FlagInPlace == 0 {
+		m.Len = uint32(len(m.Payload))
+	} else if len(m.Payload) != 0 {
+		return b, ErrLength
+	}
 	if err := m.validate(); err != nil {
 		return b, err
 	}
@@ -150,7 +162,7 @@ func Decode(b []byte, m *Message) error {
 	if len(b) < argEnd {
 		return ErrTruncated
 	}
-	if len(b)-argEnd != int(m.Len) {
+	if carried := len(b) - argEnd; (m.Flags&FlagInPlace == 0 && carried != int(m.Len)) || (m.Flags&FlagInPlace != 0 && carried != 0) {
 		return ErrLength
 	}
 	for i := 0; i < int(m.NArgs); i++ {

@@ -20,6 +20,8 @@ func sampleMessages() []Message {
 		{Header: Header{Kind: KindShortRequest, Flags: FlagAckNow, Handler: 130, Slot: 1, Seq: 2}},
 		{Header: Header{Kind: KindAutoReply, Slot: 5, Seq: 6}, Payload: []byte{7, 0, 9, 0, 1, 1, 2, 2}},
 		{Header: Header{Kind: KindReturned, NArgs: 1, Handler: 140}, Args: [MaxArgs]uint32{uint32(ReasonBadHandler)}},
+		{Header: Header{Kind: KindLongRequest, Flags: FlagInPlace | FlagAckNow, Handler: 129, NArgs: 1, Offset: 64, Len: MaxLong}, Args: [MaxArgs]uint32{5}},
+		{Header: Header{Kind: KindLongReply, Flags: FlagInPlace, Handler: 133, Offset: 8, Len: 3}},
 	}
 }
 
@@ -83,7 +85,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"version", mod(func(b []byte) []byte { b[0] = 9; return b }), ErrVersion},
 		{"kind zero", mod(func(b []byte) []byte { b[1] = 0; return b }), ErrKind},
 		{"kind high", mod(func(b []byte) []byte { b[1] = 9; return b }), ErrKind},
-		{"unknown flag", mod(func(b []byte) []byte { b[1] |= 0x20; return b }), ErrFlags},
+		{"unknown flag", mod(func(b []byte) []byte { b[1] |= 0x40; return b }), ErrFlags},
+		{"in place on medium", mod(func(b []byte) []byte { b[1] |= FlagInPlace << 4; return b }), ErrFlags},
+		{"in place carrying bytes", inPlace(append(make([]byte, 0, HeaderLen+1), 0)), ErrLength},
+		{"in place over max", inPlace(nil, func(b []byte) { b[22] = 1 }), ErrLength},
 		{"nargs", mod(func(b []byte) []byte { b[3] = 17; return b }), ErrNArgs},
 		{"args truncated", mod(func(b []byte) []byte { b[3] = 16; return b }), ErrTruncated},
 		{"payload short", valid[:len(valid)-1], ErrLength},
@@ -101,6 +106,20 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// inPlace returns a valid in-place Long request datagram with extra
+// appended and then each of edits applied.
+func inPlace(extra []byte, edits ...func([]byte)) []byte {
+	b, err := (&Message{Header: Header{Kind: KindLongRequest, Flags: FlagInPlace, Handler: 130, Len: 10}}).Append(nil)
+	if err != nil {
+		panic(err)
+	}
+	b = append(b, extra...)
+	for _, e := range edits {
+		e(b)
+	}
+	return b
+}
+
 func TestAppendRejectsInvalid(t *testing.T) {
 	bad := []Message{
 		{Header: Header{Kind: 0}},
@@ -111,6 +130,8 @@ func TestAppendRejectsInvalid(t *testing.T) {
 		{Header: Header{Kind: KindAutoReply}, Payload: []byte{1, 2, 3}}, // not whole pairs
 		{Header: Header{Kind: KindShortReply, Flags: FlagAckNow, Handler: 131}},
 		{Header: Header{Kind: KindShortRequest, Flags: 2, Handler: 130}},
+		{Header: Header{Kind: KindMediumReply, Flags: FlagInPlace, Len: 3}},
+		{Header: Header{Kind: KindLongRequest, Flags: FlagInPlace, Len: 3}, Payload: []byte{1, 2, 3}},
 	}
 	for _, m := range bad {
 		if _, err := m.Append(nil); err == nil {
