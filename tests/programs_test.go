@@ -357,8 +357,13 @@ func TestOutputLabelsAndFiles(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
-	if !strings.HasPrefix(r.stdout, "[0] testcore: 3 ranks") {
-		t.Errorf("stdout not labelled: %q", r.stdout)
+	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		if !strings.HasPrefix(l, "[0] testcore: ") {
+			t.Errorf("stdout line not labelled: %q", l)
+		}
+	}
+	if !strings.Contains(r.stdout, "\n[0] testcore: 3 ranks") {
+		t.Errorf("stdout lacks the labelled verdict: %q", r.stdout)
 	}
 	for rank := range 3 {
 		if want := fmt.Sprintf("[%d stderr] testcore: rank %d stats: ", rank, rank); !strings.Contains(r.stderr, want) {

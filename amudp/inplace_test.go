@@ -1,0 +1,72 @@
+//go:build !race
+
+package amudp
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+)
+
+// TestLongInPlace: with SetPeerSegments, a Long request and a Long reply
+// to a peer whose segment this process maps are written straight into that
+// segment, their datagrams carry no payload, and the handlers see the
+// bytes at the same place as over the network.
+//
+// The endpoints share memory (Shared), as the ranks that map each other's
+// segments do. The race detector would report the handlers' reads: it
+// sees neither the order a UDP socket gives nor that of atomics on two
+// mappings of one page (each endpoint maps its peer's inbox again), so
+// this file builds without -race.
+func TestLongInPlace(t *testing.T) {
+	saved := listen
+	listen = listenShared(t, 1<<20)
+	t.Cleanup(func() { listen = saved })
+	eps := newJob(t, 2, Config{})
+	for _, e := range eps {
+		e.SetSegment(make([]byte, 8192))
+		e.SetPeerSegments(func(r int) []byte { return eps[r].Segment() })
+	}
+	payload := bytes.Repeat([]byte("in place "), 500)
+	var mu sync.Mutex
+	var req, rep []byte
+	eps[1].Register(130, func(tk *Token, _ []uint32, p []byte) {
+		mu.Lock()
+		req = append([]byte(nil), p...)
+		mu.Unlock()
+		if &p[0] != &eps[1].Segment()[100] {
+			t.Error("the request handler's payload is not the segment's bytes")
+		}
+		if err := tk.ReplyLong(131, p[:10], 4000); err != nil {
+			t.Error(err)
+		}
+	})
+	eps[0].Register(131, func(_ *Token, _ []uint32, p []byte) {
+		mu.Lock()
+		rep = append([]byte(nil), p...)
+		mu.Unlock()
+	})
+	serve(t, eps[1])
+	if err := eps[0].RequestLong(1, 130, payload, 100); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, eps[0], "reply", func() bool { mu.Lock(); defer mu.Unlock(); return rep != nil })
+	if !bytes.Equal(req, payload) || !bytes.Equal(rep, payload[:10]) || !bytes.Equal(eps[0].Segment()[4000:4010], payload[:10]) {
+		t.Errorf("request handler saw %q..., reply handler %q", req[:min(len(req), 20)], rep)
+	}
+	for i, e := range eps {
+		if n := e.Stats().InPlace; n != 1 {
+			t.Errorf("rank %d wrote %d Long messages in place, want 1", i, n)
+		}
+	}
+	// A peer that this process does not map, or a payload that does not
+	// fit the mapping, goes by datagram.
+	eps[0].SetPeerSegments(func(int) []byte { return nil })
+	if err := eps[0].RequestLong(1, 130, payload[:20], 100); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, eps[0], "second request", func() bool { mu.Lock(); defer mu.Unlock(); return len(req) == 20 })
+	if n := eps[0].Stats().InPlace; n != 1 {
+		t.Errorf("rank 0 wrote %d Long messages in place with no mapping, want 1", n)
+	}
+}
