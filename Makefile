@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all build demo test unit e2e bench loss scale fuzz deps lint vet cross fmt clean
+.PHONY: all build demo test unit e2e bench shm-bench loss scale fuzz deps lint vet cross fmt clean
 
 all: build
 
@@ -31,6 +31,11 @@ unit:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=2s ./amudp/
+
+# Two ranks of one host through shared memory, against UDP, Open MPI's
+# shared-memory transport and a C floor (figures, not a test).
+shm-bench:
+	scripts/shm-bench.sh
 
 # testcore at 0%, 10% and 30% UDP loss in a network namespace (root, nftables).
 loss:

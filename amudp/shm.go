@@ -30,9 +30,22 @@ import (
 	"github.com/udpconduit/udpconduit/amudp/internal/shmring"
 )
 
-// DefaultInbox is the size of a rank's inbox by default: it holds 16
-// datagrams of the largest size, and a few thousand short ones.
+// DefaultInbox is the size of a rank's inbox by default, InboxSize(64).
 const DefaultInbox = 4 << 20
+
+// InboxSize returns the size of an inbox that holds depth datagrams of the
+// largest size (GASNET_PSHM_NETWORK_DEPTH), at least 4: the smallest power
+// of two that does. Smaller datagrams fit many more: a short message's
+// record takes 80 to 144 bytes.
+func InboxSize(depth int) int {
+	record := shmring.RecordSize(addrLen + MaxDatagram)
+	want := max(depth, 4) * record
+	size := shmring.MinCapacity
+	for size < want {
+		size <<= 1
+	}
+	return size
+}
 
 // MaxInbox bounds an inbox's size.
 const MaxInbox = 1 << 30

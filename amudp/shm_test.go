@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/udpconduit/udpconduit/amudp/internal/shmring"
 )
 
 // shareInboxes tells every Shared transport among eps's the inboxes of all
@@ -267,5 +269,19 @@ func TestSharedAllocs(t *testing.T) {
 	}
 	if st := a.(*Shared).Stats(); st.ShmSent != 1002 { // AllocsPerRun runs it once more
 		t.Errorf("%d of 1002 datagrams went through the inbox", st.ShmSent)
+	}
+}
+
+// TestInboxSize: an inbox holds depth datagrams of the largest size, is a
+// power of two, and a datagram of the largest size is a record it takes.
+func TestInboxSize(t *testing.T) {
+	for _, c := range []struct{ depth, want int }{{1, 256 << 10}, {4, 256 << 10}, {5, 512 << 10}, {32, 2 << 20}, {64, DefaultInbox}, {8192, 512 << 20}} {
+		got := InboxSize(c.depth)
+		if got != c.want {
+			t.Errorf("InboxSize(%d) = %d, want %d", c.depth, got, c.want)
+		}
+		if held := got / shmring.RecordSize(addrLen+MaxDatagram); held < max(c.depth, 4) || shmring.MaxRecord(got) < addrLen+MaxDatagram {
+			t.Errorf("an inbox of %d bytes holds %d datagrams of the largest size (depth %d), takes records up to %d", got, held, c.depth, shmring.MaxRecord(got))
+		}
 	}
 }

@@ -308,7 +308,7 @@ func start() (*Job, int, error) {
 	var shmWhy string
 	shmSet := src["GASNET_SUPERNODE_MAXSIZE"].Var != ""
 	if cfg.SupernodeMax != 1 && (shmSet || !w.SpawnedCrowded) {
-		if shared, err = amudp.NewShared(udp, amudp.DefaultInbox); err != nil {
+		if shared, err = amudp.NewShared(udp, amudp.InboxSize(cfg.PSHMDepth)); err != nil {
 			shmWhy = fmt.Sprintf("no shared memory between ranks (%v)", err)
 		} else {
 			tr = shared
@@ -424,7 +424,7 @@ func start() (*Job, int, error) {
 		j.nb.group = group
 		ep.SetPeerSegments(j.peerView)
 		say(fmt.Sprintf("shared memory among the ranks of a host, in groups of %s (GASNET_SUPERNODE_MAXSIZE): rank 0 shares it with %d of its host's %d ranks; an inbox of %d KiB per rank",
-			groupSize(cfg.SupernodeMax), len(group)-1, len(j.hostRank), amudp.DefaultInbox>>10))
+			groupSize(cfg.SupernodeMax), len(group)-1, len(j.hostRank), amudp.InboxSize(cfg.PSHMDepth)>>10))
 	}
 	if cfg.RcvThread {
 		go progress(ep)

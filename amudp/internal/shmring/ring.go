@@ -116,6 +116,10 @@ func word(b []byte, off int) *atomic.Uint64 {
 // Capacity is the size of the ring's data area.
 func (r *Ring) Capacity() int { return len(r.data) }
 
+// RecordSize is the room a record of n bytes (the sum of Push's parts)
+// takes in a ring: its header and the bytes, 16-aligned.
+func RecordSize(n int) int { return (recHeader + n + 15) &^ 15 }
+
 // MaxRecord is the largest record (the sum of Push's parts) a ring of
 // capacity bytes takes: a quarter of it, so that a full ring still holds
 // several.

@@ -63,6 +63,8 @@ type Config struct {
 	EnvCmd      string `envconfig:"GASNET_ENV_CMD" default:"env" desc:"command that sets the environment of remote workers"`
 	HostDetect  string `envconfig:"GASNET_HOST_DETECT" default:"hostname" desc:"how ranks are grouped by host: conduit (UDP address), hostid, hostname"`
 	// SupernodeMax bounds the groups of a host's ranks that share memory.
+	// PSHMDepth sizes each rank's shared-memory inbox.
+	PSHMDepth    int    `envconfig:"GASNET_PSHM_NETWORK_DEPTH" default:"64" range:"4..8192" desc:"datagrams of the largest size (65 KB) that each rank's shared-memory inbox holds; the inbox is the smallest power of two that does, 4 MiB at the default, whatever the number of ranks (GASNet's name; there, the depth of each queue)"`
 	SupernodeMax int    `envconfig:"GASNET_SUPERNODE_MAXSIZE" default:"0" range:"0..1048576" desc:"how many ranks of one host, at most, exchange messages through shared memory (groups of consecutive ranks of the host); 0: all of them; 1: none, every message goes by UDP"`
 	WorkerRank   string `envconfig:"GASNET_WORKER_RANK" default:"" desc:"this worker's rank: an integer, or the name of a variable holding it (SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK)"`
 	VerboseEnv   bool   `envconfig:"GASNET_VERBOSEENV" default:"false" desc:"print every setting in force and where it came from"`
