@@ -285,3 +285,13 @@ func BenchmarkMediumBandwidth(b *testing.B) { benchFlood(b, Medium) }
 
 // BenchmarkLongBandwidth floods 65000-byte long requests into the segment.
 func BenchmarkLongBandwidth(b *testing.B) { benchFlood(b, Long) }
+
+// BenchmarkSharedShortRoundTrip is BenchmarkShortRoundTrip with the two
+// endpoints exchanging their datagrams through shared memory (Shared),
+// against the same raw UDP ping-pong.
+func BenchmarkSharedShortRoundTrip(b *testing.B) {
+	saved := listen
+	listen = listenShared(b, DefaultInbox)
+	b.Cleanup(func() { listen = saved })
+	benchRoundTrip(b, -1)
+}
