@@ -80,8 +80,10 @@ type Shared struct {
 	shmSent, shmRecv, fallbacks, doorbells, corrupt atomic.Uint64
 
 	// udpSkip counts the UDP reads Recv leaves out after one found the
-	// socket empty (the poller's alone).
-	udpSkip int
+	// socket empty (the poller's alone); udpPeriod is udpEvery or, once
+	// SetAllShared(true), udpEveryShared.
+	udpSkip   int
+	udpPeriod atomic.Int32
 }
 
 // udpEvery is how often, in polls of an empty inbox, Recv reads the UDP
@@ -91,6 +93,11 @@ type Shared struct {
 // wait at most udpEvery-1 looks at the inbox; a read that finds one keeps
 // Recv reading the socket every time, and Wait blocks on it as before.
 const udpEvery = 8
+
+// udpEveryShared replaces udpEvery when every peer shares memory with this
+// rank (SetAllShared): the socket then carries only fallbacks from full
+// inboxes and doorbells, which Wait sees anyway.
+const udpEveryShared = 64
 
 // shmPeer is a co-located rank's inbox, mapped on first use.
 type shmPeer struct {
@@ -109,6 +116,7 @@ func NewShared(udp Transport, size int) (*Shared, error) {
 		return nil, err
 	}
 	t := &Shared{udp: udp, inbox: in}
+	t.udpPeriod.Store(udpEvery)
 	putAddr(t.self[:], udp.LocalAddr())
 	m := map[netip.AddrPort]*shmPeer{}
 	t.peers.Store(&m)
@@ -130,6 +138,17 @@ func (t *Shared) SetInboxes(inboxes map[netip.AddrPort]string) {
 		}
 	}
 	t.peers.Store(&m)
+}
+
+// SetAllShared says whether every peer of the job shares memory with this
+// rank (a job on one host, in one group): Recv then reads the UDP socket
+// more rarely while the inbox is empty (udpEveryShared).
+func (t *Shared) SetAllShared(all bool) {
+	if all {
+		t.udpPeriod.Store(udpEveryShared)
+	} else {
+		t.udpPeriod.Store(udpEvery)
+	}
 }
 
 // Stats returns the counters of the two paths.
@@ -215,7 +234,7 @@ func (t *Shared) Recv(b []byte) (int, netip.AddrPort, error) {
 		}
 		n, from, err := t.udp.Recv(b)
 		if errors.Is(err, ErrNoData) {
-			t.udpSkip = udpEvery - 1
+			t.udpSkip = int(t.udpPeriod.Load()) - 1
 		}
 		if err == nil && n == 1 && b[0] == doorbell[0] {
 			continue

@@ -23,6 +23,7 @@ func shareInboxes(eps []*Endpoint, addrs []netip.AddrPort) {
 	for _, e := range eps {
 		if s, ok := e.tr.(*Shared); ok {
 			s.SetInboxes(inboxes)
+			s.SetAllShared(len(inboxes) == len(eps))
 		}
 	}
 }

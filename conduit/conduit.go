@@ -421,6 +421,7 @@ func start() (*Job, int, error) {
 			inboxes[all[r]] = w.Inboxes()[r]
 		}
 		shared.SetInboxes(inboxes)
+		shared.SetAllShared(len(group) == w.Size())
 		j.nb.group = group
 		ep.SetPeerSegments(j.peerView)
 		say(fmt.Sprintf("shared memory among the ranks of a host, in groups of %s (GASNET_SUPERNODE_MAXSIZE): rank 0 shares it with %d of its host's %d ranks; an inbox of %d KiB per rank",
