@@ -2,6 +2,7 @@ package conduit
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,11 @@ const (
 	// barrierCentral (AMCENTRAL, as GASNet's): the same with every rank a
 	// child of rank 0.
 	barrierCentral
+	// barrierHier (GASNET_PSHM_BARRIER_HIER): the same over a tree in two
+	// levels: the ranks of a shared-memory group gather at its leader,
+	// their messages through shared memory, and the leaders, one per
+	// group, in a binomial tree among themselves over UDP.
+	barrierHier
 )
 
 // barrierNames are GASNET_BARRIER's values as validated, by algorithm.
@@ -105,6 +111,53 @@ func (b *amBarrier) setAlgo(algo barrierAlgo, rank, size int) {
 			}
 		}
 	}
+}
+
+// setHier sets the hierarchical barrier (barrierHier) and rank's place in
+// its tree, given every rank's group leader (shmLeaders): a binomial tree
+// over the ranks of each group rooted at its leader, and a binomial tree
+// over the leaders rooted at rank 0. Before the job's first barrier.
+func (b *amBarrier) setHier(leaders []int, rank int) {
+	b.algo, b.parent, b.children = barrierHier, -1, nil
+	var heads, group []int // the leaders, and rank's group, in order
+	for r, l := range leaders {
+		if l == r {
+			heads = append(heads, r)
+		}
+		if l == leaders[rank] {
+			group = append(group, r)
+		}
+	}
+	if k, _ := slices.BinarySearch(group, rank); k > 0 {
+		b.parent = group[binomial.Parent(k)]
+	} else if i, _ := slices.BinarySearch(heads, rank); i > 0 {
+		b.parent = heads[binomial.Parent(i)]
+	}
+	if i, ok := slices.BinarySearch(heads, rank); ok {
+		for _, c := range binomial.Children(i, len(heads)) {
+			b.children = append(b.children, heads[c])
+		}
+	}
+	k, _ := slices.BinarySearch(group, rank)
+	for _, c := range binomial.Children(k, len(group)) {
+		b.children = append(b.children, group[c])
+	}
+}
+
+// hierarchical reports whether the barrier should run in two levels: some
+// shared-memory group has two ranks or more, and there are two groups or
+// more (on one host, every message of a one-level barrier goes through
+// shared memory already).
+func hierarchical(leaders []int) bool {
+	groups, shared := 0, false
+	for r, l := range leaders {
+		if l == r {
+			groups++
+		} else {
+			shared = true
+		}
+	}
+	return shared && groups > 1
 }
 
 // answered counts the replies to a collective's own messages, by the

@@ -393,9 +393,8 @@ func start() (*Job, int, error) {
 	}
 	j := newJob(ep, w, w.Rank(), w.Size(), cfg.ExitTimeout)
 	j.hangWarn = cfg.HangWarn
-	algo, why := chooseBarrier(cfg.Barrier, w.Crowded())
+	algo, barrierWhy := chooseBarrier(cfg.Barrier, w.Crowded())
 	j.bar.setAlgo(algo, w.Rank(), w.Size())
-	say(why)
 	w.OnEvent(ep.Wake)
 	if cfg.Stats {
 		w.AtExit(func() {
@@ -410,12 +409,21 @@ func start() (*Job, int, error) {
 		return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
 	}
 	j.setHosts(w.Hosts())
+	leaders := shmLeaders(w.Hosts(), w.Inboxes(), cfg.SupernodeMax)
+	// The barrier: in two levels where ranks of several hosts share
+	// memory (the same choice on every rank, made from the same table),
+	// before this rank enters one.
+	if cfg.PSHMBarrierHier && cfg.Barrier == "" && hierarchical(leaders) {
+		j.bar.setHier(leaders, w.Rank())
+		barrierWhy = "barrier hierarchical: the ranks of each shared-memory group gather at its leader through shared memory, the leaders among themselves (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
+	}
+	say(barrierWhy)
 	if shared != nil {
 		all, err := w.Addrs()
 		if err != nil {
 			return nil, 1, err
 		}
-		group := shmGroup(w.Hosts(), w.Inboxes(), w.Rank(), cfg.SupernodeMax)
+		group := shmGroup(leaders, w.Rank())
 		inboxes := make(map[netip.AddrPort]string, len(group))
 		for _, r := range group {
 			inboxes[all[r]] = w.Inboxes()[r]

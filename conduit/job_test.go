@@ -69,6 +69,16 @@ func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (
 		t.Fatal(err)
 	}
 	lj.setBarrier(jn.barrier)
+	if jn.barrier == barrierHier {
+		// Groups of three consecutive ranks, as on hosts of three.
+		leaders := make([]int, n)
+		for r := range leaders {
+			leaders[r] = r - r%3
+		}
+		for r, j := range lj.jobs {
+			j.bar.setHier(leaders, r)
+		}
+	}
 	c := lj.c
 	var pollers sync.WaitGroup
 	if rcvThread {
@@ -425,13 +435,14 @@ func TestJobCollectivesFromSeveralGoroutines(t *testing.T) {
 	})
 }
 
-// TestBarrierAlgorithms: under each algorithm, on 1 to 13 ranks over links
+// TestBarrierAlgorithms: under each algorithm (the hierarchical one with
+// groups of three consecutive ranks), on 1 to 13 ranks over links
 // that drop 10% and duplicate 5% of the datagrams and reorder them, ranks
 // entering in an order that changes from barrier to barrier, no rank leaves
 // a barrier before every rank has entered it, through Barrier and through
 // BarrierNotify and BarrierWait with work between them.
 func TestBarrierAlgorithms(t *testing.T) {
-	names := map[barrierAlgo]string{barrierDissem: "AMDISSEM", barrierTree: "AMTREE", barrierCentral: "AMCENTRAL"}
+	names := map[barrierAlgo]string{barrierDissem: "AMDISSEM", barrierTree: "AMTREE", barrierCentral: "AMCENTRAL", barrierHier: "hierarchical"}
 	for algo, name := range names {
 		for _, n := range []int{1, 2, 3, 5, 8, 13} {
 			t.Run(fmt.Sprintf("%s/N=%d", name, n), func(t *testing.T) {

@@ -9,30 +9,41 @@ import (
 	"github.com/udpconduit/udpconduit/amudp/shmem"
 )
 
-// shmGroup returns the ranks that exchange messages with rank through
-// shared memory: those of its host (the same host identity) that have an
-// inbox, in groups of at most max consecutive ranks of the host (0: one
-// group per host), GASNet's supernodes. rank is in its own group; a rank
-// without an inbox is in none but its own.
-func shmGroup(hosts, inboxes []string, rank, max int) []int {
-	if rank >= len(inboxes) || inboxes[rank] == "" || max == 1 {
-		return []int{rank}
-	}
-	var host []int // the host's ranks that have an inbox, in order
-	me := 0
+// shmLeaders returns, for every rank, the leader (lowest rank) of its
+// shared-memory group: the ranks of one host (the same host identity) that
+// have an inbox form groups of at most max consecutive ranks of the host
+// (0: one group per host), GASNet's supernodes; a rank without an inbox is
+// a group of its own, as is every rank with max 1. Every rank computes the
+// same from the relayed table.
+func shmLeaders(hosts, inboxes []string, max int) []int {
+	leaders := make([]int, len(hosts))
+	count := map[string]int{} // ranks with an inbox seen so far, by host
+	first := map[string]int{} // the leader of the host's current group
 	for r, h := range hosts {
-		if h == hosts[rank] && r < len(inboxes) && inboxes[r] != "" {
-			if r == rank {
-				me = len(host)
-			}
-			host = append(host, r)
+		leaders[r] = r
+		if r >= len(inboxes) || inboxes[r] == "" || max == 1 {
+			continue
+		}
+		k := count[h]
+		count[h]++
+		if k == 0 || (max > 0 && k%max == 0) {
+			first[h] = r
+		}
+		leaders[r] = first[h]
+	}
+	return leaders
+}
+
+// shmGroup returns the ranks of rank's group (shmLeaders), in order: those
+// that exchange messages with it through shared memory. rank is in it.
+func shmGroup(leaders []int, rank int) []int {
+	var g []int
+	for r, l := range leaders {
+		if l == leaders[rank] {
+			g = append(g, r)
 		}
 	}
-	if max <= 0 {
-		return host
-	}
-	first := me / max * max
-	return host[first:min(first+max, len(host))]
+	return g
 }
 
 // groupSize says the size of the shared-memory groups, for verbose mode.

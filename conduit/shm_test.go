@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // TestShmGroup: ranks share memory with the ranks of their host that have
@@ -25,8 +26,53 @@ func TestShmGroup(t *testing.T) {
 		{6, 3, []int{6}},
 		{2, 3, []int{0, 2, 5}},
 	} {
-		if got := shmGroup(hosts, in, c.rank, c.max); !cmp.Equal(got, c.want) {
+		if got := shmGroup(shmLeaders(hosts, in, c.max), c.rank); !cmp.Equal(got, c.want) {
 			t.Errorf("rank %d, max %d: %v, want %v", c.rank, c.max, got, c.want)
 		}
 	}
+}
+
+// TestHierTree: the members of a group have its leader as parent and no
+// children; the leaders form a binomial tree rooted at rank 0 and each
+// gathers its group's members too; every rank but 0 has one parent, and
+// parents and children agree.
+func TestHierTree(t *testing.T) {
+	hosts := []string{"a", "b", "a", "a", "b", "a", "a", "c", "c", "b"}
+	in := []string{"/p/0", "/p/1", "/p/2", "", "/p/4", "/p/5", "/p/6", "/p/7", "/p/8", "/p/9"}
+	leaders := shmLeaders(hosts, in, 3)
+	if want := []int{0, 1, 0, 3, 1, 0, 6, 7, 7, 1}; !cmp.Equal(leaders, want) {
+		t.Fatalf("leaders %v, want %v", leaders, want)
+	}
+	if !hierarchical(leaders) || hierarchical(shmLeaders(hosts, in, 1)) || hierarchical([]int{0, 0, 0}) {
+		t.Error("hierarchical is wrong")
+	}
+	// Leaders 0, 1, 3, 6, 7 (indexes 0..4): binomial parents 1→0, 2→0,
+	// 3→2, 4→0.
+	want := map[int]place{
+		0: {-1, []int{1, 2, 3, 5, 7}}, 1: {0, []int{4, 9}}, 2: {0, nil}, 3: {0, []int{6}},
+		4: {1, nil}, 5: {0, nil}, 6: {3, nil}, 7: {0, []int{8}}, 8: {7, nil}, 9: {1, nil},
+	}
+	check := func(leaders []int, want map[int]place) {
+		t.Helper()
+		var b amBarrier
+		for r, w := range want {
+			b.setHier(leaders, r)
+			if b.algo != barrierHier || b.parent != w.parent || !cmp.Equal(b.children, w.children, cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b int) bool { return a < b })) {
+				t.Errorf("leaders %v: rank %d: parent %d, children %v; want %d, %v", leaders, r, b.parent, b.children, w.parent, w.children)
+			}
+		}
+	}
+	check(leaders, want)
+	// Whole hosts: a: 0 2 5 6, b: 1 4 9, c: 7 8, and 3 alone. Leaders
+	// 0, 1, 3, 7; within a, ranks 2 and 5 below 0, and 6 below 5.
+	check(shmLeaders(hosts, in, 0), map[int]place{
+		0: {-1, []int{1, 3, 2, 5}}, 1: {0, []int{4, 9}}, 2: {0, nil}, 3: {0, []int{7}}, 4: {1, nil},
+		5: {0, []int{6}}, 6: {5, nil}, 7: {3, []int{8}}, 8: {7, nil}, 9: {1, nil},
+	})
+}
+
+// place is a rank's parent and children in a barrier's tree.
+type place struct {
+	parent   int
+	children []int
 }

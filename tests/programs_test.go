@@ -103,12 +103,21 @@ func TestTestamJSON(t *testing.T) {
 
 // TestTestamCollectives: testam -coll runs every collective over active
 // messages on 5 ranks (broadcast, all-gather and all-reduce check what they
-// return on every rank) and reports each, under each barrier algorithm.
+// return on every rank) and reports each, under each barrier algorithm,
+// and under the hierarchical barrier with shared-memory groups of two
+// (ranks 0-1, 2-3 and 4), as rank 0 says in verbose mode.
 func TestTestamCollectives(t *testing.T) {
-	for _, barrier := range []string{"", "AMDISSEM", "AMCENTRAL", "AMTREE"} {
-		r := run(t, t.Name(), []string{"GASNET_BARRIER=" + barrier}, "testam", "5", "-coll", "-iters", "30")
+	for _, barrier := range []string{"", "AMDISSEM", "AMCENTRAL", "AMTREE", "hierarchical"} {
+		env := []string{"GASNET_BARRIER=" + barrier}
+		if barrier == "hierarchical" {
+			env = []string{"GASNET_SUPERNODE_MAXSIZE=2", "GASNET_VERBOSEENV=1"}
+		}
+		r := run(t, t.Name(), env, "testam", "5", "-coll", "-iters", "30")
 		if r.code != 0 {
 			t.Fatalf("GASNET_BARRIER=%s: exit %d\nstderr:\n%s", barrier, r.code, r.stderr)
+		}
+		if barrier == "hierarchical" && !strings.Contains(r.stderr, "rank 0: barrier hierarchical") {
+			t.Errorf("%s: rank 0 did not choose the hierarchical barrier:\n%s", env, r.stderr)
 		}
 		var got []string
 		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
