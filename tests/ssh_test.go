@@ -421,6 +421,30 @@ func TestSSHHosts(t *testing.T) {
 			t.Errorf("output (-want +got):\n%s", d)
 		}
 	})
+	t.Run("two hosts of two ranks", func(t *testing.T) {
+		// Ranks 0-1 on uch1 and 2-3 on uch3 share memory within their
+		// host (2 ranks on 2 CPUs: not crowded) and UDP between hosts;
+		// the barrier runs in two levels.
+		nodes := t.TempDir() + "/nodes"
+		os.WriteFile(nodes, []byte("uch1\nuch1\nuch3\nuch3\n"), 0o644)
+		env := append(sshEnv("", h.config), "GASNET_SSH_SERVERS=", "GASNET_SSH_NODEFILE="+nodes, "GASNET_STATS=1", "GASNET_VERBOSEENV=1")
+		r := run(t, t.Name(), env, "testcore", "4", "-msgs", "1000")
+		if r.code != 0 || !strings.Contains(r.stdout, "every request and reply ran exactly once") {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		for _, want := range []string{"rank 0: barrier hierarchical", "testcore: rank 0 shares its segment with ranks [0 1]\n"} {
+			if !strings.Contains(r.stdout+r.stderr, want) {
+				t.Errorf("no %q in the output:\nstdout:\n%s\nstderr:\n%s", want, r.stdout, r.stderr)
+			}
+		}
+		for rank, st := range jobStats(t, r.stderr, 4) {
+			// Put and Get reach the rank's host neighbour and itself by
+			// a copy, the other host's two ranks by messages.
+			if st["shm-sent"] == 0 || st["shm-received"] == 0 || st["shm-put"] != 2 || st["shm-get"] != 2 || st["long-in-place"] == 0 {
+				t.Errorf("rank %d: %v", rank, st)
+			}
+		}
+	})
 	t.Run("forwarded", func(t *testing.T) {
 		env := append(sshEnv(servers, h.config), "GASNET_FORWARD_ENV=UDPCONDUIT_TEST_MARKER,MY_SETTING=two,MY_OTHER PRINT_ENV", "MY_OTHER=x'y \\$HOME", "PRINT_ENV=MY_SETTING MY_OTHER", "LINES=0")
 		r := run(t, t.Name(), env, "printer", "3")
