@@ -362,6 +362,10 @@ func rmaPhase(n, me, own int) {
 		}
 		check(fmt.Sprintf("get from rank %d returned other bytes than put there", d), back, pattern(me, d, 1, own))
 	}
+	// Every rank has checked the Puts before any stores over them.
+	if err := conduit.Barrier(); err != nil {
+		die("barrier: %v", err)
+	}
 	nbrs := conduit.Neighbors()
 	for _, d := range nbrs {
 		v := conduit.LocalView(d)
