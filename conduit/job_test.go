@@ -40,6 +40,46 @@ type jobNet struct {
 	// barrier is the job's barrier algorithm (the zero value:
 	// dissemination).
 	barrier barrierAlgo
+	// setup, if set, completes the job before its ranks start.
+	setup func(lj *localJob)
+}
+
+// loopbackShared is loopbackUDP with the ranks sharing memory, as the
+// ranks of one host do: amudp.Shared transports that know each other's
+// inboxes, and one group, so that Attach puts the segments in shared
+// memory and Put, Get and Long reach them by a copy.
+func loopbackShared(t *testing.T) jobNet {
+	var shared []*amudp.Shared
+	jn := loopbackUDP
+	jn.listen = func(int) (amudp.Transport, error) {
+		u, err := amudp.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), amudp.DefaultSocketBufferInitial)
+		if err != nil {
+			return nil, err
+		}
+		s, err := amudp.NewShared(u, amudp.InboxSize(16))
+		if err != nil {
+			u.Close()
+			t.Fatal(err)
+		}
+		shared = append(shared, s)
+		return s, nil
+	}
+	jn.setup = func(lj *localJob) {
+		inboxes := map[netip.AddrPort]string{}
+		for _, s := range shared {
+			inboxes[s.LocalAddr()] = s.Inbox()
+		}
+		for r, j := range lj.jobs {
+			shared[r].SetInboxes(inboxes)
+			shared[r].SetAllShared(true)
+			j.nb.group = make([]int, len(lj.jobs))
+			for i := range j.nb.group {
+				j.nb.group[i] = i
+			}
+			j.ep.SetPeerSegments(j.peerView)
+		}
+	}
+	return jn
 }
 
 // memNet is a jobNet over an in-memory network, for synctest bubbles.
@@ -69,6 +109,9 @@ func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (
 		t.Fatal(err)
 	}
 	lj.setBarrier(jn.barrier)
+	if jn.setup != nil {
+		jn.setup(lj)
+	}
 	if jn.barrier == barrierHier {
 		// Groups of three consecutive ranks, as on hosts of three.
 		leaders := make([]int, n)
@@ -174,6 +217,21 @@ func TestJobUnderForgery(t *testing.T) {
 // segment before the program's reads, and the race detector checks it.
 func TestJobOverUDP(t *testing.T) {
 	jobProgram(t, loopbackUDP, true)
+}
+
+// TestJobOverSharedMemory runs the same program with the ranks sharing
+// memory: every Put and Get is a copy between the segments' mappings, and
+// the messages go through the inboxes.
+func TestJobOverSharedMemory(t *testing.T) {
+	jobs := jobProgram(t, loopbackShared(t), true)
+	for _, j := range jobs {
+		if p, g := j.nb.puts.Load(), j.nb.gets.Load(); p == 0 || g == 0 {
+			t.Errorf("rank %d: %d Puts and %d Gets by a copy, want some of each", j.rank, p, g)
+		}
+		if v := j.LocalView((j.rank + 1) % len(jobs)); v == nil || len(v) != j.SegmentSize((j.rank+1)%len(jobs)) {
+			t.Errorf("rank %d: LocalView of the next rank: %d bytes", j.rank, len(v))
+		}
+	}
 }
 
 // jobProgram is a whole conduit program on 4 ranks: Attach, all-gather, Put
