@@ -19,12 +19,16 @@ demo: build
 
 # The library's packages under the race detector (some tests build only with
 # -race), then every test: unit tests and the end-to-end tests (which build
-# the programs themselves). It first installs what the tests need (deps does
-# nothing when all is there), so that on a fresh machine `make demo` and
-# `make test` are all it takes.
+# the programs themselves), then the end-to-end tests again with every job's
+# ranks sharing memory (GASNET_SUPERNODE_MAXSIZE=0; on a machine with fewer
+# CPUs than a job's ranks they would use UDP, and the fault suite pins UDP).
+# It first installs what the tests need (deps does nothing when all is
+# there), so that on a fresh machine `make demo` and `make test` are all it
+# takes.
 test: deps vet
 	$(GO) test -race -short -count=1 -timeout 10m ./amudp/... ./retransmit/... ./conduit/... ./spawn/...
 	$(GO) test -count=1 -timeout 15m ./...
+	GASNET_SUPERNODE_MAXSIZE=0 $(GO) test -count=1 -timeout 15m ./tests/
 
 unit:
 	$(GO) test -count=1 -short ./amudp/... ./retransmit/... ./spawn/... ./conduit/...

@@ -27,3 +27,10 @@ func allocSegment(size int) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// freeSegment unmaps a segment that allocSegment returned.
+func freeSegment(b []byte) {
+	if len(b) > 0 {
+		unix.Munmap(b)
+	}
+}

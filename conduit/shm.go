@@ -84,6 +84,14 @@ func (n *nbrhd) in(rank int) bool {
 // memory cannot be had.
 func (n *nbrhd) alloc(size int) ([]byte, error) {
 	if len(n.group) > 1 && size > 0 && size <= MaxSegment {
+		// A memfd reserves no memory: ask the kernel first, as for an
+		// anonymous segment, whether size bytes can be had, so that a
+		// segment too large fails here, not with SIGBUS when touched.
+		probe, err := allocSegment(size)
+		if err != nil {
+			return nil, err
+		}
+		freeSegment(probe)
 		if r, err := shmem.Create("udpconduit-segment", size); err == nil {
 			n.own = r
 			return r.Bytes(), nil
