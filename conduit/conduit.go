@@ -415,6 +415,7 @@ func start() (*Job, int, error) {
 	// before this rank enters one.
 	if cfg.PSHMBarrierHier && cfg.Barrier == "" && hierarchical(leaders) {
 		j.bar.setHier(leaders, w.Rank())
+		j.leaders = leaders
 		barrierWhy = "barrier hierarchical: the ranks of each shared-memory group gather at its leader through shared memory, the leaders among themselves (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
 	}
 	say(barrierWhy)

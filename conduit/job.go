@@ -36,6 +36,10 @@ type Job struct {
 	rma   rma
 	table tableIn
 	nb    nbrhd // the shared-memory group's segments
+	// leaders is every rank's shared-memory group leader where
+	// broadcasts and reductions run in two levels (hierTree); nil where
+	// they do not. Set before the first collective.
+	leaders []int
 
 	// attached is set once Attach has exchanged the segment sizes; segs is
 	// written before and never after.

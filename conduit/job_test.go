@@ -120,6 +120,7 @@ func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (
 		}
 		for r, j := range lj.jobs {
 			j.bar.setHier(leaders, r)
+			j.leaders = leaders
 		}
 	}
 	c := lj.c

@@ -1,6 +1,8 @@
 package conduit
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,4 +77,57 @@ func TestHierTree(t *testing.T) {
 type place struct {
 	parent   int
 	children []int
+}
+
+// TestHierTreeShape: for host layouts of 1 to 40 ranks and every root, the
+// two-level tree of a broadcast or reduction (hierTree) spans every rank
+// from root, parents and children agree on each link's round, a rank's
+// children have distinct rounds, and only the heads (root, and the other
+// groups' leaders) exchange messages across groups.
+func TestHierTreeShape(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 200 {
+		n := 1 + rng.IntN(40)
+		hosts, in := make([]string, n), make([]string, n)
+		for r := range n {
+			hosts[r] = fmt.Sprint("h", rng.IntN(4))
+			if rng.IntN(8) > 0 {
+				in[r] = "/p"
+			}
+		}
+		leaders := shmLeaders(hosts, in, rng.IntN(5))
+		for root := range n {
+			isHead := func(r int) bool { return r == root || (leaders[r] == r && leaders[r] != leaders[root]) }
+			parents := make([]edge, n)
+			for r := range n {
+				p, children := hierTree(leaders, root, r)
+				parents[r] = p
+				if (r == root) != (p.rank < 0) {
+					t.Fatalf("trial %d, root %d: rank %d has parent %d", trial, root, r, p.rank)
+				}
+				rounds := map[int]bool{}
+				for _, c := range children {
+					if rounds[c.round] || c.round >= maxRounds {
+						t.Fatalf("trial %d, root %d: rank %d has children with round %d twice, or past %d", trial, root, r, c.round, maxRounds)
+					}
+					rounds[c.round] = true
+					if cp, _ := hierTree(leaders, root, c.rank); cp != (edge{r, c.round}) {
+						t.Fatalf("trial %d, root %d: rank %d lists %d as a child in round %d, whose parent is %v", trial, root, r, c.rank, c.round, cp)
+					}
+					if leaders[c.rank] != leaders[r] && !(isHead(r) && isHead(c.rank)) {
+						t.Fatalf("trial %d, root %d: link %d→%d crosses groups between ranks that are not heads", trial, root, r, c.rank)
+					}
+				}
+			}
+			for r := range n {
+				x, steps := r, 0
+				for x != root {
+					if x = parents[x].rank; x < 0 || steps > n {
+						t.Fatalf("trial %d, root %d: rank %d does not reach the root", trial, root, r)
+					}
+					steps++
+				}
+			}
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -24,9 +25,11 @@ type Op uint8
 
 // The reduction operators. Sum of uint64 wraps modulo 2^64; Min and Max of
 // float64 follow math.Min and math.Max (a NaN anywhere gives NaN). The
-// reduction runs over a binomial tree, so a float64 sum is the same on
-// every run of a job of the same size and root, but may differ in the last
-// bits from a sum taken in rank order.
+// reduction runs over a binomial tree (over two levels where ranks of
+// several hosts share memory, see GASNET_PSHM_BARRIER_HIER), so a float64
+// sum is the same on every run of a job of the same size, root and
+// placement on hosts, but may differ in the last bits from a sum taken in
+// rank order.
 const (
 	Sum Op = iota + 1
 	Min
@@ -275,28 +278,100 @@ func (c *treeCall) fail(err error) error {
 	return c.failed
 }
 
-// rel and abs convert between ranks and ranks relative to the root.
-func (c *treeCall) rel(r int) int { return binomial.Rel(r, c.root, c.j.size) }
-func (c *treeCall) abs(v int) int { return binomial.Abs(v, c.root, c.j.size) }
+// edge is a link of a collective's tree: the rank at its other end, and
+// the round that numbers its message at the receiver.
+type edge struct{ rank, round int }
 
-// send sends blob to rank v (relative) as round k's message, or once the
-// collective has failed here, the reason.
-func (c *treeCall) send(v, k int, blob []byte) error {
+// hierRound offsets the rounds of the links within a shared-memory group
+// in a two-level tree (hierTree) from those between leaders: both are
+// below 16 for up to 2^16 ranks, and rounds below maxRounds.
+const hierRound = 16
+
+// edges returns this rank's parent (rank -1 at the root) and children,
+// in the order the reduction combines them (smallest subtree first): the
+// binomial tree rooted at c.root, or where the job's barrier is in two
+// levels (j.leaders set), the two-level tree of hierTree for broadcasts
+// and reductions (not for the all-gather, whose gather needs rank order).
+func (c *treeCall) edges() (parent edge, children []edge) {
+	if c.j.leaders != nil && c.t == &c.j.tree {
+		return hierTree(c.j.leaders, c.root, c.j.rank)
+	}
+	size := c.j.size
+	abs := func(v int) int { return binomial.Abs(v, c.root, size) }
+	v := binomial.Rel(c.j.rank, c.root, size)
+	parent = edge{-1, 0}
+	if v > 0 {
+		parent = edge{abs(binomial.Parent(v)), binomial.Round(v)}
+	}
+	for m := 1; m < binomial.Span(v, size) && v+m < size; m <<= 1 {
+		children = append(children, edge{abs(v + m), binomial.Round(m)})
+	}
+	return parent, children
+}
+
+// hierTree returns rank's place in the two-level tree of a broadcast or
+// reduction from root, given every rank's shared-memory group leader
+// (shmLeaders): a binomial tree over each group's ranks rooted at its
+// head (root in root's group, the leader in the others), whose links go
+// through shared memory, and a binomial tree over the heads rooted at
+// root. Children come smallest subtree first, the heads' before the
+// group's.
+func hierTree(leaders []int, root, rank int) (parent edge, children []edge) {
+	head := func(r int) int { // the head of r's group in this tree
+		if leaders[r] == leaders[root] {
+			return root
+		}
+		return leaders[r]
+	}
+	heads := []int{root}
+	for r, l := range leaders {
+		if l == r && l != leaders[root] {
+			heads = append(heads, r)
+		}
+	}
+	group := []int{head(rank)}
+	for r, l := range leaders {
+		if l == leaders[rank] && r != group[0] {
+			group = append(group, r)
+		}
+	}
+	parent = edge{-1, 0}
+	k := slices.Index(group, rank)
+	i := slices.Index(heads, rank)
+	if k > 0 {
+		parent = edge{group[binomial.Parent(k)], hierRound + binomial.Round(k)}
+	} else if i > 0 {
+		parent = edge{heads[binomial.Parent(i)], binomial.Round(i)}
+	}
+	if i >= 0 {
+		for _, c := range binomial.Children(i, len(heads)) {
+			children = append(children, edge{heads[c], binomial.Round(c)})
+		}
+	}
+	for _, c := range binomial.Children(k, len(group)) {
+		children = append(children, edge{group[c], hierRound + binomial.Round(c)})
+	}
+	return parent, children
+}
+
+// send sends blob to rank as round k's message, or once the collective has
+// failed here, the reason.
+func (c *treeCall) send(rank, k int, blob []byte) error {
 	meta := treeMeta(k, c.kind, c.op, c.elem)
 	if c.failed != nil {
 		meta, blob = treeMeta(k, treeFailed, 0, 0), []byte(c.failed.Error())
 	}
 	return sendChunks(blob, func(i, chunks int, part []byte) error {
 		c.sent++
-		return c.j.ep.RequestMedium(c.abs(v), c.t.h, part, uint32(c.n), meta, uint32(c.root), uint32(i), uint32(chunks), uint32(len(blob)))
+		return c.j.ep.RequestMedium(rank, c.t.h, part, uint32(c.n), meta, uint32(c.root), uint32(i), uint32(chunks), uint32(len(blob)))
 	})
 }
 
-// recv waits for round k's message from rank v (relative) and returns it.
+// recv waits for round k's message from rank and returns it.
 // A message for this collective from a rank that called it with another
 // root (see amTree.foreign) aborts the job: their trees differ, so some
 // ranks may wait for messages that no rank sends.
-func (c *treeCall) recv(v, k int) ([]byte, error) {
+func (c *treeCall) recv(rank, k int) ([]byte, error) {
 	t := c.t
 	key := treeKey{uint32(c.n), uint8(k)}
 	want := treeMeta(k, c.kind, c.op, c.elem)
@@ -315,7 +390,7 @@ func (c *treeCall) recv(v, k int) ([]byte, error) {
 	}
 	in, err := t.take(key)
 	if err != nil {
-		return nil, c.fail(fmt.Errorf("%w: from rank %d: %v", ErrCollectiveMismatch, c.abs(v), err))
+		return nil, c.fail(fmt.Errorf("%w: from rank %d: %v", ErrCollectiveMismatch, rank, err))
 	}
 	if in.meta>>8&0xff == treeFailed {
 		return nil, c.fail(fmt.Errorf("%w: %s", ErrCollectiveMismatch, strings.TrimPrefix(string(in.buf), ErrCollectiveMismatch.Error()+": ")))
@@ -362,21 +437,20 @@ func (c *treeCall) finish() error {
 
 // broadcast runs the broadcast's tree: the root's blob reaches every rank.
 func (c *treeCall) broadcast(blob []byte) ([]byte, error) {
-	v, size := c.rel(c.j.rank), c.j.size
-	if v > 0 {
-		b, err := c.recv(binomial.Parent(v), binomial.Round(v))
+	parent, children := c.edges()
+	if parent.rank >= 0 {
+		b, err := c.recv(parent.rank, parent.round)
 		if err != nil && c.failed == nil {
 			return nil, err // not a mismatch: the rank is ending
 		}
 		blob = b
 	}
 	// A failure received (or met here) goes on down, so that every rank
-	// below ends the broadcast with it instead of waiting.
-	for m := binomial.Span(v, size) >> 1; m > 0; m >>= 1 {
-		if v+m < size {
-			if err := c.send(v+m, binomial.Round(m), blob); err != nil {
-				return nil, err
-			}
+	// below ends the broadcast with it instead of waiting. The largest
+	// subtrees first.
+	for _, ch := range slices.Backward(children) {
+		if err := c.send(ch.rank, ch.round, blob); err != nil {
+			return nil, err
 		}
 	}
 	if err := c.finish(); err != nil {
@@ -395,25 +469,22 @@ func (c *treeCall) broadcast(blob []byte) ([]byte, error) {
 // (relative to the root), each holding the next ranks in order, so a
 // combine that appends gathers the ranks' data in order of their rank.
 func (c *treeCall) reduce(acc []byte, combine func(acc, in []byte) ([]byte, error)) ([]byte, error) {
-	v, size := c.rel(c.j.rank), c.j.size
-	for m := 1; m < binomial.Span(v, size); m <<= 1 {
-		if v+m >= size {
-			break
-		}
-		in, err := c.recv(v+m, binomial.Round(m))
+	parent, children := c.edges()
+	for _, ch := range children {
+		in, err := c.recv(ch.rank, ch.round)
 		if err != nil && c.failed == nil {
 			return nil, err // not a mismatch: the rank is ending
 		}
 		if c.failed == nil {
 			if acc, err = combine(acc, in); err != nil {
-				c.fail(fmt.Errorf("%w: from rank %d: %v", ErrCollectiveMismatch, c.abs(v+m), err))
+				c.fail(fmt.Errorf("%w: from rank %d: %v", ErrCollectiveMismatch, ch.rank, err))
 			}
 		}
 	}
-	if v > 0 {
+	if parent.rank >= 0 {
 		// A failure met below (or here) goes up in place of the data, so
 		// that the root ends with it instead of waiting.
-		if err := c.send(binomial.Parent(v), binomial.Round(v), acc); err != nil {
+		if err := c.send(parent.rank, parent.round, acc); err != nil {
 			return nil, err
 		}
 		acc = nil

@@ -29,87 +29,97 @@ func returnedAll(n int) jobResult {
 // on 1 to 13 ranks under loss and duplication, from every root, with
 // vectors that span several messages; every rank gets what the
 // definitions say. The root broadcasts several times in a row while the
-// others are late, so what it sends ahead must wait for them.
+// others are late, so what it sends ahead must wait for them. Over the
+// binomial tree, and over the two-level tree (groups of three consecutive
+// ranks, as on hosts of three).
 func TestBroadcastAndReduceOverAMs(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 5, 8, 13} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				// Vector of rank r in step s: long enough to span two
-				// medium messages.
-				const elems = MaxMedium/8 + 5
-				vec := func(r, s int) []uint64 {
-					v := make([]uint64, elems)
-					for i := range v {
-						v[i] = uint64((r*7919+i*31+s)%1000) << (i % 50)
-					}
-					v[0] = math.MaxUint64 - uint64(r) // sums wrap
-					return v
-				}
-				fvec := func(r, s int) []float64 {
-					v := make([]float64, 17)
-					for i := range v {
-						v[i] = float64((r*131+i*7+s)%97) - 40 // integers: exact sums in any order
-					}
-					return v
-				}
-				blob := func(root, s int) []byte {
-					b := make([]byte, []int{0, 1, MaxMedium, 2*MaxMedium + 9}[(root+s)%4])
-					for i := range b {
-						b[i] = byte(root*13 + s + i)
-					}
-					return b
-				}
-				res, _ := runJob(t, n, memNet(amudptest.New(uint64(n), 0.1, 0.05, 100*time.Microsecond)), false, func(j *Job) {
-					me := j.Rank()
-					for s := range 3 { // the root's broadcasts run ahead
-						if me != 0 {
-							time.Sleep(10 * time.Millisecond)
-						}
-						got, err := j.Broadcast(0, blob(0, s))
-						if err != nil || !bytes.Equal(got, blob(0, s)) {
-							t.Errorf("rank %d: broadcast %d from 0: %d bytes, %v", me, s, len(got), err)
-						}
-					}
-					for root := range n {
-						s := root + 10
-						var data []byte
-						if me == root {
-							data = blob(root, s)
-						}
-						got, err := j.Broadcast(root, data)
-						if err != nil || !bytes.Equal(got, blob(root, s)) {
-							t.Errorf("rank %d: broadcast from %d: %d bytes, %v", me, root, len(got), err)
-						}
-						for _, op := range []Op{Sum, Min, Max} {
-							want, fwant := vec(0, s), fvec(0, s)
-							for r := 1; r < n; r++ {
-								for i, x := range vec(r, s) {
-									want[i] = map[Op]uint64{Sum: want[i] + x, Min: min(want[i], x), Max: max(want[i], x)}[op]
-								}
-								for i, x := range fvec(r, s) {
-									fwant[i] = map[Op]float64{Sum: fwant[i] + x, Min: min(fwant[i], x), Max: max(fwant[i], x)}[op]
-								}
-							}
-							got, err := j.ReduceUint64(root, op, vec(me, s))
-							if me != root {
-								want = nil
-							}
-							if err != nil || !cmp.Equal(got, want) {
-								t.Errorf("rank %d: %v reduction to %d: %v (%d elements)", me, op, root, err, len(got))
-							}
-							fgot, err := j.AllReduceFloat64(op, fvec(me, s))
-							if d := cmp.Diff(fwant, fgot); err != nil || d != "" {
-								t.Errorf("rank %d: %v all-reduction: %v %s", me, op, err, d)
-							}
-						}
-					}
-				})
-				if d := cmp.Diff(returnedAll(n), res); d != "" {
-					t.Errorf("(-want +got):\n%s", d)
-				}
-			})
-		})
+	for _, tree := range []string{"binomial", "hierarchical"} {
+		for _, n := range []int{1, 2, 3, 5, 8, 13} {
+			t.Run(fmt.Sprint(tree, "/", n), func(t *testing.T) { testBroadcastAndReduce(t, n, tree == "hierarchical") })
+		}
 	}
+}
+
+func testBroadcastAndReduce(t *testing.T, n int, hier bool) {
+	synctest.Test(t, func(t *testing.T) {
+		// Vector of rank r in step s: long enough to span two
+		// medium messages.
+		const elems = MaxMedium/8 + 5
+		vec := func(r, s int) []uint64 {
+			v := make([]uint64, elems)
+			for i := range v {
+				v[i] = uint64((r*7919+i*31+s)%1000) << (i % 50)
+			}
+			v[0] = math.MaxUint64 - uint64(r) // sums wrap
+			return v
+		}
+		fvec := func(r, s int) []float64 {
+			v := make([]float64, 17)
+			for i := range v {
+				v[i] = float64((r*131+i*7+s)%97) - 40 // integers: exact sums in any order
+			}
+			return v
+		}
+		blob := func(root, s int) []byte {
+			b := make([]byte, []int{0, 1, MaxMedium, 2*MaxMedium + 9}[(root+s)%4])
+			for i := range b {
+				b[i] = byte(root*13 + s + i)
+			}
+			return b
+		}
+		jn := memNet(amudptest.New(uint64(n), 0.1, 0.05, 100*time.Microsecond))
+		if hier {
+			jn.barrier = barrierHier
+		}
+		res, _ := runJob(t, n, jn, false, func(j *Job) {
+			me := j.Rank()
+			for s := range 3 { // the root's broadcasts run ahead
+				if me != 0 {
+					time.Sleep(10 * time.Millisecond)
+				}
+				got, err := j.Broadcast(0, blob(0, s))
+				if err != nil || !bytes.Equal(got, blob(0, s)) {
+					t.Errorf("rank %d: broadcast %d from 0: %d bytes, %v", me, s, len(got), err)
+				}
+			}
+			for root := range n {
+				s := root + 10
+				var data []byte
+				if me == root {
+					data = blob(root, s)
+				}
+				got, err := j.Broadcast(root, data)
+				if err != nil || !bytes.Equal(got, blob(root, s)) {
+					t.Errorf("rank %d: broadcast from %d: %d bytes, %v", me, root, len(got), err)
+				}
+				for _, op := range []Op{Sum, Min, Max} {
+					want, fwant := vec(0, s), fvec(0, s)
+					for r := 1; r < n; r++ {
+						for i, x := range vec(r, s) {
+							want[i] = map[Op]uint64{Sum: want[i] + x, Min: min(want[i], x), Max: max(want[i], x)}[op]
+						}
+						for i, x := range fvec(r, s) {
+							fwant[i] = map[Op]float64{Sum: fwant[i] + x, Min: min(fwant[i], x), Max: max(fwant[i], x)}[op]
+						}
+					}
+					got, err := j.ReduceUint64(root, op, vec(me, s))
+					if me != root {
+						want = nil
+					}
+					if err != nil || !cmp.Equal(got, want) {
+						t.Errorf("rank %d: %v reduction to %d: %v (%d elements)", me, op, root, err, len(got))
+					}
+					fgot, err := j.AllReduceFloat64(op, fvec(me, s))
+					if d := cmp.Diff(fwant, fgot); err != nil || d != "" {
+						t.Errorf("rank %d: %v all-reduction: %v %s", me, op, err, d)
+					}
+				}
+			}
+		})
+		if d := cmp.Diff(returnedAll(n), res); d != "" {
+			t.Errorf("(-want +got):\n%s", d)
+		}
+	})
 }
 
 // TestReduceDefinitions: the operators on the edge values, each against a
