@@ -121,11 +121,13 @@ func (j *Job) allGather(n uint64, data []byte) ([][]byte, error) {
 	return parts, nil
 }
 
-// treeAllGather runs all-gather number n where the ranks outnumber CPUs:
-// each rank's part, framed as a uvarint length and its bytes, goes up the
-// binomial tree to rank 0, every rank appending its children's frames to
-// its own (which puts them in rank order, see treeCall.reduce), and rank 0
-// broadcasts the whole down the same tree. Each all-gather is two numbered
+// treeAllGather runs all-gather number n where the ranks outnumber CPUs
+// or the barrier runs in two levels: each rank's part, framed as a uvarint
+// length and its bytes, goes up the binomial tree to rank 0, every rank
+// appending its children's frames to its own (which puts them in rank
+// order, see treeCall.reduce), and rank 0 broadcasts the whole down the
+// same tree. Over the two-level tree (j.leaders set, hierTree) the frames
+// come in another order, so each also names its rank. Each all-gather is two numbered
 // collectives of j.gat.tree. Bruck's algorithm needs ⌈log2 N⌉ rounds, each
 // of which may wake every rank; here most ranks wake twice, which on a
 // host with fewer cores than ranks is what costs (see DESIGN.md §7). j.gat.lock
@@ -135,7 +137,11 @@ func (j *Job) treeAllGather(n uint64, data []byte) ([][]byte, error) {
 	err := j.waitIn("all-gather", n, j.gat.index, func() error {
 		c := j.nextTreeCall(&j.gat.tree, 0)
 		c.kind = treeGather
-		own := varenc.AppendBytes(make([]byte, 0, binary.MaxVarintLen64+len(data)), data)
+		own := make([]byte, 0, 2*binary.MaxVarintLen64+len(data))
+		if j.leaders != nil { // the two-level tree: parts come in any order
+			own = varenc.AppendUint(own, uint64(j.rank))
+		}
+		own = varenc.AppendBytes(own, data)
 		b, err := c.reduce(own, func(acc, in []byte) ([]byte, error) { return append(acc, in...), nil })
 		if err != nil {
 			return err
@@ -150,9 +156,20 @@ func (j *Job) treeAllGather(n uint64, data []byte) ([][]byte, error) {
 	}
 	parts := make([][]byte, j.size)
 	dec := varenc.Decoder{B: all}
-	for r := range parts {
+	for i := range parts {
+		r := i
+		if j.leaders != nil {
+			if u := dec.Uint(); !dec.Bad && u < uint64(j.size) && parts[u] == nil {
+				r = int(u)
+			} else {
+				return nil, fmt.Errorf("malformed all-gather from rank 0: entry %d names no rank, or one twice", i)
+			}
+		}
 		if parts[r] = dec.Bytes(); dec.Bad {
 			return nil, fmt.Errorf("malformed all-gather from rank 0: the part of rank %d", r)
+		}
+		if parts[r] == nil && j.leaders != nil {
+			parts[r] = []byte{} // set: a second entry for r is refused
 		}
 	}
 	if len(dec.B) != 0 {

@@ -637,7 +637,8 @@ func TestFirstWait(t *testing.T) {
 
 // TestAllGatherOverAMs: all-gathers over active messages on 1 to 13
 // ranks, Bruck's (under the dissemination barrier) and over trees (under
-// AMTREE, as where ranks outnumber CPUs), under loss and duplication, with
+// AMTREE, as where ranks outnumber CPUs; and over the two-level tree, in
+// groups of three), under loss and duplication, with
 // parts of different sizes (empty, and past MaxMedium, so that a round
 // spans several messages), between broadcasts of the other sequence; every
 // rank gets every part, in rank order.
@@ -649,6 +650,7 @@ func TestAllGatherOverAMs(t *testing.T) {
 	}{
 		{"Bruck", barrierDissem, 1}, {"Bruck", barrierDissem, 3}, {"Bruck", barrierDissem, 5}, {"Bruck", barrierDissem, 8},
 		{"tree", barrierTree, 1}, {"tree", barrierTree, 2}, {"tree", barrierTree, 5}, {"tree", barrierTree, 8}, {"tree", barrierTree, 13},
+		{"hierarchical", barrierHier, 2}, {"hierarchical", barrierHier, 5}, {"hierarchical", barrierHier, 8}, {"hierarchical", barrierHier, 13},
 	} {
 		n := c.n
 		t.Run(fmt.Sprintf("%s/N=%d", c.name, n), func(t *testing.T) {

@@ -290,10 +290,10 @@ const hierRound = 16
 // edges returns this rank's parent (rank -1 at the root) and children,
 // in the order the reduction combines them (smallest subtree first): the
 // binomial tree rooted at c.root, or where the job's barrier is in two
-// levels (j.leaders set), the two-level tree of hierTree for broadcasts
-// and reductions (not for the all-gather, whose gather needs rank order).
+// levels (j.leaders set), the two-level tree of hierTree for broadcasts,
+// reductions and the tree all-gather (whose parts then name their ranks).
 func (c *treeCall) edges() (parent edge, children []edge) {
-	if c.j.leaders != nil && c.t == &c.j.tree {
+	if c.j.leaders != nil && (c.t == &c.j.tree || c.kind == treeGather) {
 		return hierTree(c.j.leaders, c.root, c.j.rank)
 	}
 	size := c.j.size
