@@ -68,7 +68,7 @@ type nbrhd struct {
 	paths []string
 
 	mu    sync.Mutex               // serialises mapping
-	views []atomic.Pointer[[]byte] // by rank; an empty slice: cannot be mapped
+	views []atomic.Pointer[[]byte] // by rank, once looked at; a nil slice: cannot be mapped
 
 	puts, gets atomic.Uint64 // Put and Get calls done by a copy
 }
@@ -143,13 +143,9 @@ func (n *nbrhd) view(rank int, size uint64) []byte {
 	if v := n.views[rank].Load(); v != nil {
 		return *v
 	}
-	mem, err := shmem.Map(n.paths[rank], int(size), int(size))
-	if err != nil {
-		mem = []byte{}
-	}
+	// nil when it cannot be mapped, which is remembered: the next look
+	// does not try again.
+	mem, _ := shmem.Map(n.paths[rank], int(size), int(size))
 	n.views[rank].Store(&mem)
-	if len(mem) == 0 {
-		return nil
-	}
 	return mem
 }

@@ -131,3 +131,19 @@ func TestHierTreeShape(t *testing.T) {
 		}
 	}
 }
+
+// TestNbrhdViewUnmappable: a group rank whose segment cannot be mapped has
+// no view, on the first look and on every later one (Put and Get then send
+// messages); a rank outside the group has none either.
+func TestNbrhdViewUnmappable(t *testing.T) {
+	var n nbrhd
+	n.group = []int{0, 1, 2}
+	n.setPaths([]string{"", "/proc/0/fd/999999", "/proc/0/fd/999998", "/proc/0/fd/3"})
+	for range 3 {
+		for r := range 4 {
+			if v := n.view(r, 4096); v != nil {
+				t.Fatalf("rank %d: a view of %d bytes, want nil", r, len(v))
+			}
+		}
+	}
+}
