@@ -2,7 +2,6 @@ package conduit
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,33 +113,14 @@ func (b *amBarrier) setAlgo(algo barrierAlgo, rank, size int) {
 }
 
 // setHier sets the hierarchical barrier (barrierHier) and rank's place in
-// its tree, given every rank's group leader (shmLeaders): a binomial tree
-// over the ranks of each group rooted at its leader, and a binomial tree
-// over the leaders rooted at rank 0. Before the job's first barrier.
+// its tree, given every rank's group leader (shmLeaders): the two-level
+// tree of hierTree rooted at rank 0, always a leader. Before the job's
+// first barrier.
 func (b *amBarrier) setHier(leaders []int, rank int) {
-	b.algo, b.parent, b.children = barrierHier, -1, nil
-	var heads, group []int // the leaders, and rank's group, in order
-	for r, l := range leaders {
-		if l == r {
-			heads = append(heads, r)
-		}
-		if l == leaders[rank] {
-			group = append(group, r)
-		}
-	}
-	if k, _ := slices.BinarySearch(group, rank); k > 0 {
-		b.parent = group[binomial.Parent(k)]
-	} else if i, _ := slices.BinarySearch(heads, rank); i > 0 {
-		b.parent = heads[binomial.Parent(i)]
-	}
-	if i, ok := slices.BinarySearch(heads, rank); ok {
-		for _, c := range binomial.Children(i, len(heads)) {
-			b.children = append(b.children, heads[c])
-		}
-	}
-	k, _ := slices.BinarySearch(group, rank)
-	for _, c := range binomial.Children(k, len(group)) {
-		b.children = append(b.children, group[c])
+	parent, children := hierTree(leaders, 0, rank)
+	b.algo, b.parent, b.children = barrierHier, parent.rank, nil
+	for _, c := range children {
+		b.children = append(b.children, c.rank)
 	}
 }
 
