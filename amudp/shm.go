@@ -125,7 +125,7 @@ func NewShared(udp Transport, size int) (*Shared, error) {
 
 // Inbox returns the path by which a process of this host opens this rank's
 // inbox.
-func (t *Shared) Inbox() string { return t.inbox.path }
+func (t *Shared) Inbox() string { return t.inbox.reg.Path() }
 
 // SetInboxes names the inboxes of the co-located peers, by their UDP
 // addresses. A datagram to any other address goes by UDP. It may be

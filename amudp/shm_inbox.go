@@ -11,7 +11,6 @@ import (
 // open so that peers can map it.
 type shmInbox struct {
 	reg  *shmem.Region
-	path string
 	ring *shmring.Ring
 }
 
@@ -28,7 +27,7 @@ func newShmInbox(size int) (*shmInbox, error) {
 		reg.Release()
 		return nil, fmt.Errorf("shared-memory inbox: %w", err)
 	}
-	return &shmInbox{reg: reg, path: reg.Path(), ring: r}, nil
+	return &shmInbox{reg: reg, ring: r}, nil
 }
 
 // close closes the descriptor, so that no peer maps the inbox from now
