@@ -127,8 +127,8 @@ func (j *Job) allGather(n uint64, data []byte) ([][]byte, error) {
 // appending its children's frames to its own (which puts them in rank
 // order, see treeCall.reduce), and rank 0 broadcasts the whole down the
 // same tree. Over the two-level tree (j.leaders set, hierTree) the frames
-// come in another order, so each also names its rank. Each all-gather is two numbered
-// collectives of j.gat.tree. Bruck's algorithm needs ⌈log2 N⌉ rounds, each
+// come in another order, so each also names its rank. Each all-gather is
+// two numbered collectives of j.gat.tree. Bruck's algorithm needs ⌈log2 N⌉ rounds, each
 // of which may wake every rank; here most ranks wake twice, which on a
 // host with fewer cores than ranks is what costs (see DESIGN.md §7). j.gat.lock
 // held.
@@ -154,22 +154,20 @@ func (j *Job) treeAllGather(n uint64, data []byte) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	parts := make([][]byte, j.size)
+	parts, seen := make([][]byte, j.size), make([]bool, j.size)
 	dec := varenc.Decoder{B: all}
 	for i := range parts {
 		r := i
-		if j.leaders != nil {
-			if u := dec.Uint(); !dec.Bad && u < uint64(j.size) && parts[u] == nil {
-				r = int(u)
-			} else {
+		if j.leaders != nil { // each part names its rank
+			u := dec.Uint()
+			if dec.Bad || u >= uint64(j.size) || seen[u] {
 				return nil, fmt.Errorf("malformed all-gather from rank 0: entry %d names no rank, or one twice", i)
 			}
+			r = int(u)
 		}
+		seen[r] = true
 		if parts[r] = dec.Bytes(); dec.Bad {
 			return nil, fmt.Errorf("malformed all-gather from rank 0: the part of rank %d", r)
-		}
-		if parts[r] == nil && j.leaders != nil {
-			parts[r] = []byte{} // set: a second entry for r is refused
 		}
 	}
 	if len(dec.B) != 0 {
