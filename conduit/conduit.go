@@ -300,9 +300,8 @@ func start() (*Job, int, error) {
 	// Ranks of one host exchange datagrams through shared memory
 	// (amudp.Shared) unless GASNET_SUPERNODE_MAXSIZE=1; a host without
 	// memfd uses UDP alone. A worker that the L spawner started on a
-	// crowded host makes no inbox (spawn.SharesMemory would release it):
-	// on 1024 workers of 2 CPUs, making and releasing one cost hello some
-	// 5% of its time.
+	// crowded host makes no inbox: spawn.SharesMemory would have it
+	// release the inbox after Join (DESIGN.md §6a).
 	var tr amudp.Transport = udp
 	var shared *amudp.Shared
 	var shmWhy string

@@ -29,8 +29,7 @@ type Table struct {
 // where an inbox is a uvarint form: 0 none; 1 a /proc/PID/fd/FD path as
 // uvarint PID, uvarint FD; 2 any other path as uvarint length, bytes.
 // A job's ranks share a few hosts, so each rank costs its address and five
-// to seven bytes: the paths, spelt out, doubled the table and slowed
-// hello 1024 by a sixth on a 2-CPU host.
+// to seven bytes; spelt out, the paths about doubled the table.
 const tableVersion = 3
 
 // The forms of an inbox in the table.
