@@ -91,7 +91,8 @@ type Shared struct {
 // a whole round trip through the inbox, and a co-located peer's datagram
 // comes by UDP only when its inbox was full. Datagrams from other hosts
 // wait at most udpEvery-1 looks at the inbox; a read that finds one keeps
-// Recv reading the socket every time, and Wait blocks on it as before.
+// Recv reading the socket every time, and so does the first Recv after a
+// Wait, which blocks on the socket as before.
 const udpEvery = 8
 
 // udpEveryShared replaces udpEvery when every peer shares memory with this
@@ -246,6 +247,9 @@ func (t *Shared) Recv(b []byte) (int, netip.AddrPort, error) {
 // Wait blocks until the inbox or the UDP socket may hold a datagram, Wake
 // is called, or timeout passes.
 func (t *Shared) Wait(timeout time.Duration) error {
+	// Whatever wakes the rank, the next Recv reads the socket: what woke
+	// it may be there (udpEvery).
+	t.udpSkip = 0
 	r := t.inbox.ring
 	if !r.Empty() {
 		return nil

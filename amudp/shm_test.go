@@ -3,6 +3,7 @@ package amudp
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"sync/atomic"
 	"testing"
@@ -284,5 +285,39 @@ func TestInboxSize(t *testing.T) {
 		if held := got / shmring.RecordSize(addrLen+MaxDatagram); held < max(c.depth, 4) || shmring.MaxRecord(got) < addrLen+MaxDatagram {
 			t.Errorf("an inbox of %d bytes holds %d datagrams of the largest size (depth %d), takes records up to %d", got, held, c.depth, shmring.MaxRecord(got))
 		}
+	}
+}
+
+// TestSharedReadsSocketAfterWait: Recv leaves out reads of an empty UDP
+// socket while the inbox is empty, but not after Wait: a datagram that
+// woke the rank is read by the first Recv that follows.
+func TestSharedReadsSocketAfterWait(t *testing.T) {
+	u, err := ListenUDP(loopback, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewShared(u, DefaultInbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.SetAllShared(true)
+	raw, err := ListenUDP(loopback, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	buf := make([]byte, MaxDatagram)
+	if _, _, err := s.Recv(buf); !errors.Is(err, ErrNoData) {
+		t.Fatalf("Recv of nothing: %v", err)
+	}
+	if err := raw.Send([]byte("a datagram"), s.LocalAddr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Wait(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := s.Recv(buf); err != nil || string(buf[:n]) != "a datagram" {
+		t.Fatalf("the first Recv after Wait: %q, %v", buf[:n], err)
 	}
 }
