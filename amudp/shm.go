@@ -84,6 +84,11 @@ type Shared struct {
 	// SetAllShared(true), udpEveryShared.
 	udpSkip   int
 	udpPeriod atomic.Int32
+
+	// notes is the inbox's count of Notify calls as the last Recv that
+	// found the inbox empty saw it: Wait does not sleep when it has grown
+	// since (the poller alone uses it).
+	notes uint64
 }
 
 // udpEvery is how often, in polls of an empty inbox, Recv reads the UDP
@@ -229,6 +234,7 @@ func (t *Shared) Recv(b []byte) (int, netip.AddrPort, error) {
 			t.shmRecv.Add(1)
 			return n, from, nil
 		}
+		t.notes = t.inbox.ring.Notes()
 		if t.udpSkip > 0 {
 			t.udpSkip--
 			return 0, netip.AddrPort{}, ErrNoData
@@ -256,10 +262,48 @@ func (t *Shared) Wait(timeout time.Duration) error {
 	}
 	r.SetSleeping(true)
 	defer r.SetSleeping(false)
-	if !r.Empty() {
+	if !r.Empty() || r.Notes() != t.notes {
 		return nil
 	}
 	return t.udp.Wait(timeout)
+}
+
+// Area returns the area of shared words (shmring.AreaSize bytes, zero at
+// first, 8-aligned) in the inbox of the co-located peer at to, mapping it
+// on first use, or in this rank's own inbox when to is its own address;
+// nil when to shares no memory with this rank (SetInboxes) or its inbox
+// cannot be mapped. Ranks of a group lay out their collectives' words
+// there and access them with sync/atomic; Notify wakes a rank that waits
+// for a word to change.
+func (t *Shared) Area(to netip.AddrPort) []byte {
+	if to == t.udp.LocalAddr() {
+		return t.inbox.ring.Area()
+	}
+	p := (*t.peers.Load())[to]
+	if p == nil {
+		return nil
+	}
+	if r := t.ring(p); r != nil {
+		return r.Area()
+	}
+	return nil
+}
+
+// Notify tells the co-located peer at to that a word it may wait for has
+// changed (see Area): a peer asleep in Wait, or about to sleep, wakes. Call
+// it after the change. It does nothing for a peer that shares no memory
+// with this rank.
+func (t *Shared) Notify(to netip.AddrPort) error {
+	p := (*t.peers.Load())[to]
+	if p == nil {
+		return nil
+	}
+	r := t.ring(p)
+	if r == nil || !r.Note() {
+		return nil
+	}
+	t.doorbells.Add(1)
+	return t.udp.Send(doorbell, to)
 }
 
 // Wake makes a current or the next Wait return.

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/shmring"
 )
@@ -319,5 +320,82 @@ func TestSharedReadsSocketAfterWait(t *testing.T) {
 	}
 	if n, _, err := s.Recv(buf); err != nil || string(buf[:n]) != "a datagram" {
 		t.Fatalf("the first Recv after Wait: %q, %v", buf[:n], err)
+	}
+}
+
+// TestSharedAreaAndNotify: a rank sees the words a co-located peer stores
+// into its area (Area of its own address and of the peer's are the same
+// memory), and a Notify after the store is never missed: made while the
+// peer sleeps in Wait, it wakes it; made between the peer's last empty
+// Recv and its Wait, that Wait does not sleep. Without a Notify, Wait
+// sleeps until its timeout.
+func TestSharedAreaAndNotify(t *testing.T) {
+	var ss [2]*Shared
+	for i := range ss {
+		u, err := ListenUDP(loopback, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ss[i], err = NewShared(u, DefaultInbox); err != nil {
+			t.Fatal(err)
+		}
+		defer ss[i].Close()
+	}
+	inboxes := map[netip.AddrPort]string{ss[0].LocalAddr(): ss[0].Inbox(), ss[1].LocalAddr(): ss[1].Inbox()}
+	for _, s := range ss {
+		s.SetInboxes(inboxes)
+	}
+	own, seen := ss[1].Area(ss[1].LocalAddr()), ss[0].Area(ss[1].LocalAddr())
+	if len(own) != shmring.AreaSize || len(seen) != shmring.AreaSize {
+		t.Fatalf("areas of %d and %d bytes, want %d", len(own), len(seen), shmring.AreaSize)
+	}
+	if stranger := netip.MustParseAddrPort("127.0.0.1:9"); ss[0].Area(stranger) != nil || ss[0].Notify(stranger) != nil {
+		t.Errorf("a rank that shares no memory has an area, or Notify fails for it")
+	}
+	word := func(b []byte) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&b[64])) }
+	buf := make([]byte, MaxDatagram)
+	emptyRecv := func() {
+		if _, _, err := ss[1].Recv(buf); !errors.Is(err, ErrNoData) {
+			t.Fatalf("Recv of nothing: %v", err)
+		}
+	}
+
+	// A Notify between the last empty Recv and Wait.
+	emptyRecv()
+	word(seen).Store(1)
+	if err := ss[0].Notify(ss[1].LocalAddr()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := ss[1].Wait(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second || word(own).Load() != 1 {
+		t.Errorf("Wait after a Notify slept %v and sees the word %d, want no sleep and 1", d, word(own).Load())
+	}
+
+	// A Notify while the peer sleeps.
+	emptyRecv()
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		word(seen).Store(2)
+		ss[0].Notify(ss[1].LocalAddr())
+	}()
+	start = time.Now()
+	if err := ss[1].Wait(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second || word(own).Load() != 2 {
+		t.Errorf("Wait woken by a Notify slept %v and sees the word %d, want 50ms and 2", d, word(own).Load())
+	}
+
+	// No Notify: the timeout.
+	emptyRecv()
+	start = time.Now()
+	if err := ss[1].Wait(100 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Errorf("Wait with nothing to wake it returned after %v, before its timeout", d)
 	}
 }

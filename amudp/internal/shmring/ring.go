@@ -28,15 +28,21 @@ import (
 	"unsafe"
 )
 
-// Layout of the header: each field that more than one process writes has
-// a cache line of its own.
+// Layout of the header, four pages: each field that more than one process
+// writes has a cache line of its own, and the rest of the page, from
+// offArea, is the area of its owner's choosing (Area).
 const (
-	HeaderSize = 256
+	HeaderSize = 16384
 	offMagic   = 0
 	offCap     = 8
 	offTail    = 64
 	offHead    = 128
 	offSleep   = 192
+	offNotes   = 200
+	offArea    = 256
+
+	// AreaSize is the size of Area.
+	AreaSize = HeaderSize - offArea
 
 	magic     = 0x676e697263706475 // "udpcring", little-endian
 	recHeader = 16                 // commit word, length, kind
@@ -61,6 +67,8 @@ type Ring struct {
 	tail  *atomic.Uint64
 	head  *atomic.Uint64
 	sleep *atomic.Uint32
+	notes *atomic.Uint64
+	area  []byte
 	// next is the consumer's record size at the head, set by Peek and used
 	// by Advance.
 	next uint64
@@ -106,6 +114,8 @@ func open(mem []byte, c int) *Ring {
 		tail:  word(mem, offTail),
 		head:  word(mem, offHead),
 		sleep: (*atomic.Uint32)(unsafe.Pointer(&mem[offSleep])),
+		notes: word(mem, offNotes),
+		area:  mem[offArea:HeaderSize:HeaderSize],
 	}
 }
 
@@ -223,3 +233,20 @@ func (r *Ring) SetSleeping(on bool) {
 
 // Sleeping reports whether the consumer asked to be woken.
 func (r *Ring) Sleeping() bool { return r.sleep.Load() != 0 }
+
+// Note counts one change, in memory the consumer may be waiting on, that
+// is not a record (Notes), and reports whether the consumer asked to be
+// woken (Sleeping): a consumer that marks itself asleep and then finds
+// Notes unchanged cannot miss a Note that the caller made after its change.
+func (r *Ring) Note() bool {
+	r.notes.Add(1)
+	return r.Sleeping()
+}
+
+// Notes returns the count of Note calls so far.
+func (r *Ring) Notes() uint64 { return r.notes.Load() }
+
+// Area returns the AreaSize bytes of the header that the ring leaves to
+// its users, zero when Format made it, 8-aligned: words that the ranks
+// sharing the ring read and write with sync/atomic.
+func (r *Ring) Area() []byte { return r.area }

@@ -223,3 +223,47 @@ func FuzzPeek(f *testing.F) {
 		}
 	})
 }
+
+// TestAreaAndNotes: Format zeroes the area, which lies after the ring's
+// own words and before its records: what a user stores there, another
+// view of the region (Open) sees, and records pushed and popped leave it
+// as it was. Note counts, and reports whether the consumer sleeps.
+func TestAreaAndNotes(t *testing.T) {
+	mem := make([]byte, Size(MinCapacity))
+	for i := range mem {
+		mem[i] = 0xff
+	}
+	r, err := Format(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := r.Area()
+	if len(a) != AreaSize || !bytes.Equal(a, make([]byte, AreaSize)) {
+		t.Fatalf("area of %d bytes after Format, not all zero", len(a))
+	}
+	for i := range a {
+		a[i] = byte(i)
+	}
+	for i := range 3 * MinCapacity / 64 {
+		if !r.Push([]byte{byte(i)}, make([]byte, 40)) {
+			t.Fatalf("Push %d refused", i)
+		}
+		pop(t, r)
+	}
+	o, err := Open(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range o.Area() {
+		if b != byte(i) {
+			t.Fatalf("area byte %d is %d after traffic, seen through Open; want %d", i, b, byte(i))
+		}
+	}
+	if r.Notes() != 0 || o.Note() || r.Notes() != 1 {
+		t.Errorf("notes %d after one Note; or Note says a consumer that never slept sleeps", r.Notes())
+	}
+	r.SetSleeping(true)
+	if !o.Note() || r.Notes() != 2 {
+		t.Errorf("Note does not see the sleeping consumer, or does not count")
+	}
+}
