@@ -48,6 +48,10 @@ func InboxSize(depth int) int {
 	return size
 }
 
+// AreaSize is the size of the area of shared words in each inbox
+// (Shared.Area).
+const AreaSize = shmring.AreaSize
+
 // MaxInbox bounds an inbox's size.
 const MaxInbox = 1 << 30
 

@@ -52,6 +52,11 @@ const (
 	// their messages through shared memory, and the leaders, one per
 	// group, in a binomial tree among themselves over UDP.
 	barrierHier
+	// barrierWords (GASNET_PSHM_BARRIER_HIER, where ranks share memory):
+	// the ranks of each shared-memory group gather at its leader on
+	// shared words (words), and the leaders, one per group, in a binomial
+	// tree among themselves over active messages.
+	barrierWords
 )
 
 // barrierNames are GASNET_BARRIER's values as validated, by algorithm.
@@ -83,8 +88,12 @@ type amBarrier struct {
 
 	index    [2]uint64 // Job.calls of the barrier of each parity; under mu
 	algo     barrierAlgo
-	parent   int   // in the gather/release tree; -1 at its root
-	children []int // in the gather/release tree
+	parent   int    // in the gather/release tree; -1 at its root
+	children []int  // in the gather/release tree
+	words    *words // the group's phase, for barrierWords
+	// bruck says that all-gathers over active messages run Bruck's
+	// algorithm (treeAllGather otherwise).
+	bruck bool
 
 	mu        chanMutex // one barrier at a time on this rank; guards completed and gathered
 	completed uint64    // the last barrier this rank completed
@@ -94,7 +103,7 @@ type amBarrier struct {
 // setAlgo sets the algorithm and, for the gather/release barriers, this
 // rank's place in their tree. Before the job's first barrier.
 func (b *amBarrier) setAlgo(algo barrierAlgo, rank, size int) {
-	b.algo, b.parent, b.children = algo, -1, nil
+	b.algo, b.parent, b.children, b.bruck = algo, -1, nil, algo == barrierDissem
 	switch algo {
 	case barrierTree:
 		if rank > 0 {
@@ -118,7 +127,7 @@ func (b *amBarrier) setAlgo(algo barrierAlgo, rank, size int) {
 // first barrier.
 func (b *amBarrier) setHier(leaders []int, rank int) {
 	parent, children := hierTree(leaders, 0, rank)
-	b.algo, b.parent, b.children = barrierHier, parent.rank, nil
+	b.algo, b.parent, b.children, b.bruck = barrierHier, parent.rank, nil, false
 	for _, c := range children {
 		b.children = append(b.children, c.rank)
 	}
@@ -138,6 +147,16 @@ func hierarchical(leaders []int) bool {
 		}
 	}
 	return shared && groups > 1
+}
+
+// sharing reports whether some shared-memory group has two ranks or more.
+func sharing(leaders []int) bool {
+	for r, l := range leaders {
+		if l != r {
+			return true
+		}
+	}
+	return false
 }
 
 // answered counts the replies to a collective's own messages, by the
@@ -220,6 +239,9 @@ func (j *Job) enterLocked() (uint64, error) {
 	if j.size == 1 {
 		return e, nil
 	}
+	if w := b.words; w != nil && w.dissem {
+		return e, w.post(&syncBarrier, 0, e)
+	}
 	if b.algo != barrierDissem {
 		return e, j.gatherLocked(e, false)
 	}
@@ -230,6 +252,9 @@ func (j *Job) enterLocked() (uint64, error) {
 func (j *Job) completeLocked(e uint64) error {
 	b := &j.bar
 	err := j.waitIn("barrier", e, b.index[e&1], func() error {
+		if w := b.words; w != nil && w.dissem {
+			return j.disseminate(w, &syncBarrier, e, true)
+		}
 		if b.algo == barrierDissem {
 			return j.disseminateLocked(e)
 		}
@@ -272,6 +297,25 @@ func (j *Job) gatherLocked(e uint64, wait bool) error {
 	if b.gathered {
 		return nil
 	}
+	if w := b.words; w != nil {
+		// The group first, on its words: a member arrives there, once,
+		// and is done; the leader goes on once its members have arrived.
+		if _, err := w.area(0); err != nil {
+			return err
+		}
+		if !w.leads() {
+			b.gathered = true
+			return w.arrive(&syncBarrier, e)
+		}
+		ok := func() bool { return w.arrived(&syncBarrier, e) }
+		if wait {
+			if err := j.wordWait(w, ok); err != nil {
+				return err
+			}
+		} else if !ok() {
+			return nil
+		}
+	}
 	c, want := &b.heard[e&1][roundArrive], uint32(len(b.children))
 	if wait {
 		if err := j.collWait(func() bool { return c.Load() >= want }); err != nil {
@@ -298,6 +342,10 @@ func (j *Job) gatherReleaseLocked(e uint64) error {
 	if err := j.gatherLocked(e, true); err != nil {
 		return err
 	}
+	w := b.words
+	if w != nil && !w.leads() {
+		return j.wordWait(w, func() bool { return w.released(&syncBarrier, e) })
+	}
 	sent := len(b.children)
 	if b.parent >= 0 {
 		sent++
@@ -309,6 +357,11 @@ func (j *Job) gatherReleaseLocked(e uint64) error {
 	}
 	for _, c := range b.children {
 		if err := j.ep.RequestShort(c, hBarrier, uint32(e), roundRelease); err != nil {
+			return err
+		}
+	}
+	if w != nil {
+		if err := w.release(&syncBarrier, e); err != nil {
 			return err
 		}
 	}
@@ -356,27 +409,106 @@ func (j *Job) waitInColl(c spawn.Coll, wait func() error) error {
 	if j.hangWarn <= 0 {
 		return wait()
 	}
-	var mu sync.Mutex
-	reported, done := false, false
-	t := time.AfterFunc(j.hangWarn/2, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !done {
-			reported = true
-			c.In = true
-			j.ctl.Report(c)
-		}
-	})
+	i := j.watch.enter(c, j.hangWarn, j.ctl.Report)
 	err := wait()
-	t.Stop()
-	mu.Lock()
-	done = true
-	if reported {
-		c.In = false
-		j.ctl.Report(c)
-	}
-	mu.Unlock()
+	j.watch.leave(i)
 	return err
+}
+
+// hangWatch finds the collectives that a rank has waited in for longer
+// than half of GASNET_HANG_WARN, and reports them (see waitIn). One timer
+// looks at the waits in progress every quarter of GASNET_HANG_WARN while
+// there are any, so that a wait costs no timer of its own: a wait is
+// reported between half and three quarters of GASNET_HANG_WARN after it
+// began. A rank waits in at most one collective of each lock at once
+// (barrier, all-gather, the others), hence the three slots.
+type hangWatch struct {
+	mu     sync.Mutex
+	waits  [3]hangWait
+	timer  *time.Timer
+	armed  bool
+	period time.Duration
+	report func(spawn.Coll) error
+}
+
+// hangWait is a wait in progress in one slot of a hangWatch.
+type hangWait struct {
+	c        spawn.Coll
+	since    time.Time
+	active   bool
+	reported bool
+}
+
+// watchSlot is the slot of the collectives of kind, by the lock that
+// serialises them on a rank.
+func watchSlot(kind string) int {
+	switch kind {
+	case "barrier":
+		return 0
+	case "all-gather":
+		return 1
+	}
+	return 2
+}
+
+// enter records a wait in collective c, and returns its slot.
+func (h *hangWatch) enter(c spawn.Coll, warn time.Duration, report func(spawn.Coll) error) int {
+	i := watchSlot(c.Kind)
+	now := time.Now()
+	h.mu.Lock()
+	h.waits[i] = hangWait{c: c, since: now, active: true}
+	if !h.armed {
+		h.armed, h.period, h.report = true, warn/4, report
+		if h.timer == nil {
+			h.timer = time.AfterFunc(h.period, h.check)
+		} else {
+			h.timer.Reset(h.period)
+		}
+	}
+	h.mu.Unlock()
+	return i
+}
+
+// leave ends the wait in slot i, telling the console when it was reported.
+func (h *hangWatch) leave(i int) {
+	h.mu.Lock()
+	w := h.waits[i]
+	h.waits[i].active = false
+	h.mu.Unlock()
+	if w.reported {
+		w.c.In = false
+		h.report(w.c)
+	}
+}
+
+// check reports the waits that have lasted two periods, and runs again a
+// period later while any wait is in progress.
+func (h *hangWatch) check() {
+	var due []spawn.Coll
+	h.mu.Lock()
+	busy := false
+	for i := range h.waits {
+		w := &h.waits[i]
+		if !w.active {
+			continue
+		}
+		busy = true
+		if !w.reported && time.Since(w.since) >= 2*h.period {
+			w.reported = true
+			c := w.c
+			c.In = true
+			due = append(due, c)
+		}
+	}
+	h.armed = busy
+	if busy {
+		h.timer.Reset(h.period)
+	}
+	report := h.report
+	h.mu.Unlock()
+	for _, c := range due {
+		report(c)
+	}
 }
 
 // barrierError wraps a failed barrier's error with its number.

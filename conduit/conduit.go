@@ -409,21 +409,23 @@ func start() (*Job, int, error) {
 	}
 	j.setHosts(w.Hosts())
 	leaders := shmLeaders(w.Hosts(), w.Inboxes(), cfg.SupernodeMax)
-	// The barrier: in two levels where ranks of several hosts share
-	// memory (the same choice on every rank, made from the same table),
-	// before this rank enters one.
-	if cfg.PSHMBarrierHier && cfg.Barrier == "" && hierarchical(leaders) {
+	// The barrier: in two levels where ranks share memory (the same
+	// choice on every rank, made from the same table), before this rank
+	// enters one.
+	pshm := cfg.PSHMBarrierHier && cfg.Barrier == ""
+	if pshm && hierarchical(leaders) {
+		// Broadcasts, reductions and all-gathers over the two-level
+		// tree; the barrier is set below.
 		j.bar.setHier(leaders, w.Rank())
 		j.leaders = leaders
-		barrierWhy = "barrier hierarchical: the ranks of each shared-memory group gather at its leader through shared memory, the leaders among themselves (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
 	}
-	say(barrierWhy)
+	group := shmGroup(leaders, w.Rank())
+	var gw *words
 	if shared != nil {
 		all, err := w.Addrs()
 		if err != nil {
 			return nil, 1, err
 		}
-		group := shmGroup(leaders, w.Rank())
 		inboxes := make(map[netip.AddrPort]string, len(group))
 		for _, r := range group {
 			inboxes[all[r]] = w.Inboxes()[r]
@@ -432,9 +434,27 @@ func start() (*Job, int, error) {
 		shared.SetAllShared(len(group) == w.Size())
 		j.nb.group = group
 		ep.SetPeerSegments(j.peerView)
+		if len(group) > 1 {
+			gw = newWords(shared, all, group, w.Rank())
+			gw.yield = polite
+		}
 		say(fmt.Sprintf("shared memory among the ranks of a host, in groups of %s (GASNET_SUPERNODE_MAXSIZE): rank 0 shares it with %d of its host's %d ranks; an inbox of %d KiB per rank",
 			groupSize(cfg.SupernodeMax), len(group)-1, len(j.hostRank), amudp.InboxSize(cfg.PSHMDepth)>>10))
 	}
+	if pshm && sharing(leaders) {
+		j.setWords(gw, leaders)
+		switch {
+		case gw != nil && gw.dissem:
+			barrierWhy = "barrier on shared words, by dissemination: every rank shares memory with every other, and they fit their host's CPUs"
+		default:
+			barrierWhy = "barrier on shared words, gathered and released: the ranks of each shared-memory group gather at its leader and are released by it through words in shared memory, and the leaders, one per group, over a binomial tree among themselves"
+		}
+		if polite {
+			barrierWhy += fmt.Sprintf("; a waiting rank yields its CPU to the host's other ranks for up to %v before it sleeps", yieldFor)
+		}
+		barrierWhy += " (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
+	}
+	say(barrierWhy)
 	if cfg.RcvThread {
 		go progress(ep)
 	}

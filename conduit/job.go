@@ -60,6 +60,7 @@ type Job struct {
 	gat        amGather
 	tree       amTree
 	hangWarn   time.Duration // GASNET_HANG_WARN (see waitIn); 0: never report
+	watch      hangWatch
 	onReturned atomic.Pointer[defaultReturnedFn]
 }
 
@@ -466,11 +467,17 @@ func (j *Job) nextBarrier() uint64 {
 // request it sent has been answered, so every request sent anywhere before
 // the barrier has run when it completes, and what those handlers did on
 // this rank (a Put's data written into the segment, say) happens before
-// Barrier returns. It runs over active messages among the ranks, without
-// the console (DESIGN.md §7): by default in ⌈log2 N⌉ rounds of one message
-// each (a dissemination barrier), or, when some host has more ranks than
-// CPUs, gathered up and released down a binomial tree, where most ranks
-// wake once or twice instead of once per round; GASNET_BARRIER chooses.
+// Barrier returns. It runs without the console (DESIGN.md §7). Where
+// ranks share memory (GASNET_PSHM_BARRIER_HIER, on by default), each
+// shared-memory group synchronises on words in shared memory: by
+// dissemination when the job is one group whose ranks fit the host's
+// CPUs, else gathered at the group's leader and released by it, the
+// leaders, one per group, exchanging active messages over a binomial tree.
+// Otherwise it runs over active messages among the ranks: by default in
+// ⌈log2 N⌉ rounds of one message each (a dissemination barrier), or, when
+// some host has more ranks than CPUs, gathered up and released down a
+// binomial tree, where most ranks wake once or twice instead of once per
+// round; GASNET_BARRIER chooses (and, set, turns the words off).
 func (j *Job) Barrier() error {
 	j.enter()
 	b := &j.bar
@@ -485,13 +492,17 @@ func (j *Job) Barrier() error {
 
 // AllGather contributes data and returns every rank's contribution, indexed
 // by rank. Concurrent calls of one rank's goroutines run one after another.
-// It runs over active messages among the ranks, without the console:
-// Bruck's algorithm (⌈log2 N⌉ rounds, N−1 parts received in all), or,
-// where the barrier in force is AMTREE or AMCENTRAL (by default, when some
-// host has more ranks than CPUs), a gather to rank 0 up Broadcast's
-// binomial tree and a broadcast of the whole back down it, where most ranks
-// wake twice instead of once per round. As for Barrier, a rank enters once
-// every request it sent has been answered.
+// In a job whose ranks all share memory (one group, see Barrier), each
+// rank writes its part into a slot of its own in shared memory and reads
+// the others' after a synchronisation on shared words, where every part
+// fits its slot (1648 bytes). Otherwise it runs over active messages
+// among the ranks, without the console: Bruck's algorithm (⌈log2 N⌉
+// rounds, N−1 parts received in all), or, where the barrier in force is
+// AMTREE or AMCENTRAL (by default, when some host has more ranks than
+// CPUs) or runs in two levels, a gather to rank 0 up Broadcast's tree and
+// a broadcast of the whole back down it, where most ranks wake twice
+// instead of once per round. As for Barrier, a rank enters once every
+// request it sent has been answered.
 func (j *Job) AllGather(data []byte) ([][]byte, error) {
 	j.enter()
 	j.gat.lock.Lock()
@@ -502,9 +513,19 @@ func (j *Job) AllGather(data []byte) ([][]byte, error) {
 	j.gat.n++
 	j.gat.index = j.calls.Add(1)
 	n := j.gat.n
+	if w := j.bar.words; w != nil && w.whole {
+		parts, ok, err := j.wordAllGather(w, n, data)
+		if err != nil {
+			return nil, j.done(fmt.Errorf("all-gather %d: %w", n, err))
+		}
+		if ok {
+			j.ep.Fence()
+			return parts, nil
+		}
+	}
 	var parts [][]byte
 	var err error
-	if j.bar.algo == barrierDissem {
+	if j.bar.bruck {
 		parts, err = j.allGather(n, data)
 	} else {
 		parts, err = j.treeAllGather(n, data)

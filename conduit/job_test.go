@@ -47,8 +47,15 @@ type jobNet struct {
 // loopbackShared is loopbackUDP with the ranks sharing memory, as the
 // ranks of one host do: amudp.Shared transports that know each other's
 // inboxes, and one group, so that Attach puts the segments in shared
-// memory and Put, Get and Long reach them by a copy.
-func loopbackShared(t *testing.T) jobNet {
+// memory, Put, Get and Long reach them by a copy, and the barrier and the
+// all-gather synchronise on shared words (by dissemination).
+func loopbackShared(t *testing.T) jobNet { return loopbackGroups(t, 0, false) }
+
+// loopbackGroups is loopbackShared with groups of size consecutive ranks
+// (0: one group of all), as on hosts of size ranks each, where the
+// barrier runs in two levels; crowded, as on hosts with more ranks than
+// CPUs: the groups gather and release, and waiting ranks yield the CPU.
+func loopbackGroups(t *testing.T, size int, crowded bool) jobNet {
 	var shared []*amudp.Shared
 	jn := loopbackUDP
 	jn.listen = func(int) (amudp.Transport, error) {
@@ -65,18 +72,40 @@ func loopbackShared(t *testing.T) jobNet {
 		return s, nil
 	}
 	jn.setup = func(lj *localJob) {
-		inboxes := map[netip.AddrPort]string{}
-		for _, s := range shared {
-			inboxes[s.LocalAddr()] = s.Inbox()
+		n := len(lj.jobs)
+		leaders := make([]int, n)
+		addrs := make([]netip.AddrPort, n)
+		for r := range leaders {
+			if size > 0 {
+				leaders[r] = r - r%size
+			}
+			addrs[r] = shared[r].LocalAddr()
 		}
 		for r, j := range lj.jobs {
-			shared[r].SetInboxes(inboxes)
-			shared[r].SetAllShared(true)
-			j.nb.group = make([]int, len(lj.jobs))
-			for i := range j.nb.group {
-				j.nb.group[i] = i
+			group := shmGroup(leaders, r)
+			inboxes := map[netip.AddrPort]string{}
+			for _, g := range group {
+				inboxes[addrs[g]] = shared[g].Inbox()
 			}
+			shared[r].SetInboxes(inboxes)
+			shared[r].SetAllShared(len(group) == n)
+			j.nb.group = group
 			j.ep.SetPeerSegments(j.peerView)
+			if crowded {
+				j.bar.setAlgo(barrierTree, r, n)
+			}
+			if hierarchical(leaders) {
+				j.bar.setHier(leaders, r)
+				j.leaders = leaders
+			}
+			var w *words
+			if len(group) > 1 {
+				w = newWords(shared[r], addrs, group, r)
+				w.yield = crowded
+			}
+			if sharing(leaders) {
+				j.setWords(w, leaders)
+			}
 		}
 	}
 	return jn

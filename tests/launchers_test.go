@@ -383,15 +383,16 @@ func checkSecretOffCommandLines(t *testing.T, marker string) {
 // (--bind-to core: one CPU in each rank's mask) on a host with a core per
 // rank are not judged crowded, since the console counts the union of the
 // ranks' masks: they spin, keep their GOMAXPROCS and use the dissemination
-// barrier. Ranks all confined to one CPU (taskset -c 0, which the workers
-// inherit) are crowded. This machine has 2 CPUs.
+// barrier (on shared words: they share memory). Ranks all confined to one
+// CPU (taskset -c 0, which the workers inherit) are crowded. This machine
+// has 2 CPUs.
 func TestBoundRanksAreNotCrowded(t *testing.T) {
 	needCommand("mpirun.openmpi", "openmpi-bin")(t)
 	needCommand("taskset", "util-linux")(t)
 	mpi := launchers[1]
 	mpi.template = "mpirun.openmpi --bind-to core -np %N %C"
 	r := mpi.run(t, t.Name(), []string{"GASNET_VERBOSEENV=1"}, "hello", "2")
-	for _, want := range []string{"rank 0: blocking waits spin 100µs before they sleep (2 ranks on this host's 2 CPUs)", "rank 0: barrier AMDISSEM"} {
+	for _, want := range []string{"rank 0: blocking waits spin 100µs before they sleep (2 ranks on this host's 2 CPUs)", "rank 0: barrier on shared words, by dissemination"} {
 		if r.code != 0 || !strings.Contains(r.stderr, want) {
 			t.Errorf("mpirun --bind-to core: exit %d, want 0 and %q in stderr:\n%s", r.code, want, r.stderr)
 		}
@@ -403,7 +404,7 @@ func TestBoundRanksAreNotCrowded(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "taskset", "-c", "0", filepath.Join(bin, "hello"), "2")
 	r = runCmd(t, ctx, cmd, t.Name()+"taskset", []string{"GASNET_SPAWNFN=L", "GASNET_VERBOSEENV=1"}, "hello", []string{"2"})
-	for _, want := range []string{"rank 0: polite progress: 2 ranks share this host's 1 CPUs", "rank 0: GOMAXPROCS=1", "rank 0: barrier AMTREE"} {
+	for _, want := range []string{"rank 0: polite progress: 2 ranks share this host's 1 CPUs", "rank 0: GOMAXPROCS=1", "rank 0: " + crowdedBarrier()} {
 		if r.code != 0 || !strings.Contains(r.stderr, want) {
 			t.Errorf("taskset -c 0: exit %d, want 0 and %q in stderr:\n%s", r.code, want, r.stderr)
 		}

@@ -1,0 +1,445 @@
+package conduit
+
+// This file is the collectives' phase within a shared-memory group on
+// shared words, as GASNet's PSHM barrier: no message, no queue, a store
+// that the other ranks of the host load.
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/spawn/binomial"
+)
+
+// groupSync is a kind of synchronisation of a group (barrier, all-gather):
+// where its words lie in a rank's area.
+type groupSync struct {
+	arrive  int // the leader's count of its members' arrivals
+	release int // the leader's number of the last one released
+	rounds  int // a rank's words of the dissemination, one per round
+}
+
+// Layout of a rank's area (amudp.Shared.Area): the words that several
+// ranks write each on a cache line of its own, the dissemination's, which
+// their owner alone writes, packed; then the all-gather's slots.
+var (
+	syncBarrier = groupSync{0, 64, 256}
+	syncGather  = groupSync{128, 192, 256 + 8*maxGroupRounds}
+)
+
+const (
+	// maxGroupRounds bounds the rounds of a dissemination within a
+	// group: groups of up to 2^16 ranks.
+	maxGroupRounds = 16
+	// offSlots is where a rank's two all-gather slots begin, one for
+	// each parity of the all-gather's number: the number (8 bytes), the
+	// part's length (8 bytes, or slotTooLarge), and the part.
+	offSlots = 256 + 2*8*maxGroupRounds
+	slotSize = 1664
+	// maxSlotPart is the largest part an all-gather passes in a slot.
+	maxSlotPart = slotSize - 16
+	// offCombined is where the leader's buffer of an all-gather's parts
+	// begins (see combine), to the end of the area: the all-gather's
+	// number, the parts' total length, and the parts.
+	offCombined = offSlots + 2*slotSize
+	// combinedDirect, as the buffer's length, says that the parts did
+	// not fit in it and are read from the slots.
+	combinedDirect = slotTooLarge - 1
+	// slotTooLarge in a slot's length says that the rank's part did not
+	// fit: the all-gather then runs over active messages.
+	slotTooLarge = ^uint64(0)
+)
+
+// words runs the within-group phase of barriers and all-gathers on words
+// in the inbox areas of the group's ranks (amudp.Shared.Area), in one of
+// two ways. Gather and release: each member counts its arrival at
+// synchronisation e of a kind into a word of the leader's area (the
+// group's lowest rank); the leader waits until the count reaches
+// (members)·e, does the job-wide phase among the leaders if any, stores e
+// into its release word and wakes the members that sleep
+// (amudp.Shared.Notify); the members wait until the release word reaches
+// e. Each waiting rank wakes once. Dissemination, for a job that is one
+// group whose ranks fit its CPUs: in round i, each rank stores e into its
+// word of round i and waits until the rank 2^i before it has done the
+// same: ⌈log2 G⌉ one-way latencies instead of two, but each round may wake
+// each rank. A rank completes e before it arrives at e+1, so the words
+// only grow and need no reset. All-gather parts too large for a slot, and
+// every collective of a job of several groups but the barrier, run over
+// active messages.
+type words struct {
+	sh     *amudp.Shared
+	addrs  []netip.AddrPort // of the group's ranks, in group order
+	group  []int            // the group's ranks, in order; group[0] leads
+	me     int              // this rank's index in group
+	whole  bool             // the group is the whole job
+	dissem bool             // by dissemination (set before the first)
+	// yield: the host's ranks outnumber its CPUs; a waiting rank yields
+	// the CPU between looks at the words for up to yieldFor before it
+	// sleeps (see wait).
+	yield bool
+
+	mu    sync.Mutex
+	areas []atomic.Pointer[[]byte] // by index in group, once mapped
+}
+
+// newWords returns the words of rank's group (shmGroup of leaders) over
+// sh, whose inboxes SetInboxes named; addrs are every rank's addresses.
+func newWords(sh *amudp.Shared, addrs []netip.AddrPort, group []int, rank int) *words {
+	w := &words{sh: sh, group: group, whole: len(group) == len(addrs), areas: make([]atomic.Pointer[[]byte], len(group))}
+	for i, r := range group {
+		w.addrs = append(w.addrs, addrs[r])
+		if r == rank {
+			w.me = i
+		}
+	}
+	return w
+}
+
+// leads reports whether this rank leads its group.
+func (w *words) leads() bool { return w.me == 0 }
+
+// area returns the area of the group's i-th rank, mapped on first use.
+func (w *words) area(i int) ([]byte, error) {
+	if a := w.areas[i].Load(); a != nil {
+		return *a, nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if a := w.areas[i].Load(); a != nil {
+		return *a, nil
+	}
+	a := w.sh.Area(w.addrs[i])
+	if len(a) != amudp.AreaSize {
+		return nil, fmt.Errorf("shared memory: the inbox of rank %d, in this rank's group, cannot be mapped", w.group[i])
+	}
+	w.areas[i].Store(&a)
+	return a, nil
+}
+
+// word returns the word at off in area a.
+func word(a []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&a[off])) }
+
+// arrive counts this member's arrival at synchronisation e of kind k, and
+// wakes the leader if it sleeps. Members only.
+func (w *words) arrive(k *groupSync, e uint64) error {
+	a, err := w.area(0)
+	if err != nil {
+		return err
+	}
+	word(a, k.arrive).Add(1)
+	return w.sh.Notify(w.addrs[0])
+}
+
+// arrived reports whether every member has arrived at synchronisation e of
+// kind k. The leader only, after area(0) succeeded.
+func (w *words) arrived(k *groupSync, e uint64) bool {
+	a := *w.areas[0].Load()
+	return word(a, k.arrive).Load() >= uint64(len(w.group)-1)*e
+}
+
+// release releases the members from synchronisation e of kind k. The
+// leader only.
+func (w *words) release(k *groupSync, e uint64) error {
+	a, err := w.area(0)
+	if err != nil {
+		return err
+	}
+	word(a, k.release).Store(e)
+	for _, to := range w.addrs[1:] {
+		if err := w.sh.Notify(to); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// released reports whether the leader has released synchronisation e of
+// kind k. Members only, after area(0) succeeded.
+func (w *words) released(k *groupSync, e uint64) bool {
+	a := *w.areas[0].Load()
+	return word(a, k.release).Load() >= e
+}
+
+// yieldFor bounds how long a rank of a crowded host (words.yield) that
+// waits for a word to change gives the CPU to the host's other ranks
+// (sched_yield) between looks, before it sleeps in the kernel until a
+// Notify wakes it: the ranks of a collective that all wait take turns on
+// the CPUs and each sees the words change at its next turn, with no
+// wake-up to pay for, as Open MPI's ranks do; a rank that waits for
+// longer (another one computes) stops taking turns from it.
+const yieldFor = 20 * time.Millisecond
+
+// wordWait waits, servicing the network, until cond (a look at words) holds.
+func (j *Job) wordWait(w *words, cond func() bool) error {
+	if w.yield && !cond() {
+		for start := time.Now(); time.Since(start) < yieldFor; {
+			if err := j.ep.Poll(); err != nil {
+				return err
+			}
+			if cond() || j.leaving() || j.aborting.Load() {
+				break
+			}
+			yieldCPU()
+		}
+	}
+	return j.collWait(cond)
+}
+
+// syncGroup runs synchronisation e of kind k within the group: every
+// member arrives, and returns once the leader has released it; the leader
+// waits for them all, runs before and releases them.
+func (j *Job) syncGroup(w *words, k *groupSync, e uint64, before func() error) error {
+	if _, err := w.area(0); err != nil {
+		return err
+	}
+	if !w.leads() {
+		if err := w.arrive(k, e); err != nil {
+			return err
+		}
+		return j.wordWait(w, func() bool { return w.released(k, e) })
+	}
+	if err := j.wordWait(w, func() bool { return w.arrived(k, e) }); err != nil {
+		return err
+	}
+	if err := before(); err != nil {
+		return err
+	}
+	return w.release(k, e)
+}
+
+// post stores e into this rank's word of round i of a dissemination of
+// kind k, and wakes the rank that waits for it if it sleeps.
+func (w *words) post(k *groupSync, i int, e uint64) error {
+	own, err := w.area(w.me)
+	if err != nil {
+		return err
+	}
+	word(own, k.rounds+8*i).Store(e)
+	return w.sh.Notify(w.addrs[(w.me+1<<i)%len(w.group)])
+}
+
+// disseminate runs synchronisation e of kind k as a dissemination (see
+// words), its first round posted already when posted.
+func (j *Job) disseminate(w *words, k *groupSync, e uint64, posted bool) error {
+	g := len(w.group)
+	for i := 0; 1<<i < g; i++ {
+		if i > 0 || !posted {
+			if err := w.post(k, i, e); err != nil {
+				return err
+			}
+		}
+		a, err := w.area((w.me - 1<<i + g) % g)
+		if err != nil {
+			return err
+		}
+		r := word(a, k.rounds+8*i)
+		if err := j.wordWait(w, func() bool { return r.Load() >= e }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// slot returns the slot of area a for all-gather n.
+func slot(a []byte, n uint64) []byte {
+	o := offSlots + int(n&1)*slotSize
+	return a[o : o+slotSize]
+}
+
+// wordAllGather runs all-gather n of a job that is one group (w.whole):
+// each rank writes its part into its slot and the group synchronises. By
+// dissemination, each rank then copies every part out of the slots; by
+// gather and release, the leader first copies them into one buffer of
+// its area (combine), where each rank reads them from one mapping instead
+// of G (on a crowded host, each look at another mapping after a context
+// switch costs a walk of the page tables), or, where they do not fit,
+// says so and each reads the slots. ok false (and no error): some part
+// did not fit its slot, every rank saw it, and the caller runs the
+// all-gather over active messages. A rank rewrites its slot of parity n&1
+// only at all-gather n+2, and the leader its buffer at n+1, each once
+// every rank has arrived at n+1, after reading n.
+func (j *Job) wordAllGather(w *words, n uint64, data []byte) (parts [][]byte, ok bool, err error) {
+	own, err := w.area(w.me)
+	if err != nil {
+		return nil, false, err
+	}
+	s := slot(own, n)
+	binary.LittleEndian.PutUint64(s, n)
+	if len(data) > maxSlotPart {
+		binary.LittleEndian.PutUint64(s[8:], slotTooLarge)
+	} else {
+		binary.LittleEndian.PutUint64(s[8:], uint64(len(data)))
+		copy(s[16:], data)
+	}
+	err = j.waitIn("all-gather", n, j.gat.index, func() error {
+		if w.dissem {
+			return j.disseminate(w, &syncGather, n, false)
+		}
+		return j.syncGroup(w, &syncGather, n, func() error { return w.combine(n) })
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if !w.dissem {
+		lead, err := w.area(0)
+		if err != nil {
+			return nil, false, err
+		}
+		m, size := binary.LittleEndian.Uint64(lead[offCombined:]), binary.LittleEndian.Uint64(lead[offCombined+8:])
+		switch {
+		case m != n:
+			return nil, false, fmt.Errorf("the parts in shared memory are from all-gather %d", m)
+		case size == slotTooLarge:
+			return nil, false, nil
+		case size != combinedDirect:
+			if size > uint64(len(lead)-offCombined-16) {
+				return nil, false, fmt.Errorf("the parts in shared memory have %d bytes, more than the buffer's %d", size, len(lead)-offCombined-16)
+			}
+			parts, err := splitParts(lead[offCombined+16:offCombined+16+int(size)], len(w.group))
+			return parts, err == nil, err
+		}
+	}
+	var sizes []int
+	for i := range w.group {
+		s, err := w.slotPart(i, n)
+		if s == nil || err != nil {
+			return nil, false, err
+		}
+		sizes = append(sizes, len(s))
+	}
+	parts = carve(sizes)
+	for i := range w.group {
+		s, _ := w.slotPart(i, n)
+		copy(parts[i], s)
+	}
+	return parts, true, nil
+}
+
+// slotPart returns the part in the slot of the group's i-th rank for
+// all-gather n; nil, and no error, when it was too large for its slot.
+func (w *words) slotPart(i int, n uint64) ([]byte, error) {
+	a, err := w.area(i)
+	if err != nil {
+		return nil, err
+	}
+	s := slot(a, n)
+	m, size := binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])
+	switch {
+	case m != n:
+		return nil, fmt.Errorf("rank %d's part in shared memory is from all-gather %d", w.group[i], m)
+	case size == slotTooLarge:
+		return nil, nil
+	case size > maxSlotPart:
+		return nil, fmt.Errorf("rank %d's part in shared memory has %d bytes, more than a slot's %d", w.group[i], size, maxSlotPart)
+	}
+	return s[16 : 16+size : 16+size], nil
+}
+
+// combine, on the leader, copies the parts of all-gather n from the slots
+// into its buffer, each a uvarint length and its bytes, after a header of
+// n and their total length, or combinedDirect when they do not fit, or
+// slotTooLarge when one did not fit its slot.
+func (w *words) combine(n uint64) error {
+	lead, err := w.area(0)
+	if err != nil {
+		return err
+	}
+	buf := lead[offCombined+16 : offCombined+16 : len(lead)]
+	size := uint64(0)
+	for i := range w.group {
+		p, err := w.slotPart(i, n)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			size = slotTooLarge
+			break
+		}
+		if size != combinedDirect {
+			if len(buf)+binary.MaxVarintLen64+len(p) > cap(buf) {
+				size = combinedDirect
+				continue
+			}
+			buf = binary.AppendUvarint(buf, uint64(len(p)))
+			buf = append(buf, p...)
+			size = uint64(len(buf))
+		}
+	}
+	binary.LittleEndian.PutUint64(lead[offCombined:], n)
+	binary.LittleEndian.PutUint64(lead[offCombined+8:], size)
+	return nil
+}
+
+// splitParts copies the count parts framed in b (see combine) out of it.
+func splitParts(b []byte, count int) ([][]byte, error) {
+	sizes := make([]int, 0, count)
+	for rest := b; len(sizes) < count; {
+		l, k := binary.Uvarint(rest)
+		if k <= 0 || l > uint64(len(rest)-k) {
+			return nil, fmt.Errorf("malformed parts in shared memory")
+		}
+		sizes = append(sizes, int(l))
+		rest = rest[k+int(l):]
+	}
+	parts := carve(sizes)
+	for i := range parts {
+		_, k := binary.Uvarint(b)
+		b = b[k:]
+		b = b[copy(parts[i], b):]
+	}
+	return parts, nil
+}
+
+// carve returns parts of the given sizes, cut from one allocation, each
+// with its capacity ending with it.
+func carve(sizes []int) [][]byte {
+	total := 0
+	for _, s := range sizes {
+		total += s
+	}
+	buf := make([]byte, total)
+	parts := make([][]byte, len(sizes))
+	for i, s := range sizes {
+		parts[i] = buf[:s:s]
+		buf = buf[s:]
+	}
+	return parts
+}
+
+// setWords makes the barrier, and the all-gather of a job that is one
+// group, run their within-group phase on w (nil for a group of one); the
+// barrier's messages then go only among the leaders, over a binomial tree
+// of theirs (leaders is every rank's group leader, shmLeaders). Every rank
+// of the job calls it, or none. Before the job's first collective.
+func (j *Job) setWords(w *words, leaders []int) {
+	b := &j.bar
+	if w != nil && w.whole && b.algo == barrierDissem && len(w.group) <= 1<<maxGroupRounds {
+		w.dissem = true
+	}
+	b.words, b.algo, b.parent, b.children = w, barrierWords, -1, nil
+	if leaders[j.rank] != j.rank {
+		return
+	}
+	var heads []int
+	me := 0
+	for r, l := range leaders {
+		if l == r {
+			if r == j.rank {
+				me = len(heads)
+			}
+			heads = append(heads, r)
+		}
+	}
+	if me > 0 {
+		b.parent = heads[binomial.Parent(me)]
+	}
+	for _, c := range binomial.Children(me, len(heads)) {
+		b.children = append(b.children, heads[c])
+	}
+}

@@ -1,0 +1,177 @@
+package conduit
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/amudp"
+)
+
+// wordModes are the shapes of the groups whose collectives run on shared
+// words: one group of every rank (dissemination, or gather and release
+// with yielding waits where ranks outnumber CPUs), and groups of a few
+// consecutive ranks, whose leaders exchange messages.
+var wordModes = []struct {
+	name    string
+	size    int
+	crowded bool
+}{
+	{"one group", 0, false},
+	{"one group crowded", 0, true},
+	{"groups of 3", 3, false},
+	{"groups of 2 crowded", 2, true},
+}
+
+// TestWordsBarrier: over shared words, on 1 to 8 ranks entering in an
+// order that changes from barrier to barrier, no rank leaves a barrier
+// before every rank has entered it, through Barrier and through
+// BarrierNotify and BarrierWait with work between them. In one group no
+// barrier sends a datagram; in groups, only the leaders do.
+func TestWordsBarrier(t *testing.T) {
+	for _, m := range wordModes {
+		for _, n := range []int{1, 2, 3, 5, 8} {
+			t.Run(fmt.Sprintf("%s/N=%d", m.name, n), func(t *testing.T) {
+				const barriers = 40
+				var entered [barriers]atomic.Int32
+				var sent [8]uint64
+				res, jobs := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
+					me := j.Rank()
+					before := j.ep.Stats().Sent
+					for e := range barriers {
+						time.Sleep(time.Duration((me*7+e*3)%5) * 100 * time.Microsecond)
+						entered[e].Add(1)
+						var err error
+						if e%2 == 0 {
+							err = j.Barrier()
+						} else if err = j.BarrierNotify(); err == nil {
+							time.Sleep(time.Duration(me%3) * 100 * time.Microsecond) // work between
+							err = j.BarrierWait()
+						}
+						if err != nil {
+							t.Errorf("rank %d: barrier %d: %v", me, e+1, err)
+							return
+						}
+						if got := entered[e].Load(); got != int32(n) {
+							t.Errorf("rank %d left barrier %d when %d of %d ranks had entered it", me, e+1, got, n)
+						}
+					}
+					sent[me] = j.ep.Stats().Sent - before
+				})
+				want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
+				if d := cmp.Diff(want, res); d != "" {
+					t.Errorf("(-want +got):\n%s", d)
+				}
+				for r, j := range jobs {
+					if n > 1 && (j.bar.algo != barrierWords || (j.bar.words == nil) != (len(j.nb.group) == 1)) {
+						t.Errorf("rank %d: barrier algorithm %d, words %v, in a group of %d", r, j.bar.algo, j.bar.words != nil, len(j.nb.group))
+					}
+					if lead := j.nb.group[0] == r; !lead && sent[r] != 0 {
+						t.Errorf("rank %d, not a leader, sent %d datagrams in %d barriers", r, sent[r], barriers)
+					}
+					if m.size == 0 && sent[r] != 0 {
+						t.Errorf("rank %d of a job of one group sent %d datagrams in %d barriers", r, sent[r], barriers)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestWordsAllGather: an all-gather over shared words returns every part
+// in rank order, parts of every size: empty, the largest a slot takes, one
+// byte more (the all-gather then runs over messages, on every rank), and,
+// on eight ranks, parts that fit their slots but not together in the
+// leader's buffer. Appending to a part never writes over the next. In one
+// group, all-gathers whose parts fit (after one whose parts fit, whose
+// messages nothing answers) send no datagram.
+func TestWordsAllGather(t *testing.T) {
+	for _, m := range wordModes {
+		for _, n := range []int{1, 2, 5, 8} {
+			t.Run(fmt.Sprintf("%s/N=%d", m.name, n), func(t *testing.T) {
+				sizes := []int{0, 7, maxSlotPart, maxSlotPart + 1, 1500}
+				part := func(r, round int) []byte {
+					size := sizes[(r+round)%len(sizes)]
+					if round >= 10 {
+						size = 1600 // 8 of them overflow the leader's buffer
+					}
+					b := make([]byte, size)
+					for i := range b {
+						b[i] = byte(r*31 + round + i)
+					}
+					return b
+				}
+				var quiet [8]uint64
+				res, _ := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
+					fitBefore := false
+					for round := range 14 {
+						before := j.ep.Stats().Sent
+						parts, err := j.AllGather(part(j.Rank(), round))
+						if err != nil {
+							t.Errorf("rank %d: %v", j.Rank(), err)
+							return
+						}
+						fit := true
+						for r := range n {
+							fit = fit && len(part(r, round)) <= maxSlotPart
+							_ = append(parts[(r+n-1)%n], bytes.Repeat([]byte{0xee}, 16)...)
+							if !bytes.Equal(parts[r], part(r, round)) {
+								t.Errorf("rank %d, all-gather %d: part %d has %d bytes, want %d, or other bytes", j.Rank(), round, r, len(parts[r]), len(part(r, round)))
+							}
+						}
+						if fit && fitBefore { // no answer to an earlier one's messages
+							quiet[j.Rank()] += j.ep.Stats().Sent - before
+						}
+						fitBefore = fit
+					}
+				})
+				want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
+				if d := cmp.Diff(want, res); d != "" {
+					t.Errorf("(-want +got):\n%s", d)
+				}
+				for r := range n {
+					if m.size == 0 && quiet[r] != 0 {
+						t.Errorf("rank %d of a job of one group sent %d datagrams in all-gathers whose parts fit their slots", r, quiet[r])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestWordsLayout: the words of an area lie each on its own cache line
+// where several ranks write them, apart from each other, the slots and the
+// leader's buffer, all within the area; AllGather's doc says 1648 bytes.
+func TestWordsLayout(t *testing.T) {
+	type span struct {
+		name     string
+		off, end int
+	}
+	var spans []span
+	for _, k := range []struct {
+		name string
+		g    groupSync
+	}{{"barrier", syncBarrier}, {"all-gather", syncGather}} {
+		spans = append(spans, span{k.name + " arrive", k.g.arrive, k.g.arrive + 64}, span{k.name + " release", k.g.release, k.g.release + 64},
+			span{k.name + " rounds", k.g.rounds, k.g.rounds + 8*maxGroupRounds})
+	}
+	spans = append(spans, span{"slots", offSlots, offSlots + 2*slotSize}, span{"buffer", offCombined, amudp.AreaSize})
+	for i, a := range spans {
+		if a.off%64 != 0 && !strings.HasSuffix(a.name, "rounds") || a.off >= a.end || a.end > amudp.AreaSize {
+			t.Errorf("%s at [%d, %d): not aligned, or outside an area of %d bytes", a.name, a.off, a.end, amudp.AreaSize)
+		}
+		for _, b := range spans[i+1:] {
+			if a.off < b.end && b.off < a.end {
+				t.Errorf("%s at [%d, %d) overlaps %s at [%d, %d)", a.name, a.off, a.end, b.name, b.off, b.end)
+			}
+		}
+	}
+	if maxSlotPart != 1648 {
+		t.Errorf("a slot takes parts of up to %d bytes; AllGather's doc says 1648", maxSlotPart)
+	}
+}
