@@ -131,6 +131,9 @@ type amTree struct {
 	callSeq   uint64
 	callTree  uint64 // the number of its first tree collective
 	callIndex uint64 // its Job.calls
+	// words counts the collectives this rank ran on shared words
+	// (wordTree), each under its own number. Under lock.
+	words uint64
 	// left is the number of the last collective this rank left, and
 	// leftMeta and leftRoot what it was (under mu): in collectives that
 	// match, a rank takes every message sent to it for a collective before
@@ -589,11 +592,32 @@ func (j *Job) reduceLocked(root int, op Op, elem int, acc []byte) ([]byte, error
 	return out, err
 }
 
+// reduceTo is a reduction of the packed vector acc (which it may
+// overwrite) to root, on shared words where the job is one group, else
+// over messages; j.tree.lock held.
+func (j *Job) reduceTo(root int, op Op, elem int, acc []byte) ([]byte, error) {
+	if w := j.bar.words; w != nil && w.whole {
+		out, ok, err := j.wordTree(w, wordReduce, root, op, elem, acc)
+		if err != nil || ok {
+			return out, err
+		}
+	}
+	return j.reduceLocked(root, op, elem, acc)
+}
+
 // allReduce reduces the packed vector acc to rank 0 and broadcasts the
-// result, as one step of this rank's collective order.
+// result, as one step of this rank's collective order; in a job of one
+// group, every rank combines every rank's vector from shared words.
 func (j *Job) allReduce(op Op, elem int, acc []byte) ([]byte, error) {
 	var out []byte
 	err := j.treeCollective("all-reduce", 0, op, func() error {
+		if w := j.bar.words; w != nil && w.whole {
+			b, ok, err := j.wordTree(w, wordAllReduce, 0, op, elem, acc)
+			if err != nil || ok {
+				out = b
+				return err
+			}
+		}
 		b, rerr := j.reduceLocked(0, op, elem, acc)
 		if rerr != nil && !errors.Is(rerr, ErrCollectiveMismatch) {
 			return rerr
@@ -614,7 +638,10 @@ func (j *Job) allReduce(op Op, elem int, acc []byte) ([]byte, error) {
 // Broadcast sends the root's data to every rank: every rank calls it with
 // the same root, and each returns a copy of the data the root passed (the
 // others' data is not used). It runs over active messages among the ranks,
-// down a binomial tree ⌈log2 N⌉ deep, without the console. Broadcasts and
+// down a binomial tree ⌈log2 N⌉ deep, without the console; in a job whose
+// ranks all share memory (one group, see Barrier), data of up to 1640
+// bytes goes through a slot in shared memory instead, which the others
+// read after a synchronisation on shared words. Broadcasts and
 // reductions are collectives of one sequence: every rank calls them in the
 // same order, and concurrent calls of one rank's goroutines run one after
 // another. As for Barrier, a rank enters once every request it sent has
@@ -623,6 +650,13 @@ func (j *Job) allReduce(op Op, elem int, acc []byte) ([]byte, error) {
 func (j *Job) Broadcast(root int, data []byte) ([]byte, error) {
 	var out []byte
 	err := j.treeCollective("broadcast", root, 0, func() error {
+		if w := j.bar.words; w != nil && w.whole {
+			b, ok, err := j.wordTree(w, wordBroadcast, root, 0, 0, data)
+			if err != nil || ok {
+				out = b
+				return err
+			}
+		}
 		b, err := j.broadcastLocked(root, data)
 		if err == nil && j.rank == root {
 			b = append([]byte{}, b...)
@@ -636,11 +670,16 @@ func (j *Job) Broadcast(root int, data []byte) ([]byte, error) {
 // ReduceUint64 combines the vectors of every rank element by element with
 // op and returns the result at the root (nil elsewhere). Every rank passes
 // a vector of the same length. It runs up a binomial tree among the ranks,
-// as Broadcast runs down one, with the same ordering rules.
+// as Broadcast runs down one, with the same ordering rules; in a job whose
+// ranks all share memory, vectors of up to 205 elements go through slots
+// in shared memory, and the root combines them in rank order. Ranks whose
+// calls differ (root, operator, type, length) get what they get over
+// messages: the slots show it to every rank, which then run the call over
+// messages.
 func (j *Job) ReduceUint64(root int, op Op, v []uint64) ([]uint64, error) {
 	var out []byte
 	err := j.treeCollective("reduce", root, op, func() (err error) {
-		out, err = j.reduceLocked(root, op, elemUint64, uint64Bytes(v))
+		out, err = j.reduceTo(root, op, elemUint64, uint64Bytes(v))
 		return err
 	})
 	return bytesUint64(out), err
@@ -650,7 +689,7 @@ func (j *Job) ReduceUint64(root int, op Op, v []uint64) ([]uint64, error) {
 func (j *Job) ReduceFloat64(root int, op Op, v []float64) ([]float64, error) {
 	var out []byte
 	err := j.treeCollective("reduce", root, op, func() (err error) {
-		out, err = j.reduceLocked(root, op, elemFloat64, float64Bytes(v))
+		out, err = j.reduceTo(root, op, elemFloat64, float64Bytes(v))
 		return err
 	})
 	return bytesFloat64(out), err
@@ -658,7 +697,9 @@ func (j *Job) ReduceFloat64(root int, op Op, v []float64) ([]float64, error) {
 
 // AllReduceUint64 is ReduceUint64 whose result every rank gets: a reduction
 // to rank 0 and a broadcast from it (2⌈log2 N⌉ rounds), as one step of the
-// ranks' collective order.
+// ranks' collective order; in a job whose ranks all share memory, each
+// rank combines every rank's vector from the slots, in rank order, so
+// that every rank gets the same bits.
 func (j *Job) AllReduceUint64(op Op, v []uint64) ([]uint64, error) {
 	out, err := j.allReduce(op, elemUint64, uint64Bytes(v))
 	return bytesUint64(out), err

@@ -209,6 +209,9 @@ func TestTreeCollectiveMisuse(t *testing.T) {
 // ErrCollectiveMismatch that names the difference (the rank that meets it
 // sends it up the tree in place of data, and the root sends it down), none
 // waits forever, and the next all-reduce of every rank still matches.
+// Over messages under loss, and with the ranks sharing memory, where every
+// rank sees the difference in the slots and runs the all-reduce over
+// messages instead.
 func TestAllReduceMismatchErrsEverywhere(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -222,30 +225,32 @@ func TestAllReduceMismatchErrsEverywhere(t *testing.T) {
 		{"another operator on one rank", func(j *Job) error { _, err := j.AllReduceUint64(Max, []uint64{1}); return err },
 			"a max reduction of uint64 to rank 0"},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				const n = 6
-				errs := make([]error, n)
-				runJob(t, n, memNet(amudptest.New(11, 0.1, 0.05, 0)), false, func(j *Job) {
-					me := j.Rank()
-					if me == 3 {
-						errs[me] = tt.odd(j)
-					} else {
-						_, errs[me] = j.AllReduceUint64(Sum, []uint64{1})
-					}
-					got, err := j.AllReduceUint64(Sum, []uint64{uint64(me)})
-					if err != nil || !cmp.Equal(got, []uint64{15}) {
-						t.Errorf("rank %d: the next all-reduce gave %v, %v", me, got, err)
-					}
-					j.Barrier()
-				})
-				for r, err := range errs {
-					if !errors.Is(err, ErrCollectiveMismatch) || !strings.HasPrefix(err.Error(), "all-reduce 1: ") || !strings.Contains(err.Error(), tt.want) {
-						t.Errorf("rank %d: %v; want ErrCollectiveMismatch naming %q", r, err, tt.want)
-					}
+		run := func(t *testing.T, jn jobNet) {
+			const n = 6
+			errs := make([]error, n)
+			runJob(t, n, jn, false, func(j *Job) {
+				me := j.Rank()
+				if me == 3 {
+					errs[me] = tt.odd(j)
+				} else {
+					_, errs[me] = j.AllReduceUint64(Sum, []uint64{1})
 				}
+				got, err := j.AllReduceUint64(Sum, []uint64{uint64(me)})
+				if err != nil || !cmp.Equal(got, []uint64{15}) {
+					t.Errorf("rank %d: the next all-reduce gave %v, %v", me, got, err)
+				}
+				j.Barrier()
 			})
+			for r, err := range errs {
+				if !errors.Is(err, ErrCollectiveMismatch) || !strings.HasPrefix(err.Error(), "all-reduce 1: ") || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("rank %d: %v; want ErrCollectiveMismatch naming %q", r, err, tt.want)
+				}
+			}
+		}
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { run(t, memNet(amudptest.New(11, 0.1, 0.05, 0))) })
 		})
+		t.Run(tt.name+"/shared words", func(t *testing.T) { run(t, loopbackShared(t)) })
 	}
 }
 

@@ -14,11 +14,12 @@ import (
 	"unsafe"
 
 	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/spawn"
 	"github.com/udpconduit/udpconduit/spawn/binomial"
 )
 
-// groupSync is a kind of synchronisation of a group (barrier, all-gather):
-// where its words lie in a rank's area.
+// groupSync is a kind of synchronisation of a group (barrier, all-gather,
+// broadcast and reductions): where its words lie in a rank's area.
 type groupSync struct {
 	arrive  int // the leader's count of its members' arrivals
 	release int // the leader's number of the last one released
@@ -27,10 +28,13 @@ type groupSync struct {
 
 // Layout of a rank's area (amudp.Shared.Area): the words that several
 // ranks write each on a cache line of its own, the dissemination's, which
-// their owner alone writes, packed; then the all-gather's slots.
+// their owner alone writes, packed; then the slots of the all-gathers and
+// of the broadcasts and reductions (which a rank may run at once from two
+// goroutines), and the leader's buffer.
 var (
-	syncBarrier = groupSync{0, 64, 256}
-	syncGather  = groupSync{128, 192, 256 + 8*maxGroupRounds}
+	syncBarrier = groupSync{0, 64, 384}
+	syncGather  = groupSync{128, 192, 384 + 8*maxGroupRounds}
+	syncTree    = groupSync{256, 320, 384 + 16*maxGroupRounds}
 )
 
 const (
@@ -40,19 +44,26 @@ const (
 	// offSlots is where a rank's two all-gather slots begin, one for
 	// each parity of the all-gather's number: the number (8 bytes), the
 	// part's length (8 bytes, or slotTooLarge), and the part.
-	offSlots = 256 + 2*8*maxGroupRounds
+	offSlots = 384 + 3*8*maxGroupRounds
 	slotSize = 1664
 	// maxSlotPart is the largest part an all-gather passes in a slot.
 	maxSlotPart = slotSize - 16
+	// offTreeSlots is where a rank's two slots of broadcasts and
+	// reductions begin: the collective's number, the data's length (or
+	// slotTooLarge), what the rank called (wordMeta, 8 bytes), the data.
+	offTreeSlots = offSlots + 2*slotSize
+	// maxTreePart is the largest datum a broadcast or reduction passes in
+	// a slot.
+	maxTreePart = slotSize - 24
 	// offCombined is where the leader's buffer of an all-gather's parts
 	// begins (see combine), to the end of the area: the all-gather's
 	// number, the parts' total length, and the parts.
-	offCombined = offSlots + 2*slotSize
+	offCombined = offTreeSlots + 2*slotSize
 	// combinedDirect, as the buffer's length, says that the parts did
 	// not fit in it and are read from the slots.
 	combinedDirect = slotTooLarge - 1
 	// slotTooLarge in a slot's length says that the rank's part did not
-	// fit: the all-gather then runs over active messages.
+	// fit: the collective then runs over active messages.
 	slotTooLarge = ^uint64(0)
 )
 
@@ -69,9 +80,10 @@ const (
 // word of round i and waits until the rank 2^i before it has done the
 // same: ⌈log2 G⌉ one-way latencies instead of two, but each round may wake
 // each rank. A rank completes e before it arrives at e+1, so the words
-// only grow and need no reset. All-gather parts too large for a slot, and
-// every collective of a job of several groups but the barrier, run over
-// active messages.
+// only grow and need no reset. In a job of one group, all-gathers,
+// broadcasts and reductions pass their data through slots in the areas
+// (wordAllGather, wordTree); data too large for a slot, and those
+// collectives in a job of several groups, run over active messages.
 type words struct {
 	sh     *amudp.Shared
 	addrs  []netip.AddrPort // of the group's ranks, in group order
@@ -410,6 +422,103 @@ func carve(sizes []int) [][]byte {
 		buf = buf[s:]
 	}
 	return parts
+}
+
+// treeCall kinds of a collective on words, in its slot's meta.
+const (
+	wordBroadcast = 1 + iota
+	wordReduce
+	wordAllReduce
+)
+
+// wordMeta packs what a rank called, for its slot: the kind, the
+// operator, the element type and the root.
+func wordMeta(kind int, op Op, elem, root int) uint64 {
+	return uint64(kind) | uint64(op)<<8 | uint64(elem)<<16 | uint64(root)<<32
+}
+
+// wordTree runs a broadcast or reduction of a job that is one group
+// (w.whole) on words: this rank writes what it called (meta) and its datum
+// (a broadcast's root its data, every rank its vector of a reduction, 8
+// bytes an element) into its slot, the group synchronises as a barrier
+// does, and each rank reads what it needs: the root's slot, or every
+// slot, whose vectors it combines in rank order (so that every rank of an
+// all-reduce gets the same bits). ok false (and no error): the ranks
+// called different collectives (kind, root, operator, element type or
+// length) or a datum did not fit its slot; every rank saw it in the same
+// slots, and the caller runs the collective over messages, which reports
+// a mismatch as it does everywhere. j.tree.lock held; t.call* set.
+func (j *Job) wordTree(w *words, kind int, root int, op Op, elem int, data []byte) (out []byte, ok bool, err error) {
+	t := &j.tree
+	t.words++
+	n := t.words
+	own, err := w.area(w.me)
+	if err != nil {
+		return nil, false, err
+	}
+	meta := wordMeta(kind, op, elem, root)
+	s := treeSlot(own, n)
+	binary.LittleEndian.PutUint64(s, n)
+	binary.LittleEndian.PutUint64(s[16:], meta)
+	if kind == wordBroadcast && j.rank != root {
+		data = nil // the others' data is not used
+	}
+	if len(data) > maxTreePart {
+		binary.LittleEndian.PutUint64(s[8:], slotTooLarge)
+	} else {
+		binary.LittleEndian.PutUint64(s[8:], uint64(len(data)))
+		copy(s[24:], data)
+	}
+	at := spawn.Coll{Kind: t.callKind, Seq: t.callSeq, Tree: t.callTree, Root: root, Index: t.callIndex}
+	err = j.waitInColl(at, func() error {
+		if w.dissem {
+			return j.disseminate(w, &syncTree, n, false)
+		}
+		return j.syncGroup(w, &syncTree, n, func() error { return nil })
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	data = make([]byte, 0, len(data))
+	for i := range w.group {
+		a, err := w.area(i)
+		if err != nil {
+			return nil, false, err
+		}
+		s := treeSlot(a, n)
+		m, size := binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])
+		switch {
+		case m != n:
+			return nil, false, fmt.Errorf("rank %d's datum in shared memory is from collective %d", w.group[i], m)
+		case binary.LittleEndian.Uint64(s[16:]) != meta || size == slotTooLarge:
+			return nil, false, nil // another call, or too large: over messages
+		case size > maxTreePart:
+			return nil, false, fmt.Errorf("rank %d's datum in shared memory has %d bytes, more than a slot's %d", w.group[i], size, maxTreePart)
+		case kind != wordBroadcast && int(size) != len(data) && i > 0:
+			return nil, false, nil // vectors of different lengths
+		}
+		in := s[24 : 24+size]
+		switch {
+		case kind == wordBroadcast:
+			if w.group[i] == root {
+				data = append(data, in...)
+			}
+		case i == 0:
+			data = append(data, in...)
+		default:
+			combine(op, elem, data, in)
+		}
+	}
+	if kind == wordReduce && j.rank != root {
+		return nil, true, nil
+	}
+	return data, true, nil
+}
+
+// treeSlot returns the slot of area a for broadcast or reduction n.
+func treeSlot(a []byte, n uint64) []byte {
+	o := offTreeSlots + int(n&1)*slotSize
+	return a[o : o+slotSize]
 }
 
 // setWords makes the barrier, and the all-gather of a job that is one

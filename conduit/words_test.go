@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/udpconduit/udpconduit/amudp"
 )
 
@@ -146,7 +147,7 @@ func TestWordsAllGather(t *testing.T) {
 
 // TestWordsLayout: the words of an area lie each on its own cache line
 // where several ranks write them, apart from each other, the slots and the
-// leader's buffer, all within the area; AllGather's doc says 1648 bytes.
+// leader's buffer, all within the area; the docs say what a slot takes.
 func TestWordsLayout(t *testing.T) {
 	type span struct {
 		name     string
@@ -156,11 +157,12 @@ func TestWordsLayout(t *testing.T) {
 	for _, k := range []struct {
 		name string
 		g    groupSync
-	}{{"barrier", syncBarrier}, {"all-gather", syncGather}} {
+	}{{"barrier", syncBarrier}, {"all-gather", syncGather}, {"tree", syncTree}} {
 		spans = append(spans, span{k.name + " arrive", k.g.arrive, k.g.arrive + 64}, span{k.name + " release", k.g.release, k.g.release + 64},
 			span{k.name + " rounds", k.g.rounds, k.g.rounds + 8*maxGroupRounds})
 	}
-	spans = append(spans, span{"slots", offSlots, offSlots + 2*slotSize}, span{"buffer", offCombined, amudp.AreaSize})
+	spans = append(spans, span{"slots", offSlots, offSlots + 2*slotSize}, span{"tree slots", offTreeSlots, offTreeSlots + 2*slotSize},
+		span{"buffer", offCombined, amudp.AreaSize})
 	for i, a := range spans {
 		if a.off%64 != 0 && !strings.HasSuffix(a.name, "rounds") || a.off >= a.end || a.end > amudp.AreaSize {
 			t.Errorf("%s at [%d, %d): not aligned, or outside an area of %d bytes", a.name, a.off, a.end, amudp.AreaSize)
@@ -171,7 +173,99 @@ func TestWordsLayout(t *testing.T) {
 			}
 		}
 	}
-	if maxSlotPart != 1648 {
-		t.Errorf("a slot takes parts of up to %d bytes; AllGather's doc says 1648", maxSlotPart)
+	if maxSlotPart != 1648 || maxTreePart != 1640 {
+		t.Errorf("slots take parts of up to %d bytes and data of up to %d; the docs say 1648 and 1640", maxSlotPart, maxTreePart)
+	}
+}
+
+// TestWordsTreeCollectives: broadcasts from every root, reductions to
+// every root and all-reduces, of uint64 and float64 vectors under each
+// operator, return what they return over messages, with data of every
+// size: empty, the largest a slot takes, and one element or byte more
+// (which runs over messages, on every rank). Every rank of an all-reduce
+// gets the same bits. In one group, those whose data fit (after one whose
+// data fit) send no datagram.
+func TestWordsTreeCollectives(t *testing.T) {
+	for _, m := range wordModes {
+		for _, n := range []int{1, 2, 5, 8} {
+			t.Run(fmt.Sprintf("%s/N=%d", m.name, n), func(t *testing.T) {
+				lens := []int{0, 1, 3, maxTreePart / 8, maxTreePart/8 + 1}
+				var quiet [8]uint64
+				var sums [8][]float64
+				res, _ := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
+					me := j.Rank()
+					fitBefore := false
+					for round := range 2 * len(lens) {
+						before := j.ep.Stats().Sent
+						root := round % n
+						k := lens[round%len(lens)]
+						fit := 8*k <= maxTreePart
+						data := bytes.Repeat([]byte{byte(root + round)}, 8*k)
+						if round%2 == 1 && fit {
+							data = append(data, make([]byte, maxTreePart-len(data))...)
+						}
+						got, err := j.Broadcast(root, append(data, byte(me))[:len(data)])
+						if err != nil || !bytes.Equal(got, data) {
+							t.Errorf("rank %d: broadcast %d from %d: %d bytes, %v; want %d bytes", me, round, root, len(got), err, len(data))
+						}
+						v := make([]uint64, k)
+						for i := range v {
+							v[i] = uint64(me*100 + i + round)
+						}
+						op := []Op{Sum, Min, Max}[round%3]
+						red, err := j.ReduceUint64(root, op, v)
+						full := make([]uint64, k)
+						for i := range full {
+							switch op {
+							case Sum:
+								full[i] = uint64(100*n*(n-1)/2 + n*(i+round))
+							case Min:
+								full[i] = uint64(i + round)
+							case Max:
+								full[i] = uint64(100*(n-1) + i + round)
+							}
+						}
+						want := full
+						if me != root {
+							want = nil
+						}
+						if err != nil || !cmp.Equal(red, want, cmpopts.EquateEmpty()) || (me != root) != (red == nil) {
+							t.Errorf("rank %d: reduce %d to %d (%v): %v, %v; want %v", me, round, root, op, red, err, want)
+						}
+						all, err := j.AllReduceUint64(op, v)
+						if err != nil || !cmp.Equal(all, full, cmpopts.EquateEmpty()) {
+							t.Errorf("rank %d: all-reduce %d (%v): %v, %v; want %v", me, round, op, all, err, full)
+						}
+						f := make([]float64, k)
+						for i := range f {
+							f[i] = 1 / float64(me+i+round+1)
+						}
+						fs, err := j.AllReduceFloat64(Sum, f)
+						if err != nil || len(fs) != k {
+							t.Errorf("rank %d: float all-reduce %d: %v, %v", me, round, fs, err)
+						}
+						if round == 2 {
+							sums[me] = fs
+						}
+						if fit && fitBefore {
+							quiet[me] += j.ep.Stats().Sent - before
+						}
+						fitBefore = fit
+					}
+				})
+				want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
+				if d := cmp.Diff(want, res); d != "" {
+					t.Errorf("(-want +got):\n%s", d)
+				}
+				for r := range n {
+					if !slices.Equal(sums[r], sums[0]) {
+						t.Errorf("rank %d's float all-reduce gave %v, rank 0's %v", r, sums[r], sums[0])
+					}
+					if m.size == 0 && quiet[r] != 0 {
+						t.Errorf("rank %d of a job of one group sent %d datagrams in collectives whose data fit their slots", r, quiet[r])
+					}
+				}
+			})
+		}
 	}
 }
