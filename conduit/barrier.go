@@ -47,15 +47,17 @@ const (
 	// barrierCentral (AMCENTRAL, as GASNet's): the same with every rank a
 	// child of rank 0.
 	barrierCentral
-	// barrierHier (GASNET_PSHM_BARRIER_HIER): the same over a tree in two
-	// levels: the ranks of a shared-memory group gather at its leader,
-	// their messages through shared memory, and the leaders, one per
-	// group, in a binomial tree among themselves over UDP.
+	// barrierHier: the same over a tree in two levels, messages only:
+	// the ranks of a group gather at its leader over a binomial tree, and
+	// the leaders, one per group, over a binomial tree among themselves.
+	// Init sets it (setHier) with the two-level collectives and then
+	// replaces it with barrierWords, whose groups use shared words; it
+	// runs where groups have no words (the in-memory network of tests).
 	barrierHier
 	// barrierWords (GASNET_PSHM_BARRIER_HIER, where ranks share memory):
-	// the ranks of each shared-memory group gather at its leader on
-	// shared words (words), and the leaders, one per group, in a binomial
-	// tree among themselves over active messages.
+	// each shared-memory group synchronises on shared words (words), and
+	// the leaders, one per group, gather and release over a binomial tree
+	// among themselves over active messages.
 	barrierWords
 )
 
