@@ -52,11 +52,13 @@ for t in medium_flood_8 medium_flood_65000 long_flood_65000; do
   printf '%-20s %10s %10s %8s %10s %8s %10s %8s\n' "$t (MB/s)" "$s" "$u" "$(ratio "$s" "$u")" "${m:--}" "$(ratio "$s" "$m")" "${f:--}" "$(ratio "$s" "$f")"
 done
 
-# Collectives: barrier and 8-byte all-gather over N ranks sharing memory
-# (testam N -coll, GASNET_SUPERNODE_MAXSIZE=0), next to Open MPI's
-# MPI_Barrier and MPI_Allgather with vader (scripts/mpicoll/coll.c), in µs
-# per operation. With more ranks than CPUs both sleep or yield while they
-# wait; Open MPI is told that the host is oversubscribed.
+# Collectives: barrier, 8-byte all-gather, 8-byte broadcast and
+# one-element all-reduce over N ranks sharing memory (testam N -coll,
+# GASNET_SUPERNODE_MAXSIZE=0), next to Open MPI's MPI_Barrier,
+# MPI_Allgather, MPI_Bcast and MPI_Allreduce with vader
+# (scripts/mpicoll/coll.c), in µs per operation. With more ranks than CPUs
+# ours yield their CPU while they wait, then sleep; Open MPI, told that the
+# host is oversubscribed, yields.
 coll=
 if [ -n "$mpi" ] && mpicc.openmpi -O2 -o "$tmp/coll" scripts/mpicoll/coll.c; then coll=1; fi
 printf '%-12s %4s %12s %12s %9s\n' collective N shm_us vader_us shm/vader
@@ -67,7 +69,7 @@ for n in ${SHM_BENCH_COLL_N:-2 8}; do
   : >"$tmp/mcoll.out"
   [ -n "$coll" ] && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
     timeout 300 mpirun.openmpi -np "$n" --mca btl vader,self "$tmp/coll" "$it" >"$tmp/mcoll.out" 2>/dev/null || true
-  for c in barrier allgather; do
+  for c in barrier allgather broadcast allreduce; do
     u=$(awk -v k="$c" '$1 == k { print $6 }' "$tmp/coll.out")
     m=$(awk -v k="mpi_$c" '$1 == k { print $6 }' "$tmp/mcoll.out")
     printf '%-12s %4s %12s %12s %9s\n' "$c" "$n" "${u:--}" "${m:--}" "$(ratio "$u" "$m")"
