@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all build demo test unit e2e bench shm-bench loss scale fuzz deps lint vet cross fmt clean
+.PHONY: all build demo test unit e2e bench shm-bench hier-bench loss scale fuzz deps lint vet cross fmt clean
 
 all: build
 
@@ -40,6 +40,11 @@ bench:
 # shared-memory transport and a C floor (figures, not a test).
 shm-bench:
 	scripts/shm-bench.sh
+
+# Collectives on namespace hosts of two ranks each (a real sshd in each):
+# in two levels, in one, and over UDP alone (figures, not a test).
+hier-bench: build
+	$(GO) test -tags hierbench -count=1 -run TestHierBench -v ./tests/ | grep -v '^=== '
 
 # testcore at 0%, 10% and 30% UDP loss in a network namespace (root, nftables).
 loss:
