@@ -267,3 +267,37 @@ func TestAreaAndNotes(t *testing.T) {
 		t.Errorf("Note does not see the sleeping consumer, or does not count")
 	}
 }
+
+// BenchmarkPingPong: two goroutines bounce a 64-byte record through two
+// rings, each spinning on its own: the floor under a round trip of
+// amudp's shared-memory path (compare the C floor of scripts/shmbench).
+func BenchmarkPingPong(b *testing.B) {
+	ping, _ := newRing(b, MinCapacity*4)
+	pong, _ := newRing(b, MinCapacity*4)
+	rec := make([]byte, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range b.N {
+			for pong.Empty() {
+			}
+			r, _, _ := pong.Peek()
+			copy(rec, r)
+			pong.Advance()
+			for !ping.Push(rec, nil) {
+			}
+		}
+	}()
+	b.ResetTimer()
+	for range b.N {
+		for !pong.Push(rec, nil) {
+		}
+		for ping.Empty() {
+		}
+		r, _, _ := ping.Peek()
+		copy(rec, r)
+		ping.Advance()
+	}
+	<-done
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "µs/rtt")
+}
