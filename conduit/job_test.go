@@ -539,27 +539,7 @@ func TestBarrierAlgorithms(t *testing.T) {
 					var entered [barriers]atomic.Int32
 					jn := memNet(amudptest.New(uint64(n), 0.1, 0.05, 100*time.Microsecond))
 					jn.barrier = algo
-					res, jobs := runJob(t, n, jn, false, func(j *Job) {
-						me := j.Rank()
-						for e := range barriers {
-							time.Sleep(time.Duration((me*7+e*3)%5) * time.Millisecond)
-							entered[e].Add(1)
-							var err error
-							if e%2 == 0 {
-								err = j.Barrier()
-							} else if err = j.BarrierNotify(); err == nil {
-								time.Sleep(time.Duration(me%3) * time.Millisecond) // work between
-								err = j.BarrierWait()
-							}
-							if err != nil {
-								t.Errorf("rank %d: barrier %d: %v", me, e+1, err)
-								return
-							}
-							if got := entered[e].Load(); got != int32(n) {
-								t.Errorf("rank %d left barrier %d when %d of %d ranks had entered it", me, e+1, got, n)
-							}
-						}
-					})
+					res, jobs := runJob(t, n, jn, false, func(j *Job) { enterBarriers(t, j, entered[:], time.Millisecond) })
 					want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
 					if d := cmp.Diff(want, res); d != "" {
 						t.Errorf("(-want +got):\n%s", d)
@@ -571,6 +551,33 @@ func TestBarrierAlgorithms(t *testing.T) {
 					}
 				})
 			})
+		}
+	}
+}
+
+// enterBarriers has j enter len(entered) barriers, each after a pause (in
+// units of unit) that changes with the rank and the barrier, alternately
+// through Barrier and through BarrierNotify and BarrierWait with work
+// between them, counting its entries in entered; it fails the test when j
+// leaves a barrier before every rank has entered it.
+func enterBarriers(t *testing.T, j *Job, entered []atomic.Int32, unit time.Duration) {
+	me, n := j.Rank(), int32(j.Size())
+	for e := range entered {
+		time.Sleep(time.Duration((me*7+e*3)%5) * unit)
+		entered[e].Add(1)
+		var err error
+		if e%2 == 0 {
+			err = j.Barrier()
+		} else if err = j.BarrierNotify(); err == nil {
+			time.Sleep(time.Duration(me%3) * unit) // work between
+			err = j.BarrierWait()
+		}
+		if err != nil {
+			t.Errorf("rank %d: barrier %d: %v", me, e+1, err)
+			return
+		}
+		if got := entered[e].Load(); got != n {
+			t.Errorf("rank %d left barrier %d when %d of %d ranks had entered it", me, e+1, got, n)
 		}
 	}
 }

@@ -44,24 +44,7 @@ func TestWordsBarrier(t *testing.T) {
 				res, jobs := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
 					me := j.Rank()
 					before := j.ep.Stats().Sent
-					for e := range barriers {
-						time.Sleep(time.Duration((me*7+e*3)%5) * 100 * time.Microsecond)
-						entered[e].Add(1)
-						var err error
-						if e%2 == 0 {
-							err = j.Barrier()
-						} else if err = j.BarrierNotify(); err == nil {
-							time.Sleep(time.Duration(me%3) * 100 * time.Microsecond) // work between
-							err = j.BarrierWait()
-						}
-						if err != nil {
-							t.Errorf("rank %d: barrier %d: %v", me, e+1, err)
-							return
-						}
-						if got := entered[e].Load(); got != int32(n) {
-							t.Errorf("rank %d left barrier %d when %d of %d ranks had entered it", me, e+1, got, n)
-						}
-					}
+					enterBarriers(t, j, entered[:], 100*time.Microsecond)
 					sent[me] = j.ep.Stats().Sent - before
 				})
 				want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
