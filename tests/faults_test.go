@@ -418,3 +418,30 @@ func TestTwoJobsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestKilledLeaderWhileOthersWaitInBarrier: kill -9 of rank 0, which leads
+// its host's ranks, while ranks 1 and 2 wait in a barrier that rank 3 has
+// not entered (with shared memory, they wait on its words, not for a
+// message): the job ends non-zero naming rank 0, and nothing of it is
+// left; over UDP alone too.
+func TestKilledLeaderWhileOthersWaitInBarrier(t *testing.T) {
+	for _, mode := range []string{udpOnly, "GASNET_SUPERNODE_MAXSIZE=0"} {
+		t.Run(mode, func(t *testing.T) {
+			cmd, out := startPrinter(t, t.Name(), 4, "late", "ready rank", "LINES=0", mode, "GASNET_VERBOSEENV=1")
+			pid := rankPID(t, out, 0)
+			time.Sleep(300 * time.Millisecond) // ranks 0-2 wait in the barrier
+			syscall.Kill(pid, syscall.SIGKILL)
+			waitEnd(t, cmd, out, 10*time.Second)
+			if code := cmd.ProcessState.ExitCode(); code == 0 {
+				t.Errorf("exit 0 after rank 0 was killed:\n%s", out.String())
+			}
+			if want := fmt.Sprintf("rank 0 (pid %d on ", pid); !strings.Contains(out.String(), want) {
+				t.Errorf("no line names %q:\n%s", want, out.String())
+			}
+			if words := strings.Contains(out.String(), "barrier on shared words"); words != (mode != udpOnly) {
+				t.Errorf("%s: barrier on shared words: %v\n%s", mode, words, out.String())
+			}
+			checkNoSurvivors(t, t.Name(), 2*time.Second)
+		})
+	}
+}
