@@ -18,6 +18,8 @@
 // or write outside the region. A producer that dies between reserving and
 // committing stops the consumer at its record; the job's liveness rules end
 // such a job (the consumer's other peers fall back when the queue fills).
+// A consumer that finds the ring empty far into its area moves both ends
+// back to the start, where the cache is warm (hotSpan).
 package shmring
 
 import (
@@ -40,6 +42,15 @@ const (
 	offSleep   = 192
 	offNotes   = 200
 	offArea    = 256
+
+	// hotSpan bounds where the records of a ring that empties between
+	// pushes go: a consumer that finds the ring empty with its head at or
+	// beyond hotSpan moves both ends to the start of the data area, so
+	// that messages exchanged one at a time (a ping-pong, the rounds of
+	// a collective) reuse the same few cache lines and pages instead of
+	// walking the whole area, touching each page first with a page fault.
+	// A ring that fills (a flood) uses all of it.
+	hotSpan = 16384
 
 	// AreaSize is the size of Area.
 	AreaSize = HeaderSize - offArea
@@ -153,7 +164,10 @@ func (r *Ring) Push(a, b []byte) bool {
 		if off+need > uint64(len(r.data)) {
 			pad = uint64(len(r.data)) - off
 		}
-		if t+pad+need-r.head.Load() > uint64(len(r.data)) {
+		if h := r.head.Load(); t+pad+need-h > uint64(len(r.data)) {
+			if r.head.Load() != h {
+				continue // the consumer moved: look again
+			}
 			return false
 		}
 		if r.tail.CompareAndSwap(t, t+pad+need) {
@@ -189,6 +203,11 @@ func (r *Ring) Peek() (rec []byte, ok bool, err error) {
 		h := r.head.Load()
 		o := h & r.mask
 		if word(r.data, int(o)).Load() != h+1 {
+			if o >= hotSpan && r.tail.CompareAndSwap(h, h+uint64(len(r.data))-o) {
+				// Empty, and no producer has reserved: both ends move
+				// to the start of the area.
+				r.head.Store(h + uint64(len(r.data)) - o)
+			}
 			return nil, false, nil
 		}
 		n := uint64(binary.LittleEndian.Uint32(r.data[o+8:]))

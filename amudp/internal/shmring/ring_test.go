@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/quick"
+	"unsafe"
 )
 
 func newRing(t testing.TB, capacity int) (*Ring, []byte) {
@@ -95,12 +97,67 @@ func TestModel(t *testing.T) {
 	}
 }
 
+// TestHotSpan: records pushed one at a time, each popped before the next
+// and the ring then polled empty, stay within the first hotSpan bytes of a large ring (and the page
+// faults and cache misses of the rest are never paid); a ring that fills
+// uses all of its capacity.
+func TestHotSpan(t *testing.T) {
+	const capacity = 1 << 20
+	r, mem := newRing(t, capacity)
+	data := uintptr(unsafe.Pointer(&mem[HeaderSize]))
+	rng := rand.New(rand.NewPCG(1, 2))
+	far := 0
+	for i := range 20000 {
+		rec := make([]byte, 1+rng.IntN(300))
+		rec[0] = byte(i)
+		if !r.Push(rec, nil) {
+			t.Fatalf("push %d into an empty ring refused", i)
+		}
+		got, ok, err := r.Peek()
+		if !ok || err != nil || !bytes.Equal(got, rec) {
+			t.Fatalf("record %d: got %d bytes, ok %v, err %v", i, len(got), ok, err)
+		}
+		off := int(uintptr(unsafe.Pointer(&got[0])) - data)
+		far = max(far, off)
+		r.Advance()
+		if _, ok, _ := r.Peek(); ok { // the consumer polls an empty ring
+			t.Fatal("a record too many")
+		}
+	}
+	if far >= hotSpan+RecordSize(300) {
+		t.Errorf("a record one at a time went to offset %d, past %d", far, hotSpan)
+	}
+	pushed := 0
+	for r.Push(make([]byte, 1000), nil) {
+		pushed += RecordSize(1000)
+	}
+	if pushed < capacity-hotSpan-RecordSize(1000) {
+		t.Errorf("a flood took %d bytes of a ring of %d", pushed, capacity)
+	}
+	for i := 0; i < pushed/RecordSize(1000); i++ {
+		if got := pop(t, r); len(got) != 1000 {
+			t.Fatalf("flood record %d: %d bytes", i, len(got))
+		}
+	}
+	if pop(t, r) != nil {
+		t.Error("a record too many")
+	}
+}
+
 // TestProducers: several goroutines push numbered records at once, each
 // retrying when the ring is full; the consumer sees every record exactly
-// once and each producer's records in order.
+// once and each producer's records in order: in a small ring that fills,
+// and in one whose consumer moves both ends back to the start whenever it
+// finds it empty (hotSpan).
 func TestProducers(t *testing.T) {
+	for _, capacity := range []int{MinCapacity, 4 * hotSpan} {
+		t.Run(strconv.Itoa(capacity), func(t *testing.T) { testProducers(t, capacity) })
+	}
+}
+
+func testProducers(t *testing.T, capacity int) {
 	const producers, each = 4, 20000
-	r, _ := newRing(t, MinCapacity)
+	r, _ := newRing(t, capacity)
 	var wg sync.WaitGroup
 	for p := range producers {
 		wg.Add(1)
