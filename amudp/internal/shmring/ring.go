@@ -41,6 +41,7 @@ const (
 	offHead    = 128
 	offSleep   = 192
 	offNotes   = 200
+	offDetours = 208
 	offArea    = 256
 
 	// hotSpan bounds where the records of a ring that empties between
@@ -73,13 +74,14 @@ var ErrCorrupt = errors.New("shmring: corrupt record in a shared-memory queue")
 
 // Ring is one process's view of a ring in mapped memory.
 type Ring struct {
-	data  []byte
-	mask  uint64
-	tail  *atomic.Uint64
-	head  *atomic.Uint64
-	sleep *atomic.Uint32
-	notes *atomic.Uint64
-	area  []byte
+	data    []byte
+	mask    uint64
+	tail    *atomic.Uint64
+	head    *atomic.Uint64
+	sleep   *atomic.Uint32
+	notes   *atomic.Uint64
+	detours *atomic.Uint64
+	area    []byte
 	// next is the consumer's record size at the head, set by Peek and used
 	// by Advance.
 	next uint64
@@ -120,13 +122,14 @@ func Open(mem []byte) (*Ring, error) {
 
 func open(mem []byte, c int) *Ring {
 	return &Ring{
-		data:  mem[HeaderSize : HeaderSize+c],
-		mask:  uint64(c - 1),
-		tail:  word(mem, offTail),
-		head:  word(mem, offHead),
-		sleep: (*atomic.Uint32)(unsafe.Pointer(&mem[offSleep])),
-		notes: word(mem, offNotes),
-		area:  mem[offArea:HeaderSize:HeaderSize],
+		data:    mem[HeaderSize : HeaderSize+c],
+		mask:    uint64(c - 1),
+		tail:    word(mem, offTail),
+		head:    word(mem, offHead),
+		sleep:   (*atomic.Uint32)(unsafe.Pointer(&mem[offSleep])),
+		notes:   word(mem, offNotes),
+		detours: word(mem, offDetours),
+		area:    mem[offArea:HeaderSize:HeaderSize],
 	}
 }
 
@@ -264,6 +267,19 @@ func (r *Ring) Note() bool {
 
 // Notes returns the count of Note calls so far.
 func (r *Ring) Notes() uint64 { return r.notes.Load() }
+
+// Detour counts one record that a producer sent to the consumer another
+// way (the ring was full), after it did, so that a consumer that sees
+// Detours grow knows to look there; it reports whether the consumer asked
+// to be woken (Sleeping).
+func (r *Ring) Detour() bool {
+	r.detours.Add(1)
+	return r.Sleeping()
+}
+
+// Detours returns the count of Detour calls so far. It shares a cache
+// line with Notes and Sleeping.
+func (r *Ring) Detours() uint64 { return r.detours.Load() }
 
 // Area returns the AreaSize bytes of the header that the ring leaves to
 // its users, zero when Format made it, 8-aligned: words that the ranks

@@ -319,9 +319,15 @@ func TestAreaAndNotes(t *testing.T) {
 	if r.Notes() != 0 || o.Note() || r.Notes() != 1 {
 		t.Errorf("notes %d after one Note; or Note says a consumer that never slept sleeps", r.Notes())
 	}
+	if r.Detours() != 0 || o.Detour() || r.Detours() != 1 || r.Notes() != 1 {
+		t.Errorf("detours %d after one Detour (notes %d); or Detour says a consumer that never slept sleeps", r.Detours(), r.Notes())
+	}
 	r.SetSleeping(true)
 	if !o.Note() || r.Notes() != 2 {
 		t.Errorf("Note does not see the sleeping consumer, or does not count")
+	}
+	if !o.Detour() || r.Detours() != 2 {
+		t.Errorf("Detour does not see the sleeping consumer, or does not count")
 	}
 }
 
