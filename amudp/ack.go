@@ -25,7 +25,7 @@ func (e *Endpoint) queueAck(p *peerState, slot, seq uint16, now bool) {
 		e.ackq = append(e.ackq, p)
 	}
 	if len(p.acks) == 0 {
-		p.ackSince = e.now()
+		p.ackSince = e.clock
 	}
 	p.acks = append(p.acks, uint32(slot)<<16|uint32(seq))
 	p.ackNow = p.ackNow || now
@@ -42,7 +42,7 @@ func (e *Endpoint) flushAcks(all bool) {
 	if len(e.ackq) == 0 {
 		return
 	}
-	now := e.now()
+	now := e.clock
 	q := e.ackq[:0]
 	for _, p := range e.ackq {
 		if all || p.ackNow || time.Duration(now-p.ackSince) >= ackDelay {

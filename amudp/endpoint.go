@@ -177,6 +177,12 @@ type Endpoint struct {
 	retPending atomic.Bool
 	deadline   atomic.Int64
 	lastPass   atomic.Int64 // when the last poll pass ended (e.now)
+	// clock is the poller's reading of e.now(), taken when a poll pass
+	// starts and after each datagram it handles: the pass's timestamps
+	// (a peer heard, a round-trip sample, acks' ages, due timers) use it
+	// rather than read the clock each (about 60 ns a read on a VM).
+	// Poller only.
+	clock retransmit.Time
 	// passSeq is odd while a poll pass runs and even between passes; its
 	// atomic updates give Fence a happens-before edge over every handler
 	// run in a pass that ended.

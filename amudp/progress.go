@@ -49,6 +49,7 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 	defer e.passSeq.Add(1)
 	e.pass++
 	e.drained = 0
+	e.clock = e.now()
 	if err := e.takeRetErr(); err != nil {
 		return err
 	}
@@ -66,6 +67,7 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 		bytes += n
 		e.stats.received.Add(1)
 		e.handleDatagram(e.rbuf[:n], from)
+		e.clock = e.now()
 		if stop != nil && stop() {
 			break
 		}
@@ -73,7 +75,7 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 	e.flushAcks(false)
 	e.growBuffers(bytes)
 	e.fireTimers()
-	e.lastPass.Store(int64(e.now()))
+	e.lastPass.Store(int64(e.clock))
 	return e.takeRetErr()
 }
 
@@ -231,7 +233,7 @@ func (e *Endpoint) waitOnce(cond func() bool) error {
 // spinOrBlock polls until something happens or cond holds, spinning for
 // e.spin, then sleeps once in the kernel. The caller holds pollMu.
 func (e *Endpoint) spinOrBlock(cond func() bool) error {
-	start := time.Now()
+	start := e.now()
 	for {
 		if err := e.pollLocked(cond); err != nil {
 			return err
@@ -255,7 +257,7 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 		// them after every empty pass kept two goroutines handing the
 		// poll back and forth without ever sleeping, burning the cores an
 		// oversubscribed host's other workers need.)
-		if !e.polite && (e.spin < 0 || time.Since(start) < e.spin) {
+		if !e.polite && (e.spin < 0 || time.Duration(e.clock-start) < e.spin) {
 			continue
 		}
 		break

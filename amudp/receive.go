@@ -71,7 +71,7 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort) {
 		return
 	}
 	// Any datagram from the peer shows it alive (see fireTimers).
-	e.peerLocked(src).heard = e.now()
+	e.peerLocked(src).heard = e.clock
 	if m.Kind.IsRequest() {
 		e.handleRequest(m, src)
 	} else {
@@ -139,7 +139,7 @@ func (e *Endpoint) handleReply(m *wire.Message, src int) {
 		e.stats.dupReplies.Add(1)
 		return
 	}
-	now := e.now()
+	now := e.clock
 	if m.Kind == KindAutoReply {
 		e.ackLocked(p, m.Slot, m.Seq, now)
 		for i := range m.AckPairs() {

@@ -19,10 +19,10 @@ func (e *Endpoint) RTT(rank int) (time.Duration, bool) {
 
 func (e *Endpoint) now() retransmit.Time { return retransmit.Time(time.Since(e.origin)) }
 
-// fireTimers retransmits due requests and gives up on expired ones. Poller
-// only; sends happen without the lock.
+// fireTimers retransmits due requests and gives up on expired ones, at the
+// poller's clock. Poller only; sends happen without the lock.
 func (e *Endpoint) fireTimers() {
-	now := e.now()
+	now := e.clock
 	if retransmit.Time(e.deadline.Load()) > now {
 		return
 	}
