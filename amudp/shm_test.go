@@ -323,6 +323,58 @@ func TestSharedReadsSocketAfterWait(t *testing.T) {
 	}
 }
 
+// TestSharedReadsSocketAfterDetour: in a job whose ranks all share
+// memory, a datagram that a peer sends by UDP because the inbox is full is
+// read as soon as the inbox is empty, not after udpEveryShared empty polls.
+func TestSharedReadsSocketAfterDetour(t *testing.T) {
+	open := listenShared(t, shmring.MinCapacity)
+	var ts [2]*Shared
+	inboxes := map[netip.AddrPort]string{}
+	for i := range ts {
+		tr, err := open(loopback, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		ts[i] = tr.(*Shared)
+		inboxes[tr.LocalAddr()] = ts[i].Inbox()
+	}
+	for _, s := range ts {
+		s.SetInboxes(inboxes)
+		s.SetAllShared(true)
+	}
+	a, b := ts[0], ts[1]
+	buf := make([]byte, MaxDatagram)
+	if _, _, err := a.Recv(buf); !errors.Is(err, ErrNoData) { // the socket read found nothing
+		t.Fatalf("Recv of nothing: %v", err)
+	}
+	sent := 0
+	for b.Stats().Fallbacks == 0 {
+		if err := b.Send(binary.LittleEndian.AppendUint32(make([]byte, 100), uint32(sent)), a.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+		sent++
+	}
+	got, empty := 0, 0
+	for got < sent && empty < udpEveryShared {
+		n, _, err := a.Recv(buf)
+		if errors.Is(err, ErrNoData) {
+			empty++
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := binary.LittleEndian.Uint32(buf[100:n]); i != uint32(got) {
+			t.Fatalf("datagram %d came as number %d", i, got)
+		}
+		got++
+	}
+	if got != sent || empty > 0 {
+		t.Errorf("%d of %d datagrams after %d empty polls; want all, the detoured one first time the inbox is empty", got, sent, empty)
+	}
+}
+
 // TestSharedAreaAndNotify: a rank sees the words a co-located peer stores
 // into its area (Area of its own address and of the peer's are the same
 // memory), and a Notify after the store is never missed: made while the
