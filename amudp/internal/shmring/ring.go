@@ -85,6 +85,8 @@ type Ring struct {
 	// next is the consumer's record size at the head, set by Peek and used
 	// by Advance.
 	next uint64
+	// seenHead is the head as this view's producers last read it.
+	seenHead atomic.Uint64
 }
 
 // Size is the size of the region that holds a ring of capacity bytes.
@@ -167,11 +169,19 @@ func (r *Ring) Push(a, b []byte) bool {
 		if off+need > uint64(len(r.data)) {
 			pad = uint64(len(r.data)) - off
 		}
-		if h := r.head.Load(); t+pad+need-h > uint64(len(r.data)) {
-			if r.head.Load() != h {
-				continue // the consumer moved: look again
+		// The head as this view last read it is at most the head (it
+		// only grows), so a record that fits below it fits: the head's
+		// cache line, which the consumer writes after each record, is
+		// read only when the ring looks full.
+		if h := r.seenHead.Load(); t+pad+need-h > uint64(len(r.data)) {
+			if h = r.head.Load(); t+pad+need-h > uint64(len(r.data)) {
+				r.seenHead.Store(h)
+				if r.head.Load() != h {
+					continue // the consumer moved: look again
+				}
+				return false
 			}
-			return false
+			r.seenHead.Store(h)
 		}
 		if r.tail.CompareAndSwap(t, t+pad+need) {
 			break
