@@ -115,6 +115,7 @@ type Endpoint struct {
 	// handling counts the handlers running now (see inHandler).
 	handling atomic.Int32
 	tr       Transport
+	viewer   Viewer // tr, if it is a Viewer
 	rank     int
 	key      wire.Key
 	authPay  bool
@@ -231,6 +232,7 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 		rbuf:    make([]byte, MaxDatagram+1),
 	}
 	e.key, e.authPay = wire.NewKey(cfg.Secret), cfg.AuthPayload
+	e.viewer, _ = tr.(Viewer)
 	if rcv, _, err := tr.SetBuffers(0); err == nil {
 		e.window = windowFor(rcv)
 	}

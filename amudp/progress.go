@@ -2,6 +2,7 @@ package amudp
 
 import (
 	"net"
+	"net/netip"
 	"runtime"
 	"time"
 )
@@ -56,7 +57,7 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 	limit := max(e.recvMax, 1) // set once by SetPeers, before traffic
 	bytes := 0
 	for i := 0; i < limit; i++ {
-		n, from, err := e.tr.Recv(e.rbuf)
+		d, from, inPlace, err := e.recv()
 		if err == ErrNoData {
 			break
 		}
@@ -64,9 +65,12 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 			return err
 		}
 		e.drained++
-		bytes += n
+		bytes += len(d)
 		e.stats.received.Add(1)
-		e.handleDatagram(e.rbuf[:n], from)
+		e.handleDatagram(d, from)
+		if inPlace {
+			e.viewer.Release()
+		}
 		e.clock = e.now()
 		if stop != nil && stop() {
 			break
@@ -77,6 +81,17 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 	e.fireTimers()
 	e.lastPass.Store(int64(e.clock))
 	return e.takeRetErr()
+}
+
+// recv takes the next datagram from the transport: in place when it is a
+// Viewer that can (the handlers have run when the caller releases it),
+// else in e.rbuf.
+func (e *Endpoint) recv() (d []byte, from netip.AddrPort, inPlace bool, err error) {
+	if e.viewer != nil {
+		return e.viewer.View(e.rbuf)
+	}
+	n, from, err := e.tr.Recv(e.rbuf)
+	return e.rbuf[:n], from, false, err
 }
 
 // notify tells goroutines waiting for a poll pass that one ended.

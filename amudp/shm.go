@@ -235,6 +235,20 @@ func (t *Shared) ring(p *shmPeer) *shmring.Ring {
 // Recv takes a datagram from this rank's inbox, else from UDP (see
 // udpEvery). The poller alone calls it.
 func (t *Shared) Recv(b []byte) (int, netip.AddrPort, error) {
+	d, from, inPlace, err := t.View(b)
+	if inPlace {
+		n := copy(b, d)
+		t.Release()
+		return n, from, nil
+	}
+	return len(d), from, err
+}
+
+// View is Recv that gives a datagram of the inbox in place, in the shared
+// memory of the ring, until Release: the Endpoint's handlers read a Medium
+// payload there, one copy fewer. Whatever a faulty peer writes into the
+// record meanwhile, d's bounds are the ring's. The poller alone calls it.
+func (t *Shared) View(b []byte) (d []byte, from netip.AddrPort, inPlace bool, err error) {
 	for {
 		rec, ok, err := t.inbox.ring.Peek()
 		if err != nil { // shmring.ErrCorrupt
@@ -246,11 +260,8 @@ func (t *Shared) Recv(b []byte) (int, netip.AddrPort, error) {
 				t.corrupt.Add(1)
 				continue
 			}
-			from := getAddr(rec)
-			n := copy(b, rec[addrLen:])
-			t.inbox.ring.Advance()
 			t.shmRecv.Add(1)
-			return n, from, nil
+			return rec[addrLen:len(rec):len(rec)], getAddr(rec), true, nil
 		}
 		t.notes = t.inbox.ring.Notes()
 		if d := t.inbox.ring.Detours(); d != t.detours {
@@ -258,7 +269,7 @@ func (t *Shared) Recv(b []byte) (int, netip.AddrPort, error) {
 		}
 		if t.udpSkip > 0 {
 			t.udpSkip--
-			return 0, netip.AddrPort{}, ErrNoData
+			return nil, netip.AddrPort{}, false, ErrNoData
 		}
 		n, from, err := t.udp.Recv(b)
 		if errors.Is(err, ErrNoData) {
@@ -267,9 +278,12 @@ func (t *Shared) Recv(b []byte) (int, netip.AddrPort, error) {
 		if err == nil && n == 1 && b[0] == doorbell[0] {
 			continue
 		}
-		return n, from, err
+		return b[:n], from, false, err
 	}
 }
+
+// Release frees the datagram View gave in place.
+func (t *Shared) Release() { t.inbox.ring.Advance() }
 
 // Wait blocks until the inbox or the UDP socket may hold a datagram, Wake
 // is called, or timeout passes.

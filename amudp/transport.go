@@ -38,3 +38,15 @@ type Transport interface {
 	// Close releases the socket.
 	Close() error
 }
+
+// Viewer is a Transport that can give a datagram in place, without
+// copying it into the caller's buffer (Shared, for its inbox's records).
+type Viewer interface {
+	Transport
+	// View returns the next datagram: in place (inPlace true) until
+	// Release, which the caller calls before its next View or Recv, or,
+	// when there is none to give in place, as Recv(b) would, in b.
+	View(b []byte) (d []byte, from netip.AddrPort, inPlace bool, err error)
+	// Release frees the datagram that View gave in place.
+	Release()
+}
