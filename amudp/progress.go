@@ -7,8 +7,11 @@ import (
 	"time"
 )
 
-// DefaultSpin is the default busy-poll time of a blocking wait.
-const DefaultSpin = 100 * time.Microsecond
+// DefaultSpin is the default busy-poll time of a blocking wait: long
+// enough that a rank whose peer lost its CPU for a while (to a runtime's
+// monitor thread, the console) keeps spinning rather than sleep, after
+// which each message would cost it a doorbell and a wake-up (DESIGN.md §3).
+const DefaultSpin = time.Millisecond
 
 // pollFirstGap: a request skips its poll-first when a poll pass ended more
 // recently than this. Replies come batched at most ackDelay apart, so a
@@ -149,8 +152,8 @@ func (e *Endpoint) leaveWait() {
 // barrier) re-enters a wait within microseconds and keeps polling itself;
 // one that computes gets a background poll within bgResumeMax.
 const (
-	bgResume    = DefaultSpin
-	bgResumeMax = 16 * DefaultSpin
+	bgResume    = 100 * time.Microsecond
+	bgResumeMax = 16 * bgResume
 )
 
 // Progress polls in the background until the endpoint closes, and then

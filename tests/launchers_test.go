@@ -392,7 +392,7 @@ func TestBoundRanksAreNotCrowded(t *testing.T) {
 	mpi := launchers[1]
 	mpi.template = "mpirun.openmpi --bind-to core -np %N %C"
 	r := mpi.run(t, t.Name(), []string{"GASNET_VERBOSEENV=1"}, "hello", "2")
-	for _, want := range []string{"rank 0: blocking waits spin 100µs before they sleep (2 ranks on this host's 2 CPUs)", "rank 0: barrier on shared words, by dissemination"} {
+	for _, want := range []string{"rank 0: blocking waits spin 1ms before they sleep (2 ranks on this host's 2 CPUs)", "rank 0: barrier on shared words, by dissemination"} {
 		if r.code != 0 || !strings.Contains(r.stderr, want) {
 			t.Errorf("mpirun --bind-to core: exit %d, want 0 and %q in stderr:\n%s", r.code, want, r.stderr)
 		}

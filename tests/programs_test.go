@@ -178,7 +178,7 @@ func TestOversubscribedWorkers(t *testing.T) {
 		want []string // lines of rank 0's, in stderr
 	}{
 		{nil, cpus + 1, []string{crowded, crowdedBarrier()}},
-		{nil, 1, []string{"blocking waits spin 100µs before they sleep (1 ranks on this host's " + strconv.Itoa(cpus) + " CPUs)",
+		{nil, 1, []string{"blocking waits spin 1ms before they sleep (1 ranks on this host's " + strconv.Itoa(cpus) + " CPUs)",
 			"barrier AMDISSEM (set GASNET_BARRIER to choose)"}},
 		{[]string{"GASNET_POLL_SPIN=50us", "AMUDP_BARRIER=DISSEM"}, cpus + 1, []string{
 			"blocking waits spin 50µs before they sleep (GASNET_POLL_SPIN as set)", "barrier AMDISSEM (GASNET_BARRIER as set)"}},
