@@ -295,3 +295,28 @@ func BenchmarkSharedShortRoundTrip(b *testing.B) {
 	b.Cleanup(func() { listen = saved })
 	benchRoundTrip(b, -1)
 }
+
+// BenchmarkSharedRoundTripWork is the processor work of one short round
+// trip through shared memory, without the wait between two cores: one
+// goroutine sends the request, polls the receiver (which runs the handler
+// and replies) and polls the sender (which runs the reply's handler).
+func BenchmarkSharedRoundTripWork(b *testing.B) {
+	saved := listen
+	listen = listenShared(b, DefaultInbox)
+	b.Cleanup(func() { listen = saved })
+	eps := newJob(b, 2, Config{Spin: -1, SendDepth: -1})
+	var replies atomic.Uint64
+	eps[1].Register(130, func(t *Token, args []uint32, _ []byte) { t.ReplyShort(131, args[0]) })
+	eps[0].Register(131, func(*Token, []uint32, []byte) { replies.Add(1) })
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
+			b.Fatal(err)
+		}
+		for replies.Load() != uint64(i+1) {
+			eps[1].Poll()
+			eps[0].Poll()
+		}
+	}
+}

@@ -67,6 +67,13 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 		if err != nil {
 			return err
 		}
+		if i > 0 {
+			// The handlers of the datagram before ran since the clock
+			// was read. (After the last one it is not read again: a
+			// waiter whose condition that datagram met returns at once,
+			// and the pass's end keeps the earlier time.)
+			e.clock = e.now()
+		}
 		e.drained++
 		bytes += len(d)
 		e.stats.received.Add(1)
@@ -74,7 +81,6 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 		if inPlace {
 			e.viewer.Release()
 		}
-		e.clock = e.now()
 		if stop != nil && stop() {
 			break
 		}

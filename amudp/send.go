@@ -83,8 +83,12 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	// within the last pollFirstGap: that pass was this request's poll, and
 	// a syscall that would find the socket empty is most of a round trip's
 	// overhead on a virtual machine.
-	if time.Duration(int64(e.now())-e.lastPass.Load()) >= pollFirstGap && e.pollMu.TryLock() {
+	// The clock read here also starts the request's retransmission timer
+	// (a read costs tens of nanoseconds on a virtual machine).
+	now := e.now()
+	if time.Duration(int64(now)-e.lastPass.Load()) >= pollFirstGap && e.pollMu.TryLock() {
 		err := e.pollLocked(nil)
+		now = e.clock
 		e.pollMu.Unlock()
 		e.notify()
 		if err != nil {
@@ -125,6 +129,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		if err != nil {
 			return err
 		}
+		now = e.now()
 		e.mu.Lock()
 	}
 	if e.closed {
@@ -165,7 +170,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	e.key.Seal(s.buf, uint32(p.rank), e.authPay)
 	s.inflight, s.freeLater, s.sending = true, false, 1
 	s.kind, s.handler = m.Kind, m.Handler
-	s.h = e.tracker.Add(e.now(), p.rtt.Timeout(e.rcfg))
+	s.h = e.tracker.Add(now, p.rtt.Timeout(e.rcfg))
 	e.syncDeadlineLocked()
 	for len(e.owner) <= s.h {
 		e.owner = append(e.owner, slotRef{})

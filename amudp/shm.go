@@ -79,7 +79,11 @@ type Shared struct {
 	self  [addrLen]byte
 
 	peers atomic.Pointer[map[netip.AddrPort]*shmPeer]
-	mu    sync.Mutex // serialises mapping peers' inboxes
+	// last is the peer Send last found in peers, or nil: most sends go
+	// to the peer of the send before (a ping-pong, a flood, a reply),
+	// and the map's lookup hashes the address each time.
+	last atomic.Pointer[shmPeer]
+	mu   sync.Mutex // serialises mapping peers' inboxes
 
 	shmSent, shmRecv, fallbacks, doorbells, corrupt atomic.Uint64
 
@@ -122,6 +126,7 @@ const udpEveryShared = 1024
 
 // shmPeer is a co-located rank's inbox, mapped on first use.
 type shmPeer struct {
+	addr   netip.AddrPort
 	path   string
 	ring   atomic.Pointer[shmring.Ring]
 	failed atomic.Bool
@@ -155,10 +160,11 @@ func (t *Shared) SetInboxes(inboxes map[netip.AddrPort]string) {
 	m := make(map[netip.AddrPort]*shmPeer, len(inboxes))
 	for a, path := range inboxes {
 		if path != "" && a != t.udp.LocalAddr() {
-			m[a] = &shmPeer{path: path}
+			m[a] = &shmPeer{addr: a, path: path}
 		}
 	}
 	t.peers.Store(&m)
+	t.last.Store(nil)
 }
 
 // SetAllShared says whether every peer of the job shares memory with this
@@ -187,7 +193,13 @@ func (s ShmStats) String() string {
 
 // Send puts b into the inbox of a co-located peer, or sends it by UDP.
 func (t *Shared) Send(b []byte, to netip.AddrPort) error {
-	if p := (*t.peers.Load())[to]; p != nil {
+	p := t.last.Load()
+	if p == nil || p.addr != to {
+		if p = (*t.peers.Load())[to]; p != nil {
+			t.last.Store(p)
+		}
+	}
+	if p != nil {
 		if r := t.ring(p); r != nil {
 			if r.Push(t.self[:], b) {
 				t.shmSent.Add(1)
