@@ -157,6 +157,9 @@ var (
 	ErrHandlerIndex   = errors.New("conduit: client handler index must be 128..255")
 	ErrHandlerTable   = errors.New("conduit: bad handler table")
 	ErrOutOfSegment   = errors.New("conduit: range outside the remote segment")
+	// ErrMisaligned: an atomic on a word whose offset is not a multiple
+	// of its size.
+	ErrMisaligned = errors.New("conduit: offset not aligned to the word's size")
 	// ErrCollectiveMismatch is wrapped by the error of a collective that
 	// ranks called differently (another kind, element type, operator,
 	// vector length or root): every rank of an all-reduce returns it, as
@@ -399,7 +402,7 @@ func start() (*Job, int, error) {
 		w.AtExit(func() {
 			line := ep.Stats().String()
 			if shared != nil {
-				line += fmt.Sprintf("; %v shm-put %d shm-get %d", shared.Stats(), j.nb.puts.Load(), j.nb.gets.Load())
+				line += fmt.Sprintf("; %v shm-put %d shm-get %d shm-atomic %d", shared.Stats(), j.nb.puts.Load(), j.nb.gets.Load(), j.nb.atomics.Load())
 			}
 			fmt.Fprintf(os.Stderr, "%s: rank %d stats: %s\n", progName(), w.Rank(), line)
 		})

@@ -144,3 +144,29 @@ func ExampleJob_Exit() {
 	// Output:
 	// exit code 3
 }
+
+// Remote atomics on words of rank 0's segment: every rank adds its rank
+// plus one to a counter, and tries to claim a slot by compare-and-swap,
+// which only one rank wins; a barrier orders the operations before rank
+// 0 reads both words.
+func ExampleAtomics() {
+	code, err := conduit.RunLocal(4, func(j *conduit.Job) {
+		if _, err := j.Attach(nil, 64); err != nil {
+			j.Exit(1)
+		}
+		words := conduit.NewAtomics[int64](j)
+		words.Apply(0, 0, conduit.AtomicAdd, int64(j.Rank()+1), 0)
+		old, _ := words.Fetch(0, 8, conduit.AtomicCompareSwap, 0, int64(j.Rank()+100))
+		won, _ := j.AllReduceUint64(conduit.Sum, []uint64{map[bool]uint64{true: 1}[old == 0]})
+		j.Barrier()
+		if j.Rank() == 0 {
+			sum, _ := words.Fetch(0, 0, conduit.AtomicGet, 0, 0)
+			owner, _ := words.Fetch(0, 8, conduit.AtomicGet, 0, 0)
+			fmt.Printf("counter %d, %d winner, slot holds a rank's claim: %v\n", sum, won[0], owner >= 100 && owner < 104)
+		}
+	})
+	fmt.Println("exit code", code, err)
+	// Output:
+	// counter 10, 1 winner, slot holds a rank's claim: true
+	// exit code 0 <nil>
+}

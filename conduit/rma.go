@@ -1,6 +1,7 @@
 package conduit
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sync"
@@ -27,6 +28,10 @@ type Handle struct {
 	refused atomic.Bool
 	peer    int
 	job     *Job
+	// what names the operation, for the error of one refused ("a get
+	// from its segment" when empty); bits is an atomic's fetched value.
+	what string
+	bits atomic.Uint64
 }
 
 // Done reports whether the operation completed.
@@ -39,7 +44,7 @@ func (h *Handle) Wait() error {
 	err := h.job.wait(h.Done)
 	h.job.rma.forget(h)
 	if err == nil && h.refused.Load() {
-		err = fmt.Errorf("%w: rank %d refused a get from its segment", ErrOutOfSegment, h.peer)
+		err = fmt.Errorf("%w: rank %d refused %s", ErrOutOfSegment, h.peer, cmp.Or(h.what, "a get from its segment"))
 	}
 	return err
 }
@@ -113,6 +118,7 @@ func (j *Job) registerCore() {
 		}
 		t.ReplyMedium(hGetReply, seg[off:off+n], args[3], args[4], 0)
 	})
+	j.registerAtomics()
 	ep.Register(hGetReply, func(t *amudp.Token, args []uint32, p []byte) {
 		if len(args) != 3 || t.IsRequest() {
 			return

@@ -71,6 +71,7 @@ type nbrhd struct {
 	views []atomic.Pointer[[]byte] // by rank, once looked at; a nil slice: cannot be mapped
 
 	puts, gets atomic.Uint64 // Put and Get calls done by a copy
+	atomics    atomic.Uint64 // atomics done on a mapping (Atomics)
 }
 
 // in reports whether rank is in the group.

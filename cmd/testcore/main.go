@@ -8,7 +8,10 @@
 // rank's segment, reads back with Get what it put, and stores a second
 // pattern through LocalView into the segments of the ranks that share
 // memory with it (conduit.Neighbors); after a barrier every rank checks its
-// segment. The job exits 0 only if every request and reply ran exactly
+// segment. Last, every rank adds to a 64-bit counter and a float64 sum in
+// every rank's segment with remote atomics (processor atomics on the
+// mappings of the ranks sharing memory), and each rank checks that its
+// words end at the exact totals. The job exits 0 only if every request and reply ran exactly
 // once with intact data and every byte put or stored arrived (DESIGN.md
 // §11).
 //
@@ -154,7 +157,7 @@ func main() {
 		{Index: hMedium, Fn: request("medium")},
 		{Index: hLong, Fn: request("long")},
 		{Index: hReply, Fn: reply},
-	}, n**threads*region)
+	}, n**threads*region+atomicWords)
 	if err != nil {
 		die("attach: %v", err)
 	}
@@ -277,6 +280,7 @@ func main() {
 	}
 	mu.Unlock()
 	rmaPhase(n, me, *threads*region)
+	atomicPhase(n, me, uint64(n**threads*region))
 	mu.Lock()
 	for _, e := range errs {
 		fmt.Fprintf(os.Stderr, "testcore: rank %d: %s\n", me, e)
@@ -387,5 +391,56 @@ func rmaPhase(n, me, own int) {
 	}
 	if me == 0 {
 		fmt.Printf("testcore: rank 0 shares its segment with ranks %v\n", nbrs)
+	}
+}
+
+// atomicWords is the room at the end of the segment for atomicPhase's
+// words: a uint64 counter and a float64 sum.
+const atomicWords = 16
+
+// atomicAdds is how many times each rank adds to each rank's words.
+const atomicAdds = 50
+
+// atomicPhase checks remote atomics: every rank adds 1 to the counter at
+// base of every rank's segment atomicAdds times, fetching (the values it
+// fetches from one rank only grow), and rank+0.5 to the float64 sum after
+// it as often without fetching; after a barrier each rank's words hold
+// n*atomicAdds and the exact sum (halves add exactly in a float64).
+func atomicPhase(n, me int, base uint64) {
+	counter, sum := conduit.NewAtomics[uint64](nil), conduit.NewAtomics[float64](nil)
+	for d := range n {
+		last := uint64(0)
+		for i := range atomicAdds {
+			old, err := counter.Fetch(d, base, conduit.AtomicAdd, 1, 0)
+			if err != nil {
+				fail("atomic add to rank %d: %v", d, err)
+			}
+			if i > 0 && old <= last {
+				mu.Lock()
+				errs = append(errs, fmt.Sprintf("atomic add to rank %d fetched %d after %d", d, old, last))
+				mu.Unlock()
+			}
+			last = old
+			if err := sum.Apply(d, base+8, conduit.AtomicAdd, float64(me)+0.5, 0); err != nil {
+				fail("atomic float add to rank %d: %v", d, err)
+			}
+		}
+	}
+	if err := conduit.Barrier(); err != nil {
+		die("barrier: %v", err)
+	}
+	got, err := counter.Fetch(me, base, conduit.AtomicGet, 0, 0)
+	if err != nil {
+		fail("atomic get: %v", err)
+	}
+	gotSum, err := sum.Fetch(me, base+8, conduit.AtomicGet, 0, 0)
+	if err != nil {
+		fail("atomic get: %v", err)
+	}
+	wantSum := float64(atomicAdds) * (float64(n*(n-1))/2 + 0.5*float64(n))
+	if got != uint64(n*atomicAdds) || gotSum != wantSum {
+		mu.Lock()
+		errs = append(errs, fmt.Sprintf("atomics: the counter holds %d and the sum %g, want %d and %g", got, gotSum, n*atomicAdds, wantSum))
+		mu.Unlock()
 	}
 }

@@ -1,0 +1,282 @@
+package conduit
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/conduit/internal/amo"
+)
+
+// Remote atomics, as GASNet-EX's atomic domains (gex_AD_OpNB) and MPI's
+// MPI_Fetch_and_op and MPI_Compare_and_swap give them: an operation on an
+// aligned word of a rank's segment that happens as one step with respect
+// to every other atomic on that word, from any rank.
+//
+// To a rank whose segment this process maps (itself, and the ranks of its
+// shared-memory group: LocalView) an operation is a processor atomic on
+// the mapping, complete on return. To any other rank it is one Short
+// request, which the owner's handler applies with the same processor
+// atomic on its segment, and one Short reply that carries the word's old
+// value: the active-message layer runs each request exactly once, under
+// loss and duplication, so each operation happens exactly once.
+
+// Handler indexes of the remote atomics (the extended API's range, 64–127).
+const (
+	hAtomicReq   = 68 // Short request: op | kind<<8, offset lo/hi, x lo/hi, y lo/hi, handle
+	hAtomicReply = 69 // Short reply: handle, refused, old value lo/hi
+)
+
+// localPollEvery: one atomic on a mapping in this many polls the network,
+// as a remote one does: a poll pass costs a few times a processor atomic,
+// and more with a read of the UDP socket.
+const localPollEvery = 32
+
+// Word is the types of word that remote atomics operate on.
+type Word interface {
+	int32 | uint32 | int64 | uint64 | float32 | float64
+}
+
+// AtomicOp is an operation of remote atomics. Every operation can fetch
+// the value the word held before it (Fetch); all but AtomicGet can also
+// be applied without fetching (Apply). x and y are the operands.
+type AtomicOp uint8
+
+// The atomic operations and what each stores. Integers wrap; AtomicMin
+// and AtomicMax of floats follow Go's min and max (a NaN gives NaN);
+// AtomicCompareSwap compares the bits of the word and x, as the processor
+// does (so -0 differs from +0, and a NaN can match itself); the bitwise
+// operations apply to integer words only.
+const (
+	AtomicSet         = AtomicOp(amo.Set)         // x
+	AtomicGet         = AtomicOp(amo.Get)         // the word unchanged (Fetch only)
+	AtomicSwap        = AtomicOp(amo.Swap)        // x
+	AtomicCompareSwap = AtomicOp(amo.CompareSwap) // y when the word equals x, else unchanged
+	AtomicAdd         = AtomicOp(amo.Add)         // word + x
+	AtomicSub         = AtomicOp(amo.Sub)         // word − x
+	AtomicInc         = AtomicOp(amo.Inc)         // word + 1
+	AtomicDec         = AtomicOp(amo.Dec)         // word − 1
+	AtomicMult        = AtomicOp(amo.Mult)        // word × x
+	AtomicMin         = AtomicOp(amo.Min)         // the smaller of word and x
+	AtomicMax         = AtomicOp(amo.Max)         // the larger of word and x
+	AtomicAnd         = AtomicOp(amo.And)         // word & x
+	AtomicOr          = AtomicOp(amo.Or)          // word | x
+	AtomicXor         = AtomicOp(amo.Xor)         // word ^ x
+)
+
+func (o AtomicOp) String() string { return amo.Op(o).String() }
+
+// Atomics operates atomically on words of type T in the segments of a
+// job's ranks: an atomic domain, as gex_AD_Create makes one. Operations
+// on one word through Atomics of different types do not combine
+// meaningfully; operations on a word that other code changes with plain
+// stores or Puts meanwhile race with them. A rank reads or writes its own
+// words, or those of LocalView, atomically with sync/atomic, or through
+// its Atomics.
+//
+// The methods may be called from any goroutine of a rank, not from a
+// handler (they may wait for the network, and to a remote rank they send
+// a request).
+type Atomics[T Word] struct {
+	j    *Job
+	kind amo.Kind
+}
+
+// NewAtomics returns the atomics on words of type T of job j, or, when j
+// is nil, of this worker's job (Default) as Init makes it.
+func NewAtomics[T Word](j *Job) *Atomics[T] {
+	var zero T
+	var k amo.Kind
+	switch any(zero).(type) {
+	case int32:
+		k = amo.Int32
+	case uint32:
+		k = amo.Uint32
+	case int64:
+		k = amo.Int64
+	case uint64:
+		k = amo.Uint64
+	case float32:
+		k = amo.Float32
+	case float64:
+		k = amo.Float64
+	}
+	return &Atomics[T]{j: j, kind: k}
+}
+
+// AtomicHandle is a fetching atomic operation in progress (FetchNB).
+type AtomicHandle[T Word] struct{ h *Handle }
+
+// Done reports whether the operation completed.
+func (a *AtomicHandle[T]) Done() bool { return a.h.Done() }
+
+// Wait services the network until the operation completes and returns
+// the value the word held before it. Not from a handler.
+func (a *AtomicHandle[T]) Wait() (T, error) {
+	err := a.h.Wait()
+	return fromBits[T](a.h.bits.Load()), err
+}
+
+// Fetch applies op with operands x and y to the word of type T at offset
+// of rank's segment and returns the value the word held before.
+func (a *Atomics[T]) Fetch(rank int, offset uint64, op AtomicOp, x, y T) (T, error) {
+	h, err := a.FetchNB(rank, offset, op, x, y)
+	if err != nil {
+		return 0, err
+	}
+	return h.Wait()
+}
+
+// Apply applies op with operands x and y to the word of type T at offset
+// of rank's segment, and returns once it is done.
+func (a *Atomics[T]) Apply(rank int, offset uint64, op AtomicOp, x, y T) error {
+	h, err := a.ApplyNB(rank, offset, op, x, y)
+	if err != nil {
+		return err
+	}
+	return h.Wait()
+}
+
+// FetchNB starts Fetch and returns its handle. The operation, its
+// operands, the word's type, alignment (offset a multiple of the word's
+// size) and place in the segment are checked first: what does not fit is
+// an error, and nothing is sent.
+func (a *Atomics[T]) FetchNB(rank int, offset uint64, op AtomicOp, x, y T) (*AtomicHandle[T], error) {
+	h, err := a.start(rank, offset, op, x, y, true)
+	if err != nil {
+		return nil, err
+	}
+	return &AtomicHandle[T]{h}, nil
+}
+
+// ApplyNB starts Apply and returns its handle, checked as FetchNB is.
+func (a *Atomics[T]) ApplyNB(rank int, offset uint64, op AtomicOp, x, y T) (*Handle, error) {
+	return a.start(rank, offset, op, x, y, false)
+}
+
+func (a *Atomics[T]) start(rank int, offset uint64, op AtomicOp, x, y T, fetch bool) (*Handle, error) {
+	j := a.j
+	if j == nil {
+		var err error
+		if j, err = job("Atomics"); err != nil {
+			return nil, err
+		}
+	}
+	j.enter()
+	if err := amo.Check(a.kind, amo.Op(op)); err != nil {
+		return nil, fmt.Errorf("conduit: %w", err)
+	}
+	if !fetch && op == AtomicGet {
+		return nil, fmt.Errorf("conduit: atomic get only fetches: use Fetch or FetchNB")
+	}
+	if rank < 0 || rank >= j.size {
+		return nil, fmt.Errorf("conduit: atomic %v: %w: rank %d, job of %d", op, amudp.ErrBadRank, rank, j.size)
+	}
+	size := a.kind.Size()
+	if offset%uint64(size) != 0 {
+		return nil, fmt.Errorf("conduit: atomic %v on a %v at offset %d of rank %d's segment: %w", op, a.kind, offset, rank, ErrMisaligned)
+	}
+	if err := j.checkRemote(rank, offset, size); err != nil {
+		return nil, fmt.Errorf("conduit: atomic %v: %w", op, err)
+	}
+	xb, yb := toBits(x), toBits(y)
+	if v := j.localView(rank); v != nil {
+		h := &Handle{job: j}
+		h.bits.Store(amo.Apply(unsafe.Pointer(&v[offset]), a.kind, amo.Op(op), xb, yb))
+		if j.nb.atomics.Add(1)%localPollEvery == 0 {
+			// A rank that spins on its own words (a lock) still
+			// serves the others' requests.
+			if err := j.ep.Poll(); err != nil {
+				return nil, j.done(fmt.Errorf("conduit: atomic %v: %w", op, err))
+			}
+		}
+		return h, nil
+	}
+	h := &Handle{peer: rank, job: j, what: "an atomic " + op.String()}
+	j.rma.add(h)
+	h.pending.Store(1)
+	err := j.ep.RequestShort(rank, hAtomicReq, uint32(op)|uint32(a.kind)<<8, uint32(offset), uint32(offset>>32),
+		uint32(xb), uint32(xb>>32), uint32(yb), uint32(yb>>32), h.id)
+	if err != nil {
+		j.rma.forget(h)
+		return nil, j.done(fmt.Errorf("conduit: atomic %v on rank %d: %w", op, rank, err))
+	}
+	return h, nil
+}
+
+// registerAtomics installs the handlers of remote atomics. The owner
+// checks what it receives as the sender did: a request that does not fit
+// its segment (a forged or corrupt one) is refused, and the sender's
+// handle reports it.
+func (j *Job) registerAtomics() {
+	ep := j.ep
+	ep.Register(hAtomicReq, func(t *amudp.Token, args []uint32, _ []byte) {
+		if len(args) != 8 || !t.IsRequest() {
+			return
+		}
+		op, kind := amo.Op(args[0]&0xff), amo.Kind(args[0]>>8&0xff)
+		off := uint64(args[1]) | uint64(args[2])<<32
+		seg := ep.Segment()
+		size := uint64(kind.Size())
+		if amo.Check(kind, op) != nil || args[0]>>16 != 0 || off%size != 0 || off > uint64(len(seg)) || size > uint64(len(seg))-off {
+			t.ReplyShort(hAtomicReply, args[7], 1, 0, 0)
+			return
+		}
+		old := amo.Apply(unsafe.Pointer(&seg[off]), kind, op, uint64(args[3])|uint64(args[4])<<32, uint64(args[5])|uint64(args[6])<<32)
+		t.ReplyShort(hAtomicReply, args[7], 0, uint32(old), uint32(old>>32))
+	})
+	ep.Register(hAtomicReply, func(t *amudp.Token, args []uint32, _ []byte) {
+		if len(args) != 4 || t.IsRequest() {
+			return
+		}
+		h := j.rma.get(args[0])
+		if h == nil || h.pending.Load() <= 0 {
+			return
+		}
+		if args[1] != 0 {
+			h.refused.Store(true)
+		}
+		h.bits.Store(uint64(args[2]) | uint64(args[3])<<32)
+		h.pending.Add(-1)
+	})
+}
+
+// toBits is the word's bits, in the low 32 for a 32-bit type.
+func toBits[T Word](v T) uint64 {
+	switch v := any(v).(type) {
+	case int32:
+		return uint64(uint32(v))
+	case uint32:
+		return uint64(v)
+	case int64:
+		return uint64(v)
+	case uint64:
+		return v
+	case float32:
+		return uint64(math.Float32bits(v))
+	case float64:
+		return math.Float64bits(v)
+	}
+	return 0
+}
+
+// fromBits is toBits' inverse.
+func fromBits[T Word](b uint64) T {
+	var v T
+	switch p := any(&v).(type) {
+	case *int32:
+		*p = int32(uint32(b))
+	case *uint32:
+		*p = uint32(b)
+	case *int64:
+		*p = int64(b)
+	case *uint64:
+		*p = b
+	case *float32:
+		*p = math.Float32frombits(uint32(b))
+	case *float64:
+		*p = math.Float64frombits(b)
+	}
+	return v
+}
