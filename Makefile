@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all build demo test unit e2e bench shm-bench hier-bench loss scale fuzz deps lint vet cross fmt clean
+.PHONY: all build demo test unit e2e bench shm-bench atomic-bench hier-bench loss scale fuzz deps lint vet cross fmt clean
 
 all: build
 
@@ -40,6 +40,12 @@ bench:
 # shared-memory transport and a C floor (figures, not a test).
 shm-bench:
 	scripts/shm-bench.sh
+
+# Remote atomics' fetch-and-add throughput at N = 2, 4, 8 over UDP and
+# shared memory, against Open MPI's MPI_Fetch_and_op over TCP and vader
+# (figures, not a test).
+atomic-bench:
+	scripts/atomic-bench.sh
 
 # Collectives on namespace hosts of two ranks each (a real sshd in each):
 # in two levels, in one, and over UDP alone (figures, not a test).

@@ -121,17 +121,33 @@ func (a *AtomicHandle[T]) Wait() (T, error) {
 // Fetch applies op with operands x and y to the word of type T at offset
 // of rank's segment and returns the value the word held before.
 func (a *Atomics[T]) Fetch(rank int, offset uint64, op AtomicOp, x, y T) (T, error) {
-	h, err := a.FetchNB(rank, offset, op, x, y)
+	j, view, err := a.check(rank, offset, op, true)
 	if err != nil {
 		return 0, err
 	}
-	return h.Wait()
+	if view != nil {
+		old, err := a.local(j, view, offset, op, x, y)
+		return fromBits[T](old), err
+	}
+	h, err := a.send(j, rank, offset, op, x, y)
+	if err != nil {
+		return 0, err
+	}
+	return (&AtomicHandle[T]{h}).Wait()
 }
 
 // Apply applies op with operands x and y to the word of type T at offset
 // of rank's segment, and returns once it is done.
 func (a *Atomics[T]) Apply(rank int, offset uint64, op AtomicOp, x, y T) error {
-	h, err := a.ApplyNB(rank, offset, op, x, y)
+	j, view, err := a.check(rank, offset, op, false)
+	if err != nil {
+		return err
+	}
+	if view != nil {
+		_, err := a.local(j, view, offset, op, x, y)
+		return err
+	}
+	h, err := a.send(j, rank, offset, op, x, y)
 	if err != nil {
 		return err
 	}
@@ -155,44 +171,68 @@ func (a *Atomics[T]) ApplyNB(rank int, offset uint64, op AtomicOp, x, y T) (*Han
 	return a.start(rank, offset, op, x, y, false)
 }
 
+// start is FetchNB and ApplyNB.
 func (a *Atomics[T]) start(rank int, offset uint64, op AtomicOp, x, y T, fetch bool) (*Handle, error) {
+	j, view, err := a.check(rank, offset, op, fetch)
+	if err != nil {
+		return nil, err
+	}
+	if view != nil {
+		h := &Handle{job: j}
+		old, err := a.local(j, view, offset, op, x, y)
+		h.bits.Store(old)
+		return h, err
+	}
+	return a.send(j, rank, offset, op, x, y)
+}
+
+// check returns the job, and rank's segment as this process maps it (nil
+// when it does not), or why the operation cannot be done.
+func (a *Atomics[T]) check(rank int, offset uint64, op AtomicOp, fetch bool) (*Job, []byte, error) {
 	j := a.j
 	if j == nil {
 		var err error
 		if j, err = job("Atomics"); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	j.enter()
 	if err := amo.Check(a.kind, amo.Op(op)); err != nil {
-		return nil, fmt.Errorf("conduit: %w", err)
+		return nil, nil, fmt.Errorf("conduit: %w", err)
 	}
 	if !fetch && op == AtomicGet {
-		return nil, fmt.Errorf("conduit: atomic get only fetches: use Fetch or FetchNB")
+		return nil, nil, fmt.Errorf("conduit: atomic get only fetches: use Fetch or FetchNB")
 	}
 	if rank < 0 || rank >= j.size {
-		return nil, fmt.Errorf("conduit: atomic %v: %w: rank %d, job of %d", op, amudp.ErrBadRank, rank, j.size)
+		return nil, nil, fmt.Errorf("conduit: atomic %v: %w: rank %d, job of %d", op, amudp.ErrBadRank, rank, j.size)
 	}
 	size := a.kind.Size()
 	if offset%uint64(size) != 0 {
-		return nil, fmt.Errorf("conduit: atomic %v on a %v at offset %d of rank %d's segment: %w", op, a.kind, offset, rank, ErrMisaligned)
+		return nil, nil, fmt.Errorf("conduit: atomic %v on a %v at offset %d of rank %d's segment: %w", op, a.kind, offset, rank, ErrMisaligned)
 	}
 	if err := j.checkRemote(rank, offset, size); err != nil {
-		return nil, fmt.Errorf("conduit: atomic %v: %w", op, err)
+		return nil, nil, fmt.Errorf("conduit: atomic %v: %w", op, err)
 	}
-	xb, yb := toBits(x), toBits(y)
-	if v := j.localView(rank); v != nil {
-		h := &Handle{job: j}
-		h.bits.Store(amo.Apply(unsafe.Pointer(&v[offset]), a.kind, amo.Op(op), xb, yb))
-		if j.nb.atomics.Add(1)%localPollEvery == 0 {
-			// A rank that spins on its own words (a lock) still
-			// serves the others' requests.
-			if err := j.ep.Poll(); err != nil {
-				return nil, j.done(fmt.Errorf("conduit: atomic %v: %w", op, err))
-			}
+	return j, j.localView(rank), nil
+}
+
+// local applies the operation to a word of view, the mapping of a
+// segment, and returns its old bits.
+func (a *Atomics[T]) local(j *Job, view []byte, offset uint64, op AtomicOp, x, y T) (uint64, error) {
+	old := amo.Apply(unsafe.Pointer(&view[offset]), a.kind, amo.Op(op), toBits(x), toBits(y))
+	if j.nb.atomics.Add(1)%localPollEvery == 0 {
+		// A rank that spins on its own words (a lock) still serves the
+		// others' requests.
+		if err := j.ep.Poll(); err != nil {
+			return old, j.done(fmt.Errorf("conduit: atomic %v: %w", op, err))
 		}
-		return h, nil
 	}
+	return old, nil
+}
+
+// send starts the operation on a remote rank: one Short request.
+func (a *Atomics[T]) send(j *Job, rank int, offset uint64, op AtomicOp, x, y T) (*Handle, error) {
+	xb, yb := toBits(x), toBits(y)
 	h := &Handle{peer: rank, job: j, what: "an atomic " + op.String()}
 	j.rma.add(h)
 	h.pending.Store(1)

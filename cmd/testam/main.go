@@ -6,12 +6,18 @@
 //
 //	./testam N [-json] [-iters K] [-sizes 64,1024,65000]
 //	./testam N -coll [-json] [-iters K]
+//	./testam N -atomics [-json] [-iters K]
 //
 // With -coll, every rank runs K barriers, K all-gathers of 8 bytes, K
 // broadcasts of 8 bytes from rank 0 and K all-reductions (sum) of one
 // uint64, each checked, in 5 blocks; before each block rank 0 measures as
 // many short round trips to rank 1. Rank 0 reports the short round trip,
 // then each collective per operation and in those round trips ("rtts").
+//
+// With -atomics, ranks 1..N-1 each fetch-and-add 1 to one uint64 word of
+// rank 0's segment K times, one at a time, then K times to a random word
+// of a random other rank (remote atomics, conduit.Atomics); rank 0 checks
+// the counter and reports the operations per second of each phase.
 //
 // Program flags follow N: everything after N is the workers' argv. Rank 0
 // prints one line per measurement, or with -json one JSON object per line:
@@ -25,6 +31,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -56,6 +63,7 @@ type Result struct {
 	RTTs  float64 `json:"rtts,omitempty"`   // collectives: in short round trips
 	RTTUS float64 `json:"rtt_us,omitempty"` // collectives: the short round trip measured with it
 	Ranks int     `json:"ranks,omitempty"`
+	OPS   float64 `json:"ops_per_s,omitempty"` // atomics: operations per second, all ranks
 }
 
 var replies, sunk atomic.Uint64
@@ -73,12 +81,13 @@ var handlers = []conduit.HandlerEntry{
 }
 
 func main() {
-	conduit.Usage = "[-json] [-iters K] [-sizes LIST | -coll]"
+	conduit.Usage = "[-json] [-iters K] [-sizes LIST | -coll | -atomics]"
 	conduit.Init()
 	fs := flag.NewFlagSet("testam", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print one JSON object per measurement")
 	coll := fs.Bool("coll", false, "measure barrier and 8-byte all-gather over every rank instead")
+	atom := fs.Bool("atomics", false, "measure fetch-and-add throughput from every rank instead")
 	iters := fs.Int("iters", 10000, "iterations of each measurement")
 	sizes := fs.String("sizes", defaultSzs, "comma-separated payload sizes in bytes, 1.."+strconv.Itoa(conduit.MaxMedium))
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -102,6 +111,8 @@ func main() {
 		case *asJSON:
 			b, _ := json.Marshal(r)
 			fmt.Println(string(b))
+		case r.OPS > 0:
+			fmt.Printf("%-14s %6d B  %7d ops  %10.2f µs/op  %12.0f ops/s  %d ranks\n", r.Test, r.Bytes, r.Iters, r.US, r.OPS, r.Ranks)
 		case r.Ranks > 0:
 			fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/op  %6.2f rtts  %d ranks  (rtt %.2f µs)\n", r.Test, r.Bytes, r.Iters, r.US, r.RTTs, r.Ranks, r.RTTUS)
 		case r.MBps > 0:
@@ -111,7 +122,11 @@ func main() {
 		}
 	}
 	peer := min(1, conduit.Size()-1)
-	if *coll {
+	if *atom {
+		if err := atomics(*iters, emit); err != nil {
+			die("%v", err)
+		}
+	} else if *coll {
 		if err := collectives(peer, *iters, emit); err != nil {
 			die("%v", err)
 		}
@@ -127,7 +142,7 @@ func main() {
 }
 
 func usage(format string, a ...any) {
-	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST | -coll]", format, a...)
+	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST | -coll | -atomics]", format, a...)
 }
 
 // collBlocks is the number of blocks a collective's iterations are split
@@ -313,3 +328,51 @@ func measure(peer, iters int, sizes []int, emit func(Result)) error {
 }
 
 func us(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / float64(n) / 1000 }
+
+// atomicWords is the number of words the random phase of -atomics spreads
+// over in each rank's segment (word 0 is the one counter).
+const atomicWords = 1024
+
+// atomics measures fetch-and-add throughput: ranks 1..N-1 (rank 0 alone
+// when N is 1) add 1 to word 0 of rank 0's segment iters times each, then
+// to random words 1..atomicWords-1 of random other ranks; rank 0 checks the
+// counter and emits the rate of each phase over all ranks.
+func atomics(iters int, emit func(Result)) error {
+	me, n := conduit.Rank(), conduit.Size()
+	a := conduit.NewAtomics[uint64](nil)
+	adders := max(n-1, 1)
+	adds := me > 0 || n == 1
+	rng := rand.New(rand.NewPCG(uint64(me), 7))
+	for _, phase := range []string{"atomic_one", "atomic_random"} {
+		if err := conduit.Barrier(); err != nil {
+			return err
+		}
+		start := time.Now()
+		for i := 0; adds && i < iters; i++ {
+			to, off := 0, uint64(0)
+			if phase == "atomic_random" {
+				if n > 1 {
+					to = (me + 1 + rng.IntN(n-1)) % n
+				}
+				off = 8 * uint64(1+rng.IntN(atomicWords-1))
+			}
+			if _, err := a.Fetch(to, off, conduit.AtomicAdd, 1, 0); err != nil {
+				return fmt.Errorf("rank %d: %s: %w", me, phase, err)
+			}
+		}
+		if err := conduit.Barrier(); err != nil {
+			return err
+		}
+		d := time.Since(start)
+		if me == 0 {
+			ops := adders * iters
+			emit(Result{Test: phase, Bytes: 8, Iters: ops, US: float64(d.Microseconds()) / float64(iters), OPS: float64(ops) / d.Seconds(), Ranks: n})
+		}
+	}
+	if me == 0 {
+		if v, err := a.Fetch(0, 0, conduit.AtomicGet, 0, 0); err != nil || v != uint64(adders*iters) {
+			return fmt.Errorf("the counter holds %d after %d adds (%v)", v, adders*iters, err)
+		}
+	}
+	return nil
+}
