@@ -130,6 +130,29 @@ func TestTestamCollectives(t *testing.T) {
 	checkNoSurvivors(t, t.Name(), 2*time.Second)
 }
 
+// TestTestamAtomics: testam -atomics on 4 ranks, over UDP and with pairs
+// sharing memory (one word changed by processor atomics and by requests at
+// once), reports both phases, and rank 0 finds its counter exact (else
+// testam exits 1).
+func TestTestamAtomics(t *testing.T) {
+	for _, maxsize := range []string{"1", "2"} {
+		r := run(t, t.Name(), []string{"GASNET_SUPERNODE_MAXSIZE=" + maxsize}, "testam", "4", "-atomics", "-iters", "300")
+		if r.code != 0 {
+			t.Fatalf("GASNET_SUPERNODE_MAXSIZE=%s: exit %d\nstderr:\n%s", maxsize, r.code, r.stderr)
+		}
+		var got []string
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && f[4] == "ops" {
+				got = append(got, f[0]+" "+f[3])
+			}
+		}
+		if d := cmp.Diff([]string{"atomic_one 900", "atomic_random 900"}, got); d != "" {
+			t.Errorf("GASNET_SUPERNODE_MAXSIZE=%s: measurements (-want +got):\n%s\n%s", maxsize, d, r.stdout)
+		}
+	}
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
+}
+
 // crowdedBarrier is what rank 0 says of the barrier of ranks that
 // outnumber their host's CPUs: they share no memory unless
 // GASNET_SUPERNODE_MAXSIZE is set (make test's second run sets it to 0).
