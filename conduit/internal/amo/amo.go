@@ -200,12 +200,25 @@ func arithOf[T int32 | uint32 | int64 | uint64 | float32 | float64](op Op, a, b 
 // op must pass Check.
 func Apply(p unsafe.Pointer, k Kind, op Op, x, y uint64) uint64 {
 	if k.Size() == 4 {
-		return uint64(apply32((*atomic.Uint32)(p), k, op, uint32(x), uint32(y)))
+		return uint64(apply((*atomic.Uint32)(p), k, op, uint32(x), uint32(y)))
 	}
-	return apply64((*atomic.Uint64)(p), k, op, x, y)
+	return apply((*atomic.Uint64)(p), k, op, x, y)
 }
 
-func apply32(w *atomic.Uint32, k Kind, op Op, x, y uint32) uint32 {
+// word is the methods of atomic.Uint32 and atomic.Uint64 that apply uses.
+type word[T uint32 | uint64] interface {
+	Load() T
+	Swap(T) T
+	And(T) T
+	Or(T) T
+	Add(T) T
+	CompareAndSwap(old, new T) bool
+}
+
+// apply is Apply on a word of T's size: the processor's swap, and, or and
+// add where they do the operation, else a compare-and-swap loop over
+// Compute.
+func apply[T uint32 | uint64, W word[T]](w W, k Kind, op Op, x, y T) T {
 	switch op {
 	case Get:
 		return w.Load()
@@ -225,44 +238,12 @@ func apply32(w *atomic.Uint32, k Kind, op Op, x, y uint32) uint32 {
 		case Inc:
 			return w.Add(1) - 1
 		case Dec:
-			return w.Add(^uint32(0)) + 1
+			return w.Add(^T(0)) + 1
 		}
 	}
 	for {
 		old := w.Load()
-		v := uint32(Compute(k, op, uint64(old), uint64(x), uint64(y)))
-		if v == old || w.CompareAndSwap(old, v) {
-			return old
-		}
-	}
-}
-
-func apply64(w *atomic.Uint64, k Kind, op Op, x, y uint64) uint64 {
-	switch op {
-	case Get:
-		return w.Load()
-	case Set, Swap:
-		return w.Swap(x)
-	case And:
-		return w.And(x)
-	case Or:
-		return w.Or(x)
-	}
-	if !k.IsFloat() {
-		switch op {
-		case Add:
-			return w.Add(x) - x
-		case Sub:
-			return w.Add(-x) + x
-		case Inc:
-			return w.Add(1) - 1
-		case Dec:
-			return w.Add(^uint64(0)) + 1
-		}
-	}
-	for {
-		old := w.Load()
-		v := Compute(k, op, old, x, y)
+		v := T(Compute(k, op, uint64(old), uint64(x), uint64(y)))
 		if v == old || w.CompareAndSwap(old, v) {
 			return old
 		}
