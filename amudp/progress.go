@@ -59,6 +59,7 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 	}
 	limit := max(e.recvMax, 1) // set once by SetPeers, before traffic
 	bytes := 0
+	stopped := false
 	for i := 0; i < limit; i++ {
 		d, from, inPlace, err := e.recv()
 		if err == ErrNoData {
@@ -69,9 +70,7 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 		}
 		if i > 0 {
 			// The handlers of the datagram before ran since the clock
-			// was read. (After the last one it is not read again: a
-			// waiter whose condition that datagram met returns at once,
-			// and the pass's end keeps the earlier time.)
+			// was read.
 			e.clock = e.now()
 		}
 		e.drained++
@@ -82,8 +81,15 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 			e.viewer.Release()
 		}
 		if stop != nil && stop() {
+			// A waiter whose condition the datagram met returns at
+			// once, without reading the clock again: the end of the
+			// pass keeps the time before its handlers.
+			stopped = true
 			break
 		}
+	}
+	if e.drained > 0 && !stopped {
+		e.clock = e.now() // the acknowledgements' and timers' time
 	}
 	e.flushAcks(false)
 	e.growBuffers(bytes)
