@@ -278,7 +278,7 @@ func (j *Job) registerAtomics() {
 			h.refused.Store(true)
 		}
 		h.bits.Store(uint64(args[2]) | uint64(args[3])<<32)
-		h.pending.Add(-1)
+		j.rma.complete(h)
 	})
 }
 

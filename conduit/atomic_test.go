@@ -388,7 +388,7 @@ func TestAtomicErrors(t *testing.T) {
 		}{
 			{"misaligned", a.Apply(1, 4, AtomicAdd, 1, 0), "offset not aligned"},
 			{"past the end", a.Apply(1, 64, AtomicAdd, 1, 0), "outside the remote segment"},
-			{"straddling the end", func() error { _, err := NewAtomics[uint32](j).Fetch(1, 64, AtomicInc, 0, 0); return err }(), "outside the remote segment"},
+			{"past the end, 32 bits", func() error { _, err := NewAtomics[uint32](j).Fetch(1, 64, AtomicInc, 0, 0); return err }(), "outside the remote segment"},
 			{"bitwise on a float", f.Apply(1, 0, AtomicXor, 1, 0), "integer words only"},
 			{"get without fetching", a.Apply(1, 0, AtomicGet, 0, 0), "only fetches"},
 			{"unknown operation", a.Apply(1, 0, AtomicOp(99), 0, 0), "unknown atomic operation"},
@@ -412,6 +412,57 @@ func TestAtomicErrors(t *testing.T) {
 		}
 		if err := h.Wait(); !errors.Is(err, ErrOutOfSegment) || !strings.Contains(err.Error(), "refused an atomic add") {
 			t.Errorf("a request past the owner's segment: %v", err)
+		}
+		j.Barrier()
+	})
+	if res.Code != 0 {
+		t.Fatalf("job ended %+v", res)
+	}
+}
+
+// TestHandleIDs: ids skip 0 (the handles of operations on a mapping) and
+// those still waited for when they wrap; a forgotten id-0 handle removes
+// nothing.
+func TestHandleIDs(t *testing.T) {
+	r := rma{next: math.MaxUint32 - 2}
+	live := &Handle{}
+	r.add(live) // MaxUint32-1
+	r.next = math.MaxUint32 - 3
+	var ids []uint32
+	for range 3 {
+		h := &Handle{}
+		r.add(h)
+		ids = append(ids, h.id)
+	}
+	if want := []uint32{math.MaxUint32 - 2, math.MaxUint32, 1}; !slices.Equal(ids, want) {
+		t.Errorf("ids %v, want %v", ids, want)
+	}
+	r.forget(&Handle{}) // id 0
+	if r.get(1) == nil || r.get(live.id) != live {
+		t.Errorf("forgetting an id-0 handle removed another")
+	}
+}
+
+// TestHandleDoneLeavesNothing: a non-blocking atomic whose caller only
+// looks at Done leaves no entry behind once it completes.
+func TestHandleDoneLeavesNothing(t *testing.T) {
+	res, _ := runJob(t, 2, loopbackUDP, false, func(j *Job) {
+		if _, err := j.Attach(nil, 64); err != nil {
+			t.Errorf("Attach: %v", err)
+			return
+		}
+		if j.Rank() == 0 {
+			h, err := NewAtomics[uint64](j).ApplyNB(1, 0, AtomicAdd, 1, 0)
+			if err != nil {
+				t.Errorf("ApplyNB: %v", err)
+			} else if err := j.WaitUntil(h.Done); err != nil {
+				t.Errorf("WaitUntil: %v", err)
+			}
+			j.rma.mu.Lock()
+			if n := len(j.rma.handles); n != 0 {
+				t.Errorf("%d handles left after the atomic completed", n)
+			}
+			j.rma.mu.Unlock()
 		}
 		j.Barrier()
 	})

@@ -18,9 +18,10 @@ const (
 	hDone     = 67 // Short reply: handle
 )
 
-// Handle is a non-blocking Put or Get in progress. Done and Wait may be
-// called from any goroutine, by several at once; a Get's buffer is filled
-// once Done reports true, and must not be read before.
+// Handle is a non-blocking Put, Get or atomic (ApplyNB) in progress.
+// Done and Wait may be called from any goroutine, by several at once; a
+// Get's buffer is filled once Done reports true, and must not be read
+// before.
 type Handle struct {
 	id      uint32
 	pending atomic.Int64
@@ -60,7 +61,11 @@ func (r *rma) add(h *Handle) {
 	if r.handles == nil {
 		r.handles = map[uint32]*Handle{}
 	}
-	r.next++
+	// Id 0 is that of the handles of operations done on a mapping, which
+	// never enter the map; after 2^32 handles the ids wrap, past those
+	// still waited for.
+	for r.next++; r.next == 0 || r.handles[r.next] != nil; r.next++ {
+	}
 	h.id = r.next
 	r.handles[h.id] = h
 	r.mu.Unlock()
@@ -73,9 +78,22 @@ func (r *rma) get(id uint32) *Handle {
 }
 
 func (r *rma) forget(h *Handle) {
+	if h.id == 0 {
+		return
+	}
 	r.mu.Lock()
-	delete(r.handles, h.id)
+	if r.handles[h.id] == h {
+		delete(r.handles, h.id)
+	}
 	r.mu.Unlock()
+}
+
+// complete counts one part of h's operation done, and forgets h once all
+// are, so that a handle only looked at with Done leaves nothing behind.
+func (r *rma) complete(h *Handle) {
+	if h.pending.Add(-1) == 0 {
+		r.forget(h)
+	}
 }
 
 // registerCore installs the library's handlers. Each checks what it
@@ -102,7 +120,7 @@ func (j *Job) registerCore() {
 			return
 		}
 		if h := j.rma.get(args[0]); h != nil && h.pending.Load() > 0 {
-			h.pending.Add(-1)
+			j.rma.complete(h)
 		}
 	})
 	ep.Register(hGetReq, func(t *amudp.Token, args []uint32, _ []byte) {
@@ -131,7 +149,7 @@ func (j *Job) registerCore() {
 			h.refused.Store(true)
 		}
 		copy(h.dst[args[1]:], p)
-		h.pending.Add(-1)
+		j.rma.complete(h)
 	})
 }
 
