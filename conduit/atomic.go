@@ -121,37 +121,33 @@ func (a *AtomicHandle[T]) Wait() (T, error) {
 // Fetch applies op with operands x and y to the word of type T at offset
 // of rank's segment and returns the value the word held before.
 func (a *Atomics[T]) Fetch(rank int, offset uint64, op AtomicOp, x, y T) (T, error) {
-	j, view, err := a.check(rank, offset, op, true)
-	if err != nil {
-		return 0, err
-	}
-	if view != nil {
-		old, err := a.local(j, view, offset, op, x, y)
-		return fromBits[T](old), err
-	}
-	h, err := a.send(j, rank, offset, op, x, y)
-	if err != nil {
-		return 0, err
-	}
-	return (&AtomicHandle[T]{h}).Wait()
+	old, err := a.do(rank, offset, op, x, y, true)
+	return fromBits[T](old), err
 }
 
 // Apply applies op with operands x and y to the word of type T at offset
 // of rank's segment, and returns once it is done.
 func (a *Atomics[T]) Apply(rank int, offset uint64, op AtomicOp, x, y T) error {
-	j, view, err := a.check(rank, offset, op, false)
+	_, err := a.do(rank, offset, op, x, y, false)
+	return err
+}
+
+// do is Fetch and Apply: on a mapped word it returns at once, with no
+// handle.
+func (a *Atomics[T]) do(rank int, offset uint64, op AtomicOp, x, y T, fetch bool) (uint64, error) {
+	j, view, err := a.check(rank, offset, op, fetch)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if view != nil {
-		_, err := a.local(j, view, offset, op, x, y)
-		return err
+		return a.local(j, view, offset, op, x, y)
 	}
 	h, err := a.send(j, rank, offset, op, x, y)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return h.Wait()
+	err = h.Wait()
+	return h.bits.Load(), err
 }
 
 // FetchNB starts Fetch and returns its handle. The operation, its
@@ -198,10 +194,10 @@ func (a *Atomics[T]) check(rank int, offset uint64, op AtomicOp, fetch bool) (*J
 	}
 	j.enter()
 	if err := amo.Check(a.kind, amo.Op(op)); err != nil {
-		return nil, nil, fmt.Errorf("conduit: %w", err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrAtomicOp, err)
 	}
 	if !fetch && op == AtomicGet {
-		return nil, nil, fmt.Errorf("conduit: atomic get only fetches: use Fetch or FetchNB")
+		return nil, nil, fmt.Errorf("%w: atomic get only fetches: use Fetch or FetchNB", ErrAtomicOp)
 	}
 	if rank < 0 || rank >= j.size {
 		return nil, nil, fmt.Errorf("conduit: atomic %v: %w: rank %d, job of %d", op, amudp.ErrBadRank, rank, j.size)

@@ -385,18 +385,19 @@ func TestAtomicErrors(t *testing.T) {
 			name string
 			err  error
 			want string
+			is   error // the package error it wraps
 		}{
-			{"misaligned", a.Apply(1, 4, AtomicAdd, 1, 0), "offset not aligned"},
-			{"past the end", a.Apply(1, 64, AtomicAdd, 1, 0), "outside the remote segment"},
-			{"past the end, 32 bits", func() error { _, err := NewAtomics[uint32](j).Fetch(1, 64, AtomicInc, 0, 0); return err }(), "outside the remote segment"},
-			{"bitwise on a float", f.Apply(1, 0, AtomicXor, 1, 0), "integer words only"},
-			{"get without fetching", a.Apply(1, 0, AtomicGet, 0, 0), "only fetches"},
-			{"unknown operation", a.Apply(1, 0, AtomicOp(99), 0, 0), "unknown atomic operation"},
-			{"bad rank", a.Apply(2, 0, AtomicAdd, 1, 0), "outside the job"},
-			{"negative rank", a.Apply(-1, 0, AtomicAdd, 1, 0), "outside the job"},
+			{"misaligned", a.Apply(1, 4, AtomicAdd, 1, 0), "offset not aligned", ErrMisaligned},
+			{"past the end", a.Apply(1, 64, AtomicAdd, 1, 0), "outside the remote segment", ErrOutOfSegment},
+			{"past the end, 32 bits", func() error { _, err := NewAtomics[uint32](j).Fetch(1, 64, AtomicInc, 0, 0); return err }(), "outside the remote segment", ErrOutOfSegment},
+			{"bitwise on a float", f.Apply(1, 0, AtomicXor, 1, 0), "integer words only", ErrAtomicOp},
+			{"get without fetching", a.Apply(1, 0, AtomicGet, 0, 0), "only fetches", ErrAtomicOp},
+			{"unknown operation", a.Apply(1, 0, AtomicOp(99), 0, 0), "unknown atomic operation", ErrAtomicOp},
+			{"bad rank", a.Apply(2, 0, AtomicAdd, 1, 0), "outside the job", ErrBadRank},
+			{"negative rank", a.Apply(-1, 0, AtomicAdd, 1, 0), "outside the job", ErrBadRank},
 		} {
-			if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
-				t.Errorf("%s: %v, want an error saying %q", c.name, c.err, c.want)
+			if c.err == nil || !strings.Contains(c.err.Error(), c.want) || !errors.Is(c.err, c.is) {
+				t.Errorf("%s: %v, want an error saying %q that wraps %v", c.name, c.err, c.want, c.is)
 			}
 		}
 		if s := j.Endpoint().Stats().Sent; s != sent {

@@ -160,6 +160,9 @@ var (
 	// ErrMisaligned: an atomic on a word whose offset is not a multiple
 	// of its size.
 	ErrMisaligned = errors.New("conduit: offset not aligned to the word's size")
+	// ErrAtomicOp: an atomic operation that is unknown, not defined for
+	// the word's type (bitwise on floats), or AtomicGet without fetching.
+	ErrAtomicOp = errors.New("conduit: atomic operation not accepted")
 	// ErrCollectiveMismatch is wrapped by the error of a collective that
 	// ranks called differently (another kind, element type, operator,
 	// vector length or root): every rank of an all-reduce returns it, as

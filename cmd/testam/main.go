@@ -366,7 +366,7 @@ func atomics(iters int, emit func(Result)) error {
 		d := time.Since(start)
 		if me == 0 {
 			ops := adders * iters
-			emit(Result{Test: phase, Bytes: 8, Iters: ops, US: float64(d.Microseconds()) / float64(iters), OPS: float64(ops) / d.Seconds(), Ranks: n})
+			emit(Result{Test: phase, Bytes: 8, Iters: ops, US: d.Seconds() * 1e6 / float64(iters), OPS: float64(ops) / d.Seconds(), Ranks: n})
 		}
 	}
 	if me == 0 {
