@@ -51,7 +51,9 @@ type Config struct {
 	ReservedErr error
 	// Polite makes blocking waits sleep in the kernel as soon as a poll
 	// finds nothing, without spinning: for hosts with more workers than
-	// cores, and for tests on virtual time (testing/synctest).
+	// cores, and for tests on virtual time (testing/synctest). A transport
+	// that can (a Parker) then parks the waiting goroutine in the Go
+	// runtime's poller rather than blocking a thread in a system call.
 	Polite bool
 }
 
@@ -233,6 +235,11 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 	}
 	e.key, e.authPay = wire.NewKey(cfg.Secret), cfg.AuthPayload
 	e.viewer, _ = tr.(Viewer)
+	if p, ok := tr.(Parker); ok && cfg.Polite {
+		if err := p.SetPark(true); err != nil {
+			return nil, err
+		}
+	}
 	if rcv, _, err := tr.SetBuffers(0); err == nil {
 		e.window = windowFor(rcv)
 	}

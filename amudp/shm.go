@@ -356,6 +356,15 @@ func (t *Shared) Notify(to netip.AddrPort) error {
 // Wake makes a current or the next Wait return.
 func (t *Shared) Wake() { t.udp.Wake() }
 
+// SetPark chooses how Wait blocks, as UDP's SetPark does, when the
+// transport it wraps is a Parker; else it does nothing.
+func (t *Shared) SetPark(park bool) error {
+	if p, ok := t.udp.(Parker); ok {
+		return p.SetPark(park)
+	}
+	return nil
+}
+
 // LocalAddr is the UDP address, by which peers know this rank.
 func (t *Shared) LocalAddr() netip.AddrPort { return t.udp.LocalAddr() }
 

@@ -50,3 +50,10 @@ type Viewer interface {
 	// Release frees the datagram that View gave in place.
 	Release()
 }
+
+// Parker is a Transport whose Wait can park the goroutine in the Go
+// runtime's network poller instead of blocking a thread in a system call
+// (UDP's SetPark; Shared passes it on to its UDP transport).
+type Parker interface {
+	SetPark(park bool) error
+}

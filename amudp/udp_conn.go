@@ -167,6 +167,11 @@ func (u *ConnUDP) Wait(timeout time.Duration) error {
 	return nil
 }
 
+// SetPark does nothing: ConnUDP's Wait always parks its goroutine (on a
+// channel that its reader goroutine fills), never blocking a thread in a
+// system call.
+func (u *ConnUDP) SetPark(bool) error { return nil }
+
 // Wake makes a current or the next Wait return.
 func (u *ConnUDP) Wake() {
 	select {

@@ -2,10 +2,13 @@ package amudp
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -16,7 +19,8 @@ import (
 // non-blocking syscalls into caller buffers and preallocated socket
 // addresses, which allocate nothing (DESIGN.md §12: x/sys Recvfrom allocates
 // on every call). Wait blocks in ppoll on the socket and an eventfd that Wake
-// writes, so a blocked poller costs no CPU.
+// writes, so a blocked poller costs no CPU; or, once SetPark(true), it parks
+// the goroutine in the Go runtime's network poller (see SetPark).
 type UDP struct {
 	fd, efd int
 	local   netip.AddrPort
@@ -24,12 +28,21 @@ type UDP struct {
 	closed  atomic.Bool
 	users   atomic.Int32 // syscalls in progress, so Close does not reuse an fd under them
 
+	// Parking (SetPark): file holds fd in the runtime's poller, raw is
+	// its RawConn, and woken records a Wake the next Wait must not miss.
+	park  atomic.Bool
+	file  *os.File
+	raw   syscall.RawConn
+	woken atomic.Bool
+
 	// Owned by the single Recv/Wait caller.
-	from    unix.RawSockaddrAny
-	fromLen uint32
-	pfds    [2]unix.PollFd
-	ts      unix.Timespec
-	ebuf    [8]byte
+	from     unix.RawSockaddrAny
+	fromLen  uint32
+	pfds     [2]unix.PollFd
+	ts       unix.Timespec
+	ebuf     [8]byte
+	peekBuf  [1]byte
+	readable func(fd uintptr) bool // u.peek, made once
 }
 
 var _ Transport = (*UDP)(nil)
@@ -193,6 +206,40 @@ func (u *UDP) Recv(b []byte) (int, netip.AddrPort, error) {
 	}
 }
 
+// SetPark chooses how Wait blocks, before the first Wait: with park false
+// (the default), in a ppoll system call that an eventfd written by Wake
+// ends, which wakes soonest; with park true, by parking the goroutine in the
+// Go runtime's network poller until the socket is readable or a deadline
+// passes, which Wake moves to the past. A goroutine blocked in a system
+// call keeps the runtime's monitor thread waking every 20 µs to take its
+// processor back and hand it to another thread; on a host with many more
+// ranks than CPUs that churn costs more than the ranks' own work (README,
+// "Start-up at scale"), and a parked goroutine costs nothing. It is not
+// safe to call concurrently with Wait or Wake.
+func (u *UDP) SetPark(park bool) error {
+	if !park || u.file != nil {
+		u.park.Store(park)
+		return nil
+	}
+	if !u.enter() {
+		return net.ErrClosed
+	}
+	defer u.leave()
+	// The descriptor is non-blocking, so the file joins the poller; it
+	// does not own it (Close closes fd), and u keeps it reachable.
+	f := os.NewFile(uintptr(u.fd), "amudp "+u.local.String())
+	raw, err := f.SyscallConn()
+	if err == nil {
+		err = f.SetReadDeadline(time.Time{}) // fails unless in the poller
+	}
+	if err != nil {
+		return fmt.Errorf("amudp: udp socket %v in the runtime's poller: %w", u.local, err)
+	}
+	u.file, u.raw, u.readable = f, raw, u.peek
+	u.park.Store(true)
+	return nil
+}
+
 // Wait blocks until the socket is readable, Wake is called, or timeout.
 func (u *UDP) Wait(timeout time.Duration) error {
 	if !u.enter() {
@@ -201,6 +248,9 @@ func (u *UDP) Wait(timeout time.Duration) error {
 	defer u.leave()
 	if timeout < 0 {
 		timeout = 0
+	}
+	if u.park.Load() {
+		return u.parkWait(timeout)
 	}
 	u.ts = unix.NsecToTimespec(int64(timeout))
 	u.pfds[0].Revents, u.pfds[1].Revents = 0, 0
@@ -215,6 +265,33 @@ func (u *UDP) Wait(timeout time.Duration) error {
 	return nil
 }
 
+// parkWait is Wait in the runtime's poller (SetPark).
+func (u *UDP) parkWait(timeout time.Duration) error {
+	// The deadline first, then the Wake flag: a Wake that the flag missed
+	// moves the deadline after this, and the wait ends at once.
+	if err := u.file.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return fmt.Errorf("amudp: udp wait: %w", err)
+	}
+	if u.woken.Swap(false) {
+		return nil
+	}
+	err := u.raw.Read(u.readable)
+	u.woken.Store(false) // a Wake during this wait is served: it returns
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("amudp: udp wait: %w", err)
+	}
+	return nil
+}
+
+// peek reports whether a datagram (or an error) waits on the socket,
+// without taking it: the poller wakes a parked Wait when one arrives, so
+// the Wait looks first for one that came before it.
+func (u *UDP) peek(fd uintptr) bool {
+	_, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&u.peekBuf[0])),
+		1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	return e != unix.EAGAIN
+}
+
 var wakeOne = [8]byte{1}
 
 // Wake makes a current or the next Wait return.
@@ -223,7 +300,7 @@ func (u *UDP) Wake() {
 		return
 	}
 	defer u.leave()
-	unix.RawSyscall(unix.SYS_WRITE, uintptr(u.efd), uintptr(unsafe.Pointer(&wakeOne[0])), 8)
+	u.wakeRaw()
 }
 
 // SetBuffers sets SO_RCVBUF and SO_SNDBUF to n bytes, trying the FORCE
@@ -262,9 +339,21 @@ func (u *UDP) Close() error {
 		time.Sleep(50 * time.Microsecond)
 	}
 	unix.Close(u.efd)
+	if u.file != nil {
+		return u.file.Close() // leaves the poller, closes fd
+	}
 	return unix.Close(u.fd)
 }
 
+// wakeRaw ends a current Wait, or makes the next one return.
 func (u *UDP) wakeRaw() {
+	if u.park.Load() {
+		u.woken.Store(true)
+		_ = u.file.SetReadDeadline(longAgo)
+		return
+	}
 	unix.RawSyscall(unix.SYS_WRITE, uintptr(u.efd), uintptr(unsafe.Pointer(&wakeOne[0])), 8)
 }
+
+// longAgo is a deadline that has passed.
+var longAgo = time.Unix(1, 0)
