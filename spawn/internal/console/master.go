@@ -147,7 +147,10 @@ func Run(cfg *envconf.Config, src map[string]envconf.Source, n int, program stri
 			return 1
 		}
 	}
-	if routed {
+	switch {
+	case routed && name == "L":
+		spec.Output = outs.pipe // pipes from the start, cheaper than TCP
+	case routed:
 		spec.Env = append(spec.Env, ctl.EnvRoute+"=1")
 	}
 	// Routed output still in flight when the job ends is delivered, at

@@ -1,9 +1,8 @@
 package console
 
 import (
-	"bufio"
 	"io"
-	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,11 +17,11 @@ type outputs struct {
 	dir   string                       // GASNET_OUTPUT_DIR
 	ranks *atomic.Pointer[map[int]int] // spawn index → rank, once assigned
 	mu    sync.Mutex
-	open  map[net.Conn]bool
+	open  map[io.Closer]bool
 }
 
 func newOutputs(cons *console, size int) *outputs {
-	return &outputs{cons: cons, size: size, open: map[net.Conn]bool{}, ranks: new(atomic.Pointer[map[int]int])}
+	return &outputs{cons: cons, size: size, open: map[io.Closer]bool{}, ranks: new(atomic.Pointer[map[int]int])}
 }
 
 // setRanks records the rank of each spawn index, for labels and file names.
@@ -41,9 +40,20 @@ func (o *outputs) rankOf(i int) (int, bool) {
 	return r, ok
 }
 
-// serve copies one stream of the worker of spawn index index until the
-// worker closes it.
-func (o *outputs) serve(c net.Conn, r *bufio.Reader, stream, index int) {
+// pipe serves a stream that the L spawner gave a pipe, in a goroutine of
+// its own (launch.Spec.Output).
+func (o *outputs) pipe(index, stream int, r *os.File) {
+	o.mu.Lock()
+	o.open[r] = true // before Start returns: drain waits for it
+	o.mu.Unlock()
+	go o.serve(r, r, stream, index)
+}
+
+// serve copies one stream of the worker of spawn index index, read from r,
+// until the worker closes it, and then closes c: a TCP connection the
+// worker routed the stream over, or the read end of the pipe the L
+// spawner gave it (pipe).
+func (o *outputs) serve(c io.Closer, r io.Reader, stream, index int) {
 	o.mu.Lock()
 	o.open[c] = true
 	o.mu.Unlock()

@@ -65,21 +65,68 @@ func (Local) Start(spec *Spec) (Launch, error) {
 		}
 		cmd.ExtraFiles = []*os.File{pr}
 		cmd.Env = append(cmd.Env, ctl.EnvSecretFD+"=3")
-		// Output before the worker routes its own (and all of it when
-		// routing is off) goes straight to the console's.
+		// Routed, the worker's stdout and stderr are pipes whose read ends
+		// go to spec.Output; else its output goes straight to the
+		// console's.
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		var out outPipes
+		if spec.Output != nil {
+			if out, err = newOutPipes(); err != nil {
+				pr.Close()
+				l.Kill(0)
+				return nil, fmt.Errorf("spawn L: worker %d: pipes for its output: %w", i, err)
+			}
+			cmd.Stdout, cmd.Stderr = out.w[0], out.w[1]
+		}
 		cmd.SysProcAttr = childAttr()
 		cmd.WaitDelay = time.Second
 		err = cmd.Start()
 		pr.Close()
+		out.closeWriters() // the worker has its own
 		if err != nil {
+			out.closeReaders()
 			l.Kill(0)
 			return nil, fmt.Errorf("spawn L: starting worker %d (%s): %w", i, spec.Program, err)
+		}
+		if spec.Output != nil {
+			spec.Output(i, 1, out.r[0])
+			spec.Output(i, 2, out.r[1])
 		}
 		l.add(i, cmd, host, &wg, nil)
 	}
 	go func() { wg.Wait(); close(l.exits) }()
 	return l, nil
+}
+
+// outPipes are a worker's stdout and stderr pipes: r the read ends, w the
+// write ends.
+type outPipes struct{ r, w [2]*os.File }
+
+// newOutPipes makes a worker's output pipes.
+func newOutPipes() (outPipes, error) {
+	var p outPipes
+	for k := range 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			p.closeReaders()
+			p.closeWriters()
+			return outPipes{}, err
+		}
+		p.r[k], p.w[k] = r, w
+	}
+	return p, nil
+}
+
+func (p *outPipes) closeReaders() { closeAll(p.r[:]) }
+func (p *outPipes) closeWriters() { closeAll(p.w[:]) }
+
+// closeAll closes the files of fs that are set.
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // localProcs returns the settings that start each of count workers on one

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 	"time"
 )
@@ -19,6 +20,13 @@ type Spec struct {
 	Env []string
 	// Dir is the workers' working directory.
 	Dir string
+	// Output, when set, asks a spawner that starts its workers itself on
+	// this host (L) to give each worker's stdout (stream 1) and stderr
+	// (stream 2) a pipe of its own and to hand the pipe's read end to
+	// Output, which owns it from then on. Spawners whose workers run
+	// elsewhere ignore it: their workers route their output over TCP
+	// when Env asks them to.
+	Output func(index, stream int, r *os.File)
 }
 
 // ProcExit reports that a process a spawner started has ended.
