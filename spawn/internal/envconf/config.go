@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -86,8 +87,11 @@ type Source struct {
 	Value string
 }
 
-// variables lists the full names of Config's fields with their aliases.
-func variables() []struct{ name, bare, field string } {
+// variables lists the full names of Config's fields with their aliases
+// (made once: every process reads its configuration at start).
+var variables = sync.OnceValue(listVariables)
+
+func listVariables() []struct{ name, bare, field string } {
 	t := reflect.TypeOf(Config{})
 	out := make([]struct{ name, bare, field string }, 0, t.NumField())
 	for i := 0; i < t.NumField(); i++ {

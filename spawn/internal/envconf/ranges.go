@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -35,6 +36,17 @@ type fieldRange struct {
 	dur bool
 	set bool // the field has a range tag
 }
+
+// fieldRanges holds the range of each of Config's fields, by index (parsed
+// once: every process checks its configuration at start).
+var fieldRanges = sync.OnceValue(func() []fieldRange {
+	t := reflect.TypeOf(Config{})
+	out := make([]fieldRange, t.NumField())
+	for i := range out {
+		out[i] = rangeOf(t.Field(i))
+	}
+	return out
+})
 
 // rangeOf reads the tags of f. A malformed tag is a programming error.
 func rangeOf(f reflect.StructField) fieldRange {
@@ -127,9 +139,9 @@ func accepted(f reflect.StructField) string {
 // range.
 func (c *Config) checkRanges(src map[string]Source) error {
 	t, v := reflect.TypeOf(*c), reflect.ValueOf(*c)
+	ranges := fieldRanges()
 	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		r := rangeOf(f)
+		f, r := t.Field(i), ranges[i]
 		if !r.set {
 			continue
 		}

@@ -33,6 +33,8 @@ func IsWorker() bool { return os.Getenv(ctl.EnvMaster) != "" }
 // (package conduit).
 type Worker struct {
 	wel ctl.Welcome // the console's welcome, its table completed by SetTable
+	// addrs is wel.Addrs parsed, once the table is complete (Addrs).
+	addrs []netip.AddrPort
 	// Secret is the job secret, from which datagram tags are derived.
 	Secret []byte
 	// LocalIP is the address of the interface that reaches the console; the
@@ -362,8 +364,13 @@ func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort, inbox string) err
 
 // Addrs returns the UDP address of every rank known so far: all of them
 // once the table is complete (HasTable), else those of this rank and its
-// relay-tree neighbours, the others being the zero AddrPort.
+// relay-tree neighbours, the others being the zero AddrPort. Once the table
+// is complete, every call returns the same slice, parsed once: callers
+// must not modify it.
 func (w *Worker) Addrs() ([]netip.AddrPort, error) {
+	if w.addrs != nil {
+		return w.addrs, nil
+	}
 	out := make([]netip.AddrPort, w.wel.Size)
 	parse := func(r int, s string) error {
 		a, err := netip.ParseAddrPort(s)
@@ -379,6 +386,7 @@ func (w *Worker) Addrs() ([]netip.AddrPort, error) {
 				return nil, err
 			}
 		}
+		w.addrs = out
 		return out, nil
 	}
 	for r, s := range w.wel.Peers {
