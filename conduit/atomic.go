@@ -86,23 +86,7 @@ type Atomics[T Word] struct {
 // NewAtomics returns the atomics on words of type T of job j, or, when j
 // is nil, of this worker's job (Default) as Init makes it.
 func NewAtomics[T Word](j *Job) *Atomics[T] {
-	var zero T
-	var k amo.Kind
-	switch any(zero).(type) {
-	case int32:
-		k = amo.Int32
-	case uint32:
-		k = amo.Uint32
-	case int64:
-		k = amo.Int64
-	case uint64:
-		k = amo.Uint64
-	case float32:
-		k = amo.Float32
-	case float64:
-		k = amo.Float64
-	}
-	return &Atomics[T]{j: j, kind: k}
+	return &Atomics[T]{j: j, kind: kindOf[T]()}
 }
 
 // AtomicHandle is a fetching atomic operation in progress (FetchNB).

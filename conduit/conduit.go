@@ -163,6 +163,9 @@ var (
 	// ErrAtomicOp: an atomic operation that is unknown, not defined for
 	// the word's type (bitwise on floats), or AtomicGet without fetching.
 	ErrAtomicOp = errors.New("conduit: atomic operation not accepted")
+	// ErrReduceOp: a reduction operator that is unknown, or bitwise on
+	// floats.
+	ErrReduceOp = errors.New("conduit: reduction operator not accepted")
 	// ErrCollectiveMismatch is wrapped by the error of a collective that
 	// ranks called differently (another kind, element type, operator,
 	// vector length or root): every rank of an all-reduce returns it, as
@@ -542,6 +545,9 @@ func SetReturnedHandler(h func(Returned)) { must("SetReturnedHandler").SetReturn
 
 // Rank returns this worker's rank in [0, Size()).
 func Rank() int { return must("Rank").Rank() }
+
+// World returns the team of the whole job (Job.World).
+func World() *Team { return must("World").World() }
 
 // Size returns the number of workers, N.
 func Size() int { return must("Size").Size() }

@@ -170,3 +170,28 @@ func ExampleAtomics() {
 	// counter 10, 1 winner, slot holds a rank's claim: true
 	// exit code 0 <nil>
 }
+
+// A 2×3 grid of 6 ranks: each row sums its ranks, each column gathers
+// them at its top (nil elsewhere), and the rows exchange blocks
+// all-to-all.
+func ExampleTeam() {
+	code, err := conduit.RunLocal(6, func(j *conduit.Job) {
+		me := j.Rank()
+		row, _ := j.World().Split(me/3, me%3)
+		col, _ := j.World().Split(me%3, me/3)
+		sum, _ := conduit.AllReduce(row, conduit.Sum, []int32{int32(me)})
+		tops, _ := col.Gather(0, []byte{byte(me)})
+		blocks, _ := row.Alltoall([]byte{byte(10 * me), byte(10*me + 1), byte(10*me + 2)})
+		for r := range j.Size() {
+			j.Barrier()
+			if r == me && row.Rank() == 0 {
+				fmt.Printf("row of rank %d: sum %d, column gathered %v, blocks %v\n", me, sum[0], tops, blocks)
+			}
+		}
+	})
+	fmt.Println("exit code", code, err)
+	// Output:
+	// row of rank 0: sum 3, column gathered [[0] [3]], blocks [0 10 20]
+	// row of rank 3: sum 12, column gathered [], blocks [30 40 50]
+	// exit code 0 <nil>
+}

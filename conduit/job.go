@@ -59,6 +59,8 @@ type Job struct {
 	bar        amBarrier
 	gat        amGather
 	tree       amTree
+	world      *Team         // the whole job (World)
+	teams      teamBox       // messages of team collectives
 	hangWarn   time.Duration // GASNET_HANG_WARN (see waitIn); 0: never report
 	watch      hangWatch
 	onReturned atomic.Pointer[defaultReturnedFn]
@@ -95,6 +97,7 @@ func newJob(ep *amudp.Endpoint, ctl control, rank, size int, exitTimeout time.Du
 	ep.SetReturnedHandler(j.returned)
 	ep.SetInterrupt(j.leaving)
 	j.bar.setAlgo(barrierDissem, rank, size)
+	j.world = newWorld(j)
 	j.registerCore()
 	return j
 }

@@ -24,6 +24,7 @@ import (
 type jobResult struct {
 	Code int      // the code of the first Exit; 0 when none
 	Ends []string // per rank: "returned", "exit C" or "terminated"
+	Why  string   // why the first abort aborted the job
 }
 
 // testRetransmit: quick retransmission, and give-up after 2 s of silence.
@@ -180,7 +181,7 @@ func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (
 	}
 	lj.close()
 	pollers.Wait()
-	return jobResult{Code: c.code, Ends: c.ends}, lj.jobs
+	return jobResult{Code: c.code, Ends: c.ends, Why: c.why}, lj.jobs
 }
 
 func pattern(seed, n int) []byte {
@@ -443,6 +444,10 @@ func TestJobUndeliverableAborts(t *testing.T) {
 			j.WaitUntil(func() bool { return false })
 		})
 		want := jobResult{Code: 1, Ends: []string{"abort 1", "terminated"}}
+		if !strings.Contains(res.Why, "rank 1") {
+			t.Errorf("the abort says %q, which names no rank 1", res.Why)
+		}
+		res.Why = ""
 		if d := cmp.Diff(want, res); d != "" {
 			t.Errorf("(-want +got):\n%s", d)
 		}

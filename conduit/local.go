@@ -132,6 +132,7 @@ type localConsole struct {
 	code        int
 	codeSet     bool
 	ends        []string // how each rank ended
+	why         string   // why the first abort aborted the job
 	terminating atomic.Bool
 }
 
@@ -167,7 +168,12 @@ func (r localRank) ExitNow() {
 // every rank to exit; the Job has said why on stderr. It returns: it runs
 // in a handler, whose goroutine it cannot end, and the rank ends at its
 // next call (Job.abort).
-func (r localRank) Abort(code int, _ string, _ time.Duration) {
+func (r localRank) Abort(code int, why string, _ time.Duration) {
+	r.c.mu.Lock()
+	if r.c.why == "" {
+		r.c.why = why
+	}
+	r.c.mu.Unlock()
 	r.c.setCode(code, true)
 	r.c.end(r.rank, fmt.Sprintf("abort %d", code))
 	r.c.terminating.Store(true)

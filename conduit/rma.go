@@ -137,6 +137,7 @@ func (j *Job) registerCore() {
 		t.ReplyMedium(hGetReply, seg[off:off+n], args[3], args[4], 0)
 	})
 	j.registerAtomics()
+	ep.Register(hTeam, j.teams.message)
 	ep.Register(hGetReply, func(t *amudp.Token, args []uint32, p []byte) {
 		if len(args) != 3 || t.IsRequest() {
 			return

@@ -29,11 +29,18 @@ type Op uint8
 // several hosts share memory, see GASNET_PSHM_BARRIER_HIER), so a float64
 // sum is the same on every run of a job of the same size, root and
 // placement on hosts, but may differ in the last bits from a sum taken in
-// rank order.
+// rank order. Prod, And, Or and Xor (the last three on integers only)
+// run over the team engine (Reduce), also for the whole job.
 const (
 	Sum Op = iota + 1
 	Min
 	Max
+	Prod
+	And
+	Or
+	Xor
+	// opFunc marks a reduction with a program's function (ReduceFunc).
+	opFunc Op = 255
 )
 
 func (o Op) String() string {
@@ -44,6 +51,16 @@ func (o Op) String() string {
 		return "min"
 	case Max:
 		return "max"
+	case Prod:
+		return "prod"
+	case And:
+		return "and"
+	case Or:
+		return "or"
+	case Xor:
+		return "xor"
+	case opFunc:
+		return "func"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
@@ -512,7 +529,7 @@ func (j *Job) treeCollective(what string, root int, op Op, body func() error) er
 		return fmt.Errorf("%s: root %d: accepted: a rank from 0 to %d: %w", what, root, j.size-1, amudp.ErrBadRank)
 	}
 	if what != "broadcast" && (op < Sum || op > Max) {
-		return fmt.Errorf("%s: %v: accepted: conduit.Sum, conduit.Min or conduit.Max", what, op)
+		return fmt.Errorf("%s: %w: %v; accepted: Sum, Min, Max, Prod, And, Or, Xor", what, ErrReduceOp, op)
 	}
 	t := &j.tree
 	t.lock.Lock()
@@ -668,7 +685,8 @@ func (j *Job) Broadcast(root int, data []byte) ([]byte, error) {
 }
 
 // ReduceUint64 combines the vectors of every rank element by element with
-// op and returns the result at the root (nil elsewhere). Every rank passes
+// op and returns the result at the root (nil elsewhere). Sum, Min and Max
+// run as below; Prod, And, Or and Xor run as Reduce on World does. Every rank passes
 // a vector of the same length. It runs up a binomial tree among the ranks,
 // as Broadcast runs down one, with the same ordering rules; in a job whose
 // ranks all share memory, vectors of up to 205 elements go through slots
@@ -677,6 +695,9 @@ func (j *Job) Broadcast(root int, data []byte) ([]byte, error) {
 // messages: the slots show it to every rank, which then run the call over
 // messages.
 func (j *Job) ReduceUint64(root int, op Op, v []uint64) ([]uint64, error) {
+	if op > Max {
+		return Reduce(j.world, root, op, v) // over the team engine
+	}
 	var out []byte
 	err := j.treeCollective("reduce", root, op, func() (err error) {
 		out, err = j.reduceTo(root, op, elemUint64, uint64Bytes(v))
@@ -687,6 +708,9 @@ func (j *Job) ReduceUint64(root int, op Op, v []uint64) ([]uint64, error) {
 
 // ReduceFloat64 is ReduceUint64 for float64 vectors.
 func (j *Job) ReduceFloat64(root int, op Op, v []float64) ([]float64, error) {
+	if op > Max {
+		return Reduce(j.world, root, op, v) // over the team engine
+	}
 	var out []byte
 	err := j.treeCollective("reduce", root, op, func() (err error) {
 		out, err = j.reduceTo(root, op, elemFloat64, float64Bytes(v))
@@ -701,12 +725,18 @@ func (j *Job) ReduceFloat64(root int, op Op, v []float64) ([]float64, error) {
 // rank combines every rank's vector from the slots, in rank order, so
 // that every rank gets the same bits.
 func (j *Job) AllReduceUint64(op Op, v []uint64) ([]uint64, error) {
+	if op > Max {
+		return AllReduce(j.world, op, v) // over the team engine
+	}
 	out, err := j.allReduce(op, elemUint64, uint64Bytes(v))
 	return bytesUint64(out), err
 }
 
 // AllReduceFloat64 is AllReduceUint64 for float64 vectors.
 func (j *Job) AllReduceFloat64(op Op, v []float64) ([]float64, error) {
+	if op > Max {
+		return AllReduce(j.world, op, v) // over the team engine
+	}
 	out, err := j.allReduce(op, elemFloat64, float64Bytes(v))
 	return bytesFloat64(out), err
 }

@@ -193,7 +193,7 @@ func TestTreeCollectiveMisuse(t *testing.T) {
 		_ = res
 		want := []string{
 			"broadcast: root 4: accepted: a rank from 0 to 3: amudp: destination rank outside the job",
-			"reduce: Op(9): accepted: conduit.Sum, conduit.Min or conduit.Max",
+			"conduit: reduction operator not accepted: Op(9); accepted: Sum, Min, Max, Prod, And, Or, Xor",
 		}
 		if d := cmp.Diff(want, errs[2]); d != "" {
 			t.Errorf("rank 2's errors (-want +got):\n%s", d)

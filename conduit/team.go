@@ -1,0 +1,329 @@
+package conduit
+
+// This file is teams: groups of the job's ranks that run collectives
+// among themselves (MPI's communicators, GASNet-EX's gex_TM_t), and the
+// engine their collectives run on: numbered messages between the members,
+// kept by (team, collective, sender, step) until the member that expects
+// them takes them.
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/conduit/internal/amo"
+)
+
+// hTeam is the core handler of team collectives: a Medium request whose
+// args are the team's id (lo, hi), the collective's number on the team
+// (lo, hi), its meta (teamMeta), its root, and the chunk's index, the
+// chunk count and the message's size in bytes; the payload is the chunk.
+const hTeam = 70
+
+// Team is a group of the job's ranks that run collectives together, with
+// ranks of its own, 0..Size()-1 (MPI_Comm_split's and gex_TM_Split's
+// semantics). Job.World is the whole job; Split makes sub-teams of any
+// team. Every member calls a team's collectives in the same order, as it
+// does the job's; collectives on different teams are independent, so
+// ranks that belong to several teams may run them from different
+// goroutines at once. A rank's concurrent calls on one team run one after
+// another. Collectives on a team other than the whole job run over active
+// messages among its members (binomial trees, a dissemination barrier,
+// direct sends for the all-to-alls); those of the whole job are the Job's
+// own (Barrier, Broadcast, AllGather, the reductions), which use shared
+// memory and the hosts' hierarchy where they can.
+//
+// A member that meets a difference between the members' calls of a team
+// collective (another kind, root, element type, operator or size) aborts
+// the job with code 1, naming both calls as an ErrCollectiveMismatch (the
+// reason the console prints), so that no member waits forever; a
+// difference no message shows (two members in collectives that exchange
+// nothing with each other) waits like any collective some member has not
+// entered.
+type Team struct {
+	j     *Job
+	id    uint64
+	ranks []int       // team rank → job rank
+	index map[int]int // job rank → team rank; nil for the whole job
+	me    int         // this rank's team rank
+
+	mu     sync.Mutex // serialises this rank's collectives on the team
+	seq    uint64     // collectives this rank started on the team
+	splits uint64     // Splits of this team, which name the sub-teams
+}
+
+// World returns the team of the whole job: its ranks are the job's.
+func (j *Job) World() *Team { return j.world }
+
+// newWorld makes the team of the whole job.
+func newWorld(j *Job) *Team {
+	ranks := make([]int, j.size)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	return &Team{j: j, ranks: ranks, me: j.rank}
+}
+
+// Rank returns this rank's rank in the team.
+func (t *Team) Rank() int { return t.me }
+
+// Size returns the number of ranks in the team.
+func (t *Team) Size() int { return len(t.ranks) }
+
+// JobRank returns the job rank of the team's rank r, or -1 when r is not
+// one of its ranks.
+func (t *Team) JobRank(r int) int {
+	if r < 0 || r >= len(t.ranks) {
+		return -1
+	}
+	return t.ranks[r]
+}
+
+// TeamRank returns the team rank of the job's rank r, and whether r is a
+// member.
+func (t *Team) TeamRank(r int) (int, bool) {
+	if t.index == nil {
+		return r, r >= 0 && r < len(t.ranks)
+	}
+	i, ok := t.index[r]
+	return i, ok
+}
+
+// Split divides the team into sub-teams, one for each color, as
+// MPI_Comm_split does: every member calls it, as a collective; the members
+// that pass the same color form one team, ranked by key and then by their
+// rank in this team. A negative color joins none: Split returns nil for
+// it. Splits of sub-teams nest.
+func (t *Team) Split(color, key int) (*Team, error) {
+	var mine [16]byte
+	binary.LittleEndian.PutUint64(mine[:], uint64(int64(color)))
+	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
+	t.mu.Lock()
+	n := t.splits
+	t.splits++
+	t.mu.Unlock()
+	all, err := t.AllGather(mine[:])
+	if err != nil {
+		return nil, fmt.Errorf("split: %w", err)
+	}
+	if color < 0 {
+		return nil, nil
+	}
+	type member struct{ key, rank int }
+	var ms []member
+	for r, b := range all {
+		if len(b) != 16 {
+			return nil, fmt.Errorf("split: %w: team rank %d sent %d bytes", ErrCollectiveMismatch, r, len(b))
+		}
+		if int(int64(binary.LittleEndian.Uint64(b))) == color {
+			ms = append(ms, member{int(int64(binary.LittleEndian.Uint64(b[8:]))), r})
+		}
+	}
+	slices.SortFunc(ms, func(a, b member) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.rank, b.rank)) })
+	sub := &Team{j: t.j, id: teamID(t.id, n, color), ranks: make([]int, len(ms)), index: make(map[int]int, len(ms))}
+	for i, m := range ms {
+		jr := t.ranks[m.rank]
+		sub.ranks[i], sub.index[jr] = jr, i
+		if m.rank == t.me {
+			sub.me = i
+		}
+	}
+	return sub, nil
+}
+
+// teamID names the sub-team of color made by split n of team parent: the
+// same on every member, and (as a 64-bit mix) different from every other
+// team's in practice. 0 is the whole job's.
+func teamID(parent, n uint64, color int) uint64 {
+	x := parent ^ 0x9e3779b97f4a7c15
+	for _, v := range []uint64{n, uint64(int64(color))} {
+		x ^= v + 0x9e3779b97f4a7c15 + x<<6 + x>>2
+		x ^= x >> 30
+		x *= 0xbf58476d1ce4e5b9
+		x ^= x >> 27
+		x *= 0x94d049bb133111eb
+		x ^= x >> 31
+	}
+	return max(x, 1)
+}
+
+// The kinds of team collective, in teamMeta.
+const (
+	teamBarrier = iota + 1
+	teamBroadcast
+	teamReduce
+	teamAllReduce
+	teamGather
+	teamAllGather
+	teamScatter
+	teamAlltoall
+	teamAlltoallv
+)
+
+var teamKinds = [...]string{teamBarrier: "barrier", teamBroadcast: "broadcast", teamReduce: "reduce",
+	teamAllReduce: "all-reduce", teamGather: "gather", teamAllGather: "all-gather", teamScatter: "scatter",
+	teamAlltoall: "all-to-all", teamAlltoallv: "all-to-all-v"}
+
+// teamCall is one collective of a team on this rank.
+type teamCall struct {
+	t    *Team
+	seq  uint64
+	kind int
+	op   Op
+	elem uint8 // amo.Kind of a reduction's elements, else 0
+	root int   // team rank, 0 where there is none
+	size int   // bytes each member passes where they must agree, else -1
+}
+
+// meta packs what a message says of its collective, and its step: the
+// round or phase of the algorithm it belongs to.
+func (c *teamCall) meta(step int) uint32 {
+	return uint32(c.kind) | uint32(c.op)<<8 | uint32(c.elem)<<16 | uint32(step)<<24
+}
+
+// describe names a collective from its meta and root.
+func describeTeam(meta uint32, root uint32) string {
+	k := int(meta & 0xff)
+	name := fmt.Sprintf("kind %d", k)
+	if k > 0 && k < len(teamKinds) {
+		name = teamKinds[k]
+	}
+	if op := Op(meta >> 8 & 0xff); op != 0 {
+		name += " " + op.String()
+	}
+	if k := amo.Kind(meta >> 16 & 0xff); k != 0 {
+		name += " of " + k.String()
+	}
+	return fmt.Sprintf("%s (root %d)", name, root)
+}
+
+// begin starts this rank's next collective of kind on the team: with the
+// team's lock held until end.
+func (t *Team) begin(kind int, op Op, elem uint8, root, size int) (*teamCall, error) {
+	if root < 0 || root >= len(t.ranks) {
+		return nil, fmt.Errorf("%w: root %d of a team of %d", ErrBadRank, root, len(t.ranks))
+	}
+	t.j.enter()
+	t.mu.Lock()
+	t.seq++
+	return &teamCall{t: t, seq: t.seq, kind: kind, op: op, elem: elem, root: root, size: size}, nil
+}
+
+// end ends the call: err, with the job's end taken into account.
+func (c *teamCall) end(err error) error {
+	c.t.mu.Unlock()
+	return c.t.j.done(err)
+}
+
+// send sends blob to team rank r as message step of the call, in chunks
+// of at most MaxMedium bytes.
+func (c *teamCall) send(r, step int, blob []byte) error {
+	to := c.t.ranks[r]
+	id, meta := c.t.id, c.meta(step)
+	return sendChunks(blob, func(i, chunks int, part []byte) error {
+		return c.t.j.ep.RequestMedium(to, hTeam, part, uint32(id), uint32(id>>32), uint32(c.seq), uint32(c.seq>>32),
+			meta, uint32(c.root), uint32(i), uint32(chunks), uint32(len(blob)))
+	})
+}
+
+// recv waits for message step of the call from team rank r and returns
+// it. A message of another collective is a mismatch: recv aborts the job
+// naming both (see mismatch).
+func (c *teamCall) recv(r, step int) ([]byte, error) {
+	j := c.t.j
+	k := teamKey{id: c.t.id, seq: c.seq, src: c.t.ranks[r]}
+	box := &j.teams
+	if err := j.wait(func() bool { return box.ready(k) }); err != nil {
+		return nil, err
+	}
+	m := box.take(k)
+	b, err := m.take()
+	if err != nil {
+		return nil, c.mismatch(fmt.Errorf("from team rank %d: %v", r, err))
+	}
+	if m.meta != c.meta(step) || m.root != uint32(c.root) {
+		return nil, c.mismatch(fmt.Errorf("team rank %d is in %s, team rank %d in %s", r, describeTeam(m.meta, m.root),
+			c.t.me, describeTeam(c.meta(step), uint32(c.root))))
+	}
+	return b, nil
+}
+
+// mismatch reports a difference between the members' calls: it aborts
+// the job with why (the members that wait for this rank would otherwise
+// wait forever). In a worker the abort ends the process; in RunLocal the
+// rank ends at its next call, and the error it returns meanwhile is
+// never seen.
+func (c *teamCall) mismatch(why error) error {
+	err := fmt.Errorf("%w: team collective %d: %v", ErrCollectiveMismatch, c.seq, why)
+	c.t.j.abortJob(err.Error())
+	return err
+}
+
+// teamKey says which message of which team collective: the job rank src
+// sent it in collective seq of the team id. In every algorithm here a
+// member sends another at most one message per collective, so a member
+// whose call differs from its sender's takes the sender's message and sees
+// the difference (teamCall.recv) instead of waiting for another.
+type teamKey struct {
+	id, seq uint64
+	src     int
+}
+
+// teamMsg is a message being received, with what it says of its call.
+type teamMsg struct {
+	assembly
+	meta, root uint32
+}
+
+// teamBox keeps the messages of team collectives until their receivers
+// take them. A message may come before its receiver has made the team
+// (a faster member went on from a Split), so it is kept by the sender's
+// job rank.
+type teamBox struct {
+	mu sync.Mutex
+	in map[teamKey]*teamMsg
+}
+
+// message is hTeam's handler.
+func (b *teamBox) message(tok *amudp.Token, a []uint32, p []byte) {
+	if len(a) != 9 || !tok.IsRequest() {
+		return
+	}
+	k := teamKey{id: uint64(a[0]) | uint64(a[1])<<32, seq: uint64(a[2]) | uint64(a[3])<<32, src: tok.Source()}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.in == nil {
+		b.in = map[teamKey]*teamMsg{}
+	}
+	m := b.in[k]
+	if m == nil {
+		m = &teamMsg{meta: a[4], root: a[5]}
+		b.in[k] = m
+	}
+	if m.meta != a[4] || m.root != a[5] {
+		m.bad, m.buf = fmt.Errorf("chunks of different collectives"), nil
+		m.done.Store(true)
+		return
+	}
+	m.add(int(a[6]), int(a[7]), int(a[8]), p, "a team collective's message")
+}
+
+// ready reports whether message k has come whole.
+func (b *teamBox) ready(k teamKey) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := b.in[k]
+	return m != nil && m.done.Load()
+}
+
+// take removes message k, which ready reported.
+func (b *teamBox) take(k teamKey) *teamMsg {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := b.in[k]
+	delete(b.in, k)
+	return m
+}

@@ -1,0 +1,390 @@
+package conduit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/udpconduit/udpconduit/amudp/amudptest"
+)
+
+// checkTeam runs every collective of t once and checks each result against
+// what the members passed, which follow from their job ranks. It reports
+// through t.Errorf, naming the team by label.
+func checkTeam(tb testing.TB, label string, tm *Team) {
+	n, me := tm.Size(), tm.Rank()
+	jr := func(r int) int { return tm.JobRank(r) }
+	fail := func(what string, got, want any, err error) {
+		tb.Helper()
+		if err != nil || !cmp.Equal(got, want, cmpopts.EquateEmpty()) {
+			tb.Errorf("%s, team rank %d of %d: %s = %v, %v; want %v", label, me, n, what, got, err, want)
+		}
+	}
+	if err := tm.Barrier(); err != nil {
+		tb.Errorf("%s: barrier: %v", label, err)
+	}
+	root := n - 1
+	got, err := tm.Broadcast(root, pattern(jr(root), 100+70000*(root%2)))
+	fail("broadcast", got, pattern(jr(root), 100+70000*(root%2)), err)
+
+	all, err := tm.AllGather(pattern(jr(me), me*10))
+	want := make([][]byte, n)
+	for r := range want {
+		want[r] = pattern(jr(r), r*10)
+	}
+	fail("all-gather", all, want, err)
+
+	g, err := tm.Gather(n/2, pattern(jr(me), 3+me))
+	if me == n/2 {
+		w := make([][]byte, n)
+		for r := range w {
+			w[r] = pattern(jr(r), 3+r)
+		}
+		fail("gather", g, w, err)
+	} else {
+		fail("gather", g, [][]byte(nil), err)
+	}
+
+	var parts [][]byte
+	if me == 0 {
+		for r := range n {
+			parts = append(parts, pattern(100+jr(r), r+1))
+		}
+	}
+	s, err := tm.Scatter(0, parts)
+	fail("scatter", s, pattern(100+jr(me), me+1), err)
+
+	// Block r of rank me's all-to-all names both.
+	block := func(from, to int) []byte { return []byte{byte(jr(from)), byte(jr(to)), 7, byte(from * to)} }
+	var send, wantA []byte
+	for r := range n {
+		send = append(send, block(me, r)...)
+		wantA = append(wantA, block(r, me)...)
+	}
+	a, err := tm.Alltoall(send)
+	fail("all-to-all", a, wantA, err)
+
+	vparts := make([][]byte, n)
+	wantV := make([][]byte, n)
+	for r := range n {
+		vparts[r] = pattern(jr(me)*1000+jr(r), (me+r)%5*3)
+		wantV[r] = pattern(jr(r)*1000+jr(me), (r+me)%5*3)
+	}
+	v, err := tm.Alltoallv(vparts)
+	fail("all-to-all-v", v, wantV, err)
+
+	var sum int64
+	for r := range n {
+		sum += int64(jr(r))
+	}
+	red, err := AllReduce(tm, Sum, []int64{int64(jr(me)), 1})
+	fail("all-reduce", red, []int64{sum, int64(n)}, err)
+	mx, err := Reduce(tm, 1%n, Max, []float32{float32(jr(me))})
+	if me == 1%n {
+		hi := float32(0)
+		for r := range n {
+			hi = max(hi, float32(jr(r)))
+		}
+		fail("reduce max", mx, []float32{hi}, err)
+	} else {
+		fail("reduce max", mx, []float32(nil), err)
+	}
+	if err := tm.Barrier(); err != nil {
+		tb.Errorf("%s: barrier: %v", label, err)
+	}
+}
+
+// TestTeamGrid: 16 ranks as a 4×4 grid, split into rows and into columns
+// (whose keys reverse the ranks' order); every collective runs on all
+// rows at once, then on all columns, then on the halves of each row (a
+// nested split), and each team translates between its ranks and the job's.
+func TestTeamGrid(t *testing.T) {
+	const side = 4
+	runJob(t, side*side, loopbackUDP, false, func(j *Job) {
+		me := j.Rank()
+		row, err := j.World().Split(me/side, me%side)
+		if err != nil {
+			t.Fatalf("rank %d: row split: %v", me, err)
+		}
+		col, err := j.World().Split(me%side, -me)
+		if err != nil {
+			t.Fatalf("rank %d: column split: %v", me, err)
+		}
+		if row.Size() != side || row.Rank() != me%side || col.Size() != side || col.Rank() != side-1-me/side {
+			t.Errorf("rank %d: row rank %d of %d, column rank %d of %d", me, row.Rank(), row.Size(), col.Rank(), col.Size())
+		}
+		for r := range side {
+			if got := row.JobRank(r); got != me/side*side+r {
+				t.Errorf("rank %d: row rank %d is job rank %d", me, r, got)
+			}
+			if got := col.JobRank(r); got != (side-1-r)*side+me%side {
+				t.Errorf("rank %d: column rank %d is job rank %d", me, r, got)
+			}
+		}
+		if r, ok := col.TeamRank(me); !ok || r != col.Rank() {
+			t.Errorf("rank %d: TeamRank of itself in its column = %d, %v", me, r, ok)
+		}
+		if _, ok := row.TeamRank((me + side) % (side * side)); ok {
+			t.Errorf("rank %d: the rank below is in its row", me)
+		}
+		checkTeam(t, fmt.Sprintf("row %d", me/side), row)
+		checkTeam(t, fmt.Sprintf("column %d", me%side), col)
+		half, err := row.Split(row.Rank()/2, 0)
+		if err != nil || half.Size() != 2 || half.JobRank(half.Rank()) != me {
+			t.Fatalf("rank %d: nested split: %v, %v", me, half, err)
+		}
+		checkTeam(t, fmt.Sprintf("half of row %d", me/side), half)
+		none, err := col.Split(-1, 0)
+		if none != nil || err != nil {
+			t.Errorf("rank %d: Split with a negative color = %v, %v; want nil, nil", me, none, err)
+		}
+		j.Barrier()
+	})
+}
+
+// TestTeamCollectivesUnderLoss runs every collective on the whole job and
+// on the odd and even ranks, at N = 1, 2, 3, 5, 8 and 13, over an
+// in-memory network that drops 20% and duplicates 5% of the datagrams.
+func TestTeamCollectivesUnderLoss(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 5, 8, 13} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lnet := amudptest.New(uint64(n), 0.20, 0.05, 200*time.Microsecond)
+				res, _ := runJob(t, n, memNet(lnet), false, func(j *Job) {
+					checkTeam(t, "world", j.World())
+					parity, err := j.World().Split(j.Rank()%2, j.Rank())
+					if err != nil {
+						t.Fatalf("rank %d: split: %v", j.Rank(), err)
+					}
+					checkTeam(t, fmt.Sprintf("parity %d", j.Rank()%2), parity)
+					j.Barrier()
+				})
+				if res.Code != 0 {
+					t.Errorf("job ended %d: %q", res.Code, res.Ends)
+				}
+				if n > 1 && (lnet.Dropped() == 0 || lnet.Duplicated() == 0) {
+					t.Errorf("the network dropped %d and duplicated %d datagrams", lnet.Dropped(), lnet.Duplicated())
+				}
+			})
+		})
+	}
+}
+
+// TestTeamReductions checks every operator on every element type, and a
+// program's own operator, against the members' values combined in rank
+// order, on a sub-team and on the whole job (whose uint64 and float64
+// Sum, Min and Max take the Job's own way).
+func TestTeamReductions(t *testing.T) {
+	const n = 5
+	runJob(t, n, loopbackUDP, false, func(j *Job) {
+		me := j.Rank()
+		sub, err := j.World().Split(0, -me) // all ranks, in reverse
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tm := range []*Team{j.World(), sub} {
+			testReductions[int32](t, tm, func(r int) int32 { return int32(r*7 - 9) })
+			testReductions[uint32](t, tm, func(r int) uint32 { return uint32(r*0x40000001 + 3) })
+			testReductions[int64](t, tm, func(r int) int64 { return int64(r)<<40 - 5 })
+			testReductions[uint64](t, tm, func(r int) uint64 { return uint64(r)*0x9e3779b97f4a7c15 + 1 })
+			testReductions[float32](t, tm, func(r int) float32 { return float32(r) - 1.5 })
+			testReductions[float64](t, tm, func(r int) float64 { return float64(r)*0.25 - 0.5 })
+		}
+		j.Barrier()
+	})
+}
+
+func testReductions[T Word](t *testing.T, tm *Team, val func(jobRank int) T) {
+	k := kindOf[T]()
+	n, me := tm.Size(), tm.Rank()
+	ops := []Op{Sum, Min, Max, Prod}
+	if !k.IsFloat() {
+		ops = append(ops, And, Or, Xor)
+	}
+	mine := []T{val(tm.JobRank(me)), val(tm.JobRank(me)) + 1}
+	for _, op := range ops {
+		want := slices.Clone(mine)
+		for e := range want {
+			acc := val(tm.JobRank(0)) + T(e)
+			for r := 1; r < n; r++ {
+				acc = applyOp(op, acc, val(tm.JobRank(r))+T(e))
+			}
+			want[e] = acc
+		}
+		got, err := AllReduce(tm, op, mine)
+		if err != nil || !closeEnough(got, want) {
+			t.Errorf("team of %d, rank %d: all-reduce %v of %v = %v, %v; want %v", n, me, op, k, got, err, want)
+		}
+		got, err = Reduce(tm, n-1, op, mine)
+		if me == n-1 && (err != nil || !closeEnough(got, want)) || me != n-1 && (err != nil || got != nil) {
+			t.Errorf("team of %d, rank %d: reduce %v of %v to %d = %v, %v; want %v there", n, me, op, k, n-1, got, err, want)
+		}
+	}
+	got, err := AllReduceFunc(tm, func(a, b T) T { return max(a, b) - min(a, b) + 1 }, []T{1})
+	if want := T(1); err != nil || len(got) != 1 || n > 1 && got[0] < want {
+		t.Errorf("team of %d, rank %d: AllReduceFunc = %v, %v", n, me, got, err)
+	}
+	sum, err := AllReduceFunc(tm, func(a, b T) T { return a + b }, []T{2})
+	if err != nil || !cmp.Equal(sum, []T{T(2 * n)}) {
+		t.Errorf("team of %d, rank %d: AllReduceFunc(+) = %v, %v; want %d", n, me, sum, err, 2*n)
+	}
+	if k.IsFloat() {
+		if _, err := AllReduce(tm, Xor, mine); !errors.Is(err, ErrReduceOp) {
+			t.Errorf("Xor on %v: %v, want ErrReduceOp", k, err)
+		}
+	}
+	if _, err := AllReduce(tm, Op(99), mine); !errors.Is(err, ErrReduceOp) {
+		t.Errorf("Op(99): %v, want ErrReduceOp", err)
+	}
+}
+
+// applyOp is op on two values, the model the reductions are checked on.
+func applyOp[T Word](op Op, a, b T) T {
+	switch op {
+	case Sum:
+		return a + b
+	case Min:
+		return min(a, b)
+	case Max:
+		return max(a, b)
+	case Prod:
+		return a * b
+	}
+	x, y := uint64(0), uint64(0)
+	switch v := any(a).(type) {
+	case int32:
+		x, y = uint64(uint32(v)), uint64(uint32(any(b).(int32)))
+	case uint32:
+		x, y = uint64(v), uint64(any(b).(uint32))
+	case int64:
+		x, y = uint64(v), uint64(any(b).(int64))
+	case uint64:
+		x, y = v, any(b).(uint64)
+	}
+	var r uint64
+	switch op {
+	case And:
+		r = x & y
+	case Or:
+		r = x | y
+	case Xor:
+		r = x ^ y
+	}
+	var out any
+	switch any(a).(type) {
+	case int32:
+		out = int32(uint32(r))
+	case uint32:
+		out = uint32(r)
+	case int64:
+		out = int64(r)
+	case uint64:
+		out = r
+	}
+	return out.(T)
+}
+
+// closeEnough compares exactly, except that float sums and products may
+// differ in their last bits (the tree adds in its own order).
+func closeEnough[T Word](got, want []T) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		g, w := float64(got[i]), float64(want[i])
+		if got[i] != want[i] && !(kindOf[T]().IsFloat() && math.Abs(g-w) <= 1e-5*math.Max(1, math.Abs(w))) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTeamMismatch: members that call one team collective differently
+// (another length, operator, element type, root or kind) never go on as
+// if it had matched: the member that meets the difference aborts the job
+// (code 1) naming it as an ErrCollectiveMismatch, and no member waits
+// forever.
+func TestTeamMismatch(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		odd  func(tm *Team) error // what team rank 2 calls
+		want string
+	}{
+		{"a longer vector", func(tm *Team) error { _, err := AllReduce(tm, Sum, []int32{1, 2}); return err }, "elements"},
+		{"another operator", func(tm *Team) error { _, err := AllReduce(tm, Max, []int32{1}); return err }, "max"},
+		{"another type", func(tm *Team) error { _, err := AllReduce(tm, Sum, []uint32{1}); return err }, "of uint32"},
+		{"another kind", func(tm *Team) error { return tm.Barrier() }, "barrier"},
+		{"another root", func(tm *Team) error { _, err := Reduce(tm, 2, Sum, []int32{1}); return err }, "root"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const n = 6
+				errs := make([]error, n)
+				res, _ := runJob(t, n, memNet(amudptest.New(3, 0.1, 0.05, 100*time.Microsecond)), false, func(j *Job) {
+					tm, err := j.World().Split(0, j.Rank())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if tm.Rank() == 2 {
+						errs[j.Rank()] = tt.odd(tm)
+					} else {
+						_, errs[j.Rank()] = AllReduce(tm, Sum, []int32{1})
+					}
+					j.Barrier()
+				})
+				if res.Code != 1 || !slices.Contains(res.Ends, "abort 1") {
+					t.Errorf("job ended %d, %q: want an abort", res.Code, res.Ends)
+				}
+				if !strings.Contains(res.Why, ErrCollectiveMismatch.Error()) || !strings.Contains(res.Why, tt.want) {
+					t.Errorf("the job aborted for %q; want a mismatch naming %q", res.Why, tt.want)
+				}
+				for r, err := range errs {
+					if err == nil && res.Ends[r] == "returned" {
+						t.Errorf("rank %d returned nil from the mismatched collective and went on", r)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestTeamBadArguments: what a call can refuse before anything is sent.
+func TestTeamBadArguments(t *testing.T) {
+	runJob(t, 3, loopbackUDP, false, func(j *Job) {
+		w := j.World()
+		if _, err := w.Broadcast(3, nil); !errors.Is(err, ErrBadRank) {
+			t.Errorf("broadcast from root 3 of 3: %v", err)
+		}
+		if _, err := w.Gather(-1, nil); !errors.Is(err, ErrBadRank) {
+			t.Errorf("gather to root -1: %v", err)
+		}
+		if _, err := w.Alltoall(make([]byte, 4)); err == nil {
+			t.Error("all-to-all of 4 bytes over 3 ranks: no error")
+		}
+		if _, err := w.Alltoallv(make([][]byte, 2)); err == nil {
+			t.Error("all-to-all-v of 2 parts over 3 ranks: no error")
+		}
+		if j.Rank() == 0 {
+			if _, err := w.Scatter(0, make([][]byte, 4)); err == nil {
+				t.Error("scatter of 4 parts over 3 ranks: no error")
+			}
+		}
+		if w.JobRank(3) != -1 || w.JobRank(-1) != -1 {
+			t.Error("JobRank outside the team is not -1")
+		}
+		// The calls above sent nothing: the next collective matches.
+		got, err := w.Alltoall(bytes.Repeat([]byte{byte(j.Rank())}, 3))
+		if err != nil || !cmp.Equal(got, []byte{0, 1, 2}) {
+			t.Errorf("rank %d: all-to-all after the refusals = %v, %v", j.Rank(), got, err)
+		}
+		j.Barrier()
+	})
+}
