@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all build demo test unit e2e bench shm-bench atomic-bench hier-bench loss scale fuzz deps lint vet cross fmt clean
+.PHONY: all build demo test unit e2e bench shm-bench atomic-bench vis-bench hier-bench loss scale fuzz deps lint vet cross fmt clean
 
 all: build
 
@@ -46,6 +46,12 @@ shm-bench:
 # (figures, not a test).
 atomic-bench:
 	scripts/atomic-bench.sh
+
+# A strided Put of 1000 8-byte pieces against 1000 single Puts, two ranks
+# over UDP loopback, and their ratio (figures, not a test).
+vis-bench:
+	$(GO) test -run '^$$' -bench StridedPut -benchtime 2000x ./conduit/ | \
+		awk '/strided/ { s = $$3 } /puts/ { p = $$3 } { print } END { if (s > 0) printf "1000 Puts / 1 strided Put: %.1fx\n", p / s }'
 
 # Collectives on namespace hosts of two ranks each (a real sshd in each):
 # in two levels, in one, and over UDP alone (figures, not a test).

@@ -195,3 +195,31 @@ func ExampleTeam() {
 	// row of rank 3: sum 12, column gathered [], blocks [30 40 50]
 	// exit code 0 <nil>
 }
+
+// Rank 0 writes a column of a 4×4 matrix of uint32s held row-major in
+// rank 1's segment, in one strided Put, and reads the diagonal back with
+// one indexed Get.
+func ExampleJob_PutStrided() {
+	code, err := conduit.RunLocal(2, func(j *conduit.Job) {
+		if _, err := j.Attach(nil, 64); err != nil {
+			j.Exit(1)
+		}
+		if j.Rank() == 0 {
+			col := []byte{1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0}
+			// Column 2: 4 pieces of 4 bytes, at 8, 24, 40 and 56.
+			j.PutStrided(1, conduit.Strided{Offset: 8, Stride: 16, Count: 4, Size: 4}, col, 4)
+			diag := make([]byte, 16)
+			j.GetIndexed(1, []uint64{0, 20, 40, 60}, 4, diag)
+			fmt.Println("diagonal:", diag[0], diag[4], diag[8], diag[12])
+		}
+		j.Barrier()
+		if j.Rank() == 1 {
+			fmt.Println("row 3:", j.LocalView(1)[48:64])
+		}
+	})
+	fmt.Println("exit code", code, err)
+	// Output:
+	// diagonal: 0 0 3 0
+	// row 3: [0 0 0 0 0 0 0 0 4 0 0 0 0 0 0 0]
+	// exit code 0 <nil>
+}

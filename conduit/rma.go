@@ -33,6 +33,8 @@ type Handle struct {
 	// from its segment" when empty); bits is an atomic's fetched value.
 	what string
 	bits atomic.Uint64
+	// vis is a vector get's messages, whose replies fill their pieces.
+	vis []visMsg
 }
 
 // Done reports whether the operation completed.
@@ -138,6 +140,7 @@ func (j *Job) registerCore() {
 	})
 	j.registerAtomics()
 	ep.Register(hTeam, j.teams.message)
+	j.registerVIS()
 	ep.Register(hGetReply, func(t *amudp.Token, args []uint32, p []byte) {
 		if len(args) != 3 || t.IsRequest() {
 			return

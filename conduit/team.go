@@ -161,11 +161,12 @@ const (
 	teamScatter
 	teamAlltoall
 	teamAlltoallv
+	teamAlltoallBruck // Alltoall of small blocks (teamcoll.go bruck)
 )
 
 var teamKinds = [...]string{teamBarrier: "barrier", teamBroadcast: "broadcast", teamReduce: "reduce",
 	teamAllReduce: "all-reduce", teamGather: "gather", teamAllGather: "all-gather", teamScatter: "scatter",
-	teamAlltoall: "all-to-all", teamAlltoallv: "all-to-all-v"}
+	teamAlltoall: "all-to-all", teamAlltoallv: "all-to-all-v", teamAlltoallBruck: "all-to-all of small blocks"}
 
 // teamCall is one collective of a team on this rank.
 type teamCall struct {

@@ -71,6 +71,15 @@ func checkTeam(tb testing.TB, label string, tm *Team) {
 	}
 	a, err := tm.Alltoall(send)
 	fail("all-to-all", a, wantA, err)
+	// Blocks over bruckMax go straight to their member.
+	bigBlock := func(from, to int) []byte { return pattern(jr(from)*64+jr(to), bruckMax+44) }
+	send, wantA = nil, nil
+	for r := range n {
+		send = append(send, bigBlock(me, r)...)
+		wantA = append(wantA, bigBlock(r, me)...)
+	}
+	a, err = tm.Alltoall(send)
+	fail("all-to-all of large blocks", a, wantA, err)
 
 	vparts := make([][]byte, n)
 	wantV := make([][]byte, n)

@@ -9,8 +9,9 @@
 //	./testam N -atomics [-json] [-iters K]
 //
 // With -coll, every rank runs K barriers, K all-gathers of 8 bytes, K
-// broadcasts of 8 bytes from rank 0 and K all-reductions (sum) of one
-// uint64, each checked, in 5 blocks; before each block rank 0 measures as
+// broadcasts of 8 bytes from rank 0, K all-reductions (sum) of one
+// uint64, K gathers of 8 bytes to rank 0 and K all-to-alls of 8-byte
+// blocks (the whole job's team), each checked, in 5 blocks; before each block rank 0 measures as
 // many short round trips to rank 1. Rank 0 reports the short round trip,
 // then each collective per operation and in those round trips ("rtts").
 //
@@ -159,6 +160,10 @@ const collBlocks = 5
 func collectives(peer, iters int, emit func(Result)) error {
 	me, n := conduit.Rank(), conduit.Size()
 	part := []byte(fmt.Sprintf("rank%4d", me%10000))
+	blocks := make([]byte, 8*n) // block r: this rank and r
+	for r := range n {
+		blocks[8*r], blocks[8*r+1] = byte(me), byte(r)
+	}
 	ops := []struct {
 		name  string
 		bytes int
@@ -183,6 +188,20 @@ func collectives(peer, iters int, emit func(Result)) error {
 			sum, err := conduit.AllReduceUint64(conduit.Sum, []uint64{uint64(me)})
 			if want := uint64(n * (n - 1) / 2); err == nil && (len(sum) != 1 || sum[0] != want) {
 				err = fmt.Errorf("rank %d: sum %v, want [%d]", me, sum, want)
+			}
+			return err
+		}},
+		{"gather", 8, func() error {
+			parts, err := conduit.World().Gather(0, part)
+			if err == nil && me == 0 && (len(parts) != n || string(parts[n-1]) != fmt.Sprintf("rank%4d", (n-1)%10000)) {
+				err = fmt.Errorf("rank 0 gathered %d parts", len(parts))
+			}
+			return err
+		}},
+		{"alltoall", 8, func() error {
+			got, err := conduit.World().Alltoall(blocks)
+			if err == nil && (len(got) != 8*n || got[8*(n-1)] != byte(n-1) || got[8*(n-1)+1] != byte(me)) {
+				err = fmt.Errorf("rank %d: all-to-all gave %d bytes", me, len(got))
 			}
 			return err
 		}},

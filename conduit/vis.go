@@ -1,0 +1,370 @@
+package conduit
+
+// This file is vector, indexed and strided Put and Get (GASNet-EX's
+// gex_VIS_*): many pieces of one rank's segment in one operation, packed
+// into as few messages as fit, completed by one handle.
+
+import (
+	"fmt"
+
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/spawn/varenc"
+)
+
+const (
+	hVisPut      = 71 // Medium request: handle; payload: a piece list, then the pieces' bytes
+	hVisGet      = 72 // Medium request: handle, message index; payload: a piece list
+	hVisGetReply = 73 // Medium reply: handle, message index, refused; payload: the pieces' bytes
+	hVisDone     = 74 // Short reply: handle, refused
+)
+
+// Piece is one run of bytes of a vector transfer: Data at Offset of the
+// remote rank's segment (PutV writes Data there; GetV fills Data from
+// there).
+type Piece struct {
+	Offset uint64
+	Data   []byte
+}
+
+// visHeader bounds the bytes a piece adds to a message's piece list (two
+// uvarints).
+const visHeader = 2 * 10
+
+// visMsg is one message of a vector transfer: its pieces, each at most
+// what fits.
+type visMsg struct {
+	pieces []Piece
+	data   int // bytes of the pieces
+}
+
+// packPieces splits pieces into messages whose piece list and bytes fit a
+// Medium payload (a piece that does not fit goes on in the next message;
+// empty pieces are left out);
+// with listOnly, only the piece lists count against the payload, and the
+// bytes against a reply's.
+func packPieces(pieces []Piece, listOnly bool) []visMsg {
+	var msgs []visMsg
+	var cur visMsg
+	room := func() int {
+		used := 10 + visHeader*(len(cur.pieces)+1)
+		if listOnly {
+			return min(MaxMedium-used, MaxMedium-cur.data)
+		}
+		return MaxMedium - used - cur.data
+	}
+	for _, p := range pieces {
+		off, d := p.Offset, p.Data
+		for len(d) > 0 {
+			n := min(len(d), room())
+			if n <= 0 {
+				msgs, cur = append(msgs, cur), visMsg{}
+				continue
+			}
+			cur.pieces = append(cur.pieces, Piece{Offset: off, Data: d[:n]})
+			cur.data += n
+			off, d = off+uint64(n), d[n:]
+		}
+	}
+	if len(cur.pieces) > 0 {
+		msgs = append(msgs, cur)
+	}
+	return msgs
+}
+
+// checkPieces returns an error when rank is no rank of the job or a piece
+// lies outside its segment.
+func (j *Job) checkPieces(rank int, pieces []Piece) error {
+	if !j.attached.Load() {
+		return ErrNotAttached
+	}
+	if rank < 0 || rank >= len(j.segs) {
+		return fmt.Errorf("%w: rank %d of %d", ErrBadRank, rank, len(j.segs))
+	}
+	for _, p := range pieces {
+		if err := j.checkRemote(rank, p.Offset, len(p.Data)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PutVNB starts writing each piece's Data at its Offset of dest's
+// segment, and returns one handle for all of them; the pieces' bytes may
+// be reused once it returns. The pieces go in as few Medium messages as
+// hold them (a piece may straddle two). To a rank whose segment this
+// process maps (LocalView), it is a copy, complete on return. A piece
+// outside the segment is an error before anything is sent.
+func (j *Job) PutVNB(dest int, pieces []Piece) (*Handle, error) {
+	j.enter()
+	if err := j.checkPieces(dest, pieces); err != nil {
+		return nil, err
+	}
+	if v := j.localView(dest); v != nil {
+		for _, p := range pieces {
+			copy(v[p.Offset:], p.Data)
+		}
+		j.nb.puts.Add(1)
+		return &Handle{job: j}, nil
+	}
+	msgs := packPieces(pieces, false)
+	h := &Handle{job: j, peer: dest, what: "a vector put into its segment"}
+	if len(msgs) == 0 {
+		return h, nil
+	}
+	j.rma.add(h)
+	h.pending.Store(int64(len(msgs)))
+	var buf []byte
+	for _, m := range msgs {
+		buf = appendPieceList(buf[:0], m.pieces)
+		for _, p := range m.pieces {
+			buf = append(buf, p.Data...)
+		}
+		if err := j.ep.RequestMedium(dest, hVisPut, buf, h.id); err != nil {
+			j.rma.forget(h)
+			return nil, j.done(fmt.Errorf("conduit: vector put to rank %d: %w", dest, err))
+		}
+	}
+	return h, nil
+}
+
+// GetVNB starts reading, for each piece, len(Data) bytes at its Offset of
+// src's segment into its Data, and returns one handle for all of them.
+// The piece lists go in as few Medium requests as hold them, each answered
+// by one reply of at most MaxMedium bytes. From a rank whose segment this
+// process maps, it is a copy, complete on return.
+func (j *Job) GetVNB(src int, pieces []Piece) (*Handle, error) {
+	j.enter()
+	if err := j.checkPieces(src, pieces); err != nil {
+		return nil, err
+	}
+	if v := j.localView(src); v != nil {
+		for _, p := range pieces {
+			copy(p.Data, v[p.Offset:])
+		}
+		j.nb.gets.Add(1)
+		return &Handle{job: j}, nil
+	}
+	msgs := packPieces(pieces, true)
+	h := &Handle{job: j, peer: src, what: "a vector get from its segment", vis: msgs}
+	if len(msgs) == 0 {
+		return h, nil
+	}
+	j.rma.add(h)
+	h.pending.Store(int64(len(msgs)))
+	var buf []byte
+	for i, m := range msgs {
+		buf = appendPieceList(buf[:0], m.pieces)
+		if err := j.ep.RequestMedium(src, hVisGet, buf, h.id, uint32(i)); err != nil {
+			j.rma.forget(h)
+			return nil, j.done(fmt.Errorf("conduit: vector get from rank %d: %w", src, err))
+		}
+	}
+	return h, nil
+}
+
+// PutV is PutVNB and a wait for its handle.
+func (j *Job) PutV(dest int, pieces []Piece) error { return wait(j.PutVNB(dest, pieces)) }
+
+// GetV is GetVNB and a wait for its handle.
+func (j *Job) GetV(src int, pieces []Piece) error { return wait(j.GetVNB(src, pieces)) }
+
+// PutIndexedNB writes len(offsets) pieces of size bytes each, packed one
+// after another in data, piece i at offsets[i] of dest's segment, as
+// PutVNB.
+func (j *Job) PutIndexedNB(dest int, offsets []uint64, size int, data []byte) (*Handle, error) {
+	ps, err := indexed(offsets, size, data)
+	if err != nil {
+		return nil, err
+	}
+	return j.PutVNB(dest, ps)
+}
+
+// GetIndexedNB reads len(offsets) pieces of size bytes each, piece i from
+// offsets[i] of src's segment into buf[i*size:], as GetVNB.
+func (j *Job) GetIndexedNB(src int, offsets []uint64, size int, buf []byte) (*Handle, error) {
+	ps, err := indexed(offsets, size, buf)
+	if err != nil {
+		return nil, err
+	}
+	return j.GetVNB(src, ps)
+}
+
+// PutIndexed is PutIndexedNB and a wait for its handle.
+func (j *Job) PutIndexed(dest int, offsets []uint64, size int, data []byte) error {
+	return wait(j.PutIndexedNB(dest, offsets, size, data))
+}
+
+// GetIndexed is GetIndexedNB and a wait for its handle.
+func (j *Job) GetIndexed(src int, offsets []uint64, size int, buf []byte) error {
+	return wait(j.GetIndexedNB(src, offsets, size, buf))
+}
+
+// Strided describes count pieces of size bytes each in a segment: piece i
+// at Offset + i·Stride (a column of a row-major matrix, every k-th record).
+type Strided struct {
+	Offset, Stride uint64
+	Count, Size    int
+}
+
+// PutStridedNB writes the pieces r describes in dest's segment from data,
+// where piece i is at data[i*dataStride:] (dataStride r.Size: packed), as
+// PutVNB.
+func (j *Job) PutStridedNB(dest int, r Strided, data []byte, dataStride int) (*Handle, error) {
+	ps, err := strided(r, data, dataStride)
+	if err != nil {
+		return nil, err
+	}
+	return j.PutVNB(dest, ps)
+}
+
+// GetStridedNB reads the pieces r describes in src's segment into buf,
+// piece i at buf[i*bufStride:], as GetVNB.
+func (j *Job) GetStridedNB(src int, r Strided, buf []byte, bufStride int) (*Handle, error) {
+	ps, err := strided(r, buf, bufStride)
+	if err != nil {
+		return nil, err
+	}
+	return j.GetVNB(src, ps)
+}
+
+// PutStrided is PutStridedNB and a wait for its handle.
+func (j *Job) PutStrided(dest int, r Strided, data []byte, dataStride int) error {
+	return wait(j.PutStridedNB(dest, r, data, dataStride))
+}
+
+// GetStrided is GetStridedNB and a wait for its handle.
+func (j *Job) GetStrided(src int, r Strided, buf []byte, bufStride int) error {
+	return wait(j.GetStridedNB(src, r, buf, bufStride))
+}
+
+// wait waits for h when the call that made it succeeded.
+func wait(h *Handle, err error) error {
+	if err != nil {
+		return err
+	}
+	return h.Wait()
+}
+
+// indexed makes the pieces of an indexed transfer over local.
+func indexed(offsets []uint64, size int, local []byte) ([]Piece, error) {
+	if size < 0 || len(local) < len(offsets)*size {
+		return nil, fmt.Errorf("conduit: indexed transfer of %d pieces of %d bytes over %d local bytes", len(offsets), size, len(local))
+	}
+	ps := make([]Piece, len(offsets))
+	for i, o := range offsets {
+		ps[i] = Piece{Offset: o, Data: local[i*size : (i+1)*size]}
+	}
+	return ps, nil
+}
+
+// strided makes the pieces of a strided transfer over local.
+func strided(r Strided, local []byte, stride int) ([]Piece, error) {
+	if r.Count < 0 || r.Size < 0 || stride < r.Size || r.Count > 0 && len(local) < (r.Count-1)*stride+r.Size {
+		return nil, fmt.Errorf("conduit: strided transfer of %d pieces of %d bytes every %d local bytes over %d", r.Count, r.Size, stride, len(local))
+	}
+	ps := make([]Piece, r.Count)
+	for i := range ps {
+		ps[i] = Piece{Offset: r.Offset + uint64(i)*r.Stride, Data: local[i*stride : i*stride+r.Size]}
+	}
+	return ps, nil
+}
+
+// appendPieceList appends the list of pieces' offsets and lengths.
+func appendPieceList(b []byte, ps []Piece) []byte {
+	b = varenc.AppendUint(b, uint64(len(ps)))
+	for _, p := range ps {
+		b = varenc.AppendUint(varenc.AppendUint(b, p.Offset), uint64(len(p.Data)))
+	}
+	return b
+}
+
+// readPieceList reads a piece list whose pieces lie in a segment of size
+// seg bytes and whose lengths sum to at most limit: the pieces (Data
+// unset, its length in Offset's companion) and the rest of b, or ok false.
+func readPieceList(b []byte, seg uint64, limit int) (offs []uint64, lens []int, rest []byte, ok bool) {
+	d := varenc.Decoder{B: b}
+	n := d.Uint()
+	if d.Bad || n > uint64(len(b)) {
+		return nil, nil, nil, false
+	}
+	total := 0
+	for range n {
+		off, ln := d.Uint(), d.Uint()
+		if d.Bad || off > seg || ln > seg-off || ln > uint64(limit-total) {
+			return nil, nil, nil, false
+		}
+		offs, lens = append(offs, off), append(lens, int(ln))
+		total += int(ln)
+	}
+	return offs, lens, d.B, true
+}
+
+// registerVIS installs the handlers of vector transfers.
+func (j *Job) registerVIS() {
+	ep := j.ep
+	ep.Register(hVisPut, func(t *amudp.Token, args []uint32, p []byte) {
+		if len(args) != 1 || !t.IsRequest() {
+			return
+		}
+		seg := ep.Segment()
+		offs, lens, data, ok := readPieceList(p, uint64(len(seg)), len(p))
+		total := 0
+		for _, n := range lens {
+			total += n
+		}
+		if !ok || total != len(data) {
+			t.ReplyShort(hVisDone, args[0], 1)
+			return
+		}
+		for i, off := range offs {
+			copy(seg[off:], data[:lens[i]])
+			data = data[lens[i]:]
+		}
+		t.ReplyShort(hVisDone, args[0], 0)
+	})
+	ep.Register(hVisDone, func(t *amudp.Token, args []uint32, _ []byte) {
+		if len(args) != 2 || t.IsRequest() {
+			return
+		}
+		if h := j.rma.get(args[0]); h != nil && h.pending.Load() > 0 {
+			if args[1] != 0 {
+				h.refused.Store(true)
+			}
+			j.rma.complete(h)
+		}
+	})
+	ep.Register(hVisGet, func(t *amudp.Token, args []uint32, p []byte) {
+		if len(args) != 2 || !t.IsRequest() {
+			return
+		}
+		seg := ep.Segment()
+		offs, lens, rest, ok := readPieceList(p, uint64(len(seg)), MaxMedium)
+		if !ok || len(rest) != 0 {
+			t.ReplyMedium(hVisGetReply, nil, args[0], args[1], 1)
+			return
+		}
+		out := make([]byte, 0, MaxMedium)
+		for i, off := range offs {
+			out = append(out, seg[off:off+uint64(lens[i])]...)
+		}
+		t.ReplyMedium(hVisGetReply, out, args[0], args[1], 0)
+	})
+	ep.Register(hVisGetReply, func(t *amudp.Token, args []uint32, p []byte) {
+		if len(args) != 3 || t.IsRequest() {
+			return
+		}
+		h := j.rma.get(args[0])
+		if h == nil || h.pending.Load() <= 0 || int(args[1]) >= len(h.vis) {
+			return
+		}
+		m := h.vis[args[1]]
+		if args[2] != 0 || len(p) != m.data {
+			h.refused.Store(true)
+		} else {
+			for _, pc := range m.pieces {
+				p = p[copy(pc.Data, p):]
+			}
+		}
+		j.rma.complete(h)
+	})
+}
