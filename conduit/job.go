@@ -1,6 +1,7 @@
 package conduit
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -219,6 +220,23 @@ func (j *Job) wait(cond func() bool) error {
 	return err
 }
 
+// waitContext is wait for cond, or until ctx ends: then it returns ctx's
+// error. A sleeping poller wakes when ctx ends.
+func (j *Job) waitContext(ctx context.Context, cond func() bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, j.ep.Wake)
+	defer stop()
+	if err := j.wait(func() bool { return cond() || ctx.Err() != nil }); err != nil {
+		return err
+	}
+	if cond() {
+		return nil
+	}
+	return ctx.Err()
+}
+
 // SetReturnedHandler replaces handler 0, which receives undeliverable
 // requests. The default aborts the job. h runs as handlers do, on the
 // goroutine that polls when the request is given up, and must not block;
@@ -424,6 +442,13 @@ func (j *Job) Poll() error { return j.enter().Poll() }
 // may run on another goroutine. It returns early with the error of a
 // request given up (handler 0 has seen it). Not from a handler.
 func (j *Job) WaitUntil(cond func() bool) error { j.enter(); return j.wait(cond) }
+
+// WaitUntilContext is WaitUntil bounded by ctx: it returns ctx's error
+// when ctx ends before cond holds.
+func (j *Job) WaitUntilContext(ctx context.Context, cond func() bool) error {
+	j.enter()
+	return j.waitContext(ctx, cond)
+}
 
 // BarrierNotify enters the next barrier without waiting (if the barrier
 // it last entered has not been waited for, it completes that one first).

@@ -2,6 +2,7 @@ package conduit
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -39,6 +40,18 @@ type Handle struct {
 
 // Done reports whether the operation completed.
 func (h *Handle) Done() bool { return h.pending.Load() == 0 }
+
+// WaitContext is Wait bounded by ctx: when ctx ends first it returns
+// ctx's error, and the operation goes on; a later Wait or Done sees it
+// complete.
+func (h *Handle) WaitContext(ctx context.Context) error {
+	j := h.job
+	j.enter()
+	if err := j.waitContext(ctx, h.Done); err != nil {
+		return err
+	}
+	return h.Wait()
+}
 
 // Wait services the network until the operation completes (see
 // Job.WaitUntil for where handlers run meanwhile). Not from a handler.

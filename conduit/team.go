@@ -8,6 +8,7 @@ package conduit
 
 import (
 	"cmp"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -50,9 +51,13 @@ type Team struct {
 	index map[int]int // job rank → team rank; nil for the whole job
 	me    int         // this rank's team rank
 
-	mu     sync.Mutex // serialises this rank's collectives on the team
-	seq    uint64     // collectives this rank started on the team
-	splits uint64     // Splits of this team, which name the sub-teams
+	// The order of this rank's calls on the team: each call takes a
+	// ticket (next) when it is made and runs when serving reaches it.
+	omu           sync.Mutex
+	turned        sync.Cond // on omu: serving moved
+	next, serving uint64
+	seq           uint64 // collectives begun, by the call whose turn it is
+	splits        uint64 // Splits of this team, which name the sub-teams; under omu
 }
 
 // World returns the team of the whole job: its ranks are the job's.
@@ -64,7 +69,13 @@ func newWorld(j *Job) *Team {
 	for i := range ranks {
 		ranks[i] = i
 	}
-	return &Team{j: j, ranks: ranks, me: j.rank}
+	return newTeam(&Team{j: j, ranks: ranks, me: j.rank})
+}
+
+// newTeam readies t's order of calls.
+func newTeam(t *Team) *Team {
+	t.turned.L = &t.omu
+	return t
 }
 
 // Rank returns this rank's rank in the team.
@@ -101,10 +112,10 @@ func (t *Team) Split(color, key int) (*Team, error) {
 	var mine [16]byte
 	binary.LittleEndian.PutUint64(mine[:], uint64(int64(color)))
 	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
-	t.mu.Lock()
+	t.omu.Lock()
 	n := t.splits
 	t.splits++
-	t.mu.Unlock()
+	t.omu.Unlock()
 	all, err := t.AllGather(mine[:])
 	if err != nil {
 		return nil, fmt.Errorf("split: %w", err)
@@ -123,7 +134,7 @@ func (t *Team) Split(color, key int) (*Team, error) {
 		}
 	}
 	slices.SortFunc(ms, func(a, b member) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.rank, b.rank)) })
-	sub := &Team{j: t.j, id: teamID(t.id, n, color), ranks: make([]int, len(ms)), index: make(map[int]int, len(ms))}
+	sub := newTeam(&Team{j: t.j, id: teamID(t.id, n, color), ranks: make([]int, len(ms)), index: make(map[int]int, len(ms))})
 	for i, m := range ms {
 		jr := t.ranks[m.rank]
 		sub.ranks[i], sub.index[jr] = jr, i
@@ -201,22 +212,107 @@ func describeTeam(meta uint32, root uint32) string {
 	return fmt.Sprintf("%s (root %d)", name, root)
 }
 
-// begin starts this rank's next collective of kind on the team: with the
-// team's lock held until end.
+// begin starts this rank's next collective of kind on the team, in the
+// turn of the call that makes it (ordered, startNB).
 func (t *Team) begin(kind int, op Op, elem uint8, root, size int) (*teamCall, error) {
 	if root < 0 || root >= len(t.ranks) {
 		return nil, fmt.Errorf("%w: root %d of a team of %d", ErrBadRank, root, len(t.ranks))
 	}
 	t.j.enter()
-	t.mu.Lock()
 	t.seq++
 	return &teamCall{t: t, seq: t.seq, kind: kind, op: op, elem: elem, root: root, size: size}, nil
 }
 
 // end ends the call: err, with the job's end taken into account.
-func (c *teamCall) end(err error) error {
-	c.t.mu.Unlock()
-	return c.t.j.done(err)
+func (c *teamCall) end(err error) error { return c.t.j.done(err) }
+
+// ticket takes the next place in the order of this rank's calls on t.
+func (t *Team) ticket() uint64 {
+	t.omu.Lock()
+	defer t.omu.Unlock()
+	t.next++
+	return t.next - 1
+}
+
+// turn waits until the calls before ticket n have ended.
+func (t *Team) turn(n uint64) {
+	t.omu.Lock()
+	for t.serving != n {
+		t.turned.Wait()
+	}
+	t.omu.Unlock()
+}
+
+// release ends the call whose turn it is.
+func (t *Team) release() {
+	t.omu.Lock()
+	t.serving++
+	t.turned.Broadcast()
+	t.omu.Unlock()
+}
+
+// ordered runs f, a collective on t, after this rank's calls on t made
+// before it: every member numbers its collectives on a team in the order
+// it calls them, whichever goroutines call them.
+func ordered[T any](t *Team, f func() (T, error)) (T, error) {
+	n := t.ticket()
+	t.turn(n)
+	defer t.release()
+	return f()
+}
+
+// CollHandle is a non-blocking collective in progress, whose result Wait
+// returns. The collective takes its place in this rank's order of calls
+// on its team when it is started, and runs on a goroutine of its own,
+// whose waits poll the network as every wait does; several may be in
+// progress at once, on one team or several.
+type CollHandle[T any] struct {
+	done chan struct{}
+	v    T
+	err  error
+}
+
+// startNB starts f, a collective on t, as ordered would run it, and
+// returns its handle at once.
+func startNB[T any](t *Team, f func() (T, error)) *CollHandle[T] {
+	h := &CollHandle[T]{done: make(chan struct{})}
+	n := t.ticket()
+	go func() {
+		defer close(h.done)
+		t.turn(n)
+		defer t.release()
+		h.v, h.err = f()
+	}()
+	return h
+}
+
+// Done reports whether the collective has completed.
+func (h *CollHandle[T]) Done() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Wait waits until the collective completes and returns its result.
+func (h *CollHandle[T]) Wait() (T, error) {
+	<-h.done
+	return h.v, h.err
+}
+
+// WaitContext is Wait bounded by ctx: when ctx ends first it returns
+// ctx's error, and the collective goes on (the other members need this
+// rank's part); a later Wait returns its result.
+func (h *CollHandle[T]) WaitContext(ctx context.Context) (T, error) {
+	select {
+	case <-h.done:
+		return h.v, h.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
 }
 
 // send sends blob to team rank r as message step of the call, in chunks

@@ -2,6 +2,7 @@ package conduit
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -395,5 +396,140 @@ func TestTeamBadArguments(t *testing.T) {
 			t.Errorf("rank %d: all-to-all after the refusals = %v, %v", j.Rank(), got, err)
 		}
 		j.Barrier()
+	})
+}
+
+// TestTeamNonBlocking: collectives started without waiting, several at
+// once on one team and on two, complete with the results of their
+// blocking forms in the order they were started, whatever order each
+// rank waits in; a blocking call after them takes its turn behind them.
+func TestTeamNonBlocking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 6
+		runJob(t, n, memNet(amudptest.New(5, 0.1, 0.05, 100*time.Microsecond)), false, func(j *Job) {
+			me := j.Rank()
+			half, err := j.World().Split(me%2, me)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := j.World()
+			bar := w.BarrierNB()
+			sum := AllReduceNB(half, Sum, []int64{int64(me)})
+			bc := half.BroadcastNB(0, []byte{byte(me)})
+			a2a := w.AlltoallNB(bytes.Repeat([]byte{byte(me)}, n))
+			gat := GatherNBOf(w, me)
+			mx := AllReduceNB(w, Max, []uint32{uint32(me)})
+			// A blocking call waits for its turn behind the started ones.
+			all, err := w.AllGather([]byte{byte(me)})
+			if err != nil || len(all) != n || all[n-1][0] != n-1 {
+				t.Errorf("rank %d: all-gather after the started ones = %v, %v", me, all, err)
+			}
+			if me%3 == 0 { // some ranks wait in reverse order
+				if got, err := mx.Wait(); err != nil || got[0] != n-1 {
+					t.Errorf("rank %d: max = %v, %v", me, got, err)
+				}
+			}
+			if _, err := bar.Wait(); err != nil {
+				t.Errorf("rank %d: barrier: %v", me, err)
+			}
+			want := int64(0)
+			for r := me % 2; r < n; r += 2 {
+				want += int64(r)
+			}
+			if got, err := sum.Wait(); err != nil || got[0] != want {
+				t.Errorf("rank %d: half sum = %v, %v; want %d", me, got, err, want)
+			}
+			if got, err := bc.Wait(); err != nil || !cmp.Equal(got, []byte{byte(me % 2)}) {
+				t.Errorf("rank %d: broadcast = %v, %v", me, got, err)
+			}
+			if got, err := a2a.Wait(); err != nil || !cmp.Equal(got, []byte{0, 1, 2, 3, 4, 5}) {
+				t.Errorf("rank %d: all-to-all = %v, %v", me, got, err)
+			}
+			if got, err := gat.Wait(); err != nil || me == 0 && len(got) != n || me != 0 && got != nil {
+				t.Errorf("rank %d: gather = %v, %v", me, got, err)
+			}
+			if got, err := mx.Wait(); err != nil || got[0] != n-1 || !mx.Done() {
+				t.Errorf("rank %d: max = %v, %v", me, got, err)
+			}
+			j.Barrier()
+		})
+	})
+}
+
+// GatherNBOf starts a gather of the rank's number to team rank 0.
+func GatherNBOf(t *Team, me int) *CollHandle[[][]byte] { return t.GatherNB(0, []byte{byte(me)}) }
+
+// TestWaitContext: a wait bounded by a context that ends first returns
+// its error and leaves the operation going; a later wait completes it.
+func TestWaitContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runJob(t, 2, memNet(amudptest.New(6, 0, 0, 100*time.Microsecond)), false, func(j *Job) {
+			if _, err := j.Attach(nil, 64); err != nil {
+				t.Fatal(err)
+			}
+			me := j.Rank()
+			w := j.World()
+			if me == 1 {
+				time.Sleep(time.Second) // enters the barrier late
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			err := w.BarrierContext(ctx)
+			if me == 0 && !errors.Is(err, context.DeadlineExceeded) || me == 1 && err != nil {
+				t.Errorf("rank %d: BarrierContext = %v", me, err)
+			}
+			// The barrier went on: the next matches rank 1's second.
+			if err := w.Barrier(); err != nil {
+				t.Errorf("rank %d: barrier after: %v", me, err)
+			}
+			never := func() bool { return false }
+			ctx2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel2()
+			if err := j.WaitUntilContext(ctx2, never); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("rank %d: WaitUntilContext = %v", me, err)
+			}
+			h, err := j.GetNB(1-me, 0, make([]byte, 8))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.WaitContext(context.Background()); err != nil {
+				t.Errorf("rank %d: Handle.WaitContext = %v", me, err)
+			}
+			done, stop := context.WithCancel(context.Background())
+			stop()
+			if err := j.WaitUntilContext(done, never); !errors.Is(err, context.Canceled) {
+				t.Errorf("rank %d: WaitUntilContext of a cancelled context = %v", me, err)
+			}
+			w.Barrier()
+		})
+	})
+}
+
+// TestTeamCallOrder: calls on a team run one at a time in the order they
+// were made, started non-blocking or not: a call waits for the one
+// before it to end, not merely to begin.
+func TestTeamCallOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tm := newTeam(&Team{})
+		gate := make(chan struct{})
+		var ran []int
+		first := startNB(tm, func() (int, error) { <-gate; ran = append(ran, 1); return 1, nil })
+		second := startNB(tm, func() (int, error) { ran = append(ran, 2); return 2, nil })
+		third := make(chan int)
+		go func() {
+			v, _ := ordered(tm, func() (int, error) { ran = append(ran, 3); return 3, nil })
+			third <- v
+		}()
+		synctest.Wait()
+		if len(ran) != 0 || first.Done() || second.Done() {
+			t.Fatalf("calls ran while the first waited: %v", ran)
+		}
+		close(gate)
+		if v, _ := second.Wait(); v != 2 || <-third != 3 {
+			t.Fatal("results out of place")
+		}
+		if !cmp.Equal(ran, []int{1, 2, 3}) {
+			t.Errorf("calls ran in the order %v, want [1 2 3]", ran)
+		}
 	})
 }

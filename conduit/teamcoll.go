@@ -4,6 +4,7 @@ package conduit
 // teamCall's send and recv, and the calls a program makes.
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -12,16 +13,161 @@ import (
 	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
-// whole reports whether t is the whole job, whose collectives the Job
-// runs itself.
-func (t *Team) whole() bool { return t.index == nil }
-
 // Barrier returns once every member of the team has entered it, as
 // Job.Barrier does for the whole job: a member enters once every request
 // it sent has been answered, so a Put completed before it is visible to
 // every member after it. On a sub-team it is a dissemination barrier
 // (⌈log2 n⌉ rounds of messages).
 func (t *Team) Barrier() error {
+	_, err := ordered(t, func() (struct{}, error) { return struct{}{}, t.barrier() })
+	return err
+}
+
+// BarrierContext is Barrier bounded by ctx: when ctx ends first it returns
+// ctx's error, and the barrier goes on in the background (the other
+// members need this rank's part of it), taking its place in this rank's
+// order of calls on the team as a BarrierNB would.
+func (t *Team) BarrierContext(ctx context.Context) error {
+	_, err := t.BarrierNB().WaitContext(ctx)
+	return err
+}
+
+// BarrierNB starts Barrier.
+func (t *Team) BarrierNB() *CollHandle[struct{}] {
+	return startNB(t, func() (struct{}, error) { return struct{}{}, t.barrier() })
+}
+
+// Broadcast returns the root's data on every member (the root's own data
+// is returned to it as a copy), as Job.Broadcast does: down a binomial
+// tree of the team's ranks rooted at root.
+func (t *Team) Broadcast(root int, data []byte) ([]byte, error) {
+	return ordered(t, func() ([]byte, error) { return t.broadcast(root, data) })
+}
+
+// BroadcastNB starts Broadcast; data must not change until it completes.
+func (t *Team) BroadcastNB(root int, data []byte) *CollHandle[[]byte] {
+	return startNB(t, func() ([]byte, error) { return t.broadcast(root, data) })
+}
+
+// Gather returns, at the root, every member's data indexed by team rank
+// (nil elsewhere): each member sends its data to the root.
+func (t *Team) Gather(root int, data []byte) ([][]byte, error) {
+	return ordered(t, func() ([][]byte, error) { return t.gather(root, data) })
+}
+
+// GatherNB starts Gather; data must not change until it completes.
+func (t *Team) GatherNB(root int, data []byte) *CollHandle[[][]byte] {
+	return startNB(t, func() ([][]byte, error) { return t.gather(root, data) })
+}
+
+// AllGather returns every member's data, indexed by team rank, on every
+// member, as Job.AllGather does: on a sub-team, a gather to team rank 0
+// and a broadcast of the whole.
+func (t *Team) AllGather(data []byte) ([][]byte, error) {
+	return ordered(t, func() ([][]byte, error) { return t.allGather(data) })
+}
+
+// AllGatherNB starts AllGather; data must not change until it completes.
+func (t *Team) AllGatherNB(data []byte) *CollHandle[[][]byte] {
+	return startNB(t, func() ([][]byte, error) { return t.allGather(data) })
+}
+
+// Scatter gives each member parts[its team rank] of the root's parts,
+// which must hold one part for each member (parts is read at the root
+// only): the root sends each member its part.
+func (t *Team) Scatter(root int, parts [][]byte) ([]byte, error) {
+	return ordered(t, func() ([]byte, error) { return t.scatter(root, parts) })
+}
+
+// ScatterNB starts Scatter; parts must not change until it completes.
+func (t *Team) ScatterNB(root int, parts [][]byte) *CollHandle[[]byte] {
+	return startNB(t, func() ([]byte, error) { return t.scatter(root, parts) })
+}
+
+// Alltoall exchanges equal blocks between every pair of members: data
+// holds Size() blocks of len(data)/Size() bytes, block i for team rank i,
+// and the result holds the block each member sent this one, in team rank
+// order (MPI_Alltoall). Every member passes as many bytes. Blocks of up to
+// bruckMax bytes go by Bruck's algorithm (⌈log2 n⌉ messages a member,
+// each carrying about half the blocks, as Open MPI and MPICH do for small
+// blocks); larger ones each go straight to their member.
+func (t *Team) Alltoall(data []byte) ([]byte, error) {
+	return ordered(t, func() ([]byte, error) { return t.alltoall(data) })
+}
+
+// AlltoallNB starts Alltoall; data must not change until it completes.
+func (t *Team) AlltoallNB(data []byte) *CollHandle[[]byte] {
+	return startNB(t, func() ([]byte, error) { return t.alltoall(data) })
+}
+
+// Alltoallv exchanges parts of any sizes between every pair of members:
+// parts[i] goes to team rank i, and the result holds, in team rank order,
+// what each member sent this one (MPI_Alltoallv).
+func (t *Team) Alltoallv(parts [][]byte) ([][]byte, error) {
+	return ordered(t, func() ([][]byte, error) { return t.alltoallv(parts) })
+}
+
+// AlltoallvNB starts Alltoallv; parts must not change until it completes.
+func (t *Team) AlltoallvNB(parts [][]byte) *CollHandle[[][]byte] {
+	return startNB(t, func() ([][]byte, error) { return t.alltoallv(parts) })
+}
+
+// Reduce combines the vectors of every member of t element by element
+// with op and returns the result at the root (nil elsewhere); every member
+// passes a vector of the same length. It runs up a binomial tree of the
+// team's ranks (on the whole job, uint64 and float64 vectors with Sum, Min
+// and Max take Job.ReduceUint64's and ReduceFloat64's way), so the order
+// in which a float sum adds is fixed by the team's size and root, not by
+// rank order. Integers wrap; float Min and Max follow Go's min and max.
+func Reduce[T Word](t *Team, root int, op Op, v []T) ([]T, error) {
+	return ordered(t, func() ([]T, error) { return reduceT(t, root, op, v) })
+}
+
+// ReduceNB starts Reduce; v must not change until it completes.
+func ReduceNB[T Word](t *Team, root int, op Op, v []T) *CollHandle[[]T] {
+	return startNB(t, func() ([]T, error) { return reduceT(t, root, op, v) })
+}
+
+// AllReduce is Reduce whose result every member gets: a reduction to team
+// rank 0 and a broadcast from it.
+func AllReduce[T Word](t *Team, op Op, v []T) ([]T, error) {
+	return ordered(t, func() ([]T, error) { return allReduceT(t, op, v) })
+}
+
+// AllReduceNB starts AllReduce; v must not change until it completes.
+func AllReduceNB[T Word](t *Team, op Op, v []T) *CollHandle[[]T] {
+	return startNB(t, func() ([]T, error) { return allReduceT(t, op, v) })
+}
+
+// ReduceFunc is Reduce with the program's own operator f, which must be
+// commutative and associative (the tree combines in an order of its
+// own); every member passes the same f.
+func ReduceFunc[T Word](t *Team, root int, f func(a, b T) T, v []T) ([]T, error) {
+	return ordered(t, func() ([]T, error) { return reduceFuncT(t, root, f, v) })
+}
+
+// ReduceFuncNB starts ReduceFunc; v must not change until it completes.
+func ReduceFuncNB[T Word](t *Team, root int, f func(a, b T) T, v []T) *CollHandle[[]T] {
+	return startNB(t, func() ([]T, error) { return reduceFuncT(t, root, f, v) })
+}
+
+// AllReduceFunc is AllReduce with the program's own operator, as
+// ReduceFunc.
+func AllReduceFunc[T Word](t *Team, f func(a, b T) T, v []T) ([]T, error) {
+	return ordered(t, func() ([]T, error) { return allReduceFuncT(t, f, v) })
+}
+
+// AllReduceFuncNB starts AllReduceFunc; v must not change until it completes.
+func AllReduceFuncNB[T Word](t *Team, f func(a, b T) T, v []T) *CollHandle[[]T] {
+	return startNB(t, func() ([]T, error) { return allReduceFuncT(t, f, v) })
+}
+
+// whole reports whether t is the whole job, whose collectives the Job
+// runs itself.
+func (t *Team) whole() bool { return t.index == nil }
+
+// barrier is the body of its exported form, unordered.
+func (t *Team) barrier() error {
 	if t.whole() {
 		return t.j.Barrier()
 	}
@@ -48,10 +194,8 @@ func (c *teamCall) barrier() error {
 	return nil
 }
 
-// Broadcast returns the root's data on every member (the root's own data
-// is returned to it as a copy), as Job.Broadcast does: down a binomial
-// tree of the team's ranks rooted at root.
-func (t *Team) Broadcast(root int, data []byte) ([]byte, error) {
+// broadcast is the body of its exported form, unordered.
+func (t *Team) broadcast(root int, data []byte) ([]byte, error) {
 	if t.whole() {
 		return t.j.Broadcast(root, data)
 	}
@@ -115,9 +259,8 @@ func (c *teamCall) reduce(root int, acc []byte, step int, combine func(acc, in [
 	return acc, nil
 }
 
-// Gather returns, at the root, every member's data indexed by team rank
-// (nil elsewhere): each member sends its data to the root.
-func (t *Team) Gather(root int, data []byte) ([][]byte, error) {
+// gather is the body of its exported form, unordered.
+func (t *Team) gather(root int, data []byte) ([][]byte, error) {
 	c, err := t.begin(teamGather, 0, 0, root, -1)
 	if err != nil {
 		return nil, err
@@ -145,10 +288,8 @@ func (c *teamCall) gather(root int, data []byte, step int) ([][]byte, error) {
 	return out, nil
 }
 
-// AllGather returns every member's data, indexed by team rank, on every
-// member, as Job.AllGather does: on a sub-team, a gather to team rank 0
-// and a broadcast of the whole.
-func (t *Team) AllGather(data []byte) ([][]byte, error) {
+// allGather is the body of its exported form, unordered.
+func (t *Team) allGather(data []byte) ([][]byte, error) {
 	if t.whole() {
 		return t.j.AllGather(data)
 	}
@@ -188,10 +329,8 @@ func (c *teamCall) allGather(data []byte) ([][]byte, error) {
 	return out, nil
 }
 
-// Scatter gives each member parts[its team rank] of the root's parts,
-// which must hold one part for each member (parts is read at the root
-// only): the root sends each member its part.
-func (t *Team) Scatter(root int, parts [][]byte) ([]byte, error) {
+// scatter is the body of its exported form, unordered.
+func (t *Team) scatter(root int, parts [][]byte) ([]byte, error) {
 	if t.me == root && len(parts) != len(t.ranks) {
 		return nil, fmt.Errorf("scatter: %d parts for a team of %d", len(parts), len(t.ranks))
 	}
@@ -214,14 +353,8 @@ func (t *Team) Scatter(root int, parts [][]byte) ([]byte, error) {
 	return append([]byte{}, parts[root]...), c.end(nil)
 }
 
-// Alltoall exchanges equal blocks between every pair of members: data
-// holds Size() blocks of len(data)/Size() bytes, block i for team rank i,
-// and the result holds the block each member sent this one, in team rank
-// order (MPI_Alltoall). Every member passes as many bytes. Blocks of up to
-// bruckMax bytes go by Bruck's algorithm (⌈log2 n⌉ messages a member,
-// each carrying about half the blocks, as Open MPI and MPICH do for small
-// blocks); larger ones each go straight to their member.
-func (t *Team) Alltoall(data []byte) ([]byte, error) {
+// alltoall is the body of its exported form, unordered.
+func (t *Team) alltoall(data []byte) ([]byte, error) {
 	n := len(t.ranks)
 	if len(data)%n != 0 {
 		return nil, fmt.Errorf("all-to-all: %d bytes do not make %d equal blocks", len(data), n)
@@ -253,10 +386,8 @@ func (t *Team) Alltoall(data []byte) ([]byte, error) {
 	return out, c.end(nil)
 }
 
-// Alltoallv exchanges parts of any sizes between every pair of members:
-// parts[i] goes to team rank i, and the result holds, in team rank order,
-// what each member sent this one (MPI_Alltoallv).
-func (t *Team) Alltoallv(parts [][]byte) ([][]byte, error) {
+// alltoallv is the body of its exported form, unordered.
+func (t *Team) alltoallv(parts [][]byte) ([][]byte, error) {
 	if len(parts) != len(t.ranks) {
 		return nil, fmt.Errorf("all-to-all-v: %d parts for a team of %d", len(parts), len(t.ranks))
 	}
@@ -354,14 +485,8 @@ func checkOp(op Op, k amo.Kind) error {
 	return nil
 }
 
-// Reduce combines the vectors of every member of t element by element
-// with op and returns the result at the root (nil elsewhere); every member
-// passes a vector of the same length. It runs up a binomial tree of the
-// team's ranks (on the whole job, uint64 and float64 vectors with Sum, Min
-// and Max take Job.ReduceUint64's and ReduceFloat64's way), so the order
-// in which a float sum adds is fixed by the team's size and root, not by
-// rank order. Integers wrap; float Min and Max follow Go's min and max.
-func Reduce[T Word](t *Team, root int, op Op, v []T) ([]T, error) {
+// reduceT is the body of its exported form, unordered.
+func reduceT[T Word](t *Team, root int, op Op, v []T) ([]T, error) {
 	k := kindOf[T]()
 	if err := checkOp(op, k); err != nil {
 		return nil, err
@@ -375,9 +500,8 @@ func Reduce[T Word](t *Team, root int, op Op, v []T) ([]T, error) {
 	return decodeVec[T](out), err
 }
 
-// AllReduce is Reduce whose result every member gets: a reduction to team
-// rank 0 and a broadcast from it.
-func AllReduce[T Word](t *Team, op Op, v []T) ([]T, error) {
+// allReduceT is the body of its exported form, unordered.
+func allReduceT[T Word](t *Team, op Op, v []T) ([]T, error) {
 	k := kindOf[T]()
 	if err := checkOp(op, k); err != nil {
 		return nil, err
@@ -391,17 +515,14 @@ func AllReduce[T Word](t *Team, op Op, v []T) ([]T, error) {
 	return decodeVec[T](out), err
 }
 
-// ReduceFunc is Reduce with the program's own operator f, which must be
-// commutative and associative (the tree combines in an order of its
-// own); every member passes the same f.
-func ReduceFunc[T Word](t *Team, root int, f func(a, b T) T, v []T) ([]T, error) {
+// reduceFuncT is the body of its exported form, unordered.
+func reduceFuncT[T Word](t *Team, root int, f func(a, b T) T, v []T) ([]T, error) {
 	out, err := t.reduceBytes(teamReduce, root, opFunc, kindOf[T](), encodeVec(v), funcCombine(f))
 	return decodeVec[T](out), err
 }
 
-// AllReduceFunc is AllReduce with the program's own operator, as
-// ReduceFunc.
-func AllReduceFunc[T Word](t *Team, f func(a, b T) T, v []T) ([]T, error) {
+// allReduceFuncT is the body of its exported form, unordered.
+func allReduceFuncT[T Word](t *Team, f func(a, b T) T, v []T) ([]T, error) {
 	out, err := t.reduceBytes(teamAllReduce, -1, opFunc, kindOf[T](), encodeVec(v), funcCombine(f))
 	return decodeVec[T](out), err
 }
