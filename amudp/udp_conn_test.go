@@ -14,17 +14,29 @@ func TestConnUDP(t *testing.T) {
 	saved := listen
 	listen = func(addr netip.AddrPort, bufSize int) (Transport, error) { return ListenConnUDP(addr, bufSize) }
 	t.Cleanup(func() { listen = saved })
-	for _, tc := range []struct {
-		name string
-		run  func(*testing.T)
-	}{
-		{"EveryKindBothDirections", TestEveryKindBothDirections},
-		{"SelfSendRunsAtOnce", TestSelfSendRunsAtOnce},
-		{"AutoReplyFreesCredit", TestAutoReplyFreesCredit},
-		{"ReturnedToHandlerZero", TestReturnedToHandlerZero},
-		{"UndeliverableAfterTimeout", TestUndeliverableAfterTimeout},
-		{"ConcurrentSenders", TestConcurrentSenders},
-	} {
+	runSuite(t, transportSuite)
+}
+
+// transportSuite is the endpoint tests that TestConnUDP and TestParkedUDP
+// run again on another transport.
+var transportSuite = []struct {
+	name string
+	run  func(*testing.T)
+}{
+	{"EveryKindBothDirections", TestEveryKindBothDirections},
+	{"SelfSendRunsAtOnce", TestSelfSendRunsAtOnce},
+	{"AutoReplyFreesCredit", TestAutoReplyFreesCredit},
+	{"ReturnedToHandlerZero", TestReturnedToHandlerZero},
+	{"UndeliverableAfterTimeout", TestUndeliverableAfterTimeout},
+	{"ConcurrentSenders", TestConcurrentSenders},
+	{"InterruptEndsWaits", TestInterruptEndsWaits},
+}
+
+func runSuite(t *testing.T, suite []struct {
+	name string
+	run  func(*testing.T)
+}) {
+	for _, tc := range suite {
 		t.Run(tc.name, tc.run)
 	}
 }

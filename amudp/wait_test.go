@@ -83,12 +83,14 @@ func TestWaitWakesFor(t *testing.T) {
 			if _, _, err := b.Recv(buf); err != nil {
 				t.Fatal(err)
 			}
-			// A Wait with nothing to wake it sleeps for its timeout.
+			// A parked Wait with nothing to wake it sleeps for its
+			// timeout: a Wake it served does not end the next one.
+			// (ppoll may return early, which the contract allows.)
 			start := time.Now()
 			if err := b.Wait(30 * time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
-			if d := time.Since(start); d < 25*time.Millisecond {
+			if d := time.Since(start); tr.name == "UDPParked" && d < 25*time.Millisecond {
 				t.Errorf("Wait(30ms) with nothing queued returned after %v", d)
 			}
 			done := make(chan error, 1)
@@ -116,18 +118,5 @@ func TestParkedUDP(t *testing.T) {
 		return u, err
 	}
 	t.Cleanup(func() { listen = saved })
-	for _, tc := range []struct {
-		name string
-		run  func(*testing.T)
-	}{
-		{"EveryKindBothDirections", TestEveryKindBothDirections},
-		{"SelfSendRunsAtOnce", TestSelfSendRunsAtOnce},
-		{"AutoReplyFreesCredit", TestAutoReplyFreesCredit},
-		{"ReturnedToHandlerZero", TestReturnedToHandlerZero},
-		{"UndeliverableAfterTimeout", TestUndeliverableAfterTimeout},
-		{"ConcurrentSenders", TestConcurrentSenders},
-		{"InterruptEndsWaits", TestInterruptEndsWaits},
-	} {
-		t.Run(tc.name, tc.run)
-	}
+	runSuite(t, transportSuite)
 }

@@ -1,6 +1,7 @@
 package conduit
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"unsafe"
@@ -100,6 +101,16 @@ func (a *AtomicHandle[T]) Done() bool { return a.h.Done() }
 func (a *AtomicHandle[T]) Wait() (T, error) {
 	err := a.h.Wait()
 	return fromBits[T](a.h.bits.Load()), err
+}
+
+// WaitContext is Wait bounded by ctx: when ctx ends first it returns
+// ctx's error, and the operation goes on (Handle.WaitContext).
+func (a *AtomicHandle[T]) WaitContext(ctx context.Context) (T, error) {
+	if err := a.h.WaitContext(ctx); err != nil {
+		var zero T
+		return zero, err
+	}
+	return fromBits[T](a.h.bits.Load()), nil
 }
 
 // Fetch applies op with operands x and y to the word of type T at offset

@@ -495,6 +495,13 @@ func TestWaitContext(t *testing.T) {
 			if err := h.WaitContext(context.Background()); err != nil {
 				t.Errorf("rank %d: Handle.WaitContext = %v", me, err)
 			}
+			ah, err := NewAtomics[uint64](j).FetchNB(1-me, 8, AtomicAdd, 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ah.WaitContext(context.Background()); err != nil {
+				t.Errorf("rank %d: AtomicHandle.WaitContext = %v", me, err)
+			}
 			done, stop := context.WithCancel(context.Background())
 			stop()
 			if err := j.WaitUntilContext(done, never); !errors.Is(err, context.Canceled) {
