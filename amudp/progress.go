@@ -245,6 +245,10 @@ func (e *Endpoint) waitOnce(cond func() bool) error {
 	e.waiters.Add(1)
 	defer e.waiters.Add(-1)
 	e.waitMu.Lock()
+	if cond() { // a Wake (notify) while waiters was 0 found no one
+		e.waitMu.Unlock()
+		return nil
+	}
 	if e.pollMu.TryLock() { // the poller left meanwhile
 		e.waitMu.Unlock()
 		err := e.spinOrBlock(cond)

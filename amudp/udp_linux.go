@@ -217,7 +217,7 @@ func (u *UDP) Recv(b []byte) (int, netip.AddrPort, error) {
 // "Scale"), and a parked goroutine costs nothing. It is not
 // safe to call concurrently with Wait or Wake.
 func (u *UDP) SetPark(park bool) error {
-	if !park || u.file != nil {
+	if !park || u.raw != nil {
 		u.park.Store(park)
 		return nil
 	}
@@ -228,6 +228,9 @@ func (u *UDP) SetPark(park bool) error {
 	// The descriptor is non-blocking, so the file joins the poller; it
 	// does not own it (Close closes fd), and u keeps it reachable.
 	f := os.NewFile(uintptr(u.fd), "amudp "+u.local.String())
+	// From here f owns fd (Close closes it through f), failure or not:
+	// a File dropped would close fd when collected.
+	u.file = f
 	raw, err := f.SyscallConn()
 	if err == nil {
 		err = f.SetReadDeadline(time.Time{}) // fails unless in the poller
@@ -235,7 +238,7 @@ func (u *UDP) SetPark(park bool) error {
 	if err != nil {
 		return fmt.Errorf("amudp: udp socket %v in the runtime's poller: %w", u.local, err)
 	}
-	u.file, u.raw, u.readable = f, raw, u.peek
+	u.raw, u.readable = raw, u.peek
 	u.park.Store(true)
 	return nil
 }

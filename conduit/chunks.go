@@ -26,10 +26,18 @@ func (a *assembly) add(idx, chunks, size int, p []byte, what string) {
 		return
 	}
 	if a.buf == nil {
+		// The count and the size must agree before the size is
+		// allocated: a corrupt first chunk cannot ask for more than its
+		// count of chunks can carry.
+		if chunks < 1 || chunks > maxChunks || size < 0 || size > chunks*amudp.MaxMedium || chunks > 1 && size <= (chunks-1)*amudp.MaxMedium {
+			a.bad = fmt.Errorf("malformed chunk %d/%d of %s (%d bytes)", idx, chunks, what, size)
+			a.done.Store(true)
+			return
+		}
 		a.buf, a.chunks = make([]byte, size), chunks
 	}
 	off := idx * amudp.MaxMedium
-	if chunks != a.chunks || size != len(a.buf) || idx >= chunks || off+len(p) > size {
+	if chunks != a.chunks || size != len(a.buf) || idx < 0 || idx >= chunks || off+len(p) > size {
 		a.bad = fmt.Errorf("malformed chunk %d/%d of %s", idx, chunks, what)
 		a.done.Store(true)
 		return
@@ -39,6 +47,9 @@ func (a *assembly) add(idx, chunks, size int, p []byte, what string) {
 		a.done.Store(true)
 	}
 }
+
+// maxChunks bounds the chunks of one string: 1 GiB.
+const maxChunks = 1 << 30 / amudp.MaxMedium
 
 // take returns the string (or why it is bad) and makes a ready for the
 // next one.

@@ -220,9 +220,12 @@ func (j *Job) wait(cond func() bool) error {
 	return err
 }
 
-// waitContext is wait for cond, or until ctx ends: then it returns ctx's
-// error. A sleeping poller wakes when ctx ends.
+// waitContext is wait for cond, or until ctx ends first: then it returns
+// ctx's error. A sleeping poller wakes when ctx ends.
 func (j *Job) waitContext(ctx context.Context, cond func() bool) error {
+	if cond() {
+		return nil
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/conduit/internal/amo"
@@ -31,19 +32,21 @@ const hTeam = 70
 // does the job's; collectives on different teams are independent, so
 // ranks that belong to several teams may run them from different
 // goroutines at once. A rank's concurrent calls on one team run one after
-// another. Collectives on a team other than the whole job run over active
-// messages among its members (binomial trees, a dissemination barrier,
-// direct sends for the all-to-alls); those of the whole job are the Job's
-// own (Barrier, Broadcast, AllGather, the reductions), which use shared
-// memory and the hosts' hierarchy where they can.
+// another. On the whole job, Barrier, Broadcast, AllGather and the Sum,
+// Min and Max reductions of uint64 and float64 vectors are the Job's own,
+// which use shared memory and the hosts' hierarchy where they can; every
+// other collective, and every collective of a sub-team, runs over active
+// messages among the members (binomial trees, a dissemination barrier,
+// Bruck's all-to-all, direct sends).
 //
 // A member that meets a difference between the members' calls of a team
 // collective (another kind, root, element type, operator or size) aborts
 // the job with code 1, naming both calls as an ErrCollectiveMismatch (the
 // reason the console prints), so that no member waits forever; a
-// difference no message shows (two members in collectives that exchange
-// nothing with each other) waits like any collective some member has not
-// entered.
+// difference no message shows at once (two members in collectives that
+// exchange nothing with each other) shows at the member's next collective
+// on the team, which finds the other's message left over and aborts, or
+// waits like any collective some member has not entered.
 type Team struct {
 	j     *Job
 	id    uint64
@@ -57,7 +60,10 @@ type Team struct {
 	turned        sync.Cond // on omu: serving moved
 	next, serving uint64
 	seq           uint64 // collectives begun, by the call whose turn it is
-	splits        uint64 // Splits of this team, which name the sub-teams; under omu
+	// left is the last collective this rank left on the team: a message
+	// of it or an earlier one that comes after is another call's.
+	left   atomic.Uint64
+	splits uint64 // Splits of this team, which name the sub-teams, likewise
 }
 
 // World returns the team of the whole job: its ranks are the job's.
@@ -72,9 +78,13 @@ func newWorld(j *Job) *Team {
 	return newTeam(&Team{j: j, ranks: ranks, me: j.rank})
 }
 
-// newTeam readies t's order of calls.
+// newTeam readies t's order of calls and makes it known to the handler of
+// its messages (teamBox.message), which checks what comes for it.
 func newTeam(t *Team) *Team {
 	t.turned.L = &t.omu
+	if t.j != nil {
+		t.j.teams.register(t)
+	}
 	return t
 }
 
@@ -112,11 +122,12 @@ func (t *Team) Split(color, key int) (*Team, error) {
 	var mine [16]byte
 	binary.LittleEndian.PutUint64(mine[:], uint64(int64(color)))
 	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
-	t.omu.Lock()
-	n := t.splits
-	t.splits++
-	t.omu.Unlock()
-	all, err := t.AllGather(mine[:])
+	var n uint64
+	all, err := ordered(t, func() ([][]byte, error) {
+		n = t.splits // numbered in the team's order of calls, as on every member
+		t.splits++
+		return t.allGather(mine[:])
+	})
 	if err != nil {
 		return nil, fmt.Errorf("split: %w", err)
 	}
@@ -187,7 +198,6 @@ type teamCall struct {
 	op   Op
 	elem uint8 // amo.Kind of a reduction's elements, else 0
 	root int   // team rank, 0 where there is none
-	size int   // bytes each member passes where they must agree, else -1
 }
 
 // meta packs what a message says of its collective, and its step: the
@@ -214,17 +224,39 @@ func describeTeam(meta uint32, root uint32) string {
 
 // begin starts this rank's next collective of kind on the team, in the
 // turn of the call that makes it (ordered, startNB).
-func (t *Team) begin(kind int, op Op, elem uint8, root, size int) (*teamCall, error) {
+func (t *Team) begin(kind int, op Op, elem uint8, root int) (*teamCall, error) {
 	if root < 0 || root >= len(t.ranks) {
 		return nil, fmt.Errorf("%w: root %d of a team of %d", ErrBadRank, root, len(t.ranks))
 	}
 	t.j.enter()
 	t.seq++
-	return &teamCall{t: t, seq: t.seq, kind: kind, op: op, elem: elem, root: root, size: size}, nil
+	c := &teamCall{t: t, seq: t.seq, kind: kind, op: op, elem: elem, root: root}
+	if src, meta, seq, ok := t.j.teams.stale(t.id, t.seq); ok {
+		// Every message of a collective is taken in it, when the members'
+		// calls match: one left over names a call that differed.
+		r, _ := t.TeamRank(src)
+		return nil, c.mismatch(fmt.Errorf("team rank %d sent a message of %s in collective %d, which this rank has left", r,
+			describeTeam(meta.meta, meta.root), seq))
+	}
+	return c, nil
 }
 
-// end ends the call: err, with the job's end taken into account.
-func (c *teamCall) end(err error) error { return c.t.j.done(err) }
+// end ends the call: err, with the job's end taken into account. A
+// message of this collective or an earlier one still kept here is
+// another call's (every member takes all it is sent in a collective of
+// matched calls): a mismatch.
+func (c *teamCall) end(err error) error {
+	t := c.t
+	t.left.Store(c.seq)
+	if err == nil {
+		if src, m, seq, ok := t.j.teams.stale(t.id, c.seq+1); ok {
+			r, _ := t.TeamRank(src)
+			err = c.mismatch(fmt.Errorf("team rank %d sent a message of %s in collective %d, which this rank has left", r,
+				describeTeam(m.meta, m.root), seq))
+		}
+	}
+	return t.j.done(err)
+}
 
 // ticket takes the next place in the order of this rank's calls on t.
 func (t *Team) ticket() uint64 {
@@ -267,23 +299,47 @@ func ordered[T any](t *Team, f func() (T, error)) (T, error) {
 // whose waits poll the network as every wait does; several may be in
 // progress at once, on one team or several.
 type CollHandle[T any] struct {
-	done chan struct{}
-	v    T
-	err  error
+	t        *Team
+	done     chan struct{}
+	finished bool // f returned (else its goroutine ended with the rank)
+	panicked any  // what f panicked with, passed on to Wait
+	v        T
+	err      error
 }
 
 // startNB starts f, a collective on t, as ordered would run it, and
 // returns its handle at once.
 func startNB[T any](t *Team, f func() (T, error)) *CollHandle[T] {
-	h := &CollHandle[T]{done: make(chan struct{})}
+	h := &CollHandle[T]{t: t, done: make(chan struct{})}
 	n := t.ticket()
 	go func() {
 		defer close(h.done)
 		t.turn(n)
 		defer t.release()
+		defer func() {
+			if p := recover(); p != nil {
+				h.panicked = p
+			}
+		}()
 		h.v, h.err = f()
+		h.finished = true
 	}()
 	return h
+}
+
+// result returns what f returned, once done is closed: a panic of f's is
+// passed on, and a collective cut short because the rank ends (the job
+// ended, or aborted) ends the caller as any call then does.
+func (h *CollHandle[T]) result() (T, error) {
+	if h.panicked != nil {
+		panic(h.panicked)
+	}
+	if !h.finished {
+		h.t.j.enter()
+		var zero T
+		return zero, fmt.Errorf("conduit: the collective ended with the rank: %w", ErrInterrupted)
+	}
+	return h.v, h.err
 }
 
 // Done reports whether the collective has completed.
@@ -299,7 +355,7 @@ func (h *CollHandle[T]) Done() bool {
 // Wait waits until the collective completes and returns its result.
 func (h *CollHandle[T]) Wait() (T, error) {
 	<-h.done
-	return h.v, h.err
+	return h.result()
 }
 
 // WaitContext is Wait bounded by ctx: when ctx ends first it returns
@@ -308,7 +364,7 @@ func (h *CollHandle[T]) Wait() (T, error) {
 func (h *CollHandle[T]) WaitContext(ctx context.Context) (T, error) {
 	select {
 	case <-h.done:
-		return h.v, h.err
+		return h.result()
 	case <-ctx.Done():
 		var zero T
 		return zero, ctx.Err()
@@ -380,8 +436,21 @@ type teamMsg struct {
 // (a faster member went on from a Split), so it is kept by the sender's
 // job rank.
 type teamBox struct {
-	mu sync.Mutex
-	in map[teamKey]*teamMsg
+	mu    sync.Mutex
+	in    map[teamKey]*teamMsg
+	teams map[uint64]*Team // this rank's teams, by id
+	abort func(why string) // Job.abortJob
+}
+
+// register makes t's messages checked against what this rank has left.
+func (b *teamBox) register(t *Team) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.teams == nil {
+		b.teams = map[uint64]*Team{}
+	}
+	b.teams[t.id] = t
+	b.abort = t.j.abortJob
 }
 
 // message is hTeam's handler.
@@ -392,6 +461,14 @@ func (b *teamBox) message(tok *amudp.Token, a []uint32, p []byte) {
 	k := teamKey{id: uint64(a[0]) | uint64(a[1])<<32, seq: uint64(a[2]) | uint64(a[3])<<32, src: tok.Source()}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if t := b.teams[k.id]; t != nil && k.seq <= t.left.Load() {
+		// It comes for a collective this rank has left: the sender's
+		// call differed from this rank's (as in treeCall, abort).
+		r, _ := t.TeamRank(k.src)
+		b.abort(fmt.Sprintf("%v: team collective %d: team rank %d sent a message of %s, which this rank has left", ErrCollectiveMismatch,
+			k.seq, r, describeTeam(a[4], a[5])))
+		return
+	}
 	if b.in == nil {
 		b.in = map[teamKey]*teamMsg{}
 	}
@@ -406,6 +483,20 @@ func (b *teamBox) message(tok *amudp.Token, a []uint32, p []byte) {
 		return
 	}
 	m.add(int(a[6]), int(a[7]), int(a[8]), p, "a team collective's message")
+}
+
+// stale returns a message of team id kept for a collective before seq (its
+// sender's job rank, what it says of its call, and its collective), if
+// there is one.
+func (b *teamBox) stale(id, seq uint64) (src int, m *teamMsg, n uint64, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, m := range b.in {
+		if k.id == id && k.seq < seq {
+			return k.src, m, k.seq, true
+		}
+	}
+	return 0, nil, 0, false
 }
 
 // ready reports whether message k has come whole.

@@ -387,6 +387,12 @@ func TestTeamBadArguments(t *testing.T) {
 				t.Error("scatter of 4 parts over 3 ranks: no error")
 			}
 		}
+		if _, err := Reduce(w, -1, Prod, []int32{1}); !errors.Is(err, ErrBadRank) {
+			t.Errorf("reduce to root -1: %v", err)
+		}
+		if _, err := j.ReduceUint64(3, Xor, []uint64{1}); !errors.Is(err, ErrBadRank) {
+			t.Errorf("ReduceUint64 Xor to root 3: %v", err)
+		}
 		if w.JobRank(3) != -1 || w.JobRank(-1) != -1 {
 			t.Error("JobRank outside the team is not -1")
 		}
@@ -539,4 +545,99 @@ func TestTeamCallOrder(t *testing.T) {
 			t.Errorf("calls ran in the order %v, want [1 2 3]", ran)
 		}
 	})
+}
+
+// TestTeamMismatchShowsLater: members whose calls differ without any of
+// them receiving the other's message (each broadcasts from its own rank
+// on a team of two) are stopped at their next collective on the team,
+// which finds the other's message left over.
+func TestTeamMismatchShowsLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		res, _ := runJob(t, 2, memNet(amudptest.New(8, 0.1, 0.05, 100*time.Microsecond)), false, func(j *Job) {
+			tm, err := j.World().Split(0, j.Rank())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tm.Broadcast(tm.Rank(), []byte{1})
+			tm.Barrier()
+			t.Errorf("rank %d went on after mismatched broadcasts", j.Rank())
+		})
+		if res.Code != 1 || !strings.Contains(res.Why, "which this rank has left") || !strings.Contains(res.Why, "broadcast") {
+			t.Errorf("job ended %d (%q): %q; want an abort naming the left-over broadcast", res.Code, res.Ends, res.Why)
+		}
+	})
+}
+
+// TestTeamConcurrentSplits: two goroutines of every rank split one team
+// at once; each pair of calls makes the same team on every member, and
+// its collectives work.
+func TestTeamConcurrentSplits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 4
+		runJob(t, n, memNet(amudptest.New(9, 0.1, 0.05, 100*time.Microsecond)), false, func(j *Job) {
+			done := make(chan struct{}, 2)
+			for g := range 2 {
+				go func() {
+					defer func() { done <- struct{}{} }()
+					if g == 1 {
+						time.Sleep(time.Duration(j.Rank()) * time.Millisecond) // other orders on other ranks
+					}
+					tm, err := j.World().Split(0, j.Rank())
+					if err != nil {
+						t.Errorf("rank %d: split: %v", j.Rank(), err)
+						return
+					}
+					sum, err := AllReduce(tm, Sum, []int32{1})
+					if err != nil || sum[0] != n {
+						t.Errorf("rank %d: sum on a concurrent split's team = %v, %v", j.Rank(), sum, err)
+					}
+				}()
+			}
+			<-done
+			<-done
+			j.Barrier()
+		})
+	})
+}
+
+// TestNonBlockingCutShort: a non-blocking collective that the job's end
+// cuts short never reports success: its Wait ends the rank, as any call
+// does once the job has ended.
+func TestNonBlockingCutShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		res, _ := runJob(t, 2, memNet(amudptest.New(10, 0, 0, 100*time.Microsecond)), false, func(j *Job) {
+			tm, err := j.World().Split(0, j.Rank())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.Rank() == 1 {
+				j.Exit(3)
+			}
+			h := tm.BarrierNB() // rank 1 never enters it
+			_, err = h.Wait()
+			t.Errorf("rank 0: Wait of a barrier the job's end cut short returned %v", err)
+		})
+		if res.Code != 3 || res.Ends[0] != "terminated" {
+			t.Errorf("job ended %d, %q; want 3 with rank 0 terminated", res.Code, res.Ends)
+		}
+	})
+}
+
+// TestAssemblyRefusesForgedSizes: a first chunk whose size its count of
+// chunks cannot carry is refused before anything is allocated.
+func TestAssemblyRefusesForgedSizes(t *testing.T) {
+	for _, c := range []struct{ idx, chunks, size int }{
+		{0, 1, 1<<32 - 1}, {0, 1, MaxMedium + 1}, {0, 2, MaxMedium}, {0, 0, 0}, {-1, 1, 1}, {0, maxChunks + 1, 0}, {0, 1, -5},
+	} {
+		var a assembly
+		a.add(c.idx, c.chunks, c.size, nil, "a test string")
+		if _, err := a.take(); err == nil || a.buf != nil {
+			t.Errorf("chunk %d/%d of %d bytes: accepted", c.idx, c.chunks, c.size)
+		}
+	}
+	var a assembly
+	a.add(0, 1, 0, nil, "an empty string")
+	if b, err := a.take(); err != nil || len(b) != 0 {
+		t.Errorf("an empty string: %v, %v", b, err)
+	}
 }

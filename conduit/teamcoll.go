@@ -171,7 +171,7 @@ func (t *Team) barrier() error {
 	if t.whole() {
 		return t.j.Barrier()
 	}
-	c, err := t.begin(teamBarrier, 0, 0, 0, -1)
+	c, err := t.begin(teamBarrier, 0, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func (t *Team) broadcast(root int, data []byte) ([]byte, error) {
 	if t.whole() {
 		return t.j.Broadcast(root, data)
 	}
-	c, err := t.begin(teamBroadcast, 0, 0, root, -1)
+	c, err := t.begin(teamBroadcast, 0, 0, root)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +261,7 @@ func (c *teamCall) reduce(root int, acc []byte, step int, combine func(acc, in [
 
 // gather is the body of its exported form, unordered.
 func (t *Team) gather(root int, data []byte) ([][]byte, error) {
-	c, err := t.begin(teamGather, 0, 0, root, -1)
+	c, err := t.begin(teamGather, 0, 0, root)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +293,7 @@ func (t *Team) allGather(data []byte) ([][]byte, error) {
 	if t.whole() {
 		return t.j.AllGather(data)
 	}
-	c, err := t.begin(teamAllGather, 0, 0, 0, -1)
+	c, err := t.begin(teamAllGather, 0, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +334,7 @@ func (t *Team) scatter(root int, parts [][]byte) ([]byte, error) {
 	if t.me == root && len(parts) != len(t.ranks) {
 		return nil, fmt.Errorf("scatter: %d parts for a team of %d", len(parts), len(t.ranks))
 	}
-	c, err := t.begin(teamScatter, 0, 0, root, -1)
+	c, err := t.begin(teamScatter, 0, 0, root)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ func (t *Team) alltoall(data []byte) ([]byte, error) {
 	if b <= bruckMax {
 		kind, exchange = teamAlltoallBruck, (*teamCall).bruck
 	}
-	c, err := t.begin(kind, 0, 0, 0, len(data))
+	c, err := t.begin(kind, 0, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +391,7 @@ func (t *Team) alltoallv(parts [][]byte) ([][]byte, error) {
 	if len(parts) != len(t.ranks) {
 		return nil, fmt.Errorf("all-to-all-v: %d parts for a team of %d", len(parts), len(t.ranks))
 	}
-	c, err := t.begin(teamAlltoallv, 0, 0, 0, -1)
+	c, err := t.begin(teamAlltoallv, 0, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -509,7 +509,7 @@ func allReduceT[T Word](t *Team, op Op, v []T) ([]T, error) {
 	if t.whole() && op <= Max && (k == amo.Uint64 || k == amo.Float64) {
 		return jobReduce(t.j, 0, op, v, true)
 	}
-	out, err := t.reduceBytes(teamAllReduce, -1, op, k, encodeVec(v), func(acc, in []byte) ([]byte, error) {
+	out, err := t.reduceBytes(teamAllReduce, 0, op, k, encodeVec(v), func(acc, in []byte) ([]byte, error) {
 		return acc, combineVec(op, k, acc, in)
 	})
 	return decodeVec[T](out), err
@@ -523,7 +523,7 @@ func reduceFuncT[T Word](t *Team, root int, f func(a, b T) T, v []T) ([]T, error
 
 // allReduceFuncT is the body of its exported form, unordered.
 func allReduceFuncT[T Word](t *Team, f func(a, b T) T, v []T) ([]T, error) {
-	out, err := t.reduceBytes(teamAllReduce, -1, opFunc, kindOf[T](), encodeVec(v), funcCombine(f))
+	out, err := t.reduceBytes(teamAllReduce, 0, opFunc, kindOf[T](), encodeVec(v), funcCombine(f))
 	return decodeVec[T](out), err
 }
 
@@ -553,11 +553,11 @@ func jobReduce[T Word](j *Job, root int, op Op, v []T, all bool) ([]T, error) {
 	panic("conduit: jobReduce of " + kindOf[T]().String())
 }
 
-// reduceBytes runs a reduction (kind teamReduce to root, or teamAllReduce
-// to every member when root is -1) of the packed vector acc on the team.
+// reduceBytes runs a reduction of the packed vector acc on the team: of
+// kind teamReduce to root, or teamAllReduce (root 0) to every member.
 func (t *Team) reduceBytes(kind, root int, op Op, k amo.Kind, acc []byte, combine func(acc, in []byte) ([]byte, error)) ([]byte, error) {
-	all := root < 0
-	c, err := t.begin(kind, op, uint8(k), max(root, 0), len(acc))
+	all := kind == teamAllReduce
+	c, err := t.begin(kind, op, uint8(k), root)
 	if err != nil {
 		return nil, err
 	}
@@ -567,7 +567,7 @@ func (t *Team) reduceBytes(kind, root int, op Op, k amo.Kind, acc []byte, combin
 		}
 		return combine(acc, in)
 	}
-	out, err := c.reduce(max(root, 0), acc, 0, checked)
+	out, err := c.reduce(root, acc, 0, checked)
 	if err == nil && all {
 		out, err = c.bcast(0, out, 1)
 		if err == nil && len(out) != len(acc) {

@@ -247,7 +247,7 @@ func wait(h *Handle, err error) error {
 
 // indexed makes the pieces of an indexed transfer over local.
 func indexed(offsets []uint64, size int, local []byte) ([]Piece, error) {
-	if size < 0 || len(local) < len(offsets)*size {
+	if size < 0 || size > 0 && len(offsets) > len(local)/size {
 		return nil, fmt.Errorf("conduit: indexed transfer of %d pieces of %d bytes over %d local bytes", len(offsets), size, len(local))
 	}
 	ps := make([]Piece, len(offsets))
@@ -259,7 +259,7 @@ func indexed(offsets []uint64, size int, local []byte) ([]Piece, error) {
 
 // strided makes the pieces of a strided transfer over local.
 func strided(r Strided, local []byte, stride int) ([]Piece, error) {
-	if r.Count < 0 || r.Size < 0 || stride < r.Size || r.Count > 0 && len(local) < (r.Count-1)*stride+r.Size {
+	if r.Count < 0 || r.Size < 0 || stride < r.Size || r.Count > 0 && (len(local) < r.Size || stride > 0 && r.Count-1 > (len(local)-r.Size)/stride) {
 		return nil, fmt.Errorf("conduit: strided transfer of %d pieces of %d bytes every %d local bytes over %d", r.Count, r.Size, stride, len(local))
 	}
 	ps := make([]Piece, r.Count)
@@ -343,7 +343,11 @@ func (j *Job) registerVIS() {
 			t.ReplyMedium(hVisGetReply, nil, args[0], args[1], 1)
 			return
 		}
-		out := make([]byte, 0, MaxMedium)
+		total := 0
+		for _, n := range lens {
+			total += n
+		}
+		out := make([]byte, 0, total)
 		for i, off := range offs {
 			out = append(out, seg[off:off+uint64(lens[i])]...)
 		}
