@@ -172,7 +172,8 @@ func TestLauncherRanks(t *testing.T) {
 // TestLauncherTestcore: the exactly-once test program through each
 // launcher, its 4 tasks on this one node sharing memory: each rank's
 // messages went through the inboxes, and its Puts and Gets to all four
-// (itself included) were copies.
+// (itself included), and its strided Put and indexed Get to the next, were
+// copies.
 func TestLauncherTestcore(t *testing.T) {
 	forEachLauncher(t, func(t *testing.T, l launcher) {
 		r := l.run(t, t.Name(), []string{"GASNET_SUPERNODE_MAXSIZE=0", "GASNET_STATS=1"}, "testcore", "4", "-msgs", "1000")
@@ -180,7 +181,7 @@ func TestLauncherTestcore(t *testing.T) {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 		for rank, st := range jobStats(t, r.stderr, 4) {
-			if st["shm-sent"] == 0 || st["shm-received"] == 0 || st["shm-put"] != 4 || st["shm-get"] != 4 {
+			if st["shm-sent"] == 0 || st["shm-received"] == 0 || st["shm-put"] != 5 || st["shm-get"] != 5 {
 				t.Errorf("rank %d did not share memory with the node's other tasks: %v", rank, st)
 			}
 		}

@@ -40,7 +40,9 @@ func TestTestcore(t *testing.T) {
 					t.Errorf("stdout %q lacks %q", r.stdout, want)
 				}
 				// The ranks share this host: their messages, Puts and Gets
-				// took shared memory, or, with it turned off, none did.
+				// (one to each rank, and a strided Put and an indexed Get
+				// to the next) took shared memory, or, with it turned
+				// off, none did.
 				group := "[0]"
 				if mode == "shm" {
 					group = fmt.Sprint(rankList(n))
@@ -49,7 +51,7 @@ func TestTestcore(t *testing.T) {
 					t.Errorf("stdout %q lacks %q", r.stdout, want)
 				}
 				for rank, st := range jobStats(t, r.stderr, n) {
-					if mode == "shm" && (st["shm-received"] == 0 || st["shm-sent"] == 0 || st["long-in-place"] == 0 || st["shm-put"] != n || st["shm-get"] != n) {
+					if mode == "shm" && (st["shm-received"] == 0 || st["shm-sent"] == 0 || st["long-in-place"] == 0 || st["shm-put"] != n+1 || st["shm-get"] != n+1) {
 						t.Errorf("rank %d exchanged nothing, or not every Put and Get, through shared memory: %v", rank, st)
 					}
 					if mode == "udp" && st["shm-sent"]+st["shm-received"]+st["long-in-place"] != 0 {

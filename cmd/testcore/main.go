@@ -11,7 +11,11 @@
 // segment. Last, every rank adds to a 64-bit counter and a float64 sum in
 // every rank's segment with remote atomics (processor atomics on the
 // mappings of the ranks sharing memory), and each rank checks that its
-// words end at the exact totals. The job exits 0 only if every request and reply ran exactly
+// words end at the exact totals. Between those, every rank writes a
+// strided column into the next rank's segment and reads it back with an
+// indexed Get, and the ranks split into odd and even teams (in reverse
+// order) that all-reduce and exchange blocks all-to-all. The job exits 0
+// only if every request and reply ran exactly
 // once with intact data and every byte put or stored arrived (DESIGN.md
 // §11).
 //
@@ -280,6 +284,8 @@ func main() {
 	}
 	mu.Unlock()
 	rmaPhase(n, me, *threads*region)
+	visPhase(n, me, *threads*region)
+	teamPhase(n, me)
 	atomicPhase(n, me, uint64(n**threads*region))
 	mu.Lock()
 	for _, e := range errs {
@@ -391,6 +397,101 @@ func rmaPhase(n, me, own int) {
 	}
 	if me == 0 {
 		fmt.Printf("testcore: rank 0 shares its segment with ranks %v\n", nbrs)
+	}
+}
+
+// visPieces bounds the pieces of visPhase's column.
+const visPieces = 2000
+
+// visPhase checks vector transfers: each rank writes a column of 8-byte
+// pieces, every 24 bytes of its own region [me*own, (me+1)*own), into the
+// next rank's segment with one strided Put, and reads it back from there
+// in shuffled order with one indexed Get; after a barrier every rank
+// checks the column the rank before wrote into its segment.
+func visPhase(n, me, own int) {
+	const size, stride = 8, 24
+	count := min(own/stride, visPieces)
+	to, from := (me+1)%n, (me+n-1)%n
+	// Every rank has checked rmaPhase's bytes, which this overwrites.
+	if err := conduit.Barrier(); err != nil {
+		die("barrier: %v", err)
+	}
+	col := conduit.Strided{Offset: uint64(me * own), Stride: stride, Count: count, Size: size}
+	data := pattern(me, to, 3, count*size)
+	if err := conduit.Default().PutStrided(to, col, data, size); err != nil {
+		fail("strided put to rank %d: %v", to, err)
+	}
+	offs := make([]uint64, count)
+	order := rand.New(rand.NewPCG(uint64(me), 3)).Perm(count)
+	for i, k := range order {
+		offs[i] = uint64(me*own + k*stride)
+	}
+	back := make([]byte, count*size)
+	if err := conduit.Default().GetIndexed(to, offs, size, back); err != nil {
+		fail("indexed get from rank %d: %v", to, err)
+	}
+	bad := func(what string) {
+		mu.Lock()
+		errs = append(errs, what)
+		mu.Unlock()
+	}
+	for i, k := range order {
+		if string(back[i*size:(i+1)*size]) != string(data[k*size:(k+1)*size]) {
+			bad(fmt.Sprintf("indexed get of piece %d from rank %d returned other bytes than put there", k, to))
+			break
+		}
+	}
+	if err := conduit.Barrier(); err != nil {
+		die("barrier: %v", err)
+	}
+	seg, want := conduit.LocalView(me), pattern(from, me, 3, count*size)
+	for k := range count {
+		at := from*own + k*stride
+		if string(seg[at:at+size]) != string(want[k*size:(k+1)*size]) {
+			bad(fmt.Sprintf("piece %d of the column rank %d put here differs", k, from))
+			break
+		}
+	}
+}
+
+// teamPhase checks teams: the ranks split into odd and even teams ranked
+// in reverse; each team all-reduces its job ranks and exchanges 8-byte
+// blocks all-to-all, and every rank checks what it got.
+func teamPhase(n, me int) {
+	tm, err := conduit.World().Split(me%2, -me)
+	if err != nil {
+		fail("split: %v", err)
+	}
+	bad := func(what string) {
+		mu.Lock()
+		errs = append(errs, what)
+		mu.Unlock()
+	}
+	want := int64(0)
+	for r := me % 2; r < n; r += 2 {
+		want += int64(r)
+	}
+	sum, err := conduit.AllReduce(tm, conduit.Sum, []int64{int64(me)})
+	if err != nil {
+		fail("team all-reduce: %v", err)
+	}
+	if sum[0] != want {
+		bad(fmt.Sprintf("team all-reduce gave %d, want %d", sum[0], want))
+	}
+	blocks := make([]byte, 8*tm.Size())
+	for r := range tm.Size() {
+		binary.LittleEndian.PutUint32(blocks[8*r:], uint32(me))
+		binary.LittleEndian.PutUint32(blocks[8*r+4:], uint32(tm.JobRank(r)))
+	}
+	got, err := tm.Alltoall(blocks)
+	if err != nil {
+		fail("team all-to-all: %v", err)
+	}
+	for r := range tm.Size() {
+		if binary.LittleEndian.Uint32(got[8*r:]) != uint32(tm.JobRank(r)) || binary.LittleEndian.Uint32(got[8*r+4:]) != uint32(me) {
+			bad(fmt.Sprintf("team all-to-all: block %d is % x", r, got[8*r:8*r+8]))
+			break
+		}
 	}
 }
 
