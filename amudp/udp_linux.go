@@ -225,11 +225,10 @@ func (u *UDP) SetPark(park bool) error {
 		return net.ErrClosed
 	}
 	defer u.leave()
-	// The descriptor is non-blocking, so the file joins the poller; it
-	// does not own it (Close closes fd), and u keeps it reachable.
+	// The descriptor is non-blocking, so the file joins the poller. From
+	// here f owns fd, failure or not (Close closes fd through it): a File
+	// dropped would close fd when collected.
 	f := os.NewFile(uintptr(u.fd), "amudp "+u.local.String())
-	// From here f owns fd (Close closes it through f), failure or not:
-	// a File dropped would close fd when collected.
 	u.file = f
 	raw, err := f.SyscallConn()
 	if err == nil {

@@ -12,7 +12,7 @@ import (
 )
 
 const (
-	hVisPut      = 71 // Medium request: handle; payload: a piece list, then the pieces' bytes
+	hVisPut      = 71 // Medium request: handle, message index; payload: a piece list, then the pieces' bytes
 	hVisGet      = 72 // Medium request: handle, message index; payload: a piece list
 	hVisGetReply = 73 // Medium reply: handle, message index, refused; payload: the pieces' bytes
 	hVisDone     = 74 // Short reply: handle, refused
@@ -106,25 +106,8 @@ func (j *Job) PutVNB(dest int, pieces []Piece) (*Handle, error) {
 		j.nb.puts.Add(1)
 		return &Handle{job: j}, nil
 	}
-	msgs := packPieces(pieces, false)
 	h := &Handle{job: j, peer: dest, what: "a vector put into its segment"}
-	if len(msgs) == 0 {
-		return h, nil
-	}
-	j.rma.add(h)
-	h.pending.Store(int64(len(msgs)))
-	var buf []byte
-	for _, m := range msgs {
-		buf = appendPieceList(buf[:0], m.pieces)
-		for _, p := range m.pieces {
-			buf = append(buf, p.Data...)
-		}
-		if err := j.ep.RequestMedium(dest, hVisPut, buf, h.id); err != nil {
-			j.rma.forget(h)
-			return nil, j.done(fmt.Errorf("conduit: vector put to rank %d: %w", dest, err))
-		}
-	}
-	return h, nil
+	return j.sendVis(h, packPieces(pieces, false), hVisPut, "vector put to")
 }
 
 // GetVNB starts reading, for each piece, len(Data) bytes at its Offset of
@@ -144,8 +127,14 @@ func (j *Job) GetVNB(src int, pieces []Piece) (*Handle, error) {
 		j.nb.gets.Add(1)
 		return &Handle{job: j}, nil
 	}
-	msgs := packPieces(pieces, true)
-	h := &Handle{job: j, peer: src, what: "a vector get from its segment", vis: msgs}
+	h := &Handle{job: j, peer: src, what: "a vector get from its segment", vis: packPieces(pieces, true)}
+	return j.sendVis(h, h.vis, hVisGet, "vector get from")
+}
+
+// sendVis sends each of msgs to h's peer as a Medium request to handler,
+// with h's id and the message's index: its piece list and, for a put, its
+// pieces' bytes.
+func (j *Job) sendVis(h *Handle, msgs []visMsg, handler int, what string) (*Handle, error) {
 	if len(msgs) == 0 {
 		return h, nil
 	}
@@ -154,9 +143,14 @@ func (j *Job) GetVNB(src int, pieces []Piece) (*Handle, error) {
 	var buf []byte
 	for i, m := range msgs {
 		buf = appendPieceList(buf[:0], m.pieces)
-		if err := j.ep.RequestMedium(src, hVisGet, buf, h.id, uint32(i)); err != nil {
+		if handler == hVisPut {
+			for _, p := range m.pieces {
+				buf = append(buf, p.Data...)
+			}
+		}
+		if err := j.ep.RequestMedium(h.peer, handler, buf, h.id, uint32(i)); err != nil {
 			j.rma.forget(h)
-			return nil, j.done(fmt.Errorf("conduit: vector get from rank %d: %w", src, err))
+			return nil, j.done(fmt.Errorf("conduit: %s rank %d: %w", what, h.peer, err))
 		}
 	}
 	return h, nil
@@ -303,7 +297,7 @@ func readPieceList(b []byte, seg uint64, limit int) (offs []uint64, lens []int, 
 func (j *Job) registerVIS() {
 	ep := j.ep
 	ep.Register(hVisPut, func(t *amudp.Token, args []uint32, p []byte) {
-		if len(args) != 1 || !t.IsRequest() {
+		if len(args) != 2 || !t.IsRequest() {
 			return
 		}
 		seg := ep.Segment()
