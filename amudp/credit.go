@@ -76,7 +76,7 @@ func (w *byteWindow) give(n int) {
 func (e *Endpoint) Outstanding() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.send.out
+	return e.send.out + e.directOutstanding()
 }
 
 // mayRequest is the credit rule: a request of size bytes to a peer may go

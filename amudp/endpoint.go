@@ -118,6 +118,12 @@ type Endpoint struct {
 	handling atomic.Int32
 	tr       Transport
 	viewer   Viewer // tr, if it is a Viewer
+	// shared is tr, if it is a Shared transport: the direct path to
+	// co-located ranks (direct.go), through lanes (one per rank, made on
+	// first use), which laneList lists (replaced whole, under mu).
+	shared   *Shared
+	lanes    atomic.Pointer[[]atomic.Pointer[lane]]
+	laneList atomic.Pointer[[]*lane]
 	rank     int
 	key      wire.Key
 	authPay  bool
@@ -134,20 +140,22 @@ type Endpoint struct {
 	// (SetInterrupt).
 	interrupt atomic.Pointer[func() bool]
 
-	mu       sync.Mutex // guards the fields below, up to pollMu
-	handlers [NumHandlers]Handler
-	onRet    ReturnedHandler
-	retErr   error
-	addrs    []netip.AddrPort
-	peers    []*peerState
-	tracker  *retransmit.Tracker
-	owner    []slotRef // tracker handle -> slot
-	send     sendCredits
-	recvMax  int
-	window   int // byte window per peer (0: unlimited)
-	segment  []byte
-	views    atomic.Pointer[func(rank int) []byte] // SetPeerSegments
-	closed   bool
+	// table holds the handlers and the segment, replaced whole (under mu)
+	// by Register and SetSegment, read without a lock.
+	table atomic.Pointer[dispatch]
+
+	mu      sync.Mutex // guards the fields below, up to pollMu
+	onRet   ReturnedHandler
+	retErr  error
+	addrs   []netip.AddrPort
+	peers   []*peerState
+	tracker *retransmit.Tracker
+	owner   []slotRef // tracker handle -> slot
+	send    sendCredits
+	recvMax int
+	window  int                                   // byte window per peer (0: unlimited)
+	views   atomic.Pointer[func(rank int) []byte] // SetPeerSegments
+	closed  bool
 
 	pollMu  sync.Mutex // held by the poller; guards the fields below
 	rbuf    []byte
@@ -159,6 +167,7 @@ type Endpoint struct {
 	drained int
 	bufSize int
 	ackq    []*peerState // peers with automatic replies waiting
+	backlog []backlogged // direct replies waiting for room (direct.go)
 	abuf    []byte       // encoded batch of automatic replies
 	apay    []byte
 
@@ -235,6 +244,7 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 	}
 	e.key, e.authPay = wire.NewKey(cfg.Secret), cfg.AuthPayload
 	e.viewer, _ = tr.(Viewer)
+	e.shared, _ = tr.(*Shared)
 	if p, ok := tr.(Parker); ok && cfg.Polite {
 		if err := p.SetPark(true); err != nil {
 			return nil, err
@@ -246,6 +256,8 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 	e.send.limit = cfg.SendDepth
 	e.recvMax = cfg.RecvDepth
 	e.waitCv = sync.NewCond(&e.waitMu)
+	e.table.Store(new(dispatch))
+	e.laneList.Store(new([]*lane))
 	e.deadline.Store(math.MaxInt64)
 	return e, nil
 }
@@ -266,6 +278,8 @@ func (e *Endpoint) SetPeers(addrs []netip.AddrPort) error {
 	defer e.mu.Unlock()
 	e.addrs = append([]netip.AddrPort(nil), addrs...)
 	e.peers = make([]*peerState, len(addrs))
+	lanes := make([]atomic.Pointer[lane], len(addrs))
+	e.lanes.Store(&lanes)
 	f := min(max(1, len(addrs)-1), 4)
 	if e.send.limit == 0 {
 		e.send.limit = e.depth * f
@@ -328,7 +342,9 @@ func (e *Endpoint) Register(index int, h Handler) error {
 		return fmt.Errorf("%w (got %d)", ErrBadHandler, index)
 	}
 	e.mu.Lock()
-	e.handlers[index] = h
+	t := *e.table.Load()
+	t.handlers[index] = h
+	e.table.Store(&t)
 	e.mu.Unlock()
 	return nil
 }
@@ -356,7 +372,9 @@ func (e *Endpoint) SetReturnedHandler(h ReturnedHandler) {
 // SetSegment attaches the memory that Long messages write into.
 func (e *Endpoint) SetSegment(seg []byte) {
 	e.mu.Lock()
-	e.segment = seg
+	t := *e.table.Load()
+	t.segment = seg
+	e.table.Store(&t)
 	e.mu.Unlock()
 }
 
@@ -386,10 +404,13 @@ func (e *Endpoint) placeInPeer(rank int, payload []byte, off uint64) bool {
 }
 
 // Segment returns the attached segment.
-func (e *Endpoint) Segment() []byte {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.segment
+func (e *Endpoint) Segment() []byte { return e.table.Load().segment }
+
+// dispatch is what a message's handling reads: the handler table and the
+// segment (Endpoint.table).
+type dispatch struct {
+	handlers [NumHandlers]Handler
+	segment  []byte
 }
 
 // peerLocked returns rank's state, allocating it on first contact.

@@ -20,9 +20,8 @@ func (e *Endpoint) selfRequest(cat Category, handler int, payload []byte, off ui
 // slices from escaping through the handler call, so the network path does
 // not allocate; self-sends may.
 func (e *Endpoint) runLocal(isReq bool, cat Category, handler int, payload []byte, off uint64, args []uint32) error {
-	e.mu.Lock()
-	h, seg := e.handlers[handler], e.segment
-	e.mu.Unlock()
+	tab := e.table.Load()
+	h, seg := tab.handlers[handler], tab.segment
 	if h == nil {
 		return fmt.Errorf("%w: no handler registered at %d", ErrBadHandler, handler)
 	}

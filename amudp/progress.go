@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"runtime"
 	"time"
+
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // DefaultSpin is the default busy-poll time of a blocking wait: long
@@ -57,6 +59,9 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 	if err := e.takeRetErr(); err != nil {
 		return err
 	}
+	if len(e.backlog) > 0 {
+		e.flushBacklog()
+	}
 	limit := max(e.recvMax, 1) // set once by SetPeers, before traffic
 	bytes := 0
 	stopped := false
@@ -75,8 +80,7 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 		}
 		e.drained++
 		bytes += len(d)
-		e.stats.received.Add(1)
-		e.handleDatagram(d, from)
+		e.handleDatagram(d, from, inPlace)
 		if inPlace {
 			e.viewer.Release()
 		}
@@ -267,10 +271,32 @@ func (e *Endpoint) waitOnce(cond func() bool) error {
 // spinOrBlock polls until something happens or cond holds, spinning for
 // e.spin, then sleeps once in the kernel. The caller holds pollMu.
 func (e *Endpoint) spinOrBlock(cond func() bool) error {
-	start := e.now()
-	for {
+	// Between full passes, a poller with an inbox makes quick passes
+	// (directPass): a direct message costs no clock read then.
+	quick := 0
+	if e.shared != nil {
+		quick = quickPassesMixed
+		if e.shared.udpPeriod.Load() == udpEveryShared {
+			quick = quickPasses
+		}
+	}
+	var start retransmit.Time
+	for full := false; ; full = true {
+		for i := 0; i < quick && !e.polite; i++ {
+			n := e.directPass(cond)
+			if cond() {
+				e.flushAcks(true)
+				return nil
+			}
+			if n > 0 {
+				return nil
+			}
+		}
 		if err := e.pollLocked(cond); err != nil {
 			return err
+		}
+		if !full {
+			start = e.clock
 		}
 		if cond() {
 			// The waiter leaves the network: the replies it holds back
@@ -305,6 +331,9 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 		timeout = min(timeout, dl.Sub(e.now()))
 	}
 	e.mu.Unlock()
+	if len(e.backlog) > 0 {
+		timeout = min(timeout, directBacklogWait)
+	}
 	if timeout <= 0 {
 		return nil
 	}

@@ -44,9 +44,22 @@ func inSegment(seg []byte, n, off uint64) ([]byte, Reason) {
 	return seg[off : off+n], ReasonNone
 }
 
-func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort) {
+// handleDatagram handles one datagram, or a direct message when it came
+// from this rank's inbox (shm).
+func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort, shm bool) {
+	// Only an inbox carries direct messages, in records of their own kind,
+	// which have no source address.
+	if shm && e.shared != nil && !from.IsValid() {
+		e.handleDirect(b)
+		return
+	}
+	e.stats.received.Add(1)
 	m := &e.msg
 	if len(b) > MaxDatagram || len(b) < wire.HeaderLen {
+		e.stats.badDatagrams.Add(1)
+		return
+	}
+	if b[1]>>4&wire.FlagDirect != 0 {
 		e.stats.badDatagrams.Add(1)
 		return
 	}
@@ -106,7 +119,8 @@ func (e *Endpoint) handleRequest(m *wire.Message, src int) {
 		return
 	}
 	r.seq, r.replied = m.Seq, false
-	h, seg := e.handlers[m.Handler], e.segment
+	tab := e.table.Load()
+	h, seg := tab.handlers[m.Handler], tab.segment
 	e.mu.Unlock()
 
 	payload, reason := e.handlerView(h, m, seg)
@@ -162,7 +176,8 @@ func (e *Endpoint) handleReply(m *wire.Message, src int) {
 	s := p.req(m.Slot)
 	kind, handler := s.kind, s.handler
 	e.syncDeadlineLocked()
-	h, seg := e.handlers[m.Handler], e.segment
+	tab := e.table.Load()
+	h, seg := tab.handlers[m.Handler], tab.segment
 	e.mu.Unlock()
 
 	switch m.Kind {

@@ -18,7 +18,8 @@ type Token struct {
 	active  bool
 	replied bool
 	self    bool
-	client  bool // runs a handler at or above Config.Reserved
+	lane    *lane // a direct request's sender (direct.go)
+	client  bool  // runs a handler at or above Config.Reserved
 }
 
 // Source returns the rank of the message's sender.
@@ -59,6 +60,19 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 	if t.self {
 		t.replied = true
 		return e.runLocal(false, cat, handler, payload, off, args)
+	}
+	if t.lane != nil {
+		var m wire.Message
+		n := len(payload)
+		if cat == Long && e.placeInPeer(t.src, payload, off) {
+			payload = nil
+		}
+		e.directMessage(&m, wire.ReplyKind(cat), handler, payload, off, args)
+		if payload == nil && cat == Long && n > 0 {
+			m.Flags, m.Len = m.Flags|wire.FlagInPlace, uint32(n)
+		}
+		t.replied = true
+		return e.replyDirect(t.lane, &m)
 	}
 	m := wire.Message{Header: wire.Header{Kind: wire.ReplyKind(cat), Handler: uint8(handler), NArgs: uint8(len(args)),
 		Src: uint32(e.rank), Slot: t.slot, Seq: t.seq, Offset: off}, Payload: payload}

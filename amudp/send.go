@@ -79,6 +79,9 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	if dest == e.rank {
 		return e.selfRequest(cat, handler, payload, off, args)
 	}
+	if l := e.laneTo(dest); l != nil {
+		return e.requestDirect(l, cat, handler, payload, off, args)
+	}
 	// Every request polls first (DESIGN.md §3), unless a poll pass ended
 	// within the last pollFirstGap: that pass was this request's poll, and
 	// a syscall that would find the socket empty is most of a round trip's

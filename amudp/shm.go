@@ -11,13 +11,15 @@ package amudp
 // process that maps it ends, whichever way. Only processes of the same
 // user may open another's descriptor there.
 //
-// The datagrams are those the UDP path carries, with their tags, sequence
-// numbers and acknowledgements, so the Endpoint's rules hold unchanged:
-// each handler runs once, credits bound what is in flight. A full inbox,
-// or one that cannot be mapped, sends by UDP instead. A rank that waits
-// marks its inbox asleep and blocks in the UDP Transport's Wait; a
-// producer that finds the mark sends the rank a one-byte doorbell datagram
-// that wakes it, and that Recv discards.
+// The inbox carries two kinds of records. Direct messages (direct.go) are
+// the Endpoint's requests and replies to a co-located rank that is ready
+// for them, outside the datagram protocol. Datagrams are those the UDP
+// path carries, with their tags, sequence numbers and acknowledgements,
+// sent through Send before a peer is ready; a full inbox, or one that
+// cannot be mapped, sends those by UDP instead. A rank that waits marks its
+// inbox asleep and blocks in the UDP Transport's Wait; a producer that
+// finds the mark sends the rank a one-byte doorbell datagram that wakes
+// it, and that Recv discards.
 
 import (
 	"encoding/binary"
@@ -59,6 +61,12 @@ const MaxInbox = 1 << 30
 // are never one byte long.
 var doorbell = []byte{0xdb}
 
+// ErrInboxCorrupt: a record in this rank's inbox broke the queue's rules,
+// and the records after it were dropped. Direct messages (never
+// retransmitted) may have been among them, so the endpoint cannot keep its
+// promise that each runs once: the job must end.
+var ErrInboxCorrupt = errors.New("amudp: corrupt record in this rank's shared-memory inbox: the messages after it are lost")
+
 // addrLen is the size of a record's source address: 16 address bytes and
 // a port.
 const addrLen = 18
@@ -97,6 +105,10 @@ type Shared struct {
 	// found the inbox empty saw it: Wait does not sleep when it has grown
 	// since (the poller alone uses it).
 	notes uint64
+
+	// lost says that peekDirect found a corrupt record, which View then
+	// reports (the poller alone uses it).
+	lost bool
 
 	// detours is the inbox's count of datagrams that co-located peers
 	// sent by UDP because it was full, as Recv last saw it: when it grows,
@@ -165,6 +177,38 @@ func (t *Shared) SetInboxes(inboxes map[netip.AddrPort]string) {
 	}
 	t.peers.Store(&m)
 	t.last.Store(nil)
+	// Every peer that may now send direct messages here (Endpoint's direct
+	// path) is in m, and this rank can map its inbox to answer.
+	t.inbox.ring.SetReady()
+}
+
+// directRing returns the mapped inbox of the co-located peer at to when
+// that peer takes direct messages (its SetInboxes has run), else nil.
+func (t *Shared) directRing(to netip.AddrPort) *shmring.Ring {
+	p := (*t.peers.Load())[to]
+	if p == nil {
+		return nil
+	}
+	if r := t.ring(p); r != nil && r.Ready() {
+		return r
+	}
+	return nil
+}
+
+// pushDirect puts the direct message head+payload into r, the inbox of
+// the peer at to, as a message record (shmring.Ring.PushMessage: no
+// address prefix), and rings its doorbell if it sleeps. It reports false
+// when r is full.
+func (t *Shared) pushDirect(r *shmring.Ring, to netip.AddrPort, head, payload []byte) bool {
+	if !r.PushMessage(head, payload) {
+		return false
+	}
+	t.shmSent.Add(1)
+	if r.Sleeping() {
+		t.doorbells.Add(1)
+		_ = t.udp.Send(doorbell, to) // a lost doorbell costs a sleep of maxBlock at most
+	}
+	return true
 }
 
 // SetAllShared says whether every peer of the job shares memory with this
@@ -256,15 +300,25 @@ func (t *Shared) Recv(b []byte) (int, netip.AddrPort, error) {
 	return len(d), from, err
 }
 
-// View is Recv that gives a datagram of the inbox in place, in the shared
+// View is Recv that gives a datagram of the inbox in place (or a direct
+// message, which has no source address: from is the zero AddrPort), in the shared
 // memory of the ring, until Release: the Endpoint's handlers read a Medium
 // payload there, one copy fewer. Whatever a faulty peer writes into the
 // record meanwhile, d's bounds are the ring's. The poller alone calls it.
 func (t *Shared) View(b []byte) (d []byte, from netip.AddrPort, inPlace bool, err error) {
 	for {
+		if t.lost {
+			t.lost = false
+			return nil, netip.AddrPort{}, false, ErrInboxCorrupt
+		}
 		rec, ok, err := t.inbox.ring.Peek()
-		if err != nil { // shmring.ErrCorrupt
+		if err != nil { // shmring.ErrCorrupt: records were lost
 			t.corrupt.Add(1)
+			return nil, netip.AddrPort{}, false, ErrInboxCorrupt
+		}
+		if ok && t.inbox.ring.Message() { // a direct message: no prefix
+			t.shmRecv.Add(1)
+			return rec[:len(rec):len(rec)], netip.AddrPort{}, true, nil
 		}
 		if ok {
 			if len(rec) < addrLen {
@@ -292,6 +346,22 @@ func (t *Shared) View(b []byte) (d []byte, from netip.AddrPort, inPlace bool, er
 		}
 		return b[:n], from, false, err
 	}
+}
+
+// peekDirect returns the direct message at the head of the inbox in
+// place, until Release, or ok false when the head holds none: the inbox is
+// empty or holds a datagram, which View takes. The poller alone calls it.
+func (t *Shared) peekDirect() (d []byte, ok bool) {
+	rec, ok, err := t.inbox.ring.Peek()
+	if err != nil {
+		t.corrupt.Add(1)
+		t.lost = true
+	}
+	if !ok || !t.inbox.ring.Message() {
+		return nil, false
+	}
+	t.shmRecv.Add(1)
+	return rec[:len(rec):len(rec)], true
 }
 
 // Release frees the datagram View gave in place.

@@ -133,9 +133,11 @@ func TestSharedWakesSleeper(t *testing.T) {
 	}
 }
 
-// TestSharedFullFallsBack: with a 64 KiB inbox, a flood of 15000-byte
-// Mediums fills it; the rest go by UDP, and every handler still runs once.
-func TestSharedFullFallsBack(t *testing.T) {
+// TestSharedFullWaits: with a 64 KiB inbox, a flood of 15000-byte
+// Mediums fills it while its rank does not poll; the sender waits for room
+// (its requests take the direct path, which never falls back to UDP), and
+// every handler runs once when the rank polls again.
+func TestSharedFullWaits(t *testing.T) {
 	saved := listen
 	listen = listenShared(t, 64<<10)
 	t.Cleanup(func() { listen = saved })
@@ -148,27 +150,94 @@ func TestSharedFullFallsBack(t *testing.T) {
 		}
 		seen[args[0]].Add(1)
 	})
+	var sent atomic.Int32
+	go func() {
+		// Rank 1 starts reading once more requests wait than its inbox
+		// holds (4 of 15000 bytes), fewer than the credit.
+		for sent.Load() < 4 {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond)
+		serve(t, eps[1])
+	}()
 	payload := make([]byte, 15000)
 	for i := range msgs {
-		// Rank 1 starts reading once more requests are in flight than
-		// its inbox holds (4 of 15000 bytes), fewer than the credit.
-		if i == 12 {
-			serve(t, eps[1])
-		}
 		payload[0] = byte(i)
 		if err := eps[0].RequestMedium(1, 10, payload, uint32(i)); err != nil {
 			t.Fatal(err)
 		}
+		sent.Add(1)
 	}
 	waitFor(t, eps[0], "every request answered", func() bool { return eps[0].Outstanding() == 0 })
-	time.Sleep(10 * time.Millisecond)
 	for i := range seen {
 		if n := seen[i].Load(); n != 1 {
 			t.Fatalf("message %d ran %d times", i, n)
 		}
 	}
-	if st := shmStats(eps); st.Fallbacks == 0 || st.ShmSent == 0 {
-		t.Errorf("want some datagrams by shared memory and some fallbacks: %v", st)
+	if st := shmStats(eps); st.Fallbacks != 0 || st.ShmSent < 2*msgs {
+		t.Errorf("want every request and reply through shared memory, none by UDP: %v", st)
+	}
+}
+
+// TestSharedRepliesBacklog: two ranks flood each other with Medium requests
+// whose handlers reply with as much, through inboxes of 64 KiB: replies
+// find the requester's inbox full while it is itself waiting for room in
+// the other's, and wait in the backlog. Nothing deadlocks, and every
+// request and every reply runs once.
+func TestSharedRepliesBacklog(t *testing.T) {
+	saved := listen
+	listen = listenShared(t, 64<<10)
+	t.Cleanup(func() { listen = saved })
+	eps := newJob(t, 2, Config{})
+	const msgs = 300
+	var reqs, reps [2][msgs]atomic.Int32
+	big := make([]byte, 12000)
+	for r, e := range eps {
+		e.Register(10, func(tok *Token, args []uint32, p []byte) {
+			reqs[r][args[0]].Add(1)
+			if err := tok.ReplyMedium(11, big[:len(p)], args[0]); err != nil {
+				t.Error(err)
+			}
+		})
+		e.Register(11, func(tok *Token, args []uint32, p []byte) { reps[r][args[0]].Add(1) })
+	}
+	errs := make(chan error, 2)
+	var finished atomic.Int32
+	for r, e := range eps {
+		go func() {
+			payload := make([]byte, 12000)
+			for i := range msgs {
+				if err := e.RequestMedium(1-r, 10, payload, uint32(i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+			finished.Add(1)
+			// Each rank serves the other until both are answered.
+			errs <- e.WaitUntil(func() bool {
+				return finished.Load() == 2 && eps[0].Outstanding() == 0 && eps[1].Outstanding() == 0
+			})
+		}()
+	}
+	for range 2 {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("deadlock: requests %d and %d outstanding", eps[0].Outstanding(), eps[1].Outstanding())
+		}
+	}
+	for r := range 2 {
+		for i := range msgs {
+			if a, b := reqs[r][i].Load(), reps[1-r][i].Load(); a != 1 || b != 1 {
+				t.Fatalf("request %d to rank %d ran %d times, its reply %d times; %v %v %v", i, r, a, b, shmStats(eps), eps[0].Stats(), eps[1].Stats())
+			}
+		}
+	}
+	if st := shmStats(eps); st.Fallbacks != 0 {
+		t.Errorf("messages went by UDP: %v", st)
 	}
 }
 

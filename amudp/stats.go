@@ -5,7 +5,9 @@ import (
 	"sync/atomic"
 )
 
-// Stats counts what an endpoint dropped or repeated. Drops by reason:
+// Stats counts what an endpoint sent, received, dropped or repeated. Sent
+// and Received count datagrams; the direct messages between ranks that
+// share memory are counted by the Shared transport (ShmStats). Drops by reason:
 // BadDatagrams could not be decoded (too short, malformed), BadMAC failed
 // authentication (forged, corrupted, another job's, meant for another
 // rank), BadSource came from an address that is not the claimed rank's, or

@@ -42,6 +42,7 @@ const (
 	offSleep   = 192
 	offNotes   = 200
 	offDetours = 208
+	offReady   = 216
 	offArea    = 256
 
 	// hotSpan bounds where the records of a ring that empties between
@@ -58,10 +59,13 @@ const (
 
 	magic     = 0x676e697263706475 // "udpcring", little-endian
 	recHeader = 16                 // commit word, length, kind
-	align     = 16
+	// align is a cache line: a record of up to 64 bytes takes one line,
+	// which moves once from its producer's cache to its consumer's.
+	align = 64
 
-	kindData = 1
-	kindPad  = 2
+	kindData    = 1
+	kindPad     = 2
+	kindMessage = 3
 
 	// MinCapacity and MaxCapacity bound a ring's data area.
 	MinCapacity = 4096
@@ -81,10 +85,13 @@ type Ring struct {
 	sleep   *atomic.Uint32
 	notes   *atomic.Uint64
 	detours *atomic.Uint64
+	ready   *atomic.Uint64
 	area    []byte
 	// next is the consumer's record size at the head, set by Peek and used
-	// by Advance.
-	next uint64
+	// by Advance; message says whether that record is a message
+	// (PushMessage).
+	next    uint64
+	message bool
 	// seenHead is the head as this view's producers last read it.
 	seenHead atomic.Uint64
 }
@@ -131,6 +138,7 @@ func open(mem []byte, c int) *Ring {
 		sleep:   (*atomic.Uint32)(unsafe.Pointer(&mem[offSleep])),
 		notes:   word(mem, offNotes),
 		detours: word(mem, offDetours),
+		ready:   word(mem, offReady),
 		area:    mem[offArea:HeaderSize:HeaderSize],
 	}
 }
@@ -143,8 +151,8 @@ func word(b []byte, off int) *atomic.Uint64 {
 func (r *Ring) Capacity() int { return len(r.data) }
 
 // RecordSize is the room a record of n bytes (the sum of Push's parts)
-// takes in a ring: its header and the bytes, 16-aligned.
-func RecordSize(n int) int { return (recHeader + n + 15) &^ 15 }
+// takes in a ring: its header and the bytes, 64-aligned.
+func RecordSize(n int) int { return (recHeader + n + align - 1) &^ (align - 1) }
 
 // MaxRecord is the largest record (the sum of Push's parts) a ring of
 // capacity bytes takes: a quarter of it, so that a full ring still holds
@@ -155,7 +163,13 @@ func MaxRecord(capacity int) int { return capacity/4 - recHeader }
 // whether it did: false when the ring has no room for it now, or when it
 // is longer than MaxRecord. Any number of goroutines and processes may push
 // at once.
-func (r *Ring) Push(a, b []byte) bool {
+func (r *Ring) Push(a, b []byte) bool { return r.push(kindData, a, b) }
+
+// PushMessage is Push for a record of the other kind, a message, which the
+// consumer tells from Push's records by Message.
+func (r *Ring) PushMessage(a, b []byte) bool { return r.push(kindMessage, a, b) }
+
+func (r *Ring) push(kind uint32, a, b []byte) bool {
 	n := uint64(len(a) + len(b))
 	if n > uint64(MaxRecord(len(r.data))) {
 		return false
@@ -194,7 +208,7 @@ func (r *Ring) Push(a, b []byte) bool {
 	o := t & r.mask
 	copy(r.data[o+recHeader:], a)
 	copy(r.data[o+recHeader+uint64(len(a)):], b)
-	r.commit(t, kindData, uint32(n))
+	r.commit(t, kind, uint32(n))
 	return true
 }
 
@@ -231,14 +245,18 @@ func (r *Ring) Peek() (rec []byte, ok bool, err error) {
 		case kind == kindPad && end == uint64(len(r.data)):
 			r.head.Store(h + size) // a pad reaches exactly to the end
 			continue
-		case kind == kindData && n <= uint64(MaxRecord(len(r.data))) && end <= uint64(len(r.data)):
-			r.next = size
+		case (kind == kindData || kind == kindMessage) && n <= uint64(MaxRecord(len(r.data))) && end <= uint64(len(r.data)):
+			r.next, r.message = size, kind == kindMessage
 			return r.data[o+recHeader : o+recHeader+n], true, nil
 		}
 		r.head.Store(r.tail.Load())
 		return nil, false, ErrCorrupt
 	}
 }
+
+// Message reports whether the record Peek returned was pushed by
+// PushMessage.
+func (r *Ring) Message() bool { return r.message }
 
 // Advance releases the record Peek returned, making its space free for
 // producers.
@@ -295,3 +313,11 @@ func (r *Ring) Detours() uint64 { return r.detours.Load() }
 // its users, zero when Format made it, 8-aligned: words that the ranks
 // sharing the ring read and write with sync/atomic.
 func (r *Ring) Area() []byte { return r.area }
+
+// SetReady records, once, that the consumer takes records of its users'
+// choosing (amudp's direct messages) besides datagrams: its owner knows
+// every producer that may send them and can answer each.
+func (r *Ring) SetReady() { r.ready.Store(1) }
+
+// Ready reports whether SetReady was called.
+func (r *Ring) Ready() bool { return r.ready.Load() != 0 }

@@ -364,3 +364,36 @@ func BenchmarkPingPong(b *testing.B) {
 	<-done
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "µs/rtt")
 }
+
+// TestMessageRecords: Peek tells a record that PushMessage wrote from one
+// that Push wrote, in the order they were pushed, and a record of up to 48
+// bytes takes one cache line.
+func TestMessageRecords(t *testing.T) {
+	r, err := Format(make([]byte, Size(MinCapacity)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushes := []struct {
+		message bool
+		rec     string
+	}{{true, "m1"}, {false, "d1"}, {false, "d2"}, {true, "m2"}}
+	for _, p := range pushes {
+		push := r.Push
+		if p.message {
+			push = r.PushMessage
+		}
+		if !push([]byte(p.rec), nil) {
+			t.Fatal("push")
+		}
+	}
+	for _, p := range pushes {
+		rec, ok, err := r.Peek()
+		if !ok || err != nil || string(rec) != p.rec || r.Message() != p.message {
+			t.Fatalf("Peek: %q %v %v, message %v; want %q, message %v", rec, ok, err, r.Message(), p.rec, p.message)
+		}
+		r.Advance()
+	}
+	if RecordSize(48) != 64 || RecordSize(49) != 128 {
+		t.Errorf("RecordSize(48) = %d, RecordSize(49) = %d: want one and two cache lines", RecordSize(48), RecordSize(49))
+	}
+}

@@ -41,6 +41,14 @@ type Header struct {
 // sent the datagram, which carries no payload.
 const FlagInPlace uint8 = 2
 
+// FlagDirect marks a message that went through a shared-memory inbox
+// outside the datagram protocol (amudp's direct path between ranks of one
+// host): it carries no MAC, its Tag, Slot and Seq are not used, except that
+// a returned message carries its request's kind in Slot, and it is never
+// retransmitted, as the inbox neither loses nor repeats. A datagram that
+// comes by any other way with this flag is dropped.
+const FlagDirect uint8 = 4
+
 // Message is a decoded datagram. Payload aliases the decoded buffer.
 type Message struct {
 	Header
@@ -64,7 +72,7 @@ func (h *Header) validate() error {
 	if h.Kind < KindShortRequest || h.Kind > kindLast {
 		return ErrKind
 	}
-	if h.Flags&^(FlagAckNow|FlagInPlace) != 0 || (h.Flags&FlagAckNow != 0 && !h.Kind.IsRequest()) ||
+	if h.Flags&^(FlagAckNow|FlagInPlace|FlagDirect) != 0 || (h.Flags&FlagAckNow != 0 && !h.Kind.IsRequest()) ||
 		(h.Flags&FlagInPlace != 0 && h.Kind.Category() != Long) {
 		return ErrFlags
 	}
@@ -96,16 +104,32 @@ func (m *Message) Size() int { return HeaderLen + 4*int(m.NArgs) + len(m.Payload
 // len(m.Payload), unless m carries FlagInPlace, whose Len the caller sets
 // and whose Payload is empty. It allocates only when b lacks capacity.
 func (m *Message) Append(b []byte) ([]byte, error) {
+	if m.Flags&FlagInPlace != 0 && len(m.Payload) != 0 {
+		return b, ErrLength
+	}
+	b, err := m.AppendHead(b)
+	if err != nil {
+		return b, err
+	}
+	n := len(b)
+	b = grow(b, len(m.Payload))
+	copy(b[n:], m.Payload)
+	return b, nil
+}
+
+// AppendHead encodes m as Append does but without the payload bytes: the
+// header, whose length field says len(m.Payload) (or m.Len with
+// FlagInPlace), and the arguments. The caller sends the payload right
+// after them.
+func (m *Message) AppendHead(b []byte) ([]byte, error) {
 	if m.Flags&FlagInPlace == 0 {
 		m.Len = uint32(len(m.Payload))
-	} else if len(m.Payload) != 0 {
-		return b, ErrLength
 	}
 	if err := m.validate(); err != nil {
 		return b, err
 	}
 	n := len(b)
-	b = grow(b, m.Size())
+	b = grow(b, HeaderLen+4*int(m.NArgs))
 	p := b[n:]
 	p[0] = Version
 	p[1] = byte(m.Kind) | m.Flags<<4
@@ -122,7 +146,6 @@ func (m *Message) Append(b []byte) ([]byte, error) {
 		binary.LittleEndian.PutUint32(p[o:], a)
 		o += 4
 	}
-	copy(p[o:], m.Payload)
 	return b, nil
 }
 

@@ -22,6 +22,28 @@ func sampleMessages() []Message {
 		{Header: Header{Kind: KindReturned, NArgs: 1, Handler: 140}, Args: [MaxArgs]uint32{uint32(ReasonBadHandler)}},
 		{Header: Header{Kind: KindLongRequest, Flags: FlagInPlace | FlagAckNow, Handler: 129, NArgs: 1, Offset: 64, Len: MaxLong}, Args: [MaxArgs]uint32{5}},
 		{Header: Header{Kind: KindLongReply, Flags: FlagInPlace, Handler: 133, Offset: 8, Len: 3}},
+		{Header: Header{Kind: KindMediumRequest, Flags: FlagDirect, Handler: 134, NArgs: 1, Src: 3}, Args: [MaxArgs]uint32{9}, Payload: []byte("direct")},
+		{Header: Header{Kind: KindLongReply, Flags: FlagDirect | FlagInPlace, Handler: 135, Offset: 8, Len: 3}},
+		{Header: Header{Kind: KindAutoReply, Flags: FlagDirect, Src: 2}},
+		{Header: Header{Kind: KindReturned, Flags: FlagDirect, NArgs: 1, Handler: 140, Slot: uint16(KindLongRequest)}, Args: [MaxArgs]uint32{uint32(ReasonBadOffset)}},
+	}
+}
+
+// TestAppendHead: the head AppendHead encodes, followed by the payload, is
+// what Append encodes.
+func TestAppendHead(t *testing.T) {
+	for _, m := range sampleMessages() {
+		whole, err := m.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, err := m.AppendHead([]byte("prefix"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := append(head[len("prefix"):], m.Payload...); !bytes.Equal(got, whole) {
+			t.Errorf("%v: head and payload\n%x, want\n%x", m.Kind, got, whole)
+		}
 	}
 }
 
@@ -85,7 +107,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"version", mod(func(b []byte) []byte { b[0] = 9; return b }), ErrVersion},
 		{"kind zero", mod(func(b []byte) []byte { b[1] = 0; return b }), ErrKind},
 		{"kind high", mod(func(b []byte) []byte { b[1] = 9; return b }), ErrKind},
-		{"unknown flag", mod(func(b []byte) []byte { b[1] |= 0x40; return b }), ErrFlags},
+		{"unknown flag", mod(func(b []byte) []byte { b[1] |= 0x80; return b }), ErrFlags},
 		{"in place on medium", mod(func(b []byte) []byte { b[1] |= FlagInPlace << 4; return b }), ErrFlags},
 		{"in place carrying bytes", inPlace(append(make([]byte, 0, HeaderLen+1), 0)), ErrLength},
 		{"in place over max", inPlace(nil, func(b []byte) { b[22] = 1 }), ErrLength},

@@ -1,0 +1,233 @@
+package amudp
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/udpconduit/udpconduit/amudp/internal/shmring"
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
+)
+
+// sharedJob is newJob over Shared transports: every rank's messages to the
+// others take the direct path.
+func sharedJob(t *testing.T, n, inbox int) []*Endpoint {
+	t.Helper()
+	saved := listen
+	listen = listenShared(t, inbox)
+	t.Cleanup(func() { listen = saved })
+	return newJob(t, n, Config{})
+}
+
+// TestDirectPath: between ranks that share memory, requests and replies of
+// every kind, in both directions, take the direct path: no datagram goes
+// (the datagram protocol's counters stay at zero), each handler runs once
+// with its arguments and payload, and a round trip allocates nothing.
+func TestDirectPath(t *testing.T) {
+	eps := sharedJob(t, 2, DefaultInbox)
+	var reqs, reps [2]atomic.Int32
+	for r, e := range eps {
+		e.SetSegment(make([]byte, 4096))
+		e.Register(10, func(tok *Token, args []uint32, p []byte) {
+			reqs[r].Add(1)
+			if len(args) != 2 || args[0] != uint32(1-r) || int(args[1]) != len(p) {
+				t.Errorf("rank %d: request args %v, %d bytes", r, args, len(p))
+			}
+			var err error
+			switch len(p) {
+			case 0:
+				err = tok.ReplyShort(11, 7)
+			case 100:
+				err = tok.ReplyMedium(11, p, 7)
+			default:
+				err = tok.ReplyLong(11, p, 1024, 7)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+		e.Register(11, func(tok *Token, args []uint32, p []byte) {
+			if len(args) != 1 || args[0] != 7 || len(p) > 0 && p[0] != 0xab {
+				t.Errorf("rank %d: reply args %v, payload %x", r, args, p[:min(len(p), 4)])
+			}
+			reps[r].Add(1)
+		})
+	}
+	serve(t, eps[1])
+	payload := make([]byte, 200)
+	for i := range payload {
+		payload[i] = 0xab
+	}
+	for r := range 2 {
+		e := eps[r]
+		if r == 1 {
+			serve(t, eps[0])
+		}
+		for _, send := range []func() error{
+			func() error { return e.RequestShort(1-r, 10, uint32(r), 0) },
+			func() error { return e.RequestMedium(1-r, 10, payload[:100], uint32(r), 100) },
+			func() error { return e.RequestLong(1-r, 10, payload, 64, uint32(r), 200) },
+		} {
+			want := reps[r].Load() + 1
+			if err := send(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, e, "the reply", func() bool { return reps[r].Load() == want })
+		}
+	}
+	if reqs[0].Load() != 3 || reqs[1].Load() != 3 || reps[0].Load() != 3 || reps[1].Load() != 3 {
+		t.Errorf("requests %d %d, replies %d %d: want 3 of each", reqs[0].Load(), reqs[1].Load(), reps[0].Load(), reps[1].Load())
+	}
+	for r, e := range eps {
+		if st := e.Stats(); st.Sent != 0 || st.Received != 0 {
+			t.Errorf("rank %d used the datagram protocol: %v", r, st)
+		}
+	}
+	if st := shmStats(eps); st.ShmSent != 12 || st.ShmReceived != 12 {
+		t.Errorf("want 12 direct messages: %v", st)
+	}
+	e := eps[0]
+	round := func() {
+		want := reps[0].Load() + 1
+		if err := e.RequestShort(1, 10, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.WaitUntil(func() bool { return reps[0].Load() == want }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := testing.AllocsPerRun(200, round); n != 0 {
+		t.Errorf("%v allocations per direct round trip", n)
+	}
+}
+
+// TestDirectAwaitsReady: a rank whose peer has not yet learnt the inboxes
+// (Shared.SetInboxes) sends it datagrams, which it answers; once the peer
+// has, messages take the direct path.
+func TestDirectAwaitsReady(t *testing.T) {
+	open := listenShared(t, DefaultInbox)
+	var eps [2]*Endpoint
+	var trs [2]*Shared
+	addrs := make([]netip.AddrPort, 2)
+	inboxes := map[netip.AddrPort]string{}
+	for i := range eps {
+		tr, err := open(loopback, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs[i] = tr.(*Shared)
+		if eps[i], err = NewEndpoint(tr, Config{Rank: i, Secret: []byte("s")}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { eps[i].Close() })
+		addrs[i], inboxes[tr.LocalAddr()] = tr.LocalAddr(), trs[i].Inbox()
+	}
+	for _, e := range eps {
+		if err := e.SetPeers(addrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ran atomic.Int32
+	eps[1].Register(10, func(*Token, []uint32, []byte) { ran.Add(1) })
+	trs[0].SetInboxes(inboxes)
+	serve(t, eps[1])
+	send := func(want int32) {
+		if err := eps[0].RequestShort(1, 10); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, eps[0], "the answer", func() bool { return ran.Load() == want && eps[0].Outstanding() == 0 })
+	}
+	send(1)
+	if st := eps[0].Stats(); st.Sent != 1 {
+		t.Fatalf("to a peer that is not ready: %d datagrams sent, want 1", st.Sent)
+	}
+	trs[1].SetInboxes(inboxes)
+	send(2)
+	send(3)
+	if st := eps[0].Stats(); st.Sent != 1 {
+		t.Errorf("to a ready peer: %d datagrams sent in all, want still 1", st.Sent)
+	}
+	if st := trs[1].Stats(); st.ShmReceived != 3 { // the datagram, then two direct
+		t.Errorf("rank 1's inbox took %d records, want 3", st.ShmReceived)
+	}
+}
+
+// directRecord encodes a direct message.
+func directRecord(t *testing.T, m wire.Message) []byte {
+	t.Helper()
+	b, err := m.Append(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestDirectHostile: records in an inbox that no rank of the job would
+// write, and datagrams that claim to be direct messages, are dropped and
+// counted; no handler runs for them, and messages go on.
+func TestDirectHostile(t *testing.T) {
+	eps := sharedJob(t, 2, DefaultInbox)
+	var ran atomic.Int32
+	eps[1].Register(10, func(*Token, []uint32, []byte) { ran.Add(1) })
+	victim := eps[1].tr.(*Shared)
+	ring := victim.inbox.ring
+	req := wire.Message{Header: wire.Header{Kind: KindShortRequest, Flags: wire.FlagDirect, Handler: 10, Src: 0}}
+	strange := req
+	strange.Src = 9 // no such rank
+	plain := req
+	plain.Flags = 0 // a message record without the flag
+	reply := wire.Message{Header: wire.Header{Kind: KindAutoReply, Flags: wire.FlagDirect, Src: 0}}
+	ring.PushMessage([]byte{1, 2, 3}, nil)          // too short: malformed
+	ring.PushMessage(directRecord(t, strange), nil) // bad source
+	ring.PushMessage(directRecord(t, plain), nil)   // malformed
+	ring.PushMessage(directRecord(t, reply), nil)   // a reply to nothing
+	var prefix [addrLen]byte                        // a datagram record
+	putAddr(prefix[:], eps[0].LocalAddr())          // from rank 0's address
+	ring.Push(prefix[:], sealed("test secret", 1, directRecord(t, req)))
+	raw, err := ListenUDP(loopback, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if err := raw.Send(sealed("test secret", 1, directRecord(t, req)), eps[1].LocalAddr()); err != nil {
+		t.Fatal(err)
+	}
+	serve(t, eps[1])
+	time.Sleep(50 * time.Millisecond) // the UDP datagram arrives
+	for range 5 {
+		if err := eps[0].RequestShort(1, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, eps[0], "every request answered", func() bool { return eps[0].Outstanding() == 0 })
+	if ran.Load() != 5 {
+		t.Errorf("%d handlers ran, want the 5 of rank 0's requests", ran.Load())
+	}
+	st := eps[1].Stats()
+	if st.BadDatagrams != 4 || st.BadSource != 1 || st.DupReplies != 1 {
+		t.Errorf("want 4 malformed (short, unflagged message, flagged datagram in the inbox and by UDP), 1 bad source, 1 reply to nothing: %v", st)
+	}
+}
+
+// TestDirectCorruptInboxFails: a record that breaks the queue's rules
+// makes the inbox drop the records after it, which may hold direct
+// messages: the poll reports ErrInboxCorrupt, and does not panic.
+func TestDirectCorruptInboxFails(t *testing.T) {
+	eps := sharedJob(t, 2, DefaultInbox)
+	mem := eps[1].tr.(*Shared).inbox.reg.Bytes()
+	if !eps[1].tr.(*Shared).inbox.ring.PushMessage(make([]byte, 40), nil) {
+		t.Fatal("push")
+	}
+	// The record's length, after its commit word, now runs past the area.
+	binary.LittleEndian.PutUint32(mem[shmring.HeaderSize+8:], 0xfffffff0)
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); err == nil && time.Now().Before(deadline); {
+		err = eps[1].Poll()
+	}
+	if !errors.Is(err, ErrInboxCorrupt) {
+		t.Fatalf("Poll after a corrupt record: %v, want ErrInboxCorrupt", err)
+	}
+}
