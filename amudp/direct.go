@@ -123,6 +123,9 @@ func (e *Endpoint) encodeDirect(h *directHead, m *wire.Message) ([]byte, error) 
 // requestDirect sends a request to l's rank through its inbox, waiting
 // for credit and for room there.
 func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []byte, off uint64, args []uint32) error {
+	if e.isClosed() {
+		return net.ErrClosed
+	}
 	if !e.shared.inbox.ring.Empty() || l.sends.Add(1)%pollFirstEvery == 0 &&
 		time.Duration(int64(e.now())-e.lastPass.Load()) >= pollFirstGap {
 		if e.pollMu.TryLock() {

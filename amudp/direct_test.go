@@ -3,6 +3,7 @@ package amudp
 import (
 	"encoding/binary"
 	"errors"
+	"net"
 	"net/netip"
 	"sync/atomic"
 	"testing"
@@ -229,5 +230,26 @@ func TestDirectCorruptInboxFails(t *testing.T) {
 	}
 	if !errors.Is(err, ErrInboxCorrupt) {
 		t.Fatalf("Poll after a corrupt record: %v, want ErrInboxCorrupt", err)
+	}
+}
+
+// TestDirectAfterClose: a request on a closed endpoint fails with
+// net.ErrClosed on the direct path too, and nothing reaches the peer.
+func TestDirectAfterClose(t *testing.T) {
+	eps := sharedJob(t, 2, DefaultInbox)
+	if err := eps[0].RequestShort(1, 10); err != nil { // maps the lane
+		t.Fatal(err)
+	}
+	eps[0].Close()
+	if err := eps[0].RequestShort(1, 10); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("request after Close: %v, want net.ErrClosed", err)
+	}
+	if st := eps[1].tr.(*Shared).inbox.ring; !st.Empty() {
+		if _, ok, _ := st.Peek(); ok {
+			st.Advance()
+		}
+		if !st.Empty() {
+			t.Error("a request after Close reached the peer's inbox")
+		}
 	}
 }
