@@ -31,6 +31,7 @@ import (
 
 	"github.com/udpconduit/udpconduit/amudp/internal/shmring"
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // lane is the direct path to one co-located rank.
@@ -40,6 +41,16 @@ type lane struct {
 	ring  *shmring.Ring
 	out   atomic.Int32  // direct requests to rank not answered yet
 	sends atomic.Uint32 // direct requests sent to rank, for pollFirstEvery
+	// last is the kind and handler (kind<<8 | handler) of the last request
+	// sent to rank, which a give-up reports (see checkLanes).
+	last atomic.Uint32
+
+	// The poller's watch over the answers (checkLanes): replies counts
+	// those that came, seen is replies as the last check saw it, and
+	// stalled is when requests were first seen outstanding with no reply
+	// since (0: not stalled).
+	replies, seen uint64
+	stalled       retransmit.Time
 }
 
 // pollFirstEvery: a direct request polls first (DESIGN.md §3) when this
@@ -152,6 +163,7 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 	if payload == nil && cat == Long && n > 0 {
 		m.Flags, m.Len = m.Flags|wire.FlagInPlace, uint32(n)
 	}
+	l.last.Store(uint32(m.Kind)<<8 | uint32(handler))
 	var h directHead
 	head, err := e.encodeDirect(&h, &m)
 	for err == nil && !e.shared.pushDirect(l.ring, l.addr, head, payload) {
@@ -276,6 +288,7 @@ func (e *Endpoint) handleDirect(b []byte) {
 		e.stats.dupReplies.Add(1)
 		return
 	}
+	l.replies++
 	switch m.Kind {
 	case KindAutoReply:
 		return
@@ -346,4 +359,34 @@ func (e *Endpoint) directPass(stop func() bool) int {
 	}
 	e.passSeq.Add(1)
 	return n
+}
+
+// checkLanes gives up on the direct requests to a rank that has answered
+// none of them for the datagram protocol's give-up time
+// (retransmit.Config.GiveUpAfter): a rank stopped, or stuck in a handler
+// or a computation that never polls. Each is returned as undeliverable
+// (ReasonTimeout) naming the rank, with the kind and handler of the last
+// request sent to it (the direct path does not keep the others'), and its
+// credit is freed; an answer that comes later is counted as a duplicate
+// reply. Poller only, at the end of a full pass.
+func (e *Endpoint) checkLanes() {
+	now := e.clock
+	for _, l := range *e.laneList.Load() {
+		if l.out.Load() <= 0 {
+			l.stalled = 0
+			continue
+		}
+		if l.replies != l.seen || l.stalled == 0 {
+			l.seen, l.stalled = l.replies, now
+			continue
+		}
+		if now.Sub(l.stalled) < e.rcfg.GiveUpAfter() {
+			continue
+		}
+		l.stalled = 0
+		last := l.last.Load()
+		for n := l.out.Swap(0); n > 0; n-- {
+			e.returned(Returned{Reason: ReasonTimeout, Dest: l.rank, Addr: l.addr, Kind: Kind(last >> 8), Handler: uint8(last)})
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/udpconduit/udpconduit/amudp/internal/shmring"
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // sharedJob is newJob over Shared transports: every rank's messages to the
@@ -251,5 +252,44 @@ func TestDirectAfterClose(t *testing.T) {
 		if !st.Empty() {
 			t.Error("a request after Close reached the peer's inbox")
 		}
+	}
+}
+
+// TestDirectUndeliverable: direct requests to a rank that never polls
+// (stopped, stuck) are returned as undeliverable, naming it, once it has
+// answered none of them for the give-up time; their credit is freed, and an
+// answer that comes later is counted as a duplicate.
+func TestDirectUndeliverable(t *testing.T) {
+	rc := retransmit.Config{Initial: 2 * time.Millisecond, Backoff: 2, Max: 8 * time.Millisecond, MinRTO: time.Millisecond}
+	saved := listen
+	listen = listenShared(t, DefaultInbox)
+	t.Cleanup(func() { listen = saved })
+	eps := newJob(t, 2, Config{Retransmit: rc})
+	eps[1].Register(130, func(*Token, []uint32, []byte) {})
+	var got []Returned
+	eps[0].SetReturnedHandler(func(r Returned) { got = append(got, r) })
+	start := time.Now()
+	for range 3 {
+		if err := eps[0].RequestMedium(1, 130, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := eps[0].Drain(); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < rc.GiveUpAfter() {
+		t.Errorf("gave up after %v, before the configured %v", el, rc.GiveUpAfter())
+	}
+	want := Returned{Reason: ReasonTimeout, Dest: 1, Addr: eps[1].LocalAddr(), Kind: KindMediumRequest, Handler: 130}
+	if len(got) != 3 || got[0] != want || got[2] != want {
+		t.Fatalf("returned %v, want 3 of %v", got, want)
+	}
+	if eps[0].Stats().Sent != 0 {
+		t.Error("the requests did not take the direct path")
+	}
+	serve(t, eps[1]) // rank 1 wakes and answers: too late
+	waitFor(t, eps[0], "the late answers", func() bool { return eps[0].Stats().DupReplies == 3 })
+	if n := eps[0].Outstanding(); n != 0 {
+		t.Errorf("%d outstanding after the late answers", n)
 	}
 }

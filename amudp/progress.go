@@ -98,6 +98,9 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 	e.flushAcks(false)
 	e.growBuffers(bytes)
 	e.fireTimers()
+	if e.shared != nil {
+		e.checkLanes()
+	}
 	e.lastPass.Store(int64(e.clock))
 	return e.takeRetErr()
 }
