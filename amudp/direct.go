@@ -54,8 +54,10 @@ type lane struct {
 }
 
 // pollFirstEvery: a direct request polls first (DESIGN.md §3) when this
-// rank's inbox holds a record, which costs two loads to see, and else one
-// time in pollFirstEvery, by the clock's rule for the datagram path.
+// rank's inbox holds a record, which costs two loads to see, and else, in
+// a job with ranks on other hosts (whose datagrams only a full poll pass
+// reads), one time in pollFirstEvery, by the clock's rule for the
+// datagram path.
 const pollFirstEvery = 64
 
 // directHead is room for a direct record's head: the message header and
@@ -137,7 +139,7 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 	if e.isClosed() {
 		return net.ErrClosed
 	}
-	if !e.shared.inbox.ring.Empty() || l.sends.Add(1)%pollFirstEvery == 0 &&
+	if !e.shared.inbox.ring.Empty() || !e.shared.allShared() && l.sends.Add(1)%pollFirstEvery == 0 &&
 		time.Duration(int64(e.now())-e.lastPass.Load()) >= pollFirstGap {
 		if e.pollMu.TryLock() {
 			err := e.pollLocked(nil)
@@ -163,7 +165,9 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 	if payload == nil && cat == Long && n > 0 {
 		m.Flags, m.Len = m.Flags|wire.FlagInPlace, uint32(n)
 	}
-	l.last.Store(uint32(m.Kind)<<8 | uint32(handler))
+	if last := uint32(m.Kind)<<8 | uint32(handler); l.last.Load() != last {
+		l.last.Store(last)
+	}
 	var h directHead
 	head, err := e.encodeDirect(&h, &m)
 	for err == nil && !e.shared.pushDirect(l.ring, l.addr, head, payload) {

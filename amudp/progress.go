@@ -145,8 +145,13 @@ func (e *Endpoint) WaitUntil(cond func() bool) error {
 	if cond() {
 		return nil
 	}
-	e.fg.Add(1)
-	defer e.leaveWait()
+	// The wait is counted for a background poller (see Progress) that
+	// runs as it starts; without one, counting would cost two atomic
+	// additions a wait, a fair part of a round trip through shared memory.
+	if e.bgActive.Load() {
+		e.fg.Add(1)
+		defer e.leaveWait()
+	}
 	for !cond() {
 		if err := e.waitOnce(cond); err != nil {
 			return err
@@ -279,7 +284,7 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 	quick := 0
 	if e.shared != nil {
 		quick = quickPassesMixed
-		if e.shared.udpPeriod.Load() == udpEveryShared {
+		if e.shared.allShared() {
 			quick = quickPasses
 		}
 	}
@@ -291,7 +296,10 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 				e.flushAcks(true)
 				return nil
 			}
-			if n > 0 {
+			// Goroutines that wait for this poller's passes look again
+			// after one that ran messages (notify, by the caller); with
+			// none, the poller goes on.
+			if n > 0 && e.waiters.Load() > 0 {
 				return nil
 			}
 		}

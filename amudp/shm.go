@@ -222,6 +222,9 @@ func (t *Shared) SetAllShared(all bool) {
 	}
 }
 
+// allShared reports whether SetAllShared(true) was called.
+func (t *Shared) allShared() bool { return t.udpPeriod.Load() == udpEveryShared }
+
 // Stats returns the counters of the two paths.
 func (t *Shared) Stats() ShmStats {
 	return ShmStats{ShmSent: t.shmSent.Load(), ShmReceived: t.shmRecv.Load(), Fallbacks: t.fallbacks.Load(),
