@@ -128,6 +128,21 @@ func (e *Endpoint) directMessage(m *wire.Message, kind wire.Kind, handler int, p
 	copy(m.Args[:], args)
 }
 
+// directUser fills m as a direct request or reply (kind) of the program's
+// to rank: a Long payload goes straight into rank's segment when this
+// process maps it (wire.FlagInPlace), else in the record.
+func (e *Endpoint) directUser(m *wire.Message, rank int, kind wire.Kind, handler int, payload []byte, off uint64, args []uint32) {
+	n := len(payload)
+	inPlace := kind.Category() == Long && e.placeInPeer(rank, payload, off)
+	if inPlace {
+		payload = nil
+	}
+	e.directMessage(m, kind, handler, payload, off, args)
+	if inPlace {
+		m.Flags, m.Len = m.Flags|wire.FlagInPlace, uint32(n)
+	}
+}
+
 // encodeDirect writes the head of m's record into h and returns it.
 func (e *Endpoint) encodeDirect(h *directHead, m *wire.Message) ([]byte, error) {
 	return m.AppendHead(h[:0])
@@ -157,20 +172,13 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 		}
 	}
 	var m wire.Message
-	n := len(payload)
-	if cat == Long && e.placeInPeer(l.rank, payload, off) {
-		payload = nil
-	}
-	e.directMessage(&m, wire.RequestKind(cat), handler, payload, off, args)
-	if payload == nil && cat == Long && n > 0 {
-		m.Flags, m.Len = m.Flags|wire.FlagInPlace, uint32(n)
-	}
+	e.directUser(&m, l.rank, wire.RequestKind(cat), handler, payload, off, args)
 	if last := uint32(m.Kind)<<8 | uint32(handler); l.last.Load() != last {
 		l.last.Store(last)
 	}
 	var h directHead
 	head, err := e.encodeDirect(&h, &m)
-	for err == nil && !e.shared.pushDirect(l.ring, l.addr, head, payload) {
+	for err == nil && !e.shared.pushDirect(l.ring, l.addr, head, m.Payload) {
 		err = e.directWait(nil)
 	}
 	if err != nil {
@@ -300,15 +308,7 @@ func (e *Endpoint) handleDirect(b []byte) {
 		e.returned(Returned{Reason: Reason(m.Args[0]), Dest: src, Addr: l.addr, Kind: Kind(m.Slot), Handler: m.Handler})
 		return
 	}
-	payload, bad := e.handlerView(h, m, seg)
-	if bad != ReasonNone {
-		e.returned(Returned{Reason: bad, Dest: src, Addr: l.addr, Kind: m.Kind, Handler: m.Handler, Incoming: true})
-		return
-	}
-	t := &e.tok
-	*t = Token{ep: e, src: src, active: true}
-	e.runHandler(h, t, m.Args[:m.NArgs], payload)
-	t.active = false
+	e.runReply(h, m, seg, src, l.addr, nil)
 }
 
 // isPeer reports whether rank is another rank of the job.

@@ -145,17 +145,25 @@ func (e *Endpoint) WaitUntil(cond func() bool) error {
 	if cond() {
 		return nil
 	}
-	// The wait is counted for a background poller (see Progress) that
-	// runs as it starts; without one, counting would cost two atomic
-	// additions a wait, a fair part of a round trip through shared memory.
-	if e.bgActive.Load() {
-		e.fg.Add(1)
-		defer e.leaveWait()
-	}
+	// The wait is counted for a background poller (see Progress) once one
+	// runs, which it looks at before each step; without one, counting
+	// would cost two atomic additions a wait, a fair part of a round trip
+	// through shared memory.
+	counted := false
 	for !cond() {
+		if !counted && e.bgActive.Load() {
+			e.fg.Add(1)
+			counted = true
+		}
 		if err := e.waitOnce(cond); err != nil {
+			if counted {
+				e.leaveWait()
+			}
 			return err
 		}
+	}
+	if counted {
+		e.leaveWait()
 	}
 	return nil
 }

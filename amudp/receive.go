@@ -185,10 +185,16 @@ func (e *Endpoint) handleReply(m *wire.Message, src int) {
 		e.returned(Returned{Reason: Reason(m.Args[0]), Dest: src, Addr: p.addr, Kind: kind, Handler: handler})
 		return
 	}
+	e.runReply(h, m, seg, src, p.addr, p)
+}
+
+// runReply runs h, the handler of reply m from rank src at addr (p: its
+// peer state on the datagram path, nil on the direct one). Poller only.
+func (e *Endpoint) runReply(h Handler, m *wire.Message, seg []byte, src int, addr netip.AddrPort, p *peerState) {
 	payload, bad := e.handlerView(h, m, seg)
 	if bad != ReasonNone {
 		// The reply cannot run here: hand it to handler 0, refused here.
-		e.returned(Returned{Reason: bad, Dest: src, Addr: p.addr, Kind: m.Kind, Handler: m.Handler, Incoming: true})
+		e.returned(Returned{Reason: bad, Dest: src, Addr: addr, Kind: m.Kind, Handler: m.Handler, Incoming: true})
 		return
 	}
 	t := &e.tok

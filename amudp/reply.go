@@ -63,14 +63,7 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 	}
 	if t.lane != nil {
 		var m wire.Message
-		n := len(payload)
-		if cat == Long && e.placeInPeer(t.src, payload, off) {
-			payload = nil
-		}
-		e.directMessage(&m, wire.ReplyKind(cat), handler, payload, off, args)
-		if payload == nil && cat == Long && n > 0 {
-			m.Flags, m.Len = m.Flags|wire.FlagInPlace, uint32(n)
-		}
+		e.directUser(&m, t.src, wire.ReplyKind(cat), handler, payload, off, args)
 		t.replied = true
 		return e.replyDirect(t.lane, &m)
 	}
