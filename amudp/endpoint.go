@@ -262,6 +262,9 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 	return e, nil
 }
 
+// Transport returns the Transport the endpoint sends and receives on.
+func (e *Endpoint) Transport() Transport { return e.tr }
+
 // Rank returns this endpoint's rank.
 func (e *Endpoint) Rank() int { return e.rank }
 

@@ -380,7 +380,7 @@ func TestAtomicErrors(t *testing.T) {
 			return
 		}
 		f := NewAtomics[float64](j)
-		sent := j.Endpoint().Stats().Sent
+		sent := sentBy(j)
 		for _, c := range []struct {
 			name string
 			err  error
@@ -400,7 +400,7 @@ func TestAtomicErrors(t *testing.T) {
 				t.Errorf("%s: %v, want an error saying %q that wraps %v", c.name, c.err, c.want, c.is)
 			}
 		}
-		if s := j.Endpoint().Stats().Sent; s != sent {
+		if s := sentBy(j); s != sent {
 			t.Errorf("%d datagrams sent for refused atomics", s-sent)
 		}
 		// A request past the owner's segment, as only a corrupt or forged

@@ -545,7 +545,7 @@ func (j *Job) AllGather(data []byte) ([][]byte, error) {
 	j.gat.index = j.calls.Add(1)
 	n := j.gat.n
 	if w := j.bar.words; w != nil && w.whole {
-		parts, ok, err := j.wordAllGather(w, n, data)
+		parts, ok, err := j.wordAllGather(w, n, data, slotAllGather)
 		if err != nil {
 			return nil, j.done(fmt.Errorf("all-gather %d: %w", n, err))
 		}

@@ -87,10 +87,15 @@ func (t *Team) ScatterNB(root int, parts [][]byte) *CollHandle[[]byte] {
 // Alltoall exchanges equal blocks between every pair of members: data
 // holds Size() blocks of len(data)/Size() bytes, block i for team rank i,
 // and the result holds the block each member sent this one, in team rank
-// order (MPI_Alltoall). Every member passes as many bytes. Blocks of up to
-// bruckMax bytes go by Bruck's algorithm (⌈log2 n⌉ messages a member,
-// each carrying about half the blocks, as Open MPI and MPICH do for small
-// blocks); larger ones each go straight to their member.
+// order (MPI_Alltoall). Every member passes as many bytes. On the whole
+// job, when its ranks are one shared-memory group and each rank's blocks
+// fit a slot together (maxSlotPart bytes), they pass through the
+// all-gather's slots in shared memory, with no message; a rank that calls
+// AllGather meanwhile makes every rank's call fail with
+// ErrCollectiveMismatch. Otherwise blocks of up to bruckMax bytes go by
+// Bruck's algorithm (⌈log2 n⌉ messages a member, each carrying about half
+// the blocks, as Open MPI and MPICH do for small blocks); larger ones each
+// go straight to their member.
 func (t *Team) Alltoall(data []byte) ([]byte, error) {
 	return ordered(t, func() ([]byte, error) { return t.alltoall(data) })
 }
@@ -360,6 +365,13 @@ func (t *Team) alltoall(data []byte) ([]byte, error) {
 		return nil, fmt.Errorf("all-to-all: %d bytes do not make %d equal blocks", len(data), n)
 	}
 	b := len(data) / n
+	if t.whole() {
+		// A job that is one shared-memory group passes small blocks
+		// through its slots, as an all-gather.
+		if out, ok, err := t.j.wordAlltoall(data, b); ok || err != nil {
+			return out, err
+		}
+	}
 	kind, exchange := teamAlltoall, (*teamCall).alltoall
 	if b <= bruckMax {
 		kind, exchange = teamAlltoallBruck, (*teamCall).bruck

@@ -6,6 +6,7 @@ package conduit
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -65,7 +66,31 @@ const (
 	// slotTooLarge in a slot's length says that the rank's part did not
 	// fit: the collective then runs over active messages.
 	slotTooLarge = ^uint64(0)
+	// combinedMismatch, as the buffer's length, says that the ranks'
+	// slots were of different collectives (slotKind).
+	combinedMismatch = slotTooLarge - 2
+	// slotKindShift: a slot's length word carries, in its top byte, the
+	// collective that wrote the part (slotAllGather, slotAlltoall), so that
+	// ranks that called different ones find out.
+	slotKindShift = 56
 )
+
+// The collectives that pass their parts through the all-gather's slots.
+const (
+	slotAllGather uint64 = iota
+	slotAlltoall
+)
+
+// slotKindName names a slot kind in a mismatch error.
+func slotKindName(k uint64) string {
+	switch k {
+	case slotAllGather:
+		return "an all-gather"
+	case slotAlltoall:
+		return "an all-to-all"
+	}
+	return fmt.Sprintf("collective kind %d", k)
+}
 
 // words runs the within-group phase of barriers and all-gathers on words
 // in the inbox areas of the group's ranks (amudp.Shared.Area), in one of
@@ -276,7 +301,11 @@ func slot(a []byte, n uint64) []byte {
 // all-gather over active messages. A rank rewrites its slot of parity n&1
 // only at all-gather n+2, and the leader its buffer at n+1, each once
 // every rank has arrived at n+1, after reading n.
-func (j *Job) wordAllGather(w *words, n uint64, data []byte) (parts [][]byte, ok bool, err error) {
+//
+// kind is the collective that passes its parts so (slotAllGather,
+// slotAlltoall): a rank whose slot holds another kind's part called
+// another collective, and every rank gets ErrCollectiveMismatch.
+func (j *Job) wordAllGather(w *words, n uint64, data []byte, kind uint64) (parts [][]byte, ok bool, err error) {
 	own, err := w.area(w.me)
 	if err != nil {
 		return nil, false, err
@@ -286,14 +315,14 @@ func (j *Job) wordAllGather(w *words, n uint64, data []byte) (parts [][]byte, ok
 	if len(data) > maxSlotPart {
 		binary.LittleEndian.PutUint64(s[8:], slotTooLarge)
 	} else {
-		binary.LittleEndian.PutUint64(s[8:], uint64(len(data)))
+		binary.LittleEndian.PutUint64(s[8:], uint64(len(data))|kind<<slotKindShift)
 		copy(s[16:], data)
 	}
 	err = j.waitIn("all-gather", n, j.gat.index, func() error {
 		if w.dissem {
 			return j.disseminate(w, &syncGather, n, false)
 		}
-		return j.syncGroup(w, &syncGather, n, func() error { return w.combine(n) })
+		return j.syncGroup(w, &syncGather, n, func() error { return w.combine(n, kind) })
 	})
 	if err != nil {
 		return nil, false, err
@@ -309,6 +338,8 @@ func (j *Job) wordAllGather(w *words, n uint64, data []byte) (parts [][]byte, ok
 			return nil, false, fmt.Errorf("the parts in shared memory are from all-gather %d", m)
 		case size == slotTooLarge:
 			return nil, false, nil
+		case size == combinedMismatch:
+			return nil, false, fmt.Errorf("%w: ranks of the group called %s and another collective at once", ErrCollectiveMismatch, slotKindName(kind))
 		case size != combinedDirect:
 			if size > uint64(len(lead)-offCombined-16) {
 				return nil, false, fmt.Errorf("the parts in shared memory have %d bytes, more than the buffer's %d", size, len(lead)-offCombined-16)
@@ -319,7 +350,7 @@ func (j *Job) wordAllGather(w *words, n uint64, data []byte) (parts [][]byte, ok
 	}
 	var sizes []int
 	for i := range w.group {
-		s, err := w.slotPart(i, n)
+		s, err := w.slotPart(i, n, kind)
 		if s == nil || err != nil {
 			return nil, false, err
 		}
@@ -327,37 +358,46 @@ func (j *Job) wordAllGather(w *words, n uint64, data []byte) (parts [][]byte, ok
 	}
 	parts = carve(sizes)
 	for i := range w.group {
-		s, _ := w.slotPart(i, n)
+		s, _ := w.slotPart(i, n, kind)
 		copy(parts[i], s)
 	}
 	return parts, true, nil
 }
 
 // slotPart returns the part in the slot of the group's i-th rank for
-// all-gather n; nil, and no error, when it was too large for its slot.
-func (w *words) slotPart(i int, n uint64) ([]byte, error) {
+// all-gather n of kind; nil, and no error, when it was too large for its
+// slot; an ErrCollectiveMismatch when that rank wrote another kind's.
+func (w *words) slotPart(i int, n, kind uint64) ([]byte, error) {
 	a, err := w.area(i)
 	if err != nil {
 		return nil, err
 	}
 	s := slot(a, n)
 	m, size := binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])
+	k := size >> slotKindShift
+	if size != slotTooLarge {
+		size &= 1<<slotKindShift - 1
+	}
 	switch {
 	case m != n:
 		return nil, fmt.Errorf("rank %d's part in shared memory is from all-gather %d", w.group[i], m)
 	case size == slotTooLarge:
 		return nil, nil
+	case k != kind:
+		return nil, fmt.Errorf("%w: rank %d called %s, rank %d %s", ErrCollectiveMismatch, w.group[i], slotKindName(k), w.group[w.me], slotKindName(kind))
 	case size > maxSlotPart:
 		return nil, fmt.Errorf("rank %d's part in shared memory has %d bytes, more than a slot's %d", w.group[i], size, maxSlotPart)
 	}
 	return s[16 : 16+size : 16+size], nil
 }
 
-// combine, on the leader, copies the parts of all-gather n from the slots
-// into its buffer, each a uvarint length and its bytes, after a header of
-// n and their total length, or combinedDirect when they do not fit, or
-// slotTooLarge when one did not fit its slot.
-func (w *words) combine(n uint64) error {
+// combine, on the leader, copies the parts of all-gather n of kind from
+// the slots into its buffer, each a uvarint length and its bytes, after a
+// header of n and their total length, or combinedDirect when they do not
+// fit, slotTooLarge when one did not fit its slot, or combinedMismatch
+// when one is another kind's (the leader then still releases the others,
+// which find out from the header).
+func (w *words) combine(n, kind uint64) error {
 	lead, err := w.area(0)
 	if err != nil {
 		return err
@@ -365,7 +405,11 @@ func (w *words) combine(n uint64) error {
 	buf := lead[offCombined+16 : offCombined+16 : len(lead)]
 	size := uint64(0)
 	for i := range w.group {
-		p, err := w.slotPart(i, n)
+		p, err := w.slotPart(i, n, kind)
+		if errors.Is(err, ErrCollectiveMismatch) {
+			size = combinedMismatch
+			break
+		}
 		if err != nil {
 			return err
 		}
@@ -551,4 +595,43 @@ func (j *Job) setWords(w *words, leaders []int) {
 	for _, c := range binomial.Children(me, len(heads)) {
 		b.children = append(b.children, heads[c])
 	}
+}
+
+// wordAlltoall runs an all-to-all of the whole job, which is one group
+// (w.whole), on the all-gather's slots: each rank writes all its blocks
+// (data, Size() blocks of b bytes) into its slot, the group synchronises
+// as for an all-gather, and each rank copies its block out of every slot.
+// It shares the all-gather's lock and numbering. ok false (and no error):
+// no words, or some rank's blocks did not fit its slot, which every rank
+// saw; the caller then runs it over messages.
+func (j *Job) wordAlltoall(data []byte, b int) (out []byte, ok bool, err error) {
+	w := j.bar.words
+	if w == nil || !w.whole {
+		return nil, false, nil
+	}
+	j.enter()
+	j.gat.lock.Lock()
+	defer j.gat.lock.Unlock()
+	if err := j.ep.Drain(); err != nil {
+		return nil, false, j.done(err)
+	}
+	j.gat.n++
+	j.gat.index = j.calls.Add(1)
+	n := j.gat.n
+	parts, ok, err := j.wordAllGather(w, n, data, slotAlltoall)
+	if err != nil {
+		return nil, false, j.done(fmt.Errorf("all-to-all (all-gather %d): %w", n, err))
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	j.ep.Fence()
+	out = make([]byte, 0, len(data))
+	for r, p := range parts {
+		if len(p) != len(data) {
+			return nil, false, j.done(fmt.Errorf("%w: all-to-all: rank %d passed %d bytes, rank %d %d", ErrCollectiveMismatch, w.group[r], len(p), j.rank, len(data)))
+		}
+		out = append(out, p[w.me*b:(w.me+1)*b]...)
+	}
+	return out, true, nil
 }

@@ -2,6 +2,7 @@ package conduit
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,6 +30,17 @@ var wordModes = []struct {
 	{"groups of 2 crowded", 2, true},
 }
 
+// sentBy counts the datagrams j's endpoint sent and the records it put
+// into inboxes, direct messages among them (a datagram through an inbox
+// counts twice, which the tests' checks of nothing sent do not mind).
+func sentBy(j *Job) uint64 {
+	n := j.ep.Stats().Sent
+	if s, ok := j.ep.Transport().(*amudp.Shared); ok {
+		n += s.Stats().ShmSent
+	}
+	return n
+}
+
 // TestWordsBarrier: over shared words, on 1 to 8 ranks entering in an
 // order that changes from barrier to barrier, no rank leaves a barrier
 // before every rank has entered it, through Barrier and through
@@ -43,9 +55,9 @@ func TestWordsBarrier(t *testing.T) {
 				var sent [8]uint64
 				res, jobs := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
 					me := j.Rank()
-					before := j.ep.Stats().Sent
+					before := sentBy(j)
 					enterBarriers(t, j, entered[:], 100*time.Microsecond)
-					sent[me] = j.ep.Stats().Sent - before
+					sent[me] = sentBy(j) - before
 				})
 				want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
 				if d := cmp.Diff(want, res); d != "" {
@@ -96,7 +108,7 @@ func TestWordsAllGather(t *testing.T) {
 					fitBefore := false
 					// fresh counts the datagrams that are neither
 					// retransmissions nor resent replies.
-					fresh := func() uint64 { s := j.ep.Stats(); return s.Sent - s.Retransmits - s.ReplyResends }
+					fresh := func() uint64 { s := j.ep.Stats(); return sentBy(j) - s.Retransmits - s.ReplyResends }
 					defer func() { resent[j.Rank()] = j.ep.Stats().Retransmits }()
 					for round := range 14 {
 						before := fresh()
@@ -189,7 +201,7 @@ func TestWordsTreeCollectives(t *testing.T) {
 					me := j.Rank()
 					fitBefore := false
 					for round := range 2 * len(lens) {
-						before := j.ep.Stats().Sent
+						before := sentBy(j)
 						root := round % n
 						k := lens[round%len(lens)]
 						fit := 8*k <= maxTreePart
@@ -241,7 +253,7 @@ func TestWordsTreeCollectives(t *testing.T) {
 							sums[me] = fs
 						}
 						if fit && fitBefore {
-							quiet[me] += j.ep.Stats().Sent - before
+							quiet[me] += sentBy(j) - before
 						}
 						fitBefore = fit
 					}
@@ -260,5 +272,95 @@ func TestWordsTreeCollectives(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestWordsAlltoall: an all-to-all of the whole job gives each rank, in
+// rank order, the block every rank sent it, for blocks of every size:
+// none, one byte, eight, the largest whose blocks fit a slot together, and
+// one byte more (the all-to-all then runs over messages, on every rank).
+// In one group, all-to-alls whose blocks fit (after one that fit) send
+// nothing but answers to retransmissions.
+func TestWordsAlltoall(t *testing.T) {
+	for _, m := range wordModes {
+		for _, n := range []int{1, 2, 5, 8} {
+			t.Run(fmt.Sprintf("%s/N=%d", m.name, n), func(t *testing.T) {
+				sizes := []int{0, 1, 8, maxSlotPart / n, maxSlotPart/n + 1, 8, 8}
+				block := func(from, to, round int) []byte {
+					b := make([]byte, sizes[round%len(sizes)])
+					for i := range b {
+						b[i] = byte(from*31 + to*7 + round + i)
+					}
+					return b
+				}
+				var quiet, resent [8]uint64
+				res, _ := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
+					me := j.Rank()
+					fresh := func() uint64 { s := j.ep.Stats(); return sentBy(j) - s.Retransmits - s.ReplyResends }
+					defer func() { resent[me] = j.ep.Stats().Retransmits }()
+					fitBefore := false
+					for round := range 2 * len(sizes) {
+						var data []byte
+						for to := range n {
+							data = append(data, block(me, to, round)...)
+						}
+						before := fresh()
+						got, err := j.World().Alltoall(data)
+						if err != nil {
+							t.Errorf("rank %d, all-to-all %d: %v", me, round, err)
+							return
+						}
+						var want []byte
+						for from := range n {
+							want = append(want, block(from, me, round)...)
+						}
+						if !bytes.Equal(got, want) {
+							t.Errorf("rank %d, all-to-all %d: got %x, want %x", me, round, got, want)
+						}
+						fit := len(data) <= maxSlotPart
+						if fit && fitBefore {
+							quiet[me] += fresh() - before
+						}
+						fitBefore = fit
+					}
+				})
+				want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
+				if d := cmp.Diff(want, res); d != "" {
+					t.Errorf("(-want +got):\n%s", d)
+				}
+				var sent, retrans uint64
+				for r := range n {
+					sent, retrans = sent+quiet[r], retrans+resent[r]
+				}
+				if m.size == 0 && n > 1 && sent > retrans {
+					t.Errorf("a job of one group sent %d datagrams and messages (%v by rank) in all-to-alls whose blocks fit their slots, and %d retransmissions in all", sent, quiet[:n], retrans)
+				}
+			})
+		}
+	}
+}
+
+// TestWordsAlltoallMismatch: in a job of one group, a rank that calls
+// Alltoall while the others call AllGather gets ErrCollectiveMismatch, and
+// so does every other rank, by dissemination and by gather and release;
+// none waits forever.
+func TestWordsAlltoallMismatch(t *testing.T) {
+	for _, crowded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("crowded=%v", crowded), func(t *testing.T) {
+			const n = 3
+			errs := make([]error, n)
+			runJob(t, n, loopbackGroups(t, 0, crowded), false, func(j *Job) {
+				if j.Rank() == 0 {
+					_, errs[0] = j.World().Alltoall([]byte{1, 2, 3})
+				} else {
+					_, errs[j.Rank()] = j.AllGather([]byte{byte(j.Rank())})
+				}
+			})
+			for r, err := range errs {
+				if !errors.Is(err, ErrCollectiveMismatch) {
+					t.Errorf("rank %d: %v, want ErrCollectiveMismatch", r, err)
+				}
+			}
+		})
 	}
 }
