@@ -7,13 +7,17 @@ package amudp
 // message needs none of the protocol's per-message work: no MAC, no
 // sequence number, no retransmission timer, no acknowledgement, no lock.
 // Credits stay: a rank has at most the network depth of direct requests
-// outstanding to each peer (lane.out), and each request is answered by
-// exactly one direct reply (the handler's, an automatic one, or a returned
-// message), which gives the credit back. A request that finds the peer's
-// inbox full makes progress (its own inbox may hold what the peer waits
-// for) and tries again; a reply, which a handler sends and which must not
-// wait, goes to a backlog that each poll pass retries first (at most the
-// network depth per peer, as each answers a request of that peer's credit).
+// outstanding to each peer (lane.state), each numbered (a per-lane 32-bit
+// number, in the header's Slot and Seq), and each is answered by exactly
+// one direct reply carrying its number (the handler's, an automatic one,
+// or a returned message), which gives the credit back. A request that
+// finds the peer's inbox full makes progress (full poll passes: its own
+// inbox may hold what the peer waits for) and tries again; a reply, which
+// a handler sends and which must not wait, goes to a backlog that each
+// poll pass retries first, in order per peer (at most the network depth
+// per peer, as each answers a request of that peer's credit). Requests to
+// a peer that answers none for the give-up time are returned (checkLanes),
+// and a later answer to one of them is a duplicate: it runs no handler.
 //
 // A peer takes direct messages once its Shared.SetInboxes has run (it can
 // then answer each sender: shmring.Ring.Ready); until then, and to every
@@ -36,10 +40,17 @@ import (
 
 // lane is the direct path to one co-located rank.
 type lane struct {
-	rank  int
-	addr  netip.AddrPort
-	ring  *shmring.Ring
-	out   atomic.Int32  // direct requests to rank not answered yet
+	rank int
+	addr netip.AddrPort
+	ring *shmring.Ring
+	// state packs the number of the last direct request to rank reserved
+	// (high 32 bits) and how many are outstanding (low 32 bits), so that
+	// a give-up takes exactly the requests reserved before it.
+	state atomic.Uint64
+	// floor is the number of the last request given up, or of the last
+	// reserved when none was outstanding (checkLanes): an answer to a
+	// request at or below it is late, a duplicate.
+	floor atomic.Uint32
 	sends atomic.Uint32 // direct requests sent to rank, for pollFirstEvery
 	// last is the kind and handler (kind<<8 | handler) of the last request
 	// sent to rank, which a give-up reports (see checkLanes).
@@ -51,7 +62,68 @@ type lane struct {
 	// since (0: not stalled).
 	replies, seen uint64
 	stalled       retransmit.Time
+	// queued counts this lane's replies in the backlog, and blocked is
+	// the flush (Endpoint.flushes) that last found its inbox full. Poller
+	// only.
+	queued  int
+	blocked uint64
 }
+
+// outstanding is the number of direct requests to the lane's rank not
+// answered yet.
+func (l *lane) outstanding() int { return int(uint32(l.state.Load())) }
+
+// reserve takes a credit for a direct request and returns its number, or
+// ok false when depth requests are outstanding.
+func (l *lane) reserve(depth int) (num uint32, ok bool) {
+	for {
+		v := l.state.Load()
+		if int(uint32(v)) >= depth {
+			return 0, false
+		}
+		if l.state.CompareAndSwap(v, v+1<<32+1) {
+			return uint32(v>>32) + 1, true
+		}
+	}
+}
+
+// settle gives back the credit of request num, answered or never sent,
+// and reports whether it was outstanding: false for one given up, one
+// not reserved yet, or when none is outstanding (a bogus answer).
+func (l *lane) settle(num uint32) bool {
+	if int32(num-l.floor.Load()) <= 0 {
+		return false
+	}
+	for {
+		v := l.state.Load()
+		if uint32(v) == 0 || int32(num-uint32(v>>32)) > 0 {
+			return false
+		}
+		if l.state.CompareAndSwap(v, v-1) {
+			return true
+		}
+	}
+}
+
+// giveUp takes every outstanding request off the lane and returns how
+// many there were; answers to them become late (floor). Poller only.
+func (l *lane) giveUp() int {
+	for {
+		v := l.state.Load()
+		if uint32(v) == 0 {
+			return 0
+		}
+		// The floor first: a request whose send fails meanwhile, at or
+		// below it, leaves its credit to this give-up.
+		l.floor.Store(uint32(v >> 32))
+		if l.state.CompareAndSwap(v, v&^0xffffffff) {
+			return int(uint32(v))
+		}
+	}
+}
+
+// directNum returns the request number a direct message's header carries.
+func directNum(m *wire.Message) uint32 { return uint32(m.Slot)<<16 | uint32(m.Seq) }
 
 // pollFirstEvery: a direct request polls first (DESIGN.md §3) when this
 // rank's inbox holds a record, which costs two loads to see, and else, in
@@ -79,14 +151,19 @@ const directBacklogWait = 100 * time.Microsecond
 func (e *Endpoint) directOutstanding() int {
 	n := 0
 	for _, l := range *e.laneList.Load() {
-		n += int(l.out.Load())
+		n += l.outstanding()
 	}
 	return n
 }
 
 // laneTo returns the direct path to rank, or nil when messages to it take
 // the datagram protocol (no shared memory, its inbox not ready, not known).
-func (e *Endpoint) laneTo(rank int) *lane {
+func (e *Endpoint) laneTo(rank int) *lane { return e.lane(rank, true) }
+
+// lane returns the direct path to rank, made on first use; ready: only
+// once rank's inbox takes direct messages (a rank that sent one has set
+// its inboxes, though perhaps not yet the mark: false).
+func (e *Endpoint) lane(rank int, ready bool) *lane {
 	if e.shared == nil {
 		return nil
 	}
@@ -104,7 +181,7 @@ func (e *Endpoint) laneTo(rank int) *lane {
 	if !addr.IsValid() {
 		return nil
 	}
-	r := e.shared.directRing(addr)
+	r := e.shared.directRing(addr, ready)
 	if r == nil {
 		return nil
 	}
@@ -120,10 +197,11 @@ func (e *Endpoint) laneTo(rank int) *lane {
 	return l
 }
 
-// directMessage fills m's header for a direct message from this rank.
-func (e *Endpoint) directMessage(m *wire.Message, kind wire.Kind, handler int, payload []byte, off uint64, args []uint32) {
+// directMessage fills m's header for a direct message from this rank,
+// request number num (a request's, or the one a reply answers).
+func (e *Endpoint) directMessage(m *wire.Message, num uint32, kind wire.Kind, handler int, payload []byte, off uint64, args []uint32) {
 	m.Header = wire.Header{Kind: kind, Flags: wire.FlagDirect, Handler: uint8(handler), NArgs: uint8(len(args)),
-		Src: uint32(e.rank), Offset: off}
+		Src: uint32(e.rank), Slot: uint16(num >> 16), Seq: uint16(num), Offset: off}
 	m.Payload = payload
 	copy(m.Args[:], args)
 }
@@ -131,13 +209,13 @@ func (e *Endpoint) directMessage(m *wire.Message, kind wire.Kind, handler int, p
 // directUser fills m as a direct request or reply (kind) of the program's
 // to rank: a Long payload goes straight into rank's segment when this
 // process maps it (wire.FlagInPlace), else in the record.
-func (e *Endpoint) directUser(m *wire.Message, rank int, kind wire.Kind, handler int, payload []byte, off uint64, args []uint32) {
+func (e *Endpoint) directUser(m *wire.Message, rank int, num uint32, kind wire.Kind, handler int, payload []byte, off uint64, args []uint32) {
 	n := len(payload)
 	inPlace := kind.Category() == Long && e.placeInPeer(rank, payload, off)
 	if inPlace {
 		payload = nil
 	}
-	e.directMessage(m, kind, handler, payload, off, args)
+	e.directMessage(m, num, kind, handler, payload, off, args)
 	if inPlace {
 		m.Flags, m.Len = m.Flags|wire.FlagInPlace, uint32(n)
 	}
@@ -165,24 +243,30 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 			}
 		}
 	}
-	for l.out.Add(1) > int32(e.depth) {
-		l.out.Add(-1)
-		if err := e.directWait(func() bool { return l.out.Load() < int32(e.depth) }); err != nil {
+	num, ok := l.reserve(e.depth)
+	for !ok {
+		if err := e.directWait(func() bool { return l.outstanding() < e.depth }); err != nil {
 			return err
 		}
+		num, ok = l.reserve(e.depth)
 	}
 	var m wire.Message
-	e.directUser(&m, l.rank, wire.RequestKind(cat), handler, payload, off, args)
+	e.directUser(&m, l.rank, num, wire.RequestKind(cat), handler, payload, off, args)
 	if last := uint32(m.Kind)<<8 | uint32(handler); l.last.Load() != last {
 		l.last.Store(last)
 	}
 	var h directHead
 	head, err := e.encodeDirect(&h, &m)
 	for err == nil && !e.shared.pushDirect(l.ring, l.addr, head, m.Payload) {
+		if int32(num-l.floor.Load()) <= 0 {
+			// Given up while it waited for room (checkLanes): handler 0
+			// has it as undeliverable.
+			return nil
+		}
 		err = e.directWait(nil)
 	}
 	if err != nil {
-		l.out.Add(-1)
+		l.settle(num)
 		return err
 	}
 	return nil
@@ -198,11 +282,19 @@ func (e *Endpoint) directWait(cond func() bool) error {
 		return ErrInterrupted
 	}
 	if cond == nil {
-		// One poll pass: the peer drains its inbox meanwhile.
-		cond = func() bool { return true }
+		// A full poll pass (this rank's inbox and socket, timers, the
+		// lanes' give-ups), while the peer drains its inbox, or, when
+		// another goroutine polls, its pass.
 		if e.polite {
 			runtime.Gosched()
 		}
+		if e.pollMu.TryLock() {
+			err := e.pollLocked(nil)
+			e.pollMu.Unlock()
+			e.notify()
+			return err
+		}
+		cond = func() bool { return true }
 	}
 	stop := func() bool { return cond() || e.interrupted() || e.isClosed() }
 	e.fg.Add(1)
@@ -212,14 +304,15 @@ func (e *Endpoint) directWait(cond func() bool) error {
 }
 
 // replyDirect answers a direct request of l's rank (Poller only: handlers
-// run there): into its inbox, or into the backlog when that is full.
+// run there): into its inbox, or, when that is full or holds replies
+// waiting already, into the backlog.
 func (e *Endpoint) replyDirect(l *lane, m *wire.Message) error {
 	var h directHead
 	head, err := e.encodeDirect(&h, m)
 	if err != nil {
 		return err
 	}
-	if len(e.backlog) == 0 && e.shared.pushDirect(l.ring, l.addr, head, m.Payload) {
+	if l.queued == 0 && e.shared.pushDirect(l.ring, l.addr, head, m.Payload) {
 		return nil
 	}
 	var rec []byte
@@ -228,32 +321,30 @@ func (e *Endpoint) replyDirect(l *lane, m *wire.Message) error {
 	}
 	rec = append(append(rec, head...), m.Payload...)
 	e.backlog = append(e.backlog, backlogged{l: l, rec: rec})
+	l.queued++
 	return nil
 }
 
-// flushBacklog puts backlogged replies into their inboxes, in order, as
-// far as they fit. Poller only.
+// flushBacklog puts backlogged replies into their inboxes, in order for
+// each peer: a peer whose inbox is full keeps the rest of its replies
+// back, not the others'. Poller only.
 func (e *Endpoint) flushBacklog() {
-	i := 0
-	for ; i < len(e.backlog); i++ {
+	e.flushes++
+	keep := 0
+	for i := range e.backlog {
 		b := &e.backlog[i]
-		if !e.shared.pushDirect(b.l.ring, b.l.addr, b.rec, nil) {
-			break
+		if b.l.blocked != e.flushes && e.shared.pushDirect(b.l.ring, b.l.addr, b.rec, nil) {
+			b.l.queued--
+			b.l = nil
+			continue
 		}
+		b.l.blocked = e.flushes
+		// Keep it, in order, in front; the sent entry it displaces keeps
+		// its record buffer for reuse: each buffer stays in one entry.
+		e.backlog[keep], e.backlog[i] = e.backlog[i], e.backlog[keep]
+		keep++
 	}
-	if i == 0 {
-		return
-	}
-	// Move the waiting entries to the front, and the sent ones' record
-	// buffers behind them for reuse: each buffer stays in one entry.
-	n := len(e.backlog) - i
-	for j := range n {
-		e.backlog[j], e.backlog[i+j] = e.backlog[i+j], e.backlog[j]
-	}
-	for j := n; j < len(e.backlog); j++ {
-		e.backlog[j].l = nil
-	}
-	e.backlog = e.backlog[:n]
+	e.backlog = e.backlog[:keep]
 }
 
 // handleDirect runs a direct message from the inbox. Poller only.
@@ -264,7 +355,7 @@ func (e *Endpoint) handleDirect(b []byte) {
 		return
 	}
 	src := int(m.Src)
-	l := e.laneTo(src)
+	l := e.lane(src, false)
 	if l == nil {
 		e.stats.badSource.Add(1)
 		if m.Kind.IsRequest() && e.isPeer(src) {
@@ -278,25 +369,25 @@ func (e *Endpoint) handleDirect(b []byte) {
 	h, seg := tab.handlers[m.Handler], tab.segment
 	if m.Kind.IsRequest() {
 		payload, reason := e.handlerView(h, m, seg)
+		num := directNum(m)
 		var out wire.Message
 		if reason != ReasonNone {
-			e.directMessage(&out, KindReturned, int(m.Handler), nil, 0, nil)
-			out.NArgs, out.Args[0], out.Slot = 1, uint32(reason), uint16(m.Kind)
+			e.directMessage(&out, num, KindReturned, int(m.Handler), nil, 0, []uint32{uint32(reason), uint32(m.Kind)})
 			_ = e.replyDirect(l, &out)
 			return
 		}
 		t := &e.tok
-		*t = Token{ep: e, lane: l, src: src, isReq: true, active: true, client: int(m.Handler) >= e.reserved}
+		*t = Token{ep: e, lane: l, src: src, slot: m.Slot, seq: m.Seq, isReq: true, active: true, client: int(m.Handler) >= e.reserved}
 		e.runHandler(h, t, m.Args[:m.NArgs], payload)
 		t.active = false
 		if !t.replied {
-			e.directMessage(&out, KindAutoReply, 0, nil, 0, nil)
+			e.directMessage(&out, num, KindAutoReply, 0, nil, 0, nil)
 			_ = e.replyDirect(l, &out)
 		}
 		return
 	}
-	if l.out.Add(-1) < 0 { // no request of this rank's waits for it
-		l.out.Add(1)
+	// An answer to a request given up, or to none: no handler runs.
+	if !l.settle(directNum(m)) {
 		e.stats.dupReplies.Add(1)
 		return
 	}
@@ -305,7 +396,7 @@ func (e *Endpoint) handleDirect(b []byte) {
 	case KindAutoReply:
 		return
 	case KindReturned:
-		e.returned(Returned{Reason: Reason(m.Args[0]), Dest: src, Addr: l.addr, Kind: Kind(m.Slot), Handler: m.Handler})
+		e.returned(Returned{Reason: Reason(m.Args[0]), Dest: src, Addr: l.addr, Kind: Kind(m.Args[1]), Handler: m.Handler})
 		return
 	}
 	e.runReply(h, m, seg, src, l.addr, nil)
@@ -339,9 +430,9 @@ const (
 )
 
 // directPass runs the direct messages at the head of the inbox, until it
-// holds none or stop returns true, without the rest of a poll pass (the
-// clock, the socket, timers), and returns how many it ran. The caller
-// holds pollMu.
+// holds none, stop returns true or it ran the receive depth's worth,
+// without the rest of a poll pass (the clock, the socket, timers), and
+// returns how many it ran. The caller holds pollMu.
 func (e *Endpoint) directPass(stop func() bool) int {
 	if len(e.backlog) > 0 {
 		e.flushBacklog()
@@ -351,15 +442,17 @@ func (e *Endpoint) directPass(stop func() bool) int {
 		return 0
 	}
 	e.passSeq.Add(1)
-	n := 0
-	for ok {
+	n, limit := 0, max(e.recvMax, 1)
+	for ok && n < limit {
 		n++
 		e.handleDirect(d)
 		e.shared.Release()
 		if stop != nil && stop() {
 			break
 		}
-		d, ok = e.shared.peekDirect()
+		if n < limit {
+			d, ok = e.shared.peekDirect()
+		}
 	}
 	e.passSeq.Add(1)
 	return n
@@ -367,16 +460,20 @@ func (e *Endpoint) directPass(stop func() bool) int {
 
 // checkLanes gives up on the direct requests to a rank that has answered
 // none of them for the datagram protocol's give-up time
-// (retransmit.Config.GiveUpAfter): a rank stopped, or stuck in a handler
-// or a computation that never polls. Each is returned as undeliverable
-// (ReasonTimeout) naming the rank, with the kind and handler of the last
-// request sent to it (the direct path does not keep the others'), and its
-// credit is freed; an answer that comes later is counted as a duplicate
-// reply. Poller only, at the end of a full pass.
+// (retransmit.Config.GiveUpAfter; never, when that is 0): a rank stopped,
+// or stuck in a handler or a computation that never polls. Each is
+// returned as undeliverable (ReasonTimeout) naming the rank, with the kind
+// and handler of the last request sent to it (the direct path does not
+// keep the others'), and its credit is freed; an answer that comes later
+// is counted as a duplicate reply and runs no handler. A lane with none
+// outstanding moves its floor up to its last request, so that numbers stay
+// within half their range of it. Poller only, at the end of a full pass.
 func (e *Endpoint) checkLanes() {
-	now := e.clock
+	now, giveUp := e.clock, e.rcfg.GiveUpAfter()
 	for _, l := range *e.laneList.Load() {
-		if l.out.Load() <= 0 {
+		v := l.state.Load()
+		if uint32(v) == 0 {
+			l.floor.Store(uint32(v >> 32))
 			l.stalled = 0
 			continue
 		}
@@ -384,12 +481,12 @@ func (e *Endpoint) checkLanes() {
 			l.seen, l.stalled = l.replies, now
 			continue
 		}
-		if now.Sub(l.stalled) < e.rcfg.GiveUpAfter() {
+		if giveUp == 0 || now.Sub(l.stalled) < giveUp {
 			continue
 		}
 		l.stalled = 0
 		last := l.last.Load()
-		for n := l.out.Swap(0); n > 0; n-- {
+		for n := l.giveUp(); n > 0; n-- {
 			e.returned(Returned{Reason: ReasonTimeout, Dest: l.rank, Addr: l.addr, Kind: Kind(last >> 8), Handler: uint8(last)})
 		}
 	}

@@ -293,3 +293,129 @@ func TestDirectUndeliverable(t *testing.T) {
 		t.Errorf("%d outstanding after the late answers", n)
 	}
 }
+
+// TestDirectNeverGivesUp: with no give-up time (Max 0), direct requests to
+// a rank that polls only later are answered, not returned.
+func TestDirectNeverGivesUp(t *testing.T) {
+	rc := retransmit.Config{Initial: 2 * time.Millisecond, Backoff: 2, MinRTO: time.Millisecond}
+	saved := listen
+	listen = listenShared(t, DefaultInbox)
+	t.Cleanup(func() { listen = saved })
+	eps := newJob(t, 2, Config{Retransmit: rc})
+	var ran atomic.Int32
+	eps[1].Register(130, func(*Token, []uint32, []byte) { ran.Add(1) })
+	var returned atomic.Int32
+	eps[0].SetReturnedHandler(func(Returned) { returned.Add(1) })
+	if err := eps[0].RequestShort(1, 130); err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(100 * time.Millisecond); serve(t, eps[1]) }()
+	waitFor(t, eps[0], "the answer", func() bool { return eps[0].Outstanding() == 0 })
+	if ran.Load() != 1 || returned.Load() != 0 {
+		t.Errorf("handler ran %d times, %d returned; want 1 and 0", ran.Load(), returned.Load())
+	}
+}
+
+// TestDirectLateAnswers: after requests to a silent rank were given up, a
+// new request's answer runs its reply handler, and the late answers to the
+// given-up ones run none (they are duplicates), whatever their order.
+func TestDirectLateAnswers(t *testing.T) {
+	rc := retransmit.Config{Initial: 2 * time.Millisecond, Backoff: 2, Max: 8 * time.Millisecond, MinRTO: time.Millisecond}
+	saved := listen
+	listen = listenShared(t, DefaultInbox)
+	t.Cleanup(func() { listen = saved })
+	eps := newJob(t, 2, Config{Retransmit: rc})
+	eps[1].Register(130, func(tok *Token, args []uint32, _ []byte) { tok.ReplyShort(131, args...) })
+	var answered []uint32
+	eps[0].Register(131, func(_ *Token, args []uint32, _ []byte) { answered = append(answered, args[0]) })
+	var returned atomic.Int32
+	eps[0].SetReturnedHandler(func(Returned) { returned.Add(1) })
+	for i := range 3 {
+		if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := eps[0].Drain(); err != nil || returned.Load() != 3 {
+		t.Fatalf("Drain: %v, %d returned; want 3 returned", err, returned.Load())
+	}
+	if err := eps[0].RequestShort(1, 130, 9); err != nil {
+		t.Fatal(err)
+	}
+	serve(t, eps[1])
+	waitFor(t, eps[0], "the answers", func() bool { return len(answered) > 0 && eps[0].Stats().DupReplies == 3 })
+	if len(answered) != 1 || answered[0] != 9 || eps[0].Outstanding() != 0 {
+		t.Errorf("reply handlers ran for %v, %d outstanding; want only the new request's (9), none", answered, eps[0].Outstanding())
+	}
+}
+
+// TestDirectGiveUpWhileFull: requests to a silent rank whose inbox is full
+// are returned after the give-up time, the one waiting for room in the
+// inbox too, and every call returns.
+func TestDirectGiveUpWhileFull(t *testing.T) {
+	rc := retransmit.Config{Initial: 2 * time.Millisecond, Backoff: 2, Max: 8 * time.Millisecond, MinRTO: time.Millisecond}
+	saved := listen
+	listen = listenShared(t, 64<<10)
+	t.Cleanup(func() { listen = saved })
+	eps := newJob(t, 2, Config{Retransmit: rc})
+	var returned atomic.Int32
+	eps[0].SetReturnedHandler(func(Returned) { returned.Add(1) })
+	done := make(chan error, 1)
+	go func() {
+		payload := make([]byte, 15000)
+		for range 6 { // 4 fit in the inbox
+			if err := eps[0].RequestMedium(1, 130, payload); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- eps[0].Drain()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a request to a silent rank with a full inbox never returned (%d returned)", returned.Load())
+	}
+	if returned.Load() != 6 {
+		t.Errorf("%d requests returned, want 6", returned.Load())
+	}
+}
+
+// TestDirectBacklogPerPeer: a rank whose replies to one peer wait in the
+// backlog (that peer's inbox is full, and it does not poll) still answers
+// its other peers at once.
+func TestDirectBacklogPerPeer(t *testing.T) {
+	eps := sharedJob(t, 3, 64<<10)
+	var replied atomic.Int32
+	eps[0].Register(130, func(tok *Token, args []uint32, p []byte) {
+		tok.ReplyMedium(131, make([]byte, 15000))
+		replied.Add(1)
+	})
+	// Rank 1's inbox fills with records it never reads.
+	full := eps[1].tr.(*Shared).inbox.ring
+	for full.PushMessage(make([]byte, 15000), nil) {
+	}
+	// A request from rank 1, pushed as rank 1 would: rank 0's reply
+	// finds rank 1's inbox full, and waits in rank 0's backlog.
+	var req wire.Message
+	eps[1].directMessage(&req, 1, KindShortRequest, 130, nil, 0, nil)
+	if !eps[0].tr.(*Shared).inbox.ring.PushMessage(directRecord(t, req), nil) {
+		t.Fatal("push")
+	}
+	var answers atomic.Int32
+	eps[2].Register(131, func(*Token, []uint32, []byte) { answers.Add(1) })
+	serve(t, eps[0])
+	for deadline := time.Now().Add(10 * time.Second); replied.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("rank 0 never ran rank 1's request")
+		}
+	}
+	for range 5 {
+		if err := eps[2].RequestShort(0, 130); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, eps[2], "rank 0's answers", func() bool { return answers.Load() == 5 })
+}

@@ -168,6 +168,7 @@ type Endpoint struct {
 	bufSize int
 	ackq    []*peerState // peers with automatic replies waiting
 	backlog []backlogged // direct replies waiting for room (direct.go)
+	flushes uint64       // flushBacklog calls
 	abuf    []byte       // encoded batch of automatic replies
 	apay    []byte
 

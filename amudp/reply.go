@@ -63,7 +63,7 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 	}
 	if t.lane != nil {
 		var m wire.Message
-		e.directUser(&m, t.src, wire.ReplyKind(cat), handler, payload, off, args)
+		e.directUser(&m, t.src, uint32(t.slot)<<16|uint32(t.seq), wire.ReplyKind(cat), handler, payload, off, args)
 		t.replied = true
 		return e.replyDirect(t.lane, &m)
 	}

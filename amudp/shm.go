@@ -38,8 +38,8 @@ const DefaultInbox = 4 << 20
 
 // InboxSize returns the size of an inbox that holds depth datagrams of the
 // largest size (GASNET_PSHM_NETWORK_DEPTH), at least 4: the smallest power
-// of two that does. Smaller datagrams fit many more: a short message's
-// record takes 80 to 144 bytes.
+// of two that does. Smaller messages fit many more: a Short direct message
+// of up to 4 arguments takes 64 bytes, a short datagram 128 to 192.
 func InboxSize(depth int) int {
 	record := shmring.RecordSize(addrLen + MaxDatagram)
 	want := max(depth, 4) * record
@@ -183,13 +183,14 @@ func (t *Shared) SetInboxes(inboxes map[netip.AddrPort]string) {
 }
 
 // directRing returns the mapped inbox of the co-located peer at to when
-// that peer takes direct messages (its SetInboxes has run), else nil.
-func (t *Shared) directRing(to netip.AddrPort) *shmring.Ring {
+// that peer takes direct messages (its SetInboxes has run: ready; a
+// rank that answers one needs no mark), else nil.
+func (t *Shared) directRing(to netip.AddrPort, ready bool) *shmring.Ring {
 	p := (*t.peers.Load())[to]
 	if p == nil {
 		return nil
 	}
-	if r := t.ring(p); r != nil && r.Ready() {
+	if r := t.ring(p); r != nil && (r.Ready() || !ready) {
 		return r
 	}
 	return nil

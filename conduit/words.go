@@ -44,7 +44,8 @@ const (
 	maxGroupRounds = 16
 	// offSlots is where a rank's two all-gather slots begin, one for
 	// each parity of the all-gather's number: the number (8 bytes), the
-	// part's length (8 bytes, or slotTooLarge), and the part.
+	// part's length (8 bytes: slotOversize when it did not fit, and the
+	// collective's kind in the top byte, slotKindShift), and the part.
 	offSlots = 384 + 3*8*maxGroupRounds
 	slotSize = 1664
 	// maxSlotPart is the largest part an all-gather passes in a slot.
@@ -71,8 +72,12 @@ const (
 	combinedMismatch = slotTooLarge - 2
 	// slotKindShift: a slot's length word carries, in its top byte, the
 	// collective that wrote the part (slotAllGather, slotAlltoall), so that
-	// ranks that called different ones find out.
+	// ranks that called different ones find out, also when a part did not
+	// fit (slotOversize).
 	slotKindShift = 56
+	// slotOversize, as an all-gather slot's length (with the kind above
+	// it), says that the rank's part did not fit.
+	slotOversize = 1 << 55
 )
 
 // The collectives that pass their parts through the all-gather's slots.
@@ -313,7 +318,7 @@ func (j *Job) wordAllGather(w *words, n uint64, data []byte, kind uint64) (parts
 	s := slot(own, n)
 	binary.LittleEndian.PutUint64(s, n)
 	if len(data) > maxSlotPart {
-		binary.LittleEndian.PutUint64(s[8:], slotTooLarge)
+		binary.LittleEndian.PutUint64(s[8:], slotOversize|kind<<slotKindShift)
 	} else {
 		binary.LittleEndian.PutUint64(s[8:], uint64(len(data))|kind<<slotKindShift)
 		copy(s[16:], data)
@@ -348,13 +353,20 @@ func (j *Job) wordAllGather(w *words, n uint64, data []byte, kind uint64) (parts
 			return parts, err == nil, err
 		}
 	}
+	// Every slot is looked at before a part too large decides: every
+	// rank then sees a mismatch anywhere in the group.
 	var sizes []int
+	tooLarge := false
 	for i := range w.group {
 		s, err := w.slotPart(i, n, kind)
-		if s == nil || err != nil {
+		if err != nil {
 			return nil, false, err
 		}
+		tooLarge = tooLarge || s == nil
 		sizes = append(sizes, len(s))
+	}
+	if tooLarge {
+		return nil, false, nil
 	}
 	parts = carve(sizes)
 	for i := range w.group {
@@ -374,17 +386,14 @@ func (w *words) slotPart(i int, n, kind uint64) ([]byte, error) {
 	}
 	s := slot(a, n)
 	m, size := binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])
-	k := size >> slotKindShift
-	if size != slotTooLarge {
-		size &= 1<<slotKindShift - 1
-	}
+	k, size := size>>slotKindShift, size&(1<<slotKindShift-1)
 	switch {
 	case m != n:
 		return nil, fmt.Errorf("rank %d's part in shared memory is from all-gather %d", w.group[i], m)
-	case size == slotTooLarge:
-		return nil, nil
 	case k != kind:
 		return nil, fmt.Errorf("%w: rank %d called %s, rank %d %s", ErrCollectiveMismatch, w.group[i], slotKindName(k), w.group[w.me], slotKindName(kind))
+	case size == slotOversize:
+		return nil, nil
 	case size > maxSlotPart:
 		return nil, fmt.Errorf("rank %d's part in shared memory has %d bytes, more than a slot's %d", w.group[i], size, maxSlotPart)
 	}
@@ -413,9 +422,9 @@ func (w *words) combine(n, kind uint64) error {
 		if err != nil {
 			return err
 		}
-		if p == nil {
-			size = slotTooLarge
-			break
+		if p == nil || size == slotTooLarge {
+			size = slotTooLarge // look on: a later slot may be another kind's
+			continue
 		}
 		if size != combinedDirect {
 			if len(buf)+binary.MaxVarintLen64+len(p) > cap(buf) {

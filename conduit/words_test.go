@@ -342,18 +342,27 @@ func TestWordsAlltoall(t *testing.T) {
 
 // TestWordsAlltoallMismatch: in a job of one group, a rank that calls
 // Alltoall while the others call AllGather gets ErrCollectiveMismatch, and
-// so does every other rank, by dissemination and by gather and release;
-// none waits forever.
+// so does every other rank, by dissemination and by gather and release,
+// also when one side's part does not fit its slot; none waits forever.
 func TestWordsAlltoallMismatch(t *testing.T) {
-	for _, crowded := range []bool{false, true} {
-		t.Run(fmt.Sprintf("crowded=%v", crowded), func(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		crowded          bool
+		blocks, gathered int // the all-to-all's block size, the all-gather's part
+	}{
+		{"dissemination", false, 1, 1},
+		{"gathered", true, 1, 1},
+		{"dissemination, large blocks", false, maxSlotPart, 1},
+		{"gathered, large part", true, 1, maxSlotPart + 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			const n = 3
 			errs := make([]error, n)
-			runJob(t, n, loopbackGroups(t, 0, crowded), false, func(j *Job) {
+			runJob(t, n, loopbackGroups(t, 0, c.crowded), false, func(j *Job) {
 				if j.Rank() == 0 {
-					_, errs[0] = j.World().Alltoall([]byte{1, 2, 3})
+					_, errs[0] = j.World().Alltoall(make([]byte, n*c.blocks))
 				} else {
-					_, errs[j.Rank()] = j.AllGather([]byte{byte(j.Rank())})
+					_, errs[j.Rank()] = j.AllGather(make([]byte, c.gathered))
 				}
 			})
 			for r, err := range errs {

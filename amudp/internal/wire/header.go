@@ -43,8 +43,9 @@ const FlagInPlace uint8 = 2
 
 // FlagDirect marks a message that went through a shared-memory inbox
 // outside the datagram protocol (amudp's direct path between ranks of one
-// host): it carries no MAC, its Tag, Slot and Seq are not used, except that
-// a returned message carries its request's kind in Slot, and it is never
+// host): it carries no MAC and no Tag, Slot and Seq hold the request's
+// number on the sender's path (a reply echoes its request's), a returned
+// message may carry its request's kind as a second argument, and it is never
 // retransmitted, as the inbox neither loses nor repeats. A datagram that
 // comes by any other way with this flag is dropped.
 const FlagDirect uint8 = 4

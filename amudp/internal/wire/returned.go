@@ -38,9 +38,10 @@ func (r Reason) String() string {
 	return reasonNames[r]
 }
 
-// validateReturned checks the fields of a Returned message.
+// validateReturned checks the fields of a Returned message: one argument,
+// the reason; a direct one (FlagDirect) may add the request's kind.
 func validateReturned(h *Header) error {
-	if h.NArgs != 1 {
+	if h.NArgs != 1 && (h.Flags&FlagDirect == 0 || h.NArgs != 2) {
 		return ErrNArgs
 	}
 	return nil

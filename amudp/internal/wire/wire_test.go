@@ -25,7 +25,7 @@ func sampleMessages() []Message {
 		{Header: Header{Kind: KindMediumRequest, Flags: FlagDirect, Handler: 134, NArgs: 1, Src: 3}, Args: [MaxArgs]uint32{9}, Payload: []byte("direct")},
 		{Header: Header{Kind: KindLongReply, Flags: FlagDirect | FlagInPlace, Handler: 135, Offset: 8, Len: 3}},
 		{Header: Header{Kind: KindAutoReply, Flags: FlagDirect, Src: 2}},
-		{Header: Header{Kind: KindReturned, Flags: FlagDirect, NArgs: 1, Handler: 140, Slot: uint16(KindLongRequest)}, Args: [MaxArgs]uint32{uint32(ReasonBadOffset)}},
+		{Header: Header{Kind: KindReturned, Flags: FlagDirect, NArgs: 2, Handler: 140, Slot: 1, Seq: 7}, Args: [MaxArgs]uint32{uint32(ReasonBadOffset), uint32(KindLongRequest)}},
 	}
 }
 
