@@ -20,8 +20,9 @@ demo: build
 # The library's packages under the race detector (some tests build only with
 # -race), then every test: unit tests and the end-to-end tests (which build
 # the programs themselves), then the end-to-end tests again with every job's
-# ranks sharing memory (GASNET_SUPERNODE_MAXSIZE=0; on a machine with fewer
-# CPUs than a job's ranks they would use UDP, and the fault suite pins UDP).
+# ranks sharing memory (GASNET_SUPERNODE_MAXSIZE=0; on a machine with more
+# than 4 of a job's ranks per CPU they would use UDP, and the fault suite
+# pins UDP).
 # It first installs what the tests need (deps does nothing when all is
 # there), so that on a fresh machine `make demo` and `make test` are all it
 # takes.

@@ -308,9 +308,9 @@ func start() (*Job, int, error) {
 	}
 	// Ranks of one host exchange datagrams through shared memory
 	// (amudp.Shared) unless GASNET_SUPERNODE_MAXSIZE=1; a host without
-	// memfd uses UDP alone. A worker that the L spawner started on a
-	// crowded host makes no inbox: spawn.SharesMemory would have it
-	// release the inbox after Join (DESIGN.md §6a).
+	// memfd uses UDP alone. A worker that the L spawner started on a host
+	// of more than 4 ranks per CPU makes no inbox: spawn.SharesMemory
+	// would have it release the inbox after Join (DESIGN.md §6a).
 	var tr amudp.Transport = udp
 	var shared *amudp.Shared
 	var shmWhy string
@@ -366,7 +366,7 @@ func start() (*Job, int, error) {
 	// inboxes out of the address table or kept them).
 	if !spawn.SharesMemory(cfg.SupernodeMax, src["GASNET_SUPERNODE_MAXSIZE"].Var != "", hostRanks, hostCPUs) {
 		if cfg.SupernodeMax != 1 {
-			shmWhy = fmt.Sprintf("no shared memory between ranks: %d ranks share this host's %d CPUs and sleep while they wait, so UDP costs less (set GASNET_SUPERNODE_MAXSIZE to use it)", hostRanks, hostCPUs)
+			shmWhy = fmt.Sprintf("no shared memory between ranks: %d ranks share this host's %d CPUs, more than %d to a CPU, where start-up costs more with it (set GASNET_SUPERNODE_MAXSIZE to use it)", hostRanks, hostCPUs, spawn.ShmRanksPerCPU)
 		}
 		if shared != nil {
 			tr, shared = shared.Unwrap(), nil

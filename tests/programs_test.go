@@ -25,8 +25,7 @@ func TestTestcore(t *testing.T) {
 		for _, mode := range []string{"shm", "udp"} {
 			t.Run(fmt.Sprintf("%d-%s", n, mode), func(t *testing.T) {
 				marker := t.Name()
-				// 4 and 8 ranks crowd this host's CPUs, where shared
-				// memory is used only when asked for.
+				// Shared memory asked for, whatever this host's CPUs.
 				env := []string{"GASNET_STATS=1", "GASNET_SUPERNODE_MAXSIZE=0"}
 				if mode == "udp" {
 					env = append(env, udpOnly)
@@ -156,13 +155,13 @@ func TestTestamAtomics(t *testing.T) {
 }
 
 // crowdedBarrier is what rank 0 says of the barrier of ranks that
-// outnumber their host's CPUs: they share no memory unless
-// GASNET_SUPERNODE_MAXSIZE is set (make test's second run sets it to 0).
+// outnumber their host's CPUs, at most 4 to a CPU (spawn.ShmRanksPerCPU):
+// they share memory unless GASNET_SUPERNODE_MAXSIZE=1.
 func crowdedBarrier() string {
-	if v := os.Getenv("GASNET_SUPERNODE_MAXSIZE"); v != "" && v != "1" {
-		return "barrier on shared words, gathered and released"
+	if os.Getenv("GASNET_SUPERNODE_MAXSIZE") == "1" {
+		return "barrier AMTREE: some host has more ranks than CPUs"
 	}
-	return "barrier AMTREE: some host has more ranks than CPUs"
+	return "barrier on shared words, gathered and released"
 }
 
 // TestAmudprun launches programs through amudprun: hello's args and ranks,
@@ -202,7 +201,7 @@ func TestOversubscribedWorkers(t *testing.T) {
 		n    int
 		want []string // lines of rank 0's, in stderr
 	}{
-		{nil, cpus + 1, []string{crowded, crowdedBarrier()}},
+		{nil, cpus + 1, []string{crowded, crowdedBarrier(), "rank 0: shared memory among the ranks of a host"}},
 		{nil, 1, []string{"blocking waits spin 1ms before they sleep (1 ranks on this host's " + strconv.Itoa(cpus) + " CPUs)",
 			"barrier AMDISSEM (set GASNET_BARRIER to choose)"}},
 		{[]string{"GASNET_POLL_SPIN=50us", "AMUDP_BARRIER=DISSEM"}, cpus + 1, []string{
@@ -228,6 +227,11 @@ func TestOversubscribedWorkers(t *testing.T) {
 		want := fmt.Sprintf("rank 0: first retransmission after 128ms: %d ranks share this host's %d CPUs", n, cpus)
 		if said := strings.Contains(r.stderr, want); r.code != 0 || said != (len(env) == 1) {
 			t.Errorf("hello %d with %q: exit %d, said %q: %v\nstderr:\n%s", n, env, r.code, want, said, r.stderr)
+		}
+		// More than 4 ranks per CPU: no shared memory, as the default.
+		noShm := fmt.Sprintf("rank 0: no shared memory between ranks: %d ranks share this host's %d CPUs, more than 4 to a CPU", n, cpus)
+		if os.Getenv("GASNET_SUPERNODE_MAXSIZE") == "" && !strings.Contains(r.stderr, noShm) {
+			t.Errorf("hello %d with %q: want %q in stderr:\n%s", n, env, noShm, r.stderr)
 		}
 	}
 	r := run(t, t.Name(), []string{"GASNET_BARRIER=butterfly"}, "hello", "2")

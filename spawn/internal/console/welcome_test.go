@@ -86,27 +86,33 @@ func all(int, int) bool { return true }
 // share memory (ctl.SharesMemory) are left out of the table rank 0 gets;
 // the others stay, and the console's table is not changed.
 func TestWelcomesDropInboxes(t *testing.T) {
-	tab := testTable(8) // two hosts of 4 ranks: one of 2 CPUs, one of 8
-	tab.Inboxes = make([]string, 8)
-	for r := range tab.Inboxes {
+	// Two hosts: 9 ranks on 2 CPUs (more than 4 to a CPU), 4 on 8.
+	const n = 13
+	tab := ctl.Table{Addrs: make([]string, n), Hosts: make([]string, n), Inboxes: make([]string, n)}
+	cpus := make([]int, n)
+	for r := range n {
+		tab.Addrs[r] = fmt.Sprintf("10.0.0.%d:%d", r, 20000+r)
+		tab.Hosts[r], cpus[r] = "crowded", 2
+		if r >= 9 {
+			tab.Hosts[r], cpus[r] = "roomy", 8
+		}
 		tab.Inboxes[r] = fmt.Sprintf("/proc/%d/fd/3", 100+r)
 	}
-	cpus := []int{2, 2, 2, 2, 8, 8, 8, 8}
 	for _, c := range []struct {
 		max  int
 		set  bool
 		kept int // ranks whose inbox is kept: the last kept ones
 	}{
 		{0, false, 4}, // the crowded host uses UDP
-		{0, true, 8},  // unless the variable is set
-		{4, true, 8},
+		{0, true, n},  // unless the variable is set
+		{4, true, n},
 		{1, true, 0}, // 1: no shared memory anywhere
 	} {
-		w0 := welcomes(tab, cpus, make([]string, 8), nil, func(ranks, cpus int) bool {
+		w0 := welcomes(tab, cpus, make([]string, n), nil, func(ranks, cpus int) bool {
 			return ctl.SharesMemory(c.max, c.set, ranks, cpus)
 		})[0]
 		for r, in := range w0.Inboxes {
-			if keep := r >= 8-c.kept; (in != "") != keep || (keep && in != tab.Inboxes[r]) {
+			if keep := r >= n-c.kept; (in != "") != keep || (keep && in != tab.Inboxes[r]) {
 				t.Errorf("GASNET_SUPERNODE_MAXSIZE=%d (set %v): rank %d's inbox is %q", c.max, c.set, r, in)
 			}
 		}

@@ -12,11 +12,15 @@ const (
 	// EnvProcs says that the L spawner set GOMAXPROCS=1 for this worker
 	// (see launch.Local); the worker removes both from its environment.
 	EnvProcs = "GASNET_SPAWN_PROCS"
+	// EnvNoInbox says that the L spawner started this worker on a host
+	// too crowded for shared memory by default (ShmCrowded): it makes no
+	// inbox unless GASNET_SUPERNODE_MAXSIZE is set.
+	EnvNoInbox = "GASNET_SPAWN_NOINBOX"
 )
 
 // MarkerVars are the GASNET_ variables udpconduit reads besides its
 // settings: the worker markers the console sets for its workers.
-var MarkerVars = []string{EnvMaster, EnvSecret, EnvIndex, EnvSecretFD, EnvProcs, EnvRoute, EnvTree}
+var MarkerVars = []string{EnvMaster, EnvSecret, EnvIndex, EnvSecretFD, EnvProcs, EnvNoInbox, EnvRoute, EnvTree}
 
 // EnvRoute in a worker's environment asks it to route its stdout and stderr
 // to the console over TCP (DESIGN.md §8).

@@ -175,10 +175,20 @@ type Output struct {
 // unknown, never crowded). package spawn documents it (spawn.Oversubscribed).
 func Oversubscribed(ranks, cpus int) bool { return cpus > 0 && ranks > cpus }
 
+// ShmRanksPerCPU is how many ranks per CPU a host may have and still
+// share memory by default (SharesMemory).
+const ShmRanksPerCPU = 4
+
+// ShmCrowded reports whether a host of ranks ranks and cpus CPUs (0:
+// unknown) is too crowded for shared memory by default: more than
+// ShmRanksPerCPU ranks per CPU.
+func ShmCrowded(ranks, cpus int) bool { return cpus > 0 && ranks > ShmRanksPerCPU*cpus }
+
 // SharesMemory is the one rule by which the ranks of a host of ranks ranks
 // and cpus CPUs exchange messages through shared memory: not with
-// GASNET_SUPERNODE_MAXSIZE=1 (max), and on a crowded host only when that
-// variable is set (set). package spawn documents it (spawn.SharesMemory).
+// GASNET_SUPERNODE_MAXSIZE=1 (max), and on a host with more than
+// ShmRanksPerCPU ranks per CPU only when that variable is set (set).
+// package spawn documents it (spawn.SharesMemory).
 func SharesMemory(max int, set bool, ranks, cpus int) bool {
-	return max != 1 && (set || !Oversubscribed(ranks, cpus))
+	return max != 1 && (set || !ShmCrowded(ranks, cpus))
 }

@@ -139,10 +139,14 @@ func closeAll(fs []*os.File) {
 // worker to take GOMAXPROCS out of its environment again, so the program
 // sees the environment its user gave.
 func localProcs(count, cpus int, set bool) []string {
-	if set || !ctl.Oversubscribed(count, cpus) {
-		return nil
+	var env []string
+	if ctl.ShmCrowded(count, cpus) {
+		env = append(env, ctl.EnvNoInbox+"=1") // see Worker.SpawnedCrowded
 	}
-	return []string{"GOMAXPROCS=1", ctl.EnvProcs + "=1"}
+	if set || !ctl.Oversubscribed(count, cpus) {
+		return env
+	}
+	return append(env, "GOMAXPROCS=1", ctl.EnvProcs+"=1")
 }
 
 // add tracks the started process cmd of worker i until it ends; then

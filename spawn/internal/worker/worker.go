@@ -50,9 +50,9 @@ type Worker struct {
 	// environment: the user did not set it.
 	ProcsSet bool
 	// SpawnedCrowded says, from Dial on, that the L spawner started this
-	// worker among more workers than its host has CPUs (it set
-	// GOMAXPROCS=1, ctl.EnvProcs): a guess of what Host will say, for what
-	// must be decided before Join.
+	// worker among more workers than its host shares memory for by
+	// default (ctl.ShmCrowded, ctl.EnvNoInbox): a guess of what Host will
+	// say, for what must be decided before Join (whether to make an inbox).
 	SpawnedCrowded bool
 
 	conn    net.Conn
@@ -164,7 +164,7 @@ func Dial(cfg *envconf.Config) (*Worker, error) {
 		}
 		time.Sleep(delay)
 	}
-	w := &Worker{conn: c, r: bufio.NewReader(c), Secret: []byte(hex.EncodeToString(secret)), SpawnedCrowded: os.Getenv(ctl.EnvProcs) != ""}
+	w := &Worker{conn: c, r: bufio.NewReader(c), Secret: []byte(hex.EncodeToString(secret)), SpawnedCrowded: os.Getenv(ctl.EnvNoInbox) != ""}
 	if err := ctl.WriteFrame(c, ctl.FrameHello, ctl.Hello{Secret: string(w.Secret)}); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("greeting the console at %s: %w", addr, err)
@@ -355,7 +355,7 @@ func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort, inbox string) err
 		os.Unsetenv("GOMAXPROCS") // the L spawner's, not the user's
 		w.ProcsSet = true
 	}
-	for _, k := range []string{ctl.EnvMaster, ctl.EnvSecret, ctl.EnvSecretFD, ctl.EnvIndex, ctl.EnvRoute, ctl.EnvProcs} {
+	for _, k := range []string{ctl.EnvMaster, ctl.EnvSecret, ctl.EnvSecretFD, ctl.EnvIndex, ctl.EnvRoute, ctl.EnvProcs, ctl.EnvNoInbox} {
 		os.Unsetenv(k) // children of this worker are not workers
 	}
 	go w.readLoop()
