@@ -131,20 +131,7 @@ func TestWordsAllGather(t *testing.T) {
 						fitBefore = fit
 					}
 				})
-				want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
-				if d := cmp.Diff(want, res); d != "" {
-					t.Errorf("(-want +got):\n%s", d)
-				}
-				// A retransmission of an earlier message (a reply late on a
-				// loaded machine) may be answered during a quiet round: at
-				// most one answer each.
-				var sent, retrans uint64
-				for r := range n {
-					sent, retrans = sent+quiet[r], retrans+resent[r]
-				}
-				if m.size == 0 && sent > retrans {
-					t.Errorf("a job of one group sent %d datagrams (%v by rank) in all-gathers whose parts fit their slots, and %d retransmissions in all", sent, quiet[:n], retrans)
-				}
+				checkQuiet(t, res, m.size == 0, quiet[:n], resent[:n], "all-gathers whose parts fit their slots")
 			})
 		}
 	}
@@ -275,6 +262,26 @@ func TestWordsTreeCollectives(t *testing.T) {
 	}
 }
 
+// checkQuiet checks that every rank of a job returned, and, for a job of
+// one group (oneGroup), that its ranks sent nothing (quiet, by rank) in the
+// rounds named by what, but answers to retransmissions (resent, by rank):
+// a retransmission of an earlier message (a reply late on a loaded
+// machine) may be answered during a quiet round, at most once each.
+func checkQuiet(t *testing.T, res jobResult, oneGroup bool, quiet, resent []uint64, what string) {
+	t.Helper()
+	want := jobResult{Ends: slices.Repeat([]string{"returned"}, len(quiet))}
+	if d := cmp.Diff(want, res); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	var sent, retrans uint64
+	for r := range quiet {
+		sent, retrans = sent+quiet[r], retrans+resent[r]
+	}
+	if oneGroup && sent > retrans {
+		t.Errorf("a job of one group sent %d datagrams and messages (%v by rank) in %s, and %d retransmissions in all", sent, quiet, what, retrans)
+	}
+}
+
 // TestWordsAlltoall: an all-to-all of the whole job gives each rank, in
 // rank order, the block every rank sent it, for blocks of every size:
 // none, one byte, eight, the largest whose blocks fit a slot together, and
@@ -324,17 +331,7 @@ func TestWordsAlltoall(t *testing.T) {
 						fitBefore = fit
 					}
 				})
-				want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
-				if d := cmp.Diff(want, res); d != "" {
-					t.Errorf("(-want +got):\n%s", d)
-				}
-				var sent, retrans uint64
-				for r := range n {
-					sent, retrans = sent+quiet[r], retrans+resent[r]
-				}
-				if m.size == 0 && n > 1 && sent > retrans {
-					t.Errorf("a job of one group sent %d datagrams and messages (%v by rank) in all-to-alls whose blocks fit their slots, and %d retransmissions in all", sent, quiet[:n], retrans)
-				}
+				checkQuiet(t, res, m.size == 0, quiet[:n], resent[:n], "all-to-alls whose blocks fit their slots")
 			})
 		}
 	}
