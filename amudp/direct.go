@@ -234,13 +234,8 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 	}
 	if !e.shared.inbox.ring.Empty() || !e.shared.allShared() && l.sends.Add(1)%pollFirstEvery == 0 &&
 		time.Duration(int64(e.now())-e.lastPass.Load()) >= pollFirstGap {
-		if e.pollMu.TryLock() {
-			err := e.pollLocked(nil)
-			e.pollMu.Unlock()
-			e.notify()
-			if err != nil {
-				return err
-			}
+		if err := e.Poll(); err != nil {
+			return err
 		}
 	}
 	num, ok := l.reserve(e.depth)
@@ -473,7 +468,11 @@ func (e *Endpoint) checkLanes() {
 	for _, l := range *e.laneList.Load() {
 		v := l.state.Load()
 		if uint32(v) == 0 {
-			l.floor.Store(uint32(v >> 32))
+			// Stored only when it moves: senders read it, on the line
+			// of the credit word they write.
+			if f := uint32(v >> 32); l.floor.Load() != f {
+				l.floor.Store(f)
+			}
 			l.stalled = 0
 			continue
 		}

@@ -538,12 +538,10 @@ func (j *Job) AllGather(data []byte) ([][]byte, error) {
 	j.enter()
 	j.gat.lock.Lock()
 	defer j.gat.lock.Unlock()
-	if err := j.ep.Drain(); err != nil {
-		return nil, j.done(err)
+	n, err := j.nextGather()
+	if err != nil {
+		return nil, err
 	}
-	j.gat.n++
-	j.gat.index = j.calls.Add(1)
-	n := j.gat.n
 	if w := j.bar.words; w != nil && w.whole {
 		parts, ok, err := j.wordAllGather(w, n, data, slotAllGather)
 		if err != nil {
@@ -555,7 +553,6 @@ func (j *Job) AllGather(data []byte) ([][]byte, error) {
 		}
 	}
 	var parts [][]byte
-	var err error
 	if j.bar.bruck {
 		parts, err = j.allGather(n, data)
 	} else {
@@ -565,6 +562,18 @@ func (j *Job) AllGather(data []byte) ([][]byte, error) {
 		return nil, j.done(fmt.Errorf("all-gather %d: %w", n, err))
 	}
 	return parts, nil
+}
+
+// nextGather numbers the next all-gather (or all-to-all on its slots) of
+// this rank, once every request it sent has been answered; the caller
+// holds j.gat.lock.
+func (j *Job) nextGather() (uint64, error) {
+	if err := j.ep.Drain(); err != nil {
+		return 0, j.done(err)
+	}
+	j.gat.n++
+	j.gat.index = j.calls.Add(1)
+	return j.gat.n, nil
 }
 
 // Exit ends the job: the first rank to call Exit sets the console's exit

@@ -621,12 +621,10 @@ func (j *Job) wordAlltoall(data []byte, b int) (out []byte, ok bool, err error) 
 	j.enter()
 	j.gat.lock.Lock()
 	defer j.gat.lock.Unlock()
-	if err := j.ep.Drain(); err != nil {
-		return nil, false, j.done(err)
+	n, err := j.nextGather()
+	if err != nil {
+		return nil, false, err
 	}
-	j.gat.n++
-	j.gat.index = j.calls.Add(1)
-	n := j.gat.n
 	parts, ok, err := j.wordAllGather(w, n, data, slotAlltoall)
 	if err != nil {
 		return nil, false, j.done(fmt.Errorf("all-to-all (all-gather %d): %w", n, err))
