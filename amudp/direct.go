@@ -33,6 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/udpconduit/udpconduit/amudp/internal/release"
 	"github.com/udpconduit/udpconduit/amudp/internal/shmring"
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 	"github.com/udpconduit/udpconduit/retransmit"
@@ -252,7 +253,7 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 	}
 	var h directHead
 	head, err := e.encodeDirect(&h, &m)
-	for err == nil && !e.shared.pushDirect(l.ring, l.addr, head, m.Payload) {
+	for err == nil && !e.shared.pushDirect(l.ring, l.addr, head, m.Payload, false) {
 		if int32(num-l.floor.Load()) <= 0 {
 			// Given up while it waited for room (checkLanes): handler 0
 			// has it as undeliverable.
@@ -307,7 +308,7 @@ func (e *Endpoint) replyDirect(l *lane, m *wire.Message) error {
 	if err != nil {
 		return err
 	}
-	if l.queued == 0 && e.shared.pushDirect(l.ring, l.addr, head, m.Payload) {
+	if l.queued == 0 && e.shared.pushDirect(l.ring, l.addr, head, m.Payload, true) {
 		return nil
 	}
 	var rec []byte
@@ -328,7 +329,7 @@ func (e *Endpoint) flushBacklog() {
 	keep := 0
 	for i := range e.backlog {
 		b := &e.backlog[i]
-		if b.l.blocked != e.flushes && e.shared.pushDirect(b.l.ring, b.l.addr, b.rec, nil) {
+		if b.l.blocked != e.flushes && e.shared.pushDirect(b.l.ring, b.l.addr, b.rec, nil, true) {
 			b.l.queued--
 			b.l = nil
 			continue
@@ -436,7 +437,7 @@ func (e *Endpoint) directPass(stop func() bool) int {
 	if !ok {
 		return 0
 	}
-	e.passSeq.Add(1)
+	release.Inc(&e.passSeq)
 	n, limit := 0, max(e.recvMax, 1)
 	for ok && n < limit {
 		n++
@@ -449,7 +450,7 @@ func (e *Endpoint) directPass(stop func() bool) int {
 			d, ok = e.shared.peekDirect()
 		}
 	}
-	e.passSeq.Add(1)
+	release.Inc(&e.passSeq)
 	return n
 }
 

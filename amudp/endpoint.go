@@ -114,10 +114,13 @@ type slotRef struct {
 // for concurrent use by many goroutines. Handlers run on whichever goroutine
 // polls; one goroutine polls at a time.
 type Endpoint struct {
-	// handling counts the handlers running now (see inHandler).
-	handling atomic.Int32
-	tr       Transport
-	viewer   Viewer // tr, if it is a Viewer
+	// handling counts the handlers running now on senders' goroutines
+	// (runLocalHandler, runReturned), polledHandling those running on the
+	// poller's (runHandler); see inHandler.
+	handling       atomic.Int32
+	polledHandling atomic.Uint64
+	tr             Transport
+	viewer         Viewer // tr, if it is a Viewer
 	// shared is tr, if it is a Shared transport: the direct path to
 	// co-located ranks (direct.go), through lanes (one per rank, made on
 	// first use), which laneList lists (replaced whole, under mu).
@@ -197,8 +200,8 @@ type Endpoint struct {
 	// Poller only.
 	clock retransmit.Time
 	// passSeq is odd while a poll pass runs and even between passes; its
-	// atomic updates give Fence a happens-before edge over every handler
-	// run in a pass that ended.
+	// updates (release stores: the poller alone writes it) give Fence a
+	// happens-before edge over every handler run in a pass that ended.
 	passSeq atomic.Uint64
 	stats   statCounters
 }

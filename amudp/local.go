@@ -30,7 +30,7 @@ func (e *Endpoint) runLocal(isReq bool, cat Category, handler int, payload []byt
 		return err
 	}
 	t := &Token{ep: e, src: e.rank, isReq: isReq, active: true, self: true, client: handler >= e.reserved}
-	e.runHandler(h, t, append([]uint32(nil), args...), view)
+	e.runLocalHandler(h, t, append([]uint32(nil), args...), view)
 	t.active = false
 	return nil
 }

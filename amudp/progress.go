@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/udpconduit/udpconduit/amudp/internal/release"
 	"github.com/udpconduit/udpconduit/retransmit"
 )
 
@@ -51,8 +52,8 @@ func (e *Endpoint) Poll() error {
 // as soon as its condition stop holds: the rest stays in the socket for the
 // next pass, and the waiter saves a syscall that would find nothing.
 func (e *Endpoint) pollLocked(stop func() bool) error {
-	e.passSeq.Add(1)
-	defer e.passSeq.Add(1)
+	release.Inc(&e.passSeq)
+	defer release.Inc(&e.passSeq)
 	e.pass++
 	e.drained = 0
 	e.clock = e.now()

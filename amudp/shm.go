@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/udpconduit/udpconduit/amudp/internal/release"
 	"github.com/udpconduit/udpconduit/amudp/internal/shmring"
 )
 
@@ -93,7 +94,10 @@ type Shared struct {
 	last atomic.Pointer[shmPeer]
 	mu   sync.Mutex // serialises mapping peers' inboxes
 
-	shmSent, shmRecv, fallbacks, doorbells, corrupt atomic.Uint64
+	shmSent, fallbacks, doorbells, corrupt atomic.Uint64
+	// shmRecv and shmReplied (direct replies and backlog flushes) count
+	// what the poller alone does: release stores, no locked instruction.
+	shmRecv, shmReplied atomic.Uint64
 
 	// udpSkip counts the UDP reads Recv leaves out after one found the
 	// socket empty (the poller's alone); udpPeriod is udpEvery or, once
@@ -199,12 +203,16 @@ func (t *Shared) directRing(to netip.AddrPort, ready bool) *shmring.Ring {
 // pushDirect puts the direct message head+payload into r, the inbox of
 // the peer at to, as a message record (shmring.Ring.PushMessage: no
 // address prefix), and rings its doorbell if it sleeps. It reports false
-// when r is full.
-func (t *Shared) pushDirect(r *shmring.Ring, to netip.AddrPort, head, payload []byte) bool {
+// when r is full. polled says that the caller holds the poll (a reply).
+func (t *Shared) pushDirect(r *shmring.Ring, to netip.AddrPort, head, payload []byte, polled bool) bool {
 	if !r.PushMessage(head, payload) {
 		return false
 	}
-	t.shmSent.Add(1)
+	if polled {
+		release.Inc(&t.shmReplied)
+	} else {
+		t.shmSent.Add(1)
+	}
 	if r.Sleeping() {
 		t.doorbells.Add(1)
 		_ = t.udp.Send(doorbell, to) // a lost doorbell costs a sleep of maxBlock at most
@@ -228,7 +236,7 @@ func (t *Shared) allShared() bool { return t.udpPeriod.Load() == udpEveryShared 
 
 // Stats returns the counters of the two paths.
 func (t *Shared) Stats() ShmStats {
-	return ShmStats{ShmSent: t.shmSent.Load(), ShmReceived: t.shmRecv.Load(), Fallbacks: t.fallbacks.Load(),
+	return ShmStats{ShmSent: t.shmSent.Load() + t.shmReplied.Load(), ShmReceived: t.shmRecv.Load(), Fallbacks: t.fallbacks.Load(),
 		Doorbells: t.doorbells.Load(), Corrupt: t.corrupt.Load()}
 }
 
@@ -321,7 +329,7 @@ func (t *Shared) View(b []byte) (d []byte, from netip.AddrPort, inPlace bool, er
 			return nil, netip.AddrPort{}, false, ErrInboxCorrupt
 		}
 		if ok && t.inbox.ring.Message() { // a direct message: no prefix
-			t.shmRecv.Add(1)
+			release.Inc(&t.shmRecv)
 			return rec[:len(rec):len(rec)], netip.AddrPort{}, true, nil
 		}
 		if ok {
@@ -330,7 +338,7 @@ func (t *Shared) View(b []byte) (d []byte, from netip.AddrPort, inPlace bool, er
 				t.corrupt.Add(1)
 				continue
 			}
-			t.shmRecv.Add(1)
+			release.Inc(&t.shmRecv)
 			return rec[addrLen:len(rec):len(rec)], getAddr(rec), true, nil
 		}
 		t.notes = t.inbox.ring.Notes()
@@ -364,7 +372,7 @@ func (t *Shared) peekDirect() (d []byte, ok bool) {
 	if !ok || !t.inbox.ring.Message() {
 		return nil, false
 	}
-	t.shmRecv.Add(1)
+	release.Inc(&t.shmRecv)
 	return rec[:len(rec):len(rec)], true
 }
 

@@ -28,6 +28,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/udpconduit/udpconduit/amudp/internal/release"
 )
 
 // Layout of the header, four pages: each field that more than one process
@@ -218,6 +220,10 @@ func (r *Ring) commit(p uint64, kind, n uint32) {
 	o := p & r.mask
 	binary.LittleEndian.PutUint32(r.data[o+8:], n)
 	binary.LittleEndian.PutUint32(r.data[o+12:], kind)
+	// Sequentially consistent, not a release: a producer reads Sleeping
+	// after it (Push's caller), and a consumer that marks itself asleep
+	// and then finds the ring empty must not miss a record whose commit
+	// was still on its way then.
 	word(r.data, int(o)).Store(p + 1)
 }
 
@@ -233,7 +239,7 @@ func (r *Ring) Peek() (rec []byte, ok bool, err error) {
 			if o >= hotSpan && r.tail.CompareAndSwap(h, h+uint64(len(r.data))-o) {
 				// Empty, and no producer has reserved: both ends move
 				// to the start of the area.
-				r.head.Store(h + uint64(len(r.data)) - o)
+				release.Store(r.head, h+uint64(len(r.data))-o)
 			}
 			return nil, false, nil
 		}
@@ -243,13 +249,13 @@ func (r *Ring) Peek() (rec []byte, ok bool, err error) {
 		end := o + size
 		switch {
 		case kind == kindPad && end == uint64(len(r.data)):
-			r.head.Store(h + size) // a pad reaches exactly to the end
+			release.Store(r.head, h+size) // a pad reaches exactly to the end
 			continue
 		case (kind == kindData || kind == kindMessage) && n <= uint64(MaxRecord(len(r.data))) && end <= uint64(len(r.data)):
 			r.next, r.message = size, kind == kindMessage
 			return r.data[o+recHeader : o+recHeader+n], true, nil
 		}
-		r.head.Store(r.tail.Load())
+		release.Store(r.head, r.tail.Load())
 		return nil, false, ErrCorrupt
 	}
 }
@@ -261,7 +267,7 @@ func (r *Ring) Message() bool { return r.message }
 // Advance releases the record Peek returned, making its space free for
 // producers.
 func (r *Ring) Advance() {
-	r.head.Add(r.next)
+	release.Add(r.head, r.next) // the consumer alone writes the head
 	r.next = 0
 }
 

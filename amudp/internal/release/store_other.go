@@ -1,0 +1,10 @@
+//go:build !amd64 || race
+
+package release
+
+import "sync/atomic"
+
+// Store sets *p to v with release ordering: every store the caller made
+// before it is visible to a goroutine or process that loads v from *p
+// with sync/atomic. The caller is the only writer of *p.
+func Store(p *atomic.Uint64, v uint64) { p.Store(v) }
