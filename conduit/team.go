@@ -40,13 +40,19 @@ const hTeam = 70
 // Bruck's all-to-all, direct sends).
 //
 // A member that meets a difference between the members' calls of a team
-// collective (another kind, root, element type, operator or size) aborts
-// the job with code 1, naming both calls as an ErrCollectiveMismatch (the
-// reason the console prints), so that no member waits forever; a
-// difference no message shows at once (two members in collectives that
-// exchange nothing with each other) shows at the member's next collective
-// on the team, which finds the other's message left over and aborts, or
-// waits like any collective some member has not entered.
+// collective (another kind, root, element type, operator or size) returns
+// an ErrCollectiveMismatch that names both calls, and tells every other
+// member, whose call of that collective returns the same error (one that
+// has not entered it yet returns it when it does), so that the members
+// can go on with their next collective. A member that had already left
+// the collective when the notice or a message of the other call reaches
+// it (it returned its result: a root whose broadcast was sent, say)
+// aborts the job with code 1 naming the mismatch, as the collective's
+// result cannot be taken back. A difference no message shows (two members
+// in collectives that exchange nothing with each other) shows at the
+// member's next collective on the team, which finds the other's message
+// left over and aborts, or waits like any collective some member has not
+// entered.
 type Team struct {
 	j     *Job
 	id    uint64
@@ -174,6 +180,10 @@ func teamID(parent, n uint64, color int) uint64 {
 
 // The kinds of team collective, in teamMeta.
 const (
+	// teamFailed is the kind of a failure notice (teamCall.fail): its
+	// sender met a mismatch in the collective, which its payload names.
+	teamFailed = 0xff
+
 	teamBarrier = iota + 1
 	teamBroadcast
 	teamReduce
@@ -231,11 +241,16 @@ func (t *Team) begin(kind int, op Op, elem uint8, root int) (*teamCall, error) {
 	t.j.enter()
 	t.seq++
 	c := &teamCall{t: t, seq: t.seq, kind: kind, op: op, elem: elem, root: root}
+	if why, ok := t.j.teams.failure(t.id, t.seq); ok {
+		// Another member met a mismatch in it before this rank came.
+		t.left.Store(c.seq)
+		return nil, t.j.done(failedTeamCall(why))
+	}
 	if src, meta, seq, ok := t.j.teams.stale(t.id, t.seq); ok {
 		// Every message of a collective is taken in it, when the members'
 		// calls match: one left over names a call that differed.
 		r, _ := t.TeamRank(src)
-		return nil, c.mismatch(fmt.Errorf("team rank %d sent a message of %s in collective %d, which this rank has left", r,
+		return nil, c.abortMismatch(fmt.Errorf("team rank %d sent a message of %s in collective %d, which this rank has left", r,
 			describeTeam(meta.meta, meta.root), seq))
 	}
 	return c, nil
@@ -251,7 +266,7 @@ func (c *teamCall) end(err error) error {
 	if err == nil {
 		if src, m, seq, ok := t.j.teams.stale(t.id, c.seq+1); ok {
 			r, _ := t.TeamRank(src)
-			err = c.mismatch(fmt.Errorf("team rank %d sent a message of %s in collective %d, which this rank has left", r,
+			err = c.abortMismatch(fmt.Errorf("team rank %d sent a message of %s in collective %d, which this rank has left", r,
 				describeTeam(m.meta, m.root), seq))
 		}
 	}
@@ -383,14 +398,18 @@ func (c *teamCall) send(r, step int, blob []byte) error {
 }
 
 // recv waits for message step of the call from team rank r and returns
-// it. A message of another collective is a mismatch: recv aborts the job
-// naming both (see mismatch).
+// it. A message of another collective is a mismatch, which recv reports
+// to every member (see mismatch); a failure notice from a member that met
+// one ends the wait with its error.
 func (c *teamCall) recv(r, step int) ([]byte, error) {
 	j := c.t.j
 	k := teamKey{id: c.t.id, seq: c.seq, src: c.t.ranks[r]}
 	box := &j.teams
-	if err := j.wait(func() bool { return box.ready(k) }); err != nil {
+	if err := j.wait(func() bool { return box.ready(k) || box.hasFailed(k.id, k.seq) }); err != nil {
 		return nil, err
+	}
+	if why, ok := box.failure(k.id, k.seq); ok {
+		return nil, failedTeamCall(why)
 	}
 	m := box.take(k)
 	b, err := m.take()
@@ -404,12 +423,44 @@ func (c *teamCall) recv(r, step int) ([]byte, error) {
 	return b, nil
 }
 
-// mismatch reports a difference between the members' calls: it aborts
-// the job with why (the members that wait for this rank would otherwise
-// wait forever). In a worker the abort ends the process; in RunLocal the
-// rank ends at its next call, and the error it returns meanwhile is
-// never seen.
+// mismatch reports a difference between the members' calls met in the
+// call, and returns it as the call's error: it marks the collective
+// failed here and sends every other member a failure notice naming why
+// (the members that wait for this rank would otherwise wait forever).
 func (c *teamCall) mismatch(why error) error {
+	desc := fmt.Sprintf("team collective %d: %v", c.seq, why)
+	if len(desc) > maxFailure {
+		desc = desc[:maxFailure]
+	}
+	t := c.t
+	t.j.teams.markFailed(t.id, c.seq, desc)
+	note := []byte(desc)
+	meta := uint32(teamFailed)
+	for r, to := range t.ranks {
+		if r == t.me {
+			continue
+		}
+		// A member that cannot be told ends with the job (its rank
+		// ended, or the job is ending): nothing more to do for it.
+		_ = t.j.ep.RequestMedium(to, hTeam, note, uint32(t.id), uint32(t.id>>32), uint32(c.seq), uint32(c.seq>>32),
+			meta, 0, 0, 1, uint32(len(note)))
+	}
+	return failedTeamCall(desc)
+}
+
+// maxFailure bounds the description a failure notice carries.
+const maxFailure = 1000
+
+// failedTeamCall is the error of a team collective that failed with the
+// mismatch why describes (mismatch).
+func failedTeamCall(why string) error { return fmt.Errorf("%w: %s", ErrCollectiveMismatch, why) }
+
+// abortMismatch reports a difference that a message shows only after
+// this rank left the collective it belongs to, whose result it returned:
+// it aborts the job with why. In a worker the abort ends the process; in
+// RunLocal the rank ends at its next call, and the error it returns
+// meanwhile is never seen.
+func (c *teamCall) abortMismatch(why error) error {
 	err := fmt.Errorf("%w: team collective %d: %v", ErrCollectiveMismatch, c.seq, why)
 	c.t.j.abortJob(err.Error())
 	return err
@@ -440,7 +491,14 @@ type teamBox struct {
 	in    map[teamKey]*teamMsg
 	teams map[uint64]*Team // this rank's teams, by id
 	abort func(why string) // Job.abortJob
+	// failed holds the collectives that failed with a mismatch (met here
+	// or told by a failure notice), by team and number, with what the
+	// mismatch was: their messages that come later are dropped.
+	failed map[teamSeq]string
 }
+
+// teamSeq names collective seq of team id.
+type teamSeq struct{ id, seq uint64 }
 
 // register makes t's messages checked against what this rank has left.
 func (b *teamBox) register(t *Team) {
@@ -459,14 +517,26 @@ func (b *teamBox) message(tok *amudp.Token, a []uint32, p []byte) {
 		return
 	}
 	k := teamKey{id: uint64(a[0]) | uint64(a[1])<<32, seq: uint64(a[2]) | uint64(a[3])<<32, src: tok.Source()}
+	notice := a[4]&0xff == teamFailed
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if _, ok := b.failed[teamSeq{k.id, k.seq}]; ok {
+		return // of a collective known to have failed: every member ends it so
+	}
 	if t := b.teams[k.id]; t != nil && k.seq <= t.left.Load() {
-		// It comes for a collective this rank has left: the sender's
-		// call differed from this rank's (as in treeCall, abort).
+		// It comes for a collective this rank has left with a result:
+		// the sender's call differed from this rank's (as in treeCall,
+		// abort).
 		r, _ := t.TeamRank(k.src)
-		b.abort(fmt.Sprintf("%v: team collective %d: team rank %d sent a message of %s, which this rank has left", ErrCollectiveMismatch,
-			k.seq, r, describeTeam(a[4], a[5])))
+		why := fmt.Sprintf("team rank %d sent a message of %s, which this rank has left", r, describeTeam(a[4], a[5]))
+		if notice {
+			why = fmt.Sprintf("team rank %d met %s after this rank left it", r, clip(p))
+		}
+		b.abort(fmt.Sprintf("%v: team collective %d: %s", ErrCollectiveMismatch, k.seq, why))
+		return
+	}
+	if notice {
+		b.markFailedLocked(k.id, k.seq, clip(p))
 		return
 	}
 	if b.in == nil {
@@ -483,6 +553,47 @@ func (b *teamBox) message(tok *amudp.Token, a []uint32, p []byte) {
 		return
 	}
 	m.add(int(a[6]), int(a[7]), int(a[8]), p, "a team collective's message")
+}
+
+// clip returns a failure notice's description, at most maxFailure bytes.
+func clip(p []byte) string { return string(p[:min(len(p), maxFailure)]) }
+
+// markFailed records that collective seq of team id failed with the
+// mismatch why describes, and drops its messages kept here.
+func (b *teamBox) markFailed(id, seq uint64, why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.markFailedLocked(id, seq, why)
+}
+
+func (b *teamBox) markFailedLocked(id, seq uint64, why string) {
+	k := teamSeq{id, seq}
+	if _, ok := b.failed[k]; ok {
+		return
+	}
+	if b.failed == nil {
+		b.failed = map[teamSeq]string{}
+	}
+	b.failed[k] = why
+	for mk := range b.in {
+		if mk.id == id && mk.seq == seq {
+			delete(b.in, mk)
+		}
+	}
+}
+
+// failure returns what collective seq of team id failed with, if it did.
+func (b *teamBox) failure(id, seq uint64) (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	why, ok := b.failed[teamSeq{id, seq}]
+	return why, ok
+}
+
+// hasFailed reports whether collective seq of team id failed.
+func (b *teamBox) hasFailed(id, seq uint64) bool {
+	_, ok := b.failure(id, seq)
+	return ok
 }
 
 // stale returns a message of team id kept for a collective before seq (its
