@@ -422,11 +422,14 @@ func (j *Job) waitInColl(c spawn.Coll, wait func() error) error {
 // looks at the waits in progress every quarter of GASNET_HANG_WARN while
 // there are any, so that a wait costs no timer of its own: a wait is
 // reported between half and three quarters of GASNET_HANG_WARN after it
-// began. A rank waits in at most one collective of each lock at once
-// (barrier, all-gather, the others), hence the three slots.
+// began. A rank waits in at most one collective of the whole job of each
+// lock at once (barrier, all-gather, the others), hence three fixed slots,
+// and in any number of team collectives (one per team), each in a slot of
+// its own for the wait.
 type hangWatch struct {
 	mu     sync.Mutex
-	waits  [3]hangWait
+	waits  map[int]hangWait
+	teams  int // slots given to team collectives' waits so far
 	timer  *time.Timer
 	armed  bool
 	period time.Duration
@@ -455,9 +458,16 @@ func watchSlot(kind string) int {
 
 // enter records a wait in collective c, and returns its slot.
 func (h *hangWatch) enter(c spawn.Coll, warn time.Duration, report func(spawn.Coll) error) int {
-	i := watchSlot(c.Kind)
 	now := time.Now()
 	h.mu.Lock()
+	i := watchSlot(c.Kind)
+	if c.InTeam() {
+		h.teams++
+		i = 2 + h.teams
+	}
+	if h.waits == nil {
+		h.waits = map[int]hangWait{}
+	}
 	h.waits[i] = hangWait{c: c, since: now, active: true}
 	if !h.armed {
 		h.armed, h.period, h.report = true, warn/4, report
@@ -475,7 +485,11 @@ func (h *hangWatch) enter(c spawn.Coll, warn time.Duration, report func(spawn.Co
 func (h *hangWatch) leave(i int) {
 	h.mu.Lock()
 	w := h.waits[i]
-	h.waits[i].active = false
+	if i > 2 {
+		delete(h.waits, i) // a team collective's
+	} else {
+		h.waits[i] = hangWait{}
+	}
 	h.mu.Unlock()
 	if w.reported {
 		w.c.In = false
@@ -489,14 +503,14 @@ func (h *hangWatch) check() {
 	var due []spawn.Coll
 	h.mu.Lock()
 	busy := false
-	for i := range h.waits {
-		w := &h.waits[i]
+	for i, w := range h.waits {
 		if !w.active {
 			continue
 		}
 		busy = true
 		if !w.reported && time.Since(w.since) >= 2*h.period {
 			w.reported = true
+			h.waits[i] = w
 			c := w.c
 			c.In = true
 			due = append(due, c)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/conduit/internal/amo"
+	"github.com/udpconduit/udpconduit/spawn"
 )
 
 // hTeam is the core handler of team collectives: a Medium request whose
@@ -51,8 +52,9 @@ const hTeam = 70
 // result cannot be taken back. A difference no message shows (two members
 // in collectives that exchange nothing with each other) shows at the
 // member's next collective on the team, which finds the other's message
-// left over and aborts, or waits like any collective some member has not
-// entered.
+// left over and aborts; members that wait in such calls are seen by the
+// console's hang report (GASNET_HANG_WARN), which aborts the job when two
+// wait in one collective of the team as different calls.
 type Team struct {
 	j     *Job
 	id    uint64
@@ -208,6 +210,10 @@ type teamCall struct {
 	op   Op
 	elem uint8 // amo.Kind of a reduction's elements, else 0
 	root int   // team rank, 0 where there is none
+	// watch is the call's slot in the job's hang watch, whose reports
+	// (GASNET_HANG_WARN) let the console see members waiting in different
+	// calls of one team collective that no message shows; -1: none.
+	watch int
 }
 
 // meta packs what a message says of its collective, and its step: the
@@ -253,6 +259,10 @@ func (t *Team) begin(kind int, op Op, elem uint8, root int) (*teamCall, error) {
 		return nil, c.abortMismatch(fmt.Errorf("team rank %d sent a message of %s in collective %d, which this rank has left", r,
 			describeTeam(meta.meta, meta.root), seq))
 	}
+	c.watch = -1
+	if j := t.j; j.hangWarn > 0 {
+		c.watch = j.watch.enter(spawn.Coll{Kind: "team " + teamKinds[kind], Seq: c.seq, Team: t.id, Root: root}, j.hangWarn, j.ctl.Report)
+	}
 	return c, nil
 }
 
@@ -262,6 +272,9 @@ func (t *Team) begin(kind int, op Op, elem uint8, root int) (*teamCall, error) {
 // matched calls): a mismatch.
 func (c *teamCall) end(err error) error {
 	t := c.t
+	if c.watch >= 0 {
+		t.j.watch.leave(c.watch)
+	}
 	t.left.Store(c.seq)
 	if err == nil {
 		if src, m, seq, ok := t.j.teams.stale(t.id, c.seq+1); ok {

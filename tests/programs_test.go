@@ -361,6 +361,22 @@ func TestMismatchedCollectivesAreReported(t *testing.T) {
 		t.Errorf("exit %d, want 1 and %q in stderr:\n%s", r.code, want, r.stderr)
 	}
 	checkNoSurvivors(t, t.Name()+"roots", 3*time.Second)
+	// Team collectives: a gather and a scatter of one number on one team
+	// that wait for each other without a message, on the whole job's
+	// team and on a split of it.
+	for _, how := range []string{"world", "split"} {
+		r = run(t, t.Name()+"teams"+how, []string{"GASNET_HANG_WARN=300ms"}, "race/misuse", "3", "teams", how)
+		team := "the whole job's team"
+		if how == "split" {
+			team = "team [0-9a-f]+"
+		}
+		want := regexp.MustCompile(`the ranks called different collectives, which can never complete: rank 0 in team gather 1 of ` + team +
+			` \(root (0|2)\); ranks 1-2 in team scatter 1 of ` + team + ` \(root (0|2)\); aborting the job`)
+		if r.code != 1 || !want.MatchString(r.stderr) {
+			t.Errorf("%s: exit %d, want 1 and %q in stderr:\n%s", how, r.code, want, r.stderr)
+		}
+		checkNoSurvivors(t, t.Name()+"teams"+how, 3*time.Second)
+	}
 	// Broadcasts from different roots: the messages of one root's tree
 	// reach ranks of another's.
 	for range 3 {

@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -318,8 +320,11 @@ func (j *job) checkLive(now time.Time) {
 // (GASNET_HANG_WARN).
 type collectives struct {
 	// waiting holds, for each rank that said it has waited long in a
-	// collective (Coll), which one; the zero Coll for the others.
+	// collective of the whole job (Coll), which one; the zero Coll for the
+	// others. teams holds each rank's long waits in team collectives, by
+	// team (a rank waits in at most one collective of a team at once).
 	waiting []ctl.Coll
+	teams   []map[uint64]ctl.Coll
 	since   time.Time
 	warned  time.Duration // the report was last given this long after since
 }
@@ -368,14 +373,85 @@ func mismatched(waiting []ctl.Coll) bool {
 	return false
 }
 
+// mismatchedTeams reports whether the team collectives ranks wait in
+// cannot all complete: two different ones (kind or root) with one number
+// on one team. Other differences need not be wrong: a member leaves a
+// team collective that needs nothing more of the others (a gather's
+// non-root) for the team's next one.
+func mismatchedTeams(waits []ctl.Coll) bool {
+	type at struct{ team, seq uint64 }
+	type call struct {
+		kind string
+		root int
+	}
+	seen := map[at]call{}
+	for _, w := range waits {
+		k, c := at{w.Team, w.Seq}, call{w.Kind, w.Root}
+		if o, ok := seen[k]; ok && o != c {
+			return true
+		}
+		seen[k] = c
+	}
+	return false
+}
+
+// teamWaits returns every rank's long waits in team collectives.
+func (c *collectives) teamWaits() []ctl.Coll {
+	var out []ctl.Coll
+	for _, m := range c.teams {
+		for _, w := range m {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// note records a rank's report of a long wait in a collective, or of its
+// end.
+func (c *collectives) note(rank int, w ctl.Coll) {
+	if !w.InTeam() {
+		c.waiting[rank] = ctl.Coll{}
+		if w.In {
+			c.waiting[rank] = ctl.Coll{Kind: w.Kind, Seq: w.Seq, Tree: w.Tree, Root: w.Root, Index: w.Index}
+		}
+		return
+	}
+	if c.teams == nil {
+		c.teams = make([]map[uint64]ctl.Coll, len(c.waiting))
+	}
+	if !w.In {
+		delete(c.teams[rank], w.Team)
+		return
+	}
+	if c.teams[rank] == nil {
+		c.teams[rank] = map[uint64]ctl.Coll{}
+	}
+	c.teams[rank][w.Team] = ctl.Coll{Kind: w.Kind, Seq: w.Seq, Root: w.Root, Team: w.Team}
+}
+
+// where says which collectives a rank waits in long, or "" for none.
+func (c *collectives) where(rank int) string {
+	var parts []string
+	if c.waiting[rank].Kind != "" {
+		parts = append(parts, c.waiting[rank].String())
+	}
+	if rank < len(c.teams) {
+		ids := slices.Sorted(maps.Keys(c.teams[rank]))
+		for _, id := range ids {
+			parts = append(parts, c.teams[rank][id].String())
+		}
+	}
+	return strings.Join(parts, " and ")
+}
+
 // stuck reports whether some ranks wait long in a collective (they say so
 // after half of GASNET_HANG_WARN, and again when they leave it: a job whose
 // collectives match sends nothing), and describes where every rank is.
 func (j *job) stuck(now time.Time) (bool, string) {
 	c := &j.coll
 	someone := false
-	for _, w := range c.waiting {
-		someone = someone || w.Kind != ""
+	for r := range c.waiting {
+		someone = someone || c.where(r) != ""
 	}
 	if !someone {
 		return false, ""
@@ -387,8 +463,8 @@ func (j *job) stuck(now time.Time) (bool, string) {
 		switch {
 		case j.v.Done(r):
 			where = "ended"
-		case c.waiting[r].Kind != "":
-			where = c.waiting[r].String()
+		case c.where(r) != "":
+			where = c.where(r)
 		case j.cfg.Liveness > 0 && now.Sub(p.heard) >= j.cfg.Liveness/2:
 			// It missed two pings: its report may be lost with it.
 			where = "not answering the console (its host cut off or its process stopped?)"
@@ -454,7 +530,7 @@ func (j *job) checkHang(now time.Time) {
 	}
 	if d := now.Sub(c.since); d >= next {
 		c.warned = next
-		if mismatched(c.waiting) {
+		if mismatched(c.waiting) || mismatchedTeams(c.teamWaits()) {
 			j.step(verdict.Abort{Code: 1, Why: fmt.Sprintf("the ranks called different collectives, which can never complete: %s; aborting the job", where)})
 			return
 		}
@@ -689,11 +765,8 @@ func (j *job) serve(events <-chan event, exits <-chan launch.ProcExit) int {
 			switch ev.typ {
 			case ctl.FrameColl:
 				var c ctl.Coll
-				if ctl.DecodeBody(ev.body, &c) == nil && ctl.CollKinds[c.Kind] {
-					j.coll.waiting[ev.rank] = ctl.Coll{}
-					if c.In {
-						j.coll.waiting[ev.rank] = ctl.Coll{Kind: c.Kind, Seq: c.Seq, Tree: c.Tree, Root: c.Root, Index: c.Index}
-					}
+				if ctl.DecodeBody(ev.body, &c) == nil && ctl.ValidColl(c) {
+					j.coll.note(ev.rank, c)
 				}
 			case ctl.FrameExit:
 				c := exitCode(ev.body)

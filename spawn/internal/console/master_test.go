@@ -59,3 +59,54 @@ func TestStuckNamesSilentRanks(t *testing.T) {
 		t.Errorf("stuck: %v, %q\nwant %q", stuck, where, want)
 	}
 }
+
+// TestMismatchedTeams: team collectives can never complete together when
+// two ranks wait in one team's collective of one number as different
+// calls; waits in different teams, or at different numbers of one team,
+// may all be right.
+func TestMismatchedTeams(t *testing.T) {
+	w := func(team, seq uint64, kind string, root int) ctl.Coll {
+		return ctl.Coll{Kind: "team " + kind, Seq: seq, Team: team, Root: root, In: true}
+	}
+	for _, tt := range []struct {
+		name  string
+		waits []ctl.Coll
+		want  bool
+	}{
+		{"nobody waits", nil, false},
+		{"one collective", []ctl.Coll{w(7, 1, "gather", 0), w(7, 1, "gather", 0)}, false},
+		{"two kinds, one number", []ctl.Coll{w(7, 1, "gather", 0), w(7, 1, "scatter", 0)}, true},
+		{"two roots, one number", []ctl.Coll{w(7, 3, "reduce", 0), w(7, 3, "reduce", 1)}, true},
+		{"two kinds, two teams", []ctl.Coll{w(7, 1, "gather", 0), w(8, 1, "scatter", 0)}, false},
+		{"two kinds, two numbers (a non-root went on)", []ctl.Coll{w(7, 1, "gather", 0), w(7, 2, "barrier", 0)}, false},
+		{"the whole job's team", []ctl.Coll{w(0, 4, "all-to-all", 0), w(0, 4, "all-to-all-v", 0)}, true},
+	} {
+		if got := mismatchedTeams(tt.waits); got != tt.want {
+			t.Errorf("%s: mismatchedTeams(%v) = %v, want %v", tt.name, tt.waits, got, tt.want)
+		}
+	}
+}
+
+// TestCollectivesNote: a rank's reports of long waits, in a collective of
+// the whole job and in several teams at once, are kept until it says it
+// left each, and the hang report names them all.
+func TestCollectivesNote(t *testing.T) {
+	c := collectives{waiting: make([]ctl.Coll, 2)}
+	c.note(1, ctl.Coll{Kind: "barrier", Seq: 2, In: true})
+	c.note(1, ctl.Coll{Kind: "team gather", Seq: 1, Team: 0x9e, In: true})
+	c.note(1, ctl.Coll{Kind: "team scatter", Seq: 5, Team: 0x3, Root: 2, In: true})
+	if got, want := c.where(1), "in barrier 2 and in team scatter 5 of team 3 (root 2) and in team gather 1 of team 9e (root 0)"; got != want {
+		t.Errorf("where: %q\nwant %q", got, want)
+	}
+	if got := c.where(0); got != "" {
+		t.Errorf("rank 0 waits nowhere, where says %q", got)
+	}
+	c.note(1, ctl.Coll{Kind: "team gather", Seq: 1, Team: 0x9e})
+	c.note(1, ctl.Coll{Kind: "barrier", Seq: 2})
+	if got, want := c.where(1), "in team scatter 5 of team 3 (root 2)"; got != want {
+		t.Errorf("after leaving two: %q, want %q", got, want)
+	}
+	if n := len(c.teamWaits()); n != 1 {
+		t.Errorf("%d team waits kept, want 1", n)
+	}
+}

@@ -92,11 +92,11 @@ func (w *Welcome) ReadBody(d *varenc.Decoder) {
 
 func (c Coll) AppendBody(b []byte) []byte {
 	b = varenc.AppendBool(varenc.AppendUint(varenc.AppendString(b, c.Kind), c.Seq), c.In)
-	return varenc.AppendUint(varenc.AppendInt(varenc.AppendUint(b, c.Tree), c.Root), c.Index)
+	return varenc.AppendUint(varenc.AppendUint(varenc.AppendInt(varenc.AppendUint(b, c.Tree), c.Root), c.Index), c.Team)
 }
 
 func (c *Coll) ReadBody(d *varenc.Decoder) {
-	c.Kind, c.Seq, c.In, c.Tree, c.Root, c.Index = d.String(), d.Uint(), d.Bool(), d.Uint(), d.Int(), d.Uint()
+	c.Kind, c.Seq, c.In, c.Tree, c.Root, c.Index, c.Team = d.String(), d.Uint(), d.Bool(), d.Uint(), d.Int(), d.Uint(), d.Uint()
 }
 
 func (c Code) AppendBody(b []byte) []byte {

@@ -26,7 +26,7 @@ func TestFrameBodiesRoundTrip(t *testing.T) {
 		Peers: map[int]string{2: "b:2", 0: "a:1"}, Env: map[string]string{"GASNET_B": "", "GASNET_A": "1 2"}, HostCount: 2, HostCPUs: 7, Crowded: true}
 	var gw Welcome
 	check(w, &gw)
-	coll, code, out := Coll{Kind: "reduce", Seq: 1 << 40, In: true, Tree: 7, Root: 3, Index: 9}, Code{Code: -3, Why: "why\n"}, Output{Secret: "s", Stream: 2, Index: -1, PID: 5}
+	coll, code, out := Coll{Kind: "reduce", Seq: 1 << 40, In: true, Tree: 7, Root: 3, Index: 9, Team: 1<<63 + 5}, Code{Code: -3, Why: "why\n"}, Output{Secret: "s", Stream: 2, Index: -1, PID: 5}
 	var gc Coll
 	var gcode Code
 	var gout Output

@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Frame types of the control connection between the console and a worker.
@@ -101,11 +102,26 @@ type Coll struct {
 	// of every kind, from 1: in a program whose collectives match, call k
 	// is the same collective on every rank.
 	Index uint64
+	// Team is the id of the team of a team collective (InTeam; 0 is the
+	// whole job's team), whose Seq numbers it among the team's.
+	Team uint64
 }
 
+// InTeam reports whether c is a collective of a team (conduit's Team),
+// which a rank may wait in while it waits in others: its Kind starts with
+// "team ".
+func (c Coll) InTeam() bool { return strings.HasPrefix(c.Kind, "team ") }
+
 // String says where the rank waits: "in barrier 3", "in broadcast 2 from
-// rank 1".
+// rank 1", "in team gather 4 of team 9e37 (root 0)".
 func (c Coll) String() string {
+	if c.InTeam() {
+		team := fmt.Sprintf("team %x", c.Team)
+		if c.Team == 0 {
+			team = "the whole job's team"
+		}
+		return fmt.Sprintf("in %s %d of %s (root %d)", c.Kind, c.Seq, team, c.Root)
+	}
 	s := fmt.Sprintf("in %s %d", c.Kind, c.Seq)
 	switch c.Kind {
 	case "broadcast":
@@ -116,9 +132,14 @@ func (c Coll) String() string {
 	return s
 }
 
-// CollKinds are the collectives a rank reports (Coll.Kind); each kind has
-// its own numbering.
+// CollKinds are the collectives of the whole job a rank reports
+// (Coll.Kind); each kind has its own numbering. Team collectives (InTeam)
+// are numbered by team.
 var CollKinds = map[string]bool{"barrier": true, "all-gather": true, "broadcast": true, "reduce": true, "all-reduce": true}
+
+// ValidColl reports whether c names a collective a rank may report: one of
+// CollKinds, or a team collective with a kind of at most 64 bytes.
+func ValidColl(c Coll) bool { return CollKinds[c.Kind] || c.InTeam() && len(c.Kind) <= 64 }
 
 // Code is the body of exit and terminate frames.
 type Code struct {

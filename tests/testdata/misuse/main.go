@@ -76,6 +76,25 @@ func main() {
 		// console must see that the ranks' roots differ.
 		conduit.ReduceUint64(conduit.Rank(), conduit.Sum, []uint64{1})
 	}
+	if len(os.Args) > 2 && os.Args[1] == "teams" {
+		// On the whole job's team, or a split of it that reverses the
+		// ranks, job rank 0 gathers to itself while the others wait for a
+		// scatter from it: no member sends anything another takes. The
+		// console must see that the calls differ.
+		tm := conduit.World()
+		if os.Args[2] == "split" {
+			tm, _ = conduit.World().Split(0, -conduit.Rank())
+		}
+		root, _ := tm.TeamRank(0) // job rank 0's
+		if conduit.Rank() == 0 {
+			_, err := tm.Gather(root, []byte{1})
+			fmt.Printf("rank 0: gather returned %v\n", err)
+		} else {
+			_, err := tm.Scatter(root, nil)
+			fmt.Printf("rank %d: scatter returned %v\n", conduit.Rank(), err)
+		}
+		conduit.Exit(0)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "bcastroots" {
 		// Every rank the root of its own broadcast: each would return its
 		// own data as if the broadcast had matched.
