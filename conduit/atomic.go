@@ -127,9 +127,29 @@ func (a *Atomics[T]) Apply(rank int, offset uint64, op AtomicOp, x, y T) error {
 	return err
 }
 
-// do is Fetch and Apply: on a mapped word it returns at once, with no
-// handle.
+// FetchContext is Fetch bounded by ctx: when ctx ends before the
+// operation is sent (it waits for credit), it is not applied; when ctx
+// ends while its answer is awaited, it is applied all the same, and its
+// fetched value is lost. Either way FetchContext returns ctx's error.
+func (a *Atomics[T]) FetchContext(ctx context.Context, rank int, offset uint64, op AtomicOp, x, y T) (T, error) {
+	old, err := a.doContext(ctx, rank, offset, op, x, y, true)
+	return fromBits[T](old), err
+}
+
+// ApplyContext is Apply bounded by ctx, as FetchContext.
+func (a *Atomics[T]) ApplyContext(ctx context.Context, rank int, offset uint64, op AtomicOp, x, y T) error {
+	_, err := a.doContext(ctx, rank, offset, op, x, y, false)
+	return err
+}
+
+// do is Fetch and Apply.
 func (a *Atomics[T]) do(rank int, offset uint64, op AtomicOp, x, y T, fetch bool) (uint64, error) {
+	return a.doContext(context.Background(), rank, offset, op, x, y, fetch)
+}
+
+// doContext is do bounded by ctx (FetchContext): on a mapped word it
+// returns at once, with no handle.
+func (a *Atomics[T]) doContext(ctx context.Context, rank int, offset uint64, op AtomicOp, x, y T, fetch bool) (uint64, error) {
 	j, view, err := a.check(rank, offset, op, fetch)
 	if err != nil {
 		return 0, err
@@ -137,12 +157,17 @@ func (a *Atomics[T]) do(rank int, offset uint64, op AtomicOp, x, y T, fetch bool
 	if view != nil {
 		return a.local(j, view, offset, op, x, y)
 	}
-	h, err := a.send(j, rank, offset, op, x, y)
+	h, err := a.send(ctx, j, rank, offset, op, x, y)
+	if err == nil {
+		err = h.WaitContext(ctx)
+	}
 	if err != nil {
+		if h != nil && !h.Done() {
+			h.abandon()
+		}
 		return 0, err
 	}
-	err = h.Wait()
-	return h.bits.Load(), err
+	return h.bits.Load(), nil
 }
 
 // FetchNB starts Fetch and returns its handle. The operation, its
@@ -174,7 +199,7 @@ func (a *Atomics[T]) start(rank int, offset uint64, op AtomicOp, x, y T, fetch b
 		h.bits.Store(old)
 		return h, err
 	}
-	return a.send(j, rank, offset, op, x, y)
+	return a.send(context.Background(), j, rank, offset, op, x, y)
 }
 
 // check returns the job, and rank's segment as this process maps it (nil
@@ -221,13 +246,14 @@ func (a *Atomics[T]) local(j *Job, view []byte, offset uint64, op AtomicOp, x, y
 	return old, nil
 }
 
-// send starts the operation on a remote rank: one Short request.
-func (a *Atomics[T]) send(j *Job, rank int, offset uint64, op AtomicOp, x, y T) (*Handle, error) {
+// send starts the operation on a remote rank: one Short request, whose
+// wait for credit ends when ctx does.
+func (a *Atomics[T]) send(ctx context.Context, j *Job, rank int, offset uint64, op AtomicOp, x, y T) (*Handle, error) {
 	xb, yb := toBits(x), toBits(y)
 	h := &Handle{peer: rank, job: j, what: "an atomic " + op.String()}
 	j.rma.add(h)
 	h.pending.Store(1)
-	err := j.ep.RequestShort(rank, hAtomicReq, uint32(op)|uint32(a.kind)<<8, uint32(offset), uint32(offset>>32),
+	err := j.ep.RequestShortContext(ctx, rank, hAtomicReq, uint32(op)|uint32(a.kind)<<8, uint32(offset), uint32(offset>>32),
 		uint32(xb), uint32(xb>>32), uint32(yb), uint32(yb>>32), h.id)
 	if err != nil {
 		j.rma.forget(h)

@@ -416,6 +416,42 @@ func (j *Job) RequestLong(dest, handler int, payload []byte, offset uint64, args
 	return j.done(ep.RequestLong(dest, handler, payload, offset, args...))
 }
 
+// RequestShortContext is RequestShort bounded by ctx: a request that
+// waits for credit (GASNET_NETWORKDEPTH requests to dest unanswered) or
+// for room in dest's shared-memory inbox when ctx ends is not sent, and
+// ctx's error is returned. Once sent, a request is delivered (or returned
+// to handler 0) whatever becomes of ctx.
+func (j *Job) RequestShortContext(ctx context.Context, dest, handler int, args ...uint32) error {
+	ep, err := j.clientCall(handler)
+	if err != nil {
+		return err
+	}
+	return j.done(ep.RequestShortContext(ctx, dest, handler, args...))
+}
+
+// RequestMediumContext is RequestMedium bounded by ctx, as
+// RequestShortContext.
+func (j *Job) RequestMediumContext(ctx context.Context, dest, handler int, payload []byte, args ...uint32) error {
+	ep, err := j.clientCall(handler)
+	if err != nil {
+		return err
+	}
+	return j.done(ep.RequestMediumContext(ctx, dest, handler, payload, args...))
+}
+
+// RequestLongContext is RequestLong bounded by ctx, as
+// RequestShortContext.
+func (j *Job) RequestLongContext(ctx context.Context, dest, handler int, payload []byte, offset uint64, args ...uint32) error {
+	ep, err := j.clientCall(handler)
+	if err != nil {
+		return err
+	}
+	if err := j.checkRemote(dest, offset, len(payload)); err != nil {
+		return err
+	}
+	return j.done(ep.RequestLongContext(ctx, dest, handler, payload, offset, args...))
+}
+
 // checkRemote checks a range of dest's segment against the sizes exchanged
 // at Attach, which must have run.
 func (j *Job) checkRemote(dest int, offset uint64, n int) error {

@@ -174,6 +174,12 @@ func (j *Job) registerCore() {
 // handle; data may be reused once PutNB returns. To a rank whose segment
 // this process maps (LocalView), it is a copy, complete on return.
 func (j *Job) PutNB(dest int, offset uint64, data []byte) (*Handle, error) {
+	return j.putNB(context.Background(), dest, offset, data)
+}
+
+// putNB is PutNB whose waits for credit end when ctx does (its error is
+// then returned, and what was sent may have been written).
+func (j *Job) putNB(ctx context.Context, dest int, offset uint64, data []byte) (*Handle, error) {
 	j.enter()
 	if err := j.checkRemote(dest, offset, len(data)); err != nil {
 		return nil, err
@@ -189,7 +195,7 @@ func (j *Job) PutNB(dest int, offset uint64, data []byte) (*Handle, error) {
 	h.pending.Store(int64(chunks))
 	for i := 0; i < chunks; i++ {
 		c := data[i*MaxLong : min((i+1)*MaxLong, len(data))]
-		if err := j.ep.RequestLong(dest, hPut, c, offset+uint64(i*MaxLong), h.id); err != nil {
+		if err := j.ep.RequestLongContext(ctx, dest, hPut, c, offset+uint64(i*MaxLong), h.id); err != nil {
 			j.rma.forget(h)
 			return nil, j.done(fmt.Errorf("conduit: put to rank %d: %w", dest, err))
 		}
@@ -206,10 +212,50 @@ func (j *Job) Put(dest int, offset uint64, data []byte) error {
 	return h.Wait()
 }
 
+// PutContext is Put bounded by ctx: when ctx ends first, PutContext
+// returns its error, and part or all of data may still be written (what
+// was sent goes on; data may be reused at once either way).
+func (j *Job) PutContext(ctx context.Context, dest int, offset uint64, data []byte) error {
+	h, err := j.putNB(ctx, dest, offset, data)
+	return waitContext(ctx, h, err)
+}
+
+// waitContext waits for h, started by an operation whose sends ctx
+// bounded, until ctx ends. An operation that writes into the caller's
+// memory (a get) is then abandoned: nothing writes there after its
+// Context form returns.
+func waitContext(ctx context.Context, h *Handle, err error) error {
+	if err != nil {
+		return err
+	}
+	if err := h.WaitContext(ctx); err != nil {
+		if !h.Done() {
+			h.abandon()
+		}
+		return err
+	}
+	return nil
+}
+
+// abandon forgets h, whose operation has not completed, so that no reply
+// of it writes into the caller's memory from now on: once forgotten, the
+// handlers drop its replies, and the poll pass in progress (whose
+// handlers may have looked h up) ends before abandon returns.
+func (h *Handle) abandon() {
+	h.job.rma.forget(h)
+	h.job.ep.Fence()
+}
+
 // GetNB starts reading len(buf) bytes at offset of src's segment into buf.
 // From a rank whose segment this process maps (LocalView), it is a copy,
 // complete on return.
 func (j *Job) GetNB(src int, offset uint64, buf []byte) (*Handle, error) {
+	return j.getNB(context.Background(), src, offset, buf)
+}
+
+// getNB is GetNB whose waits for credit end when ctx does (its error is
+// then returned, and nothing writes into buf after getNB returns).
+func (j *Job) getNB(ctx context.Context, src int, offset uint64, buf []byte) (*Handle, error) {
 	j.enter()
 	if err := j.checkRemote(src, offset, len(buf)); err != nil {
 		return nil, err
@@ -226,8 +272,8 @@ func (j *Job) GetNB(src int, offset uint64, buf []byte) (*Handle, error) {
 	for i := 0; i < chunks; i++ {
 		n := min(MaxMedium, len(buf)-i*MaxMedium)
 		off := offset + uint64(i*MaxMedium)
-		if err := j.ep.RequestShort(src, hGetReq, uint32(off), uint32(off>>32), uint32(n), h.id, uint32(i*MaxMedium)); err != nil {
-			j.rma.forget(h)
+		if err := j.ep.RequestShortContext(ctx, src, hGetReq, uint32(off), uint32(off>>32), uint32(n), h.id, uint32(i*MaxMedium)); err != nil {
+			h.abandon() // replies of the requests sent must not write buf
 			return nil, j.done(fmt.Errorf("conduit: get from rank %d: %w", src, err))
 		}
 	}
@@ -241,6 +287,14 @@ func (j *Job) Get(src int, offset uint64, buf []byte) error {
 		return err
 	}
 	return h.Wait()
+}
+
+// GetContext is Get bounded by ctx: when ctx ends first, GetContext
+// returns its error, buf's contents are unspecified, and nothing writes
+// into buf after it returns.
+func (j *Job) GetContext(ctx context.Context, src int, offset uint64, buf []byte) error {
+	h, err := j.getNB(ctx, src, offset, buf)
+	return waitContext(ctx, h, err)
 }
 
 // LocalView returns rank's segment as this process maps it, to load from

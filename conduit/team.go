@@ -127,15 +127,27 @@ func (t *Team) TeamRank(r int) (int, bool) {
 // rank in this team. A negative color joins none: Split returns nil for
 // it. Splits of sub-teams nest.
 func (t *Team) Split(color, key int) (*Team, error) {
+	return ordered(t, func() (*Team, error) { return t.split(color, key) })
+}
+
+// SplitContext is Split bounded by ctx, as BarrierContext: when ctx ends
+// first it returns ctx's error, and the split goes on in the background
+// (the other members need this rank's part), but the team it makes is
+// lost to this rank, whose fellow members wait for it in that team's
+// collectives: a deadline here is for giving up on the job, not for
+// trying again.
+func (t *Team) SplitContext(ctx context.Context, color, key int) (*Team, error) {
+	return startNB(t, func() (*Team, error) { return t.split(color, key) }).WaitContext(ctx)
+}
+
+// split is the body of Split, in its turn.
+func (t *Team) split(color, key int) (*Team, error) {
 	var mine [16]byte
 	binary.LittleEndian.PutUint64(mine[:], uint64(int64(color)))
 	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
-	var n uint64
-	all, err := ordered(t, func() ([][]byte, error) {
-		n = t.splits // numbered in the team's order of calls, as on every member
-		t.splits++
-		return t.allGather(mine[:])
-	})
+	n := t.splits // numbered in the team's order of calls, as on every member
+	t.splits++
+	all, err := t.allGather(mine[:])
 	if err != nil {
 		return nil, fmt.Errorf("split: %w", err)
 	}

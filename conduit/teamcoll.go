@@ -4,10 +4,12 @@ package conduit
 // teamCall's send and recv, and the calls a program makes.
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/udpconduit/udpconduit/conduit/internal/amo"
 	"github.com/udpconduit/udpconduit/spawn/varenc"
@@ -49,6 +51,13 @@ func (t *Team) BroadcastNB(root int, data []byte) *CollHandle[[]byte] {
 	return startNB(t, func() ([]byte, error) { return t.broadcast(root, data) })
 }
 
+// BroadcastContext is Broadcast bounded by ctx, as BarrierContext: when
+// ctx ends first it returns ctx's error, and the broadcast goes on in the
+// background with a copy of data.
+func (t *Team) BroadcastContext(ctx context.Context, root int, data []byte) ([]byte, error) {
+	return t.BroadcastNB(root, bytes.Clone(data)).WaitContext(ctx)
+}
+
 // Gather returns, at the root, every member's data indexed by team rank
 // (nil elsewhere): each member sends its data to the root.
 func (t *Team) Gather(root int, data []byte) ([][]byte, error) {
@@ -58,6 +67,11 @@ func (t *Team) Gather(root int, data []byte) ([][]byte, error) {
 // GatherNB starts Gather; data must not change until it completes.
 func (t *Team) GatherNB(root int, data []byte) *CollHandle[[][]byte] {
 	return startNB(t, func() ([][]byte, error) { return t.gather(root, data) })
+}
+
+// GatherContext is Gather bounded by ctx, as BroadcastContext.
+func (t *Team) GatherContext(ctx context.Context, root int, data []byte) ([][]byte, error) {
+	return t.GatherNB(root, bytes.Clone(data)).WaitContext(ctx)
 }
 
 // AllGather returns every member's data, indexed by team rank, on every
@@ -72,6 +86,11 @@ func (t *Team) AllGatherNB(data []byte) *CollHandle[[][]byte] {
 	return startNB(t, func() ([][]byte, error) { return t.allGather(data) })
 }
 
+// AllGatherContext is AllGather bounded by ctx, as BroadcastContext.
+func (t *Team) AllGatherContext(ctx context.Context, data []byte) ([][]byte, error) {
+	return t.AllGatherNB(bytes.Clone(data)).WaitContext(ctx)
+}
+
 // Scatter gives each member parts[its team rank] of the root's parts,
 // which must hold one part for each member (parts is read at the root
 // only): the root sends each member its part.
@@ -82,6 +101,12 @@ func (t *Team) Scatter(root int, parts [][]byte) ([]byte, error) {
 // ScatterNB starts Scatter; parts must not change until it completes.
 func (t *Team) ScatterNB(root int, parts [][]byte) *CollHandle[[]byte] {
 	return startNB(t, func() ([]byte, error) { return t.scatter(root, parts) })
+}
+
+// ScatterContext is Scatter bounded by ctx, as BroadcastContext (with a
+// copy of parts).
+func (t *Team) ScatterContext(ctx context.Context, root int, parts [][]byte) ([]byte, error) {
+	return t.ScatterNB(root, cloneParts(parts)).WaitContext(ctx)
 }
 
 // Alltoall exchanges equal blocks between every pair of members: data
@@ -105,6 +130,11 @@ func (t *Team) AlltoallNB(data []byte) *CollHandle[[]byte] {
 	return startNB(t, func() ([]byte, error) { return t.alltoall(data) })
 }
 
+// AlltoallContext is Alltoall bounded by ctx, as BroadcastContext.
+func (t *Team) AlltoallContext(ctx context.Context, data []byte) ([]byte, error) {
+	return t.AlltoallNB(bytes.Clone(data)).WaitContext(ctx)
+}
+
 // Alltoallv exchanges parts of any sizes between every pair of members:
 // parts[i] goes to team rank i, and the result holds, in team rank order,
 // what each member sent this one (MPI_Alltoallv).
@@ -115,6 +145,22 @@ func (t *Team) Alltoallv(parts [][]byte) ([][]byte, error) {
 // AlltoallvNB starts Alltoallv; parts must not change until it completes.
 func (t *Team) AlltoallvNB(parts [][]byte) *CollHandle[[][]byte] {
 	return startNB(t, func() ([][]byte, error) { return t.alltoallv(parts) })
+}
+
+// AlltoallvContext is Alltoallv bounded by ctx, as BroadcastContext (with
+// a copy of parts).
+func (t *Team) AlltoallvContext(ctx context.Context, parts [][]byte) ([][]byte, error) {
+	return t.AlltoallvNB(cloneParts(parts)).WaitContext(ctx)
+}
+
+// cloneParts copies parts and each part, for a collective that may outlive
+// its caller's wait.
+func cloneParts(parts [][]byte) [][]byte {
+	out := make([][]byte, len(parts))
+	for i, p := range parts {
+		out[i] = bytes.Clone(p)
+	}
+	return out
 }
 
 // Reduce combines the vectors of every member of t element by element
@@ -133,6 +179,12 @@ func ReduceNB[T Word](t *Team, root int, op Op, v []T) *CollHandle[[]T] {
 	return startNB(t, func() ([]T, error) { return reduceT(t, root, op, v) })
 }
 
+// ReduceContext is Reduce bounded by ctx, as BroadcastContext (with a copy
+// of v).
+func ReduceContext[T Word](ctx context.Context, t *Team, root int, op Op, v []T) ([]T, error) {
+	return ReduceNB(t, root, op, slices.Clone(v)).WaitContext(ctx)
+}
+
 // AllReduce is Reduce whose result every member gets: a reduction to team
 // rank 0 and a broadcast from it.
 func AllReduce[T Word](t *Team, op Op, v []T) ([]T, error) {
@@ -142,6 +194,11 @@ func AllReduce[T Word](t *Team, op Op, v []T) ([]T, error) {
 // AllReduceNB starts AllReduce; v must not change until it completes.
 func AllReduceNB[T Word](t *Team, op Op, v []T) *CollHandle[[]T] {
 	return startNB(t, func() ([]T, error) { return allReduceT(t, op, v) })
+}
+
+// AllReduceContext is AllReduce bounded by ctx, as ReduceContext.
+func AllReduceContext[T Word](ctx context.Context, t *Team, op Op, v []T) ([]T, error) {
+	return AllReduceNB(t, op, slices.Clone(v)).WaitContext(ctx)
 }
 
 // ReduceFunc is Reduce with the program's own operator f, which must be
@@ -156,6 +213,11 @@ func ReduceFuncNB[T Word](t *Team, root int, f func(a, b T) T, v []T) *CollHandl
 	return startNB(t, func() ([]T, error) { return reduceFuncT(t, root, f, v) })
 }
 
+// ReduceFuncContext is ReduceFunc bounded by ctx, as ReduceContext.
+func ReduceFuncContext[T Word](ctx context.Context, t *Team, root int, f func(a, b T) T, v []T) ([]T, error) {
+	return ReduceFuncNB(t, root, f, slices.Clone(v)).WaitContext(ctx)
+}
+
 // AllReduceFunc is AllReduce with the program's own operator, as
 // ReduceFunc.
 func AllReduceFunc[T Word](t *Team, f func(a, b T) T, v []T) ([]T, error) {
@@ -165,6 +227,11 @@ func AllReduceFunc[T Word](t *Team, f func(a, b T) T, v []T) ([]T, error) {
 // AllReduceFuncNB starts AllReduceFunc; v must not change until it completes.
 func AllReduceFuncNB[T Word](t *Team, f func(a, b T) T, v []T) *CollHandle[[]T] {
 	return startNB(t, func() ([]T, error) { return allReduceFuncT(t, f, v) })
+}
+
+// AllReduceFuncContext is AllReduceFunc bounded by ctx, as ReduceContext.
+func AllReduceFuncContext[T Word](ctx context.Context, t *Team, f func(a, b T) T, v []T) ([]T, error) {
+	return AllReduceFuncNB(t, f, slices.Clone(v)).WaitContext(ctx)
 }
 
 // whole reports whether t is the whole job, whose collectives the Job

@@ -5,6 +5,7 @@ package conduit
 // into as few messages as fit, completed by one handle.
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/udpconduit/udpconduit/amudp"
@@ -95,6 +96,11 @@ func (j *Job) checkPieces(rank int, pieces []Piece) error {
 // process maps (LocalView), it is a copy, complete on return. A piece
 // outside the segment is an error before anything is sent.
 func (j *Job) PutVNB(dest int, pieces []Piece) (*Handle, error) {
+	return j.putVNB(context.Background(), dest, pieces)
+}
+
+// putVNB is PutVNB whose waits for credit end when ctx does.
+func (j *Job) putVNB(ctx context.Context, dest int, pieces []Piece) (*Handle, error) {
 	j.enter()
 	if err := j.checkPieces(dest, pieces); err != nil {
 		return nil, err
@@ -107,7 +113,7 @@ func (j *Job) PutVNB(dest int, pieces []Piece) (*Handle, error) {
 		return &Handle{job: j}, nil
 	}
 	h := &Handle{job: j, peer: dest, what: "a vector put into its segment"}
-	return j.sendVis(h, packPieces(pieces, false), hVisPut, "vector put to")
+	return j.sendVis(ctx, h, packPieces(pieces, false), hVisPut, "vector put to")
 }
 
 // GetVNB starts reading, for each piece, len(Data) bytes at its Offset of
@@ -116,6 +122,11 @@ func (j *Job) PutVNB(dest int, pieces []Piece) (*Handle, error) {
 // by one reply of at most MaxMedium bytes. From a rank whose segment this
 // process maps, it is a copy, complete on return.
 func (j *Job) GetVNB(src int, pieces []Piece) (*Handle, error) {
+	return j.getVNB(context.Background(), src, pieces)
+}
+
+// getVNB is GetVNB whose waits for credit end when ctx does.
+func (j *Job) getVNB(ctx context.Context, src int, pieces []Piece) (*Handle, error) {
 	j.enter()
 	if err := j.checkPieces(src, pieces); err != nil {
 		return nil, err
@@ -128,13 +139,13 @@ func (j *Job) GetVNB(src int, pieces []Piece) (*Handle, error) {
 		return &Handle{job: j}, nil
 	}
 	h := &Handle{job: j, peer: src, what: "a vector get from its segment", vis: packPieces(pieces, true)}
-	return j.sendVis(h, h.vis, hVisGet, "vector get from")
+	return j.sendVis(ctx, h, h.vis, hVisGet, "vector get from")
 }
 
 // sendVis sends each of msgs to h's peer as a Medium request to handler,
 // with h's id and the message's index: its piece list and, for a put, its
-// pieces' bytes.
-func (j *Job) sendVis(h *Handle, msgs []visMsg, handler int, what string) (*Handle, error) {
+// pieces' bytes. Its waits for credit end when ctx does.
+func (j *Job) sendVis(ctx context.Context, h *Handle, msgs []visMsg, handler int, what string) (*Handle, error) {
 	if len(msgs) == 0 {
 		return h, nil
 	}
@@ -148,8 +159,8 @@ func (j *Job) sendVis(h *Handle, msgs []visMsg, handler int, what string) (*Hand
 				buf = append(buf, p.Data...)
 			}
 		}
-		if err := j.ep.RequestMedium(h.peer, handler, buf, h.id, uint32(i)); err != nil {
-			j.rma.forget(h)
+		if err := j.ep.RequestMediumContext(ctx, h.peer, handler, buf, h.id, uint32(i)); err != nil {
+			h.abandon() // a get's replies must not write its pieces
 			return nil, j.done(fmt.Errorf("conduit: %s rank %d: %w", what, h.peer, err))
 		}
 	}
@@ -161,6 +172,20 @@ func (j *Job) PutV(dest int, pieces []Piece) error { return wait(j.PutVNB(dest, 
 
 // GetV is GetVNB and a wait for its handle.
 func (j *Job) GetV(src int, pieces []Piece) error { return wait(j.GetVNB(src, pieces)) }
+
+// PutVContext is PutV bounded by ctx, as PutContext.
+func (j *Job) PutVContext(ctx context.Context, dest int, pieces []Piece) error {
+	h, err := j.putVNB(ctx, dest, pieces)
+	return waitContext(ctx, h, err)
+}
+
+// GetVContext is GetV bounded by ctx, as GetContext: when ctx ends first,
+// the pieces' contents are unspecified, and nothing writes into them after
+// it returns.
+func (j *Job) GetVContext(ctx context.Context, src int, pieces []Piece) error {
+	h, err := j.getVNB(ctx, src, pieces)
+	return waitContext(ctx, h, err)
+}
 
 // PutIndexedNB writes len(offsets) pieces of size bytes each, packed one
 // after another in data, piece i at offsets[i] of dest's segment, as
@@ -191,6 +216,24 @@ func (j *Job) PutIndexed(dest int, offsets []uint64, size int, data []byte) erro
 // GetIndexed is GetIndexedNB and a wait for its handle.
 func (j *Job) GetIndexed(src int, offsets []uint64, size int, buf []byte) error {
 	return wait(j.GetIndexedNB(src, offsets, size, buf))
+}
+
+// PutIndexedContext is PutIndexed bounded by ctx, as PutContext.
+func (j *Job) PutIndexedContext(ctx context.Context, dest int, offsets []uint64, size int, data []byte) error {
+	ps, err := indexed(offsets, size, data)
+	if err != nil {
+		return err
+	}
+	return j.PutVContext(ctx, dest, ps)
+}
+
+// GetIndexedContext is GetIndexed bounded by ctx, as GetVContext.
+func (j *Job) GetIndexedContext(ctx context.Context, src int, offsets []uint64, size int, buf []byte) error {
+	ps, err := indexed(offsets, size, buf)
+	if err != nil {
+		return err
+	}
+	return j.GetVContext(ctx, src, ps)
 }
 
 // Strided describes count pieces of size bytes each in a segment: piece i
@@ -229,6 +272,24 @@ func (j *Job) PutStrided(dest int, r Strided, data []byte, dataStride int) error
 // GetStrided is GetStridedNB and a wait for its handle.
 func (j *Job) GetStrided(src int, r Strided, buf []byte, bufStride int) error {
 	return wait(j.GetStridedNB(src, r, buf, bufStride))
+}
+
+// PutStridedContext is PutStrided bounded by ctx, as PutContext.
+func (j *Job) PutStridedContext(ctx context.Context, dest int, r Strided, data []byte, dataStride int) error {
+	ps, err := strided(r, data, dataStride)
+	if err != nil {
+		return err
+	}
+	return j.PutVContext(ctx, dest, ps)
+}
+
+// GetStridedContext is GetStrided bounded by ctx, as GetVContext.
+func (j *Job) GetStridedContext(ctx context.Context, src int, r Strided, buf []byte, bufStride int) error {
+	ps, err := strided(r, buf, bufStride)
+	if err != nil {
+		return err
+	}
+	return j.GetVContext(ctx, src, ps)
 }
 
 // wait waits for h when the call that made it succeeded.

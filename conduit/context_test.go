@@ -1,0 +1,251 @@
+package conduit
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/amudp/amudptest"
+)
+
+// TestContextForms: every Context form returns its context's error when
+// the context ends first (rank 1 is away, polling nothing), and what it
+// leaves behind is as documented: a collective goes on in the background
+// with a copy of this rank's data (rank 1 gets rank 0's original data
+// although rank 0 overwrote it), a request that waited for credit is not
+// sent, a put and an atomic that were sent are done, and a get writes
+// nothing into its buffer once its Context form has returned.
+func TestContextForms(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ran atomic.Int64
+		runJob(t, 2, memNet(amudptest.New(12, 0, 0, 100*time.Microsecond)), false, func(j *Job) {
+			seg, err := j.Attach([]HandlerEntry{{Index: 200, Fn: func(*Token, []uint32, []byte) { ran.Add(1) }}}, 4096)
+			if err != nil {
+				t.Fatal(err)
+			}
+			me := j.Rank()
+			tm, err := j.World().Split(0, me) // a sub-team: the engine's collectives
+			if err != nil {
+				t.Fatal(err)
+			}
+			if me == 1 {
+				time.Sleep(time.Second) // away
+				contextPeer(t, tm)
+			} else {
+				contextTimeouts(t, tm)
+			}
+			if err := tm.Barrier(); err != nil {
+				t.Errorf("rank %d: barrier after the Context forms: %v", me, err)
+			}
+
+			// Requests: 16 (the network depth) take every credit to rank
+			// 1; the next waits for credit, which it never gets in time.
+			if me == 0 {
+				time.Sleep(100 * time.Millisecond) // rank 1 has left the barrier: away
+				for range 16 {
+					if err := j.RequestShort(1, 200); err != nil {
+						t.Fatal(err)
+					}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				err := j.RequestShortContext(ctx, 1, 200)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("RequestShortContext without credit = %v, want the deadline", err)
+				}
+				done, stop := context.WithCancel(context.Background())
+				stop()
+				if err := j.RequestMediumContext(done, 1, 200, []byte{1}); !errors.Is(err, context.Canceled) {
+					t.Errorf("RequestMediumContext with an ended context = %v", err)
+				}
+			} else {
+				time.Sleep(time.Second)
+			}
+			j.Barrier()
+			if me == 1 && ran.Load() != 16 {
+				t.Errorf("the handler ran %d times, want 16: a request whose context ended while it waited for credit was sent", ran.Load())
+			}
+
+			// Remote memory: rank 1 is away again while rank 0 gets, puts
+			// and adds.
+			buf := bytes.Repeat([]byte{0xee}, 8)
+			vbuf := bytes.Repeat([]byte{0xee}, 4)
+			if me == 0 {
+				time.Sleep(100 * time.Millisecond) // rank 1 away
+				short := func() (context.Context, context.CancelFunc) {
+					return context.WithTimeout(context.Background(), 50*time.Millisecond)
+				}
+				for _, c := range []struct {
+					name string
+					call func(context.Context) error
+				}{
+					{"GetContext", func(ctx context.Context) error { return j.GetContext(ctx, 1, 0, buf) }},
+					{"GetVContext", func(ctx context.Context) error {
+						return j.GetVContext(ctx, 1, []Piece{{Offset: 8, Data: vbuf[:2]}, {Offset: 16, Data: vbuf[2:]}})
+					}},
+					{"PutContext", func(ctx context.Context) error { return j.PutContext(ctx, 1, 64, []byte("put data")) }},
+					{"PutStridedContext", func(ctx context.Context) error {
+						return j.PutStridedContext(ctx, 1, Strided{Offset: 256, Stride: 8, Count: 2, Size: 2}, []byte("abcd"), 2)
+					}},
+					{"FetchContext", func(ctx context.Context) error {
+						_, err := NewAtomics[uint64](j).FetchContext(ctx, 1, 128, AtomicAdd, 5, 0)
+						return err
+					}},
+					{"ApplyContext", func(ctx context.Context) error {
+						return NewAtomics[uint64](j).ApplyContext(ctx, 1, 136, AtomicInc, 0, 0)
+					}},
+				} {
+					ctx, cancel := short()
+					if err := c.call(ctx); !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("%s while the target is away = %v, want the deadline", c.name, err)
+					}
+					cancel()
+				}
+			} else {
+				copy(seg, bytes.Repeat([]byte{0x11}, 32))
+				time.Sleep(time.Second)
+			}
+			j.Barrier() // every request of rank 0 answered: the replies have come
+			j.Barrier()
+			if me == 0 {
+				if !bytes.Equal(buf, bytes.Repeat([]byte{0xee}, 8)) || !bytes.Equal(vbuf, bytes.Repeat([]byte{0xee}, 4)) {
+					t.Errorf("gets abandoned by their Context form wrote into their buffers later: %x %x", buf, vbuf)
+				}
+			} else {
+				if got := string(seg[64:72]); got != "put data" {
+					t.Errorf("the put sent before its deadline wrote %q", got)
+				}
+				if got := string([]byte{seg[256], seg[257], seg[264], seg[265]}); got != "abcd" {
+					t.Errorf("the strided put sent before its deadline wrote %q", got)
+				}
+				if a, b := binary.LittleEndian.Uint64(seg[128:]), binary.LittleEndian.Uint64(seg[136:]); a != 5 || b != 1 {
+					t.Errorf("atomics sent before their deadline: words %d and %d, want 5 and 1 (each applied once)", a, b)
+				}
+			}
+		})
+	})
+}
+
+// contextTimeouts is rank 0's part of TestContextForms: each collective's
+// Context form on tm, while rank 1 is away, must end with the deadline;
+// the inputs are overwritten after each returns.
+func contextTimeouts(t *testing.T, tm *Team) {
+	expire := func(name string, call func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if err := call(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s while rank 1 is away = %v, want the deadline", name, err)
+		}
+	}
+	data := []byte("a0")
+	expire("AllGatherContext", func(ctx context.Context) error { _, err := tm.AllGatherContext(ctx, data); return err })
+	copy(data, "XX")
+	expire("BroadcastContext", func(ctx context.Context) error { _, err := tm.BroadcastContext(ctx, 1, nil); return err })
+	g := []byte("g0")
+	expire("GatherContext", func(ctx context.Context) error { _, err := tm.GatherContext(ctx, 0, g); return err })
+	copy(g, "XX")
+	expire("ScatterContext", func(ctx context.Context) error { _, err := tm.ScatterContext(ctx, 1, nil); return err })
+	blocks := []byte("t0t1")
+	expire("AlltoallContext", func(ctx context.Context) error { _, err := tm.AlltoallContext(ctx, blocks); return err })
+	copy(blocks, "XXXX")
+	parts := [][]byte{[]byte("v00"), []byte("v01")}
+	expire("AlltoallvContext", func(ctx context.Context) error { _, err := tm.AlltoallvContext(ctx, parts); return err })
+	copy(parts[1], "XXX")
+	v := []int64{5}
+	expire("AllReduceContext", func(ctx context.Context) error { _, err := AllReduceContext(ctx, tm, Sum, v); return err })
+	v[0] = 1000
+	w := []int64{7}
+	expire("ReduceContext", func(ctx context.Context) error { _, err := ReduceContext(ctx, tm, 1, Sum, w); return err })
+	w[0] = 1000
+	mul := func(a, b int64) int64 { return a * b }
+	x := []int64{3}
+	expire("ReduceFuncContext", func(ctx context.Context) error { _, err := ReduceFuncContext(ctx, tm, 1, mul, x); return err })
+	x[0] = 1000
+	expire("AllReduceFuncContext", func(ctx context.Context) error {
+		_, err := AllReduceFuncContext(ctx, tm, mul, []int64{2})
+		return err
+	})
+	expire("SplitContext", func(ctx context.Context) error { _, err := tm.SplitContext(ctx, 0, 0); return err })
+}
+
+// contextPeer is rank 1's part of TestContextForms: the same collectives,
+// plainly, once back; what rank 0 contributed must be its data as it was
+// when it called.
+func contextPeer(t *testing.T, tm *Team) {
+	check := func(name string, got, want any, err error) {
+		t.Helper()
+		if err != nil || !cmp.Equal(got, want) {
+			t.Errorf("%s on rank 1 = %v, %v; want %v", name, got, err, want)
+		}
+	}
+	all, err := tm.AllGather([]byte("a1"))
+	check("AllGather", all, [][]byte{[]byte("a0"), []byte("a1")}, err)
+	b, err := tm.Broadcast(1, []byte("b1"))
+	check("Broadcast", b, []byte("b1"), err)
+	g, err := tm.Gather(0, []byte("g1"))
+	check("Gather", g, [][]byte(nil), err)
+	s, err := tm.Scatter(1, [][]byte{[]byte("s0"), []byte("s1")})
+	check("Scatter", s, []byte("s1"), err)
+	a, err := tm.Alltoall([]byte("u0u1"))
+	check("Alltoall", a, []byte("t1u1"), err)
+	av, err := tm.Alltoallv([][]byte{[]byte("w10"), []byte("w11")})
+	check("Alltoallv", av, [][]byte{[]byte("v01"), []byte("w11")}, err)
+	sum, err := AllReduce(tm, Sum, []int64{1})
+	check("AllReduce", sum, []int64{6}, err)
+	r, err := Reduce(tm, 1, Sum, []int64{1})
+	check("Reduce", r, []int64{8}, err)
+	mul := func(a, b int64) int64 { return a * b }
+	rf, err := ReduceFunc(tm, 1, mul, []int64{4})
+	check("ReduceFunc", rf, []int64{12}, err)
+	af, err := AllReduceFunc(tm, mul, []int64{5})
+	check("AllReduceFunc", af, []int64{10}, err)
+	sub, err := tm.Split(0, 0)
+	if err != nil || sub.Size() != 2 {
+		t.Errorf("Split on rank 1 = %v, %v", sub, err)
+	}
+}
+
+// TestRequestContextShared: over shared memory (the direct path), a
+// request whose context ends while it waits for credit to a rank that is
+// away is not sent either.
+func TestRequestContextShared(t *testing.T) {
+	var ran atomic.Int64
+	away := make(chan struct{})
+	runJob(t, 2, loopbackShared(t), false, func(j *Job) {
+		if _, err := j.Attach([]HandlerEntry{{Index: 200, Fn: func(*Token, []uint32, []byte) { ran.Add(1) }}}, 64); err != nil {
+			t.Fatal(err)
+		}
+		if j.Rank() == 1 {
+			close(away)
+			time.Sleep(300 * time.Millisecond) // polls nothing
+		} else {
+			<-away
+			for range 16 {
+				if err := j.RequestShort(1, 200); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			err := j.RequestShortContext(ctx, 1, 200)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("RequestShortContext without credit = %v, want the deadline", err)
+			}
+		}
+		j.Barrier()
+		if n := ran.Load(); j.Rank() == 1 && n != 16 {
+			t.Errorf("the handler ran %d times, want 16", n)
+		}
+		if st := j.Endpoint().Stats(); j.Rank() == 0 && st.Sent > 4 {
+			// The requests went through the inboxes, not UDP datagrams.
+			t.Errorf("rank 0 sent %d datagrams: the test did not run over the direct path", st.Sent)
+		}
+	})
+}
