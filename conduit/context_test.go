@@ -249,3 +249,43 @@ func TestRequestContextShared(t *testing.T) {
 		}
 	})
 }
+
+// TestAttachContext: an Attach whose context ends before the other ranks
+// have attached returns the context's error and completes in the
+// background; the rank's segment is then LocalView(Rank()), and Puts work.
+func TestAttachContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runJob(t, 2, memNet(amudptest.New(13, 0, 0, 100*time.Microsecond)), false, func(j *Job) {
+			me := j.Rank()
+			var seg []byte
+			if me == 1 {
+				time.Sleep(time.Second)
+				var err error
+				if seg, err = j.Attach(nil, 64); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				s, err := j.AttachContext(ctx, nil, 64)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) || s != nil {
+					t.Errorf("AttachContext before rank 1 attached = %v, %v; want the deadline", s, err)
+				}
+				if err := j.WaitUntil(func() bool { return j.LocalView(0) != nil }); err != nil {
+					t.Fatal(err)
+				}
+				seg = j.LocalView(0)
+			}
+			if len(seg) != 64 {
+				t.Fatalf("rank %d: segment of %d bytes", me, len(seg))
+			}
+			if err := j.Put(1-me, 0, []byte{byte(10 + me)}); err != nil {
+				t.Errorf("rank %d: put after the attach: %v", me, err)
+			}
+			j.Barrier()
+			if seg[0] != byte(11-me) {
+				t.Errorf("rank %d: segment holds %d, want %d", me, seg[0], 11-me)
+			}
+		})
+	})
+}

@@ -300,6 +300,19 @@ func (j *Job) Endpoint() *amudp.Endpoint { return j.enter() }
 // Get of its own. A bad table or a segment that cannot be allocated is an
 // error, and nothing is registered: the rank may call Attach again.
 func (j *Job) Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
+	return j.attachContext(context.Background(), handlers, segmentSize)
+}
+
+// AttachContext is Attach bounded by ctx: when ctx ends before every rank
+// has attached, it returns ctx's error, and the exchange of segment sizes
+// goes on in the background (the other ranks need this rank's), after
+// which requests, Puts and Gets work as after Attach; the segment is then
+// LocalView(Rank()).
+func (j *Job) AttachContext(ctx context.Context, handlers []HandlerEntry, segmentSize int) ([]byte, error) {
+	return j.attachContext(ctx, handlers, segmentSize)
+}
+
+func (j *Job) attachContext(ctx context.Context, handlers []HandlerEntry, segmentSize int) ([]byte, error) {
 	ep := j.enter()
 	if err := checkTable(handlers); err != nil {
 		return nil, err
@@ -328,20 +341,39 @@ func (j *Job) Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
 	// Every rank's segment size, and the path by which the ranks of its
 	// shared-memory group map it ("" for none).
 	b := binary.LittleEndian.AppendUint64(nil, uint64(segmentSize))
-	parts, err := j.AllGather(append(b, j.nb.path()...))
-	if err != nil {
-		return nil, err
-	}
-	segs, paths := make([]uint64, len(parts)), make([]string, len(parts))
-	for i, p := range parts {
-		if len(p) >= 8 {
-			segs[i], paths[i] = binary.LittleEndian.Uint64(p), string(p[8:])
+	exchange := func() error {
+		parts, err := j.AllGather(append(b, j.nb.path()...))
+		if err != nil {
+			return err
 		}
+		segs, paths := make([]uint64, len(parts)), make([]string, len(parts))
+		for i, p := range parts {
+			if len(p) >= 8 {
+				segs[i], paths[i] = binary.LittleEndian.Uint64(p), string(p[8:])
+			}
+		}
+		j.segs = segs
+		j.nb.setPaths(paths)
+		j.attached.Store(true)
+		return nil
 	}
-	j.segs = segs
-	j.nb.setPaths(paths)
-	j.attached.Store(true)
-	return seg, nil
+	if ctx.Done() == nil {
+		if err := exchange(); err != nil {
+			return nil, err
+		}
+		return seg, nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- exchange() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, err
+		}
+		return seg, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // checkTable checks a handler table: client indexes, each once, no nil
