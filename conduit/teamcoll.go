@@ -337,6 +337,10 @@ func (t *Team) gather(root int, data []byte) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if w := t.j.bar.words; t.whole() && w != nil && w.whole {
+		out, err := c.wordGather(w, root, data)
+		return out, c.end(err)
+	}
 	out, err := c.gather(root, data, 0)
 	return out, c.end(err)
 }

@@ -58,9 +58,28 @@ const (
 	// a slot.
 	maxTreePart = slotSize - 24
 	// offCombined is where the leader's buffer of an all-gather's parts
-	// begins (see combine), to the end of the area: the all-gather's
-	// number, the parts' total length, and the parts.
+	// begins (see combine), to endCombined: the all-gather's number, the
+	// parts' total length, and the parts.
 	offCombined = offTreeSlots + 2*slotSize
+	endCombined = offGatherRead
+	// offGatherRead is where the gatherSlots words lie, one for each
+	// residue of a team collective's number modulo gatherSlots, in which
+	// the root of a gather on shared words (wordGather) says which
+	// gather's part it has read from this rank's gather slot of that
+	// residue; then the gather slots, to the end of the area: the
+	// gather's number (the team's), the part's length (gatherOversize
+	// when it goes by message) and the root. Eight slots let a non-root
+	// run up to eight gathers ahead of a slow root (two: twice the time
+	// a gather at N = 8 on 2 CPUs; sixteen: no clear gain).
+	offGatherRead  = offGatherSlots - 8*gatherSlots
+	offGatherSlots = amudp.AreaSize - gatherSlots*gatherSlotSize
+	gatherSlots    = 8
+	gatherSlotSize = 256
+	// maxGatherPart is the largest part a gather passes in a slot.
+	maxGatherPart = gatherSlotSize - 24
+	// gatherOversize, as a gather slot's length, says that the part goes
+	// to the root by message.
+	gatherOversize = ^uint64(0)
 	// combinedDirect, as the buffer's length, says that the parts did
 	// not fit in it and are read from the slots.
 	combinedDirect = slotTooLarge - 1
@@ -346,8 +365,8 @@ func (j *Job) wordAllGather(w *words, n uint64, data []byte, kind uint64) (parts
 		case size == combinedMismatch:
 			return nil, false, fmt.Errorf("%w: ranks of the group called %s and another collective at once", ErrCollectiveMismatch, slotKindName(kind))
 		case size != combinedDirect:
-			if size > uint64(len(lead)-offCombined-16) {
-				return nil, false, fmt.Errorf("the parts in shared memory have %d bytes, more than the buffer's %d", size, len(lead)-offCombined-16)
+			if size > uint64(endCombined-offCombined-16) {
+				return nil, false, fmt.Errorf("the parts in shared memory have %d bytes, more than the buffer's %d", size, endCombined-offCombined-16)
 			}
 			parts, err := splitParts(lead[offCombined+16:offCombined+16+int(size)], len(w.group))
 			return parts, err == nil, err
@@ -411,7 +430,7 @@ func (w *words) combine(n, kind uint64) error {
 	if err != nil {
 		return err
 	}
-	buf := lead[offCombined+16 : offCombined+16 : len(lead)]
+	buf := lead[offCombined+16 : offCombined+16 : endCombined]
 	size := uint64(0)
 	for i := range w.group {
 		p, err := w.slotPart(i, n, kind)

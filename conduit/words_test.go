@@ -370,3 +370,104 @@ func TestWordsAlltoallMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestWordsGather: a gather of the whole job gives its root every rank's
+// part in rank order, for parts of every size (none, one byte, eight, the
+// largest that fits a gather slot, and one byte more, which goes to the
+// root by message), to a root that changes from gather to gather, 40 in a
+// row with no other synchronisation, then 24 to a root that starts late
+// (non-roots run ahead, and each slot is reused only once its last root
+// has read it). In one group, gathers whose parts fit send nothing but
+// answers to retransmissions.
+func TestWordsGather(t *testing.T) {
+	for _, m := range wordModes {
+		for _, n := range []int{1, 2, 5, 8} {
+			t.Run(fmt.Sprintf("%s/N=%d", m.name, n), func(t *testing.T) {
+				sizes := []int{0, 1, 8, maxGatherPart, maxGatherPart + 1, 8}
+				part := func(from, round int) []byte {
+					b := make([]byte, sizes[round%len(sizes)])
+					for i := range b {
+						b[i] = byte(from*31 + round + i)
+					}
+					return b
+				}
+				var quiet, resent [8]uint64
+				res, _ := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
+					me := j.Rank()
+					fresh := func() uint64 { s := j.ep.Stats(); return sentBy(j) - s.Retransmits - s.ReplyResends }
+					defer func() { resent[me] = j.ep.Stats().Retransmits }()
+					for round := range 40 {
+						root := (round * 3) % n
+						before := fresh()
+						got, err := j.World().Gather(root, part(me, round))
+						if err != nil {
+							t.Errorf("rank %d, gather %d: %v", me, round, err)
+							return
+						}
+						if me != root {
+							if got != nil {
+								t.Errorf("rank %d, gather %d to %d: a non-root got %d parts", me, round, root, len(got))
+							}
+						} else {
+							for from := range n {
+								if from >= len(got) || !bytes.Equal(got[from], part(from, round)) {
+									t.Errorf("rank %d, gather %d: part of rank %d wrong", me, round, from)
+									break
+								}
+							}
+						}
+						// Quiet: this round fit, and the one before (whose
+						// root may still answer messages in this one).
+						if fits := func(r int) bool { return len(part(me, r)) <= maxGatherPart }; round > 0 && fits(round) && fits(round-1) {
+							quiet[me] += fresh() - before
+						}
+					}
+					// A slow root: the others run up to gatherSlots gathers
+					// ahead, and wait for it to read their slots.
+					j.Barrier()
+					if me == 0 {
+						time.Sleep(50 * time.Millisecond)
+					}
+					for round := range 3 * gatherSlots {
+						got, err := j.World().Gather(0, []byte{byte(me), byte(round)})
+						if err != nil {
+							t.Errorf("rank %d, gather %d to a slow root: %v", me, round, err)
+							return
+						}
+						for from := range got {
+							if !bytes.Equal(got[from], []byte{byte(from), byte(round)}) {
+								t.Errorf("slow root, gather %d: rank %d's part is %v", round, from, got[from])
+							}
+						}
+					}
+					j.Barrier()
+				})
+				checkQuiet(t, res, m.size == 0, quiet[:n], resent[:n], "gathers whose parts fit their slots")
+			})
+		}
+	}
+}
+
+// TestWordsGatherRootsDiffer: ranks 0 and 1 each take themselves for the
+// root of one gather on shared words: each finds the other's slot naming
+// another root, and the job never goes on as if it had matched (the
+// members that returned already learn of it and abort it).
+func TestWordsGatherRootsDiffer(t *testing.T) {
+	res, _ := runJob(t, 4, loopbackShared(t), false, func(j *Job) {
+		root := 0
+		if j.Rank() == 1 {
+			root = 1
+		}
+		_, err := j.World().Gather(root, []byte{byte(j.Rank())})
+		if err != nil && !errors.Is(err, ErrCollectiveMismatch) {
+			t.Errorf("rank %d: %v", j.Rank(), err)
+		}
+		j.Barrier()
+		if j.Rank() <= 1 && err == nil {
+			t.Errorf("rank %d: a gather to two roots returned nil on a root", j.Rank())
+		}
+	})
+	if res.Code != 1 || !strings.Contains(res.Why, "gather to team rank") {
+		t.Errorf("job ended %d (%q), %q; want an abort naming the roots", res.Code, res.Ends, res.Why)
+	}
+}
