@@ -75,7 +75,9 @@ func (e *Endpoint) RequestMediumContext(ctx context.Context, dest, handler int, 
 }
 
 // RequestLongContext is RequestLong bounded by ctx, as
-// RequestShortContext.
+// RequestShortContext; to a peer whose segment this process maps, the
+// payload is written there before the request waits, so a request not
+// sent may have written it.
 func (e *Endpoint) RequestLongContext(ctx context.Context, dest, handler int, payload []byte, offset uint64, args ...uint32) error {
 	return e.requestContext(ctx, dest, Long, handler, payload, offset, args)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -288,4 +289,67 @@ func TestAttachContext(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestAttachContextKeepsOrder: an AttachContext whose context has ended
+// already still takes its place in the rank's order of all-gathers before
+// the rank's next one, as it does on the other ranks.
+func TestAttachContextKeepsOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runJob(t, 2, memNet(amudptest.New(14, 0, 0, 100*time.Microsecond)), false, func(j *Job) {
+			me := j.Rank()
+			if me == 0 {
+				done, stop := context.WithCancel(context.Background())
+				stop()
+				if _, err := j.AttachContext(done, nil, 64); !errors.Is(err, context.Canceled) {
+					t.Errorf("AttachContext with an ended context = %v", err)
+				}
+			} else if _, err := j.Attach(nil, 128); err != nil {
+				t.Fatal(err)
+			}
+			parts, err := j.AllGather([]byte(fmt.Sprintf("user data of %d", me)))
+			if err != nil || len(parts) != 2 || string(parts[1-me]) != fmt.Sprintf("user data of %d", 1-me) {
+				t.Errorf("rank %d: the all-gather after the attach gave %q, %v", me, parts, err)
+			}
+			if err := j.WaitUntil(func() bool { return j.SegmentSize(1-me) != 0 }); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := j.SegmentSize(1-me), 64+64*(1-me); got != want {
+				t.Errorf("rank %d: rank %d's segment size %d, want %d", me, 1-me, got, want)
+			}
+		})
+	})
+}
+
+// TestGetFromHandlerRefused: a get started inside a handler is refused
+// with ErrRequestInHandler (as every request there is), at once.
+func TestGetFromHandlerRefused(t *testing.T) {
+	var got [3]error
+	var ran atomic.Bool
+	runJob(t, 2, loopbackUDP, false, func(j *Job) {
+		_, err := j.Attach([]HandlerEntry{{Index: 200, Fn: func(tok *Token, _ []uint32, _ []byte) {
+			buf := make([]byte, 8)
+			_, got[0] = j.GetNB(0, 0, buf)
+			_, got[1] = j.GetVNB(0, []Piece{{Offset: 0, Data: buf}})
+			_, got[2] = j.PutVNB(0, []Piece{{Offset: 0, Data: buf}})
+			ran.Store(true)
+		}}}, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Rank() == 0 {
+			if err := j.RequestShort(1, 200); err != nil {
+				t.Fatal(err)
+			}
+		}
+		j.Barrier()
+	})
+	if !ran.Load() {
+		t.Fatal("the handler did not run")
+	}
+	for i, err := range got {
+		if !errors.Is(err, ErrRequestInHandler) {
+			t.Errorf("call %d inside a handler: %v, want ErrRequestInHandler", i, err)
+		}
+	}
 }

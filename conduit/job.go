@@ -341,8 +341,17 @@ func (j *Job) attachContext(ctx context.Context, handlers []HandlerEntry, segmen
 	// Every rank's segment size, and the path by which the ranks of its
 	// shared-memory group map it ("" for none).
 	b := binary.LittleEndian.AppendUint64(nil, uint64(segmentSize))
+	// The exchange takes its place in the order of the rank's all-gathers
+	// here, whether it runs here or goes on in the background.
+	j.gat.lock.Lock()
+	n, err := j.nextGather()
+	if err != nil {
+		j.gat.lock.Unlock()
+		return nil, err
+	}
 	exchange := func() error {
-		parts, err := j.AllGather(append(b, j.nb.path()...))
+		defer j.gat.lock.Unlock()
+		parts, err := j.allGatherNumbered(n, append(b, j.nb.path()...))
 		if err != nil {
 			return err
 		}
@@ -472,7 +481,9 @@ func (j *Job) RequestMediumContext(ctx context.Context, dest, handler int, paylo
 }
 
 // RequestLongContext is RequestLong bounded by ctx, as
-// RequestShortContext.
+// RequestShortContext; to a rank whose segment this process maps
+// (LocalView), the payload is written there before the request waits, so
+// a request not sent may have written it.
 func (j *Job) RequestLongContext(ctx context.Context, dest, handler int, payload []byte, offset uint64, args ...uint32) error {
 	ep, err := j.clientCall(handler)
 	if err != nil {
@@ -610,6 +621,13 @@ func (j *Job) AllGather(data []byte) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return j.allGatherNumbered(n, data)
+}
+
+// allGatherNumbered runs all-gather n (nextGather); the caller holds
+// j.gat.lock.
+func (j *Job) allGatherNumbered(n uint64, data []byte) ([][]byte, error) {
+	var err error
 	if w := j.bar.words; w != nil && w.whole {
 		parts, ok, err := j.wordAllGather(w, n, data, slotAllGather)
 		if err != nil {

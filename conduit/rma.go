@@ -239,11 +239,24 @@ func waitContext(ctx context.Context, h *Handle, err error) error {
 
 // abandon forgets h, whose operation has not completed, so that no reply
 // of it writes into the caller's memory from now on: once forgotten, the
-// handlers drop its replies, and the poll pass in progress (whose
-// handlers may have looked h up) ends before abandon returns.
+// handlers drop its replies (each looks h up under rma.mu), and the poll
+// pass in progress (whose handlers may have looked h up) ends before
+// abandon returns. Not from a handler, whose own pass would never end.
 func (h *Handle) abandon() {
 	h.job.rma.forget(h)
 	h.job.ep.Fence()
+}
+
+// giveUp forgets h after sent of its requests went out and the next
+// failed: abandoned when some did, forgotten only when none did (the
+// failure may be a request refused inside a handler, where abandon
+// would wait for its own pass).
+func (h *Handle) giveUp(sent int) {
+	if sent == 0 {
+		h.job.rma.forget(h)
+		return
+	}
+	h.abandon()
 }
 
 // GetNB starts reading len(buf) bytes at offset of src's segment into buf.
@@ -273,7 +286,7 @@ func (j *Job) getNB(ctx context.Context, src int, offset uint64, buf []byte) (*H
 		n := min(MaxMedium, len(buf)-i*MaxMedium)
 		off := offset + uint64(i*MaxMedium)
 		if err := j.ep.RequestShortContext(ctx, src, hGetReq, uint32(off), uint32(off>>32), uint32(n), h.id, uint32(i*MaxMedium)); err != nil {
-			h.abandon() // replies of the requests sent must not write buf
+			h.giveUp(i) // replies of the requests sent must not write buf
 			return nil, j.done(fmt.Errorf("conduit: get from rank %d: %w", src, err))
 		}
 	}

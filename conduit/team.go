@@ -433,10 +433,10 @@ func (c *teamCall) recv(r, step int) ([]byte, error) {
 	if err := j.wait(func() bool { return box.ready(k) || box.hasFailed(k.id, k.seq) }); err != nil {
 		return nil, err
 	}
-	if why, ok := box.failure(k.id, k.seq); ok {
+	m, why, failed := box.takeOrFailure(k)
+	if failed {
 		return nil, failedTeamCall(why)
 	}
-	m := box.take(k)
 	b, err := m.take()
 	if err != nil {
 		return nil, c.mismatch(fmt.Errorf("from team rank %d: %v", r, err))
@@ -643,11 +643,16 @@ func (b *teamBox) ready(k teamKey) bool {
 	return m != nil && m.done.Load()
 }
 
-// take removes message k, which ready reported.
-func (b *teamBox) take(k teamKey) *teamMsg {
+// takeOrFailure removes message k, which ready reported, or returns what
+// its collective failed with (a failure notice drops the collective's
+// messages, so that one may have come since ready).
+func (b *teamBox) takeOrFailure(k teamKey) (m *teamMsg, why string, failed bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	m := b.in[k]
+	if why, ok := b.failed[teamSeq{k.id, k.seq}]; ok {
+		return nil, why, true
+	}
+	m = b.in[k]
 	delete(b.in, k)
-	return m
+	return m, "", false
 }

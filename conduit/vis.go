@@ -160,7 +160,7 @@ func (j *Job) sendVis(ctx context.Context, h *Handle, msgs []visMsg, handler int
 			}
 		}
 		if err := j.ep.RequestMediumContext(ctx, h.peer, handler, buf, h.id, uint32(i)); err != nil {
-			h.abandon() // a get's replies must not write its pieces
+			h.giveUp(i) // a get's replies must not write its pieces
 			return nil, j.done(fmt.Errorf("conduit: %s rank %d: %w", what, h.peer, err))
 		}
 	}
