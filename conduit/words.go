@@ -334,14 +334,7 @@ func (j *Job) wordAllGather(w *words, n uint64, data []byte, kind uint64) (parts
 	if err != nil {
 		return nil, false, err
 	}
-	s := slot(own, n)
-	binary.LittleEndian.PutUint64(s, n)
-	if len(data) > maxSlotPart {
-		binary.LittleEndian.PutUint64(s[8:], slotOversize|kind<<slotKindShift)
-	} else {
-		binary.LittleEndian.PutUint64(s[8:], uint64(len(data))|kind<<slotKindShift)
-		copy(s[16:], data)
-	}
+	w.writeSlot(own, n, data, kind)
 	err = j.waitIn("all-gather", n, j.gat.index, func() error {
 		if w.dissem {
 			return j.disseminate(w, &syncGather, n, false)
@@ -395,6 +388,21 @@ func (j *Job) wordAllGather(w *words, n uint64, data []byte, kind uint64) (parts
 	return parts, true, nil
 }
 
+// writeSlot writes data, the part of this rank (whose area is own) in
+// all-gather n of kind, into its slot, the number last (an atomic store:
+// a rank that polls the slot, as wordAlltoall does, finds the rest
+// written once it finds the number).
+func (w *words) writeSlot(own []byte, n uint64, data []byte, kind uint64) {
+	s := slot(own, n)
+	if len(data) > maxSlotPart {
+		binary.LittleEndian.PutUint64(s[8:], slotOversize|kind<<slotKindShift)
+	} else {
+		binary.LittleEndian.PutUint64(s[8:], uint64(len(data))|kind<<slotKindShift)
+		copy(s[16:], data)
+	}
+	word(s, 0).Store(n)
+}
+
 // slotPart returns the part in the slot of the group's i-th rank for
 // all-gather n of kind; nil, and no error, when it was too large for its
 // slot; an ErrCollectiveMismatch when that rank wrote another kind's.
@@ -404,7 +412,7 @@ func (w *words) slotPart(i int, n, kind uint64) ([]byte, error) {
 		return nil, err
 	}
 	s := slot(a, n)
-	m, size := binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])
+	m, size := word(s, 0).Load(), binary.LittleEndian.Uint64(s[8:])
 	k, size := size>>slotKindShift, size&(1<<slotKindShift-1)
 	switch {
 	case m != n:
@@ -626,12 +634,19 @@ func (j *Job) setWords(w *words, leaders []int) {
 }
 
 // wordAlltoall runs an all-to-all of the whole job, which is one group
-// (w.whole), on the all-gather's slots: each rank writes all its blocks
-// (data, Size() blocks of b bytes) into its slot, the group synchronises
-// as for an all-gather, and each rank copies its block out of every slot.
-// It shares the all-gather's lock and numbering. ok false (and no error):
-// no words, or some rank's blocks did not fit its slot, which every rank
-// saw; the caller then runs it over messages.
+// (w.whole), on the all-gather's slots, under its lock and numbering:
+// each rank writes all its blocks (data, Size() blocks of b bytes) into
+// its slot, waits until every rank's slot holds this all-to-all's number,
+// and copies its block out of each: one rank's write away from its
+// result, with no leader between. It arrives (or, by dissemination,
+// posts its rounds) as an all-gather does without waiting on them, so
+// that ranks of the group in an all-gather of the same number (another
+// collective: a mismatch) find its slot and fail instead of waiting; the
+// leader also releases the number, with its buffer marked to be read
+// from the slots. A rank rewrites its slot of parity n&1 only at n+2,
+// after it saw every slot at n+1, which each rank wrote after it read n.
+// ok false (and no error): no words, or some rank's blocks did not fit
+// its slot, which every rank saw; the caller then runs it over messages.
 func (j *Job) wordAlltoall(data []byte, b int) (out []byte, ok bool, err error) {
 	w := j.bar.words
 	if w == nil || !w.whole {
@@ -644,20 +659,91 @@ func (j *Job) wordAlltoall(data []byte, b int) (out []byte, ok bool, err error) 
 	if err != nil {
 		return nil, false, err
 	}
-	parts, ok, err := j.wordAllGather(w, n, data, slotAlltoall)
-	if err != nil {
+	fail := func(err error) ([]byte, bool, error) {
 		return nil, false, j.done(fmt.Errorf("all-to-all (all-gather %d): %w", n, err))
 	}
-	if !ok {
+	own, err := w.area(w.me)
+	if err != nil {
+		return fail(err)
+	}
+	w.writeSlot(own, n, data, slotAlltoall)
+	switch {
+	case w.dissem:
+		for i := 0; 1<<i < len(w.group); i++ {
+			if err := w.post(&syncGather, i, n); err != nil {
+				return fail(err)
+			}
+		}
+	case !w.leads():
+		if err := w.arrive(&syncGather, n); err != nil {
+			return fail(err)
+		}
+	}
+	for i, addr := range w.addrs {
+		if i != w.me {
+			if err := w.sh.Notify(addr); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	slots := make([][]byte, len(w.group))
+	for i := range slots {
+		a, err := w.area(i)
+		if err != nil {
+			return fail(err)
+		}
+		slots[i] = slot(a, n)
+	}
+	next := 0 // the slots before next hold n
+	err = j.waitIn("all-gather", n, j.gat.index, func() error {
+		return j.wordWait(w, func() bool {
+			for ; next < len(slots); next++ {
+				if word(slots[next], 0).Load() < n {
+					return false
+				}
+			}
+			return true
+		})
+	})
+	if err != nil {
+		return fail(err)
+	}
+	// Every slot is looked at before a part too large decides: every
+	// rank then sees a mismatch anywhere in the group.
+	out = make([]byte, 0, len(data))
+	tooLarge := false
+	var mismatch error
+	for i := range w.group {
+		p, err := w.slotPart(i, n, slotAlltoall)
+		switch {
+		case errors.Is(err, ErrCollectiveMismatch):
+			mismatch = err
+		case err != nil:
+			return fail(err)
+		case p == nil:
+			tooLarge = true
+		case len(p) != len(data):
+			mismatch = fmt.Errorf("%w: all-to-all: rank %d passed %d bytes, rank %d %d", ErrCollectiveMismatch, w.group[i], len(p), j.rank, len(data))
+		default:
+			out = append(out, p[w.me*b:(w.me+1)*b]...)
+		}
+	}
+	if w.leads() && !w.dissem {
+		// Ranks in an all-gather of this number (a mismatch) wait for
+		// its release, and then read the slots.
+		lead := own
+		binary.LittleEndian.PutUint64(lead[offCombined:], n)
+		binary.LittleEndian.PutUint64(lead[offCombined+8:], combinedDirect)
+		if err := w.release(&syncGather, n); err != nil {
+			return fail(err)
+		}
+	}
+	switch {
+	case mismatch != nil:
+		return fail(mismatch)
+	case tooLarge:
 		return nil, false, nil
 	}
 	j.ep.Fence()
-	out = make([]byte, 0, len(data))
-	for r, p := range parts {
-		if len(p) != len(data) {
-			return nil, false, j.done(fmt.Errorf("%w: all-to-all: rank %d passed %d bytes, rank %d %d", ErrCollectiveMismatch, w.group[r], len(p), j.rank, len(data)))
-		}
-		out = append(out, p[w.me*b:(w.me+1)*b]...)
-	}
 	return out, true, nil
 }
