@@ -69,7 +69,7 @@ for n in ${SHM_BENCH_COLL_N:-2 8}; do
   : >"$tmp/mcoll.out"
   [ -n "$coll" ] && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
     timeout 300 mpirun.openmpi -np "$n" --mca btl vader,self "$tmp/coll" "$it" >"$tmp/mcoll.out" 2>/dev/null || true
-  for c in barrier allgather broadcast allreduce; do
+  for c in barrier allgather broadcast allreduce gather alltoall; do
     u=$(awk -v k="$c" '$1 == k { print $6 }' "$tmp/coll.out")
     m=$(awk -v k="mpi_$c" '$1 == k { print $6 }' "$tmp/mcoll.out")
     printf '%-12s %4s %12s %12s %9s\n' "$c" "$n" "${u:--}" "${m:--}" "$(ratio "$u" "$m")"
