@@ -1,7 +1,7 @@
 // Package envconf is udpconduit's configuration: every setting as a field
-// of Config with its GASNET_ name, default, range and description in the
-// field's tags (the one source of truth: the README's table and -h are
-// generated from them), read from the environment as GASNET_X, AMUDP_X or
+// of Config with its GASNET_ name, default and range in the field's tags
+// and its description in descriptions (the one source of truth: the
+// README's table and -h are generated from them), read from the environment as GASNET_X, AMUDP_X or
 // the documented bare X, checked against its range with a one-line error
 // that names the variable and what it accepts, and the warning for a
 // GASNET_/AMUDP_ variable that no setting has.
@@ -25,60 +25,60 @@ import (
 	"github.com/udpconduit/udpconduit/retransmit"
 )
 
-// Config is every setting of udpconduit, read from the environment. It is
-// the only source of truth: the README's variable table is generated from
-// these tags (DESIGN.md §10). Each variable is read as GASNET_X, then
+// Config is every setting of udpconduit, read from the environment. With
+// descriptions (descs.go) it is the only source of truth: the README's
+// variable table is generated from these tags (DESIGN.md §10). Each variable is read as GASNET_X, then
 // AMUDP_X, and bare X only where the `bare` tag says the reference documents
 // it.
 type Config struct {
-	SpawnFn       string `envconfig:"GASNET_SPAWNFN" default:"" desc:"spawner: L (fork/exec on this host), S (ssh), C (custom command); empty picks S when SSH_SERVERS or SSH_NODEFILE is set, C when CSPAWN_CMD is set, C with srun inside a SLURM allocation (SLURM_JOB_ID set), else L"`
-	SSHCmd        string `envconfig:"GASNET_SSH_CMD" default:"" desc:"external ssh client (ssh, rsh or a wrapper) instead of the built-in one" bare:"SSH_CMD"`
-	SSHServers    string `envconfig:"GASNET_SSH_SERVERS" default:"" desc:"hosts for the S spawner, separated by space , / ; or :" bare:"SSH_SERVERS"`
-	SSHOptions    string `envconfig:"GASNET_SSH_OPTIONS" default:"" desc:"options for the ssh client, in OpenSSH syntax; the built-in client honours -p -l -i -F -J -q (-T -x -a -n -C change nothing) and -o HostName, Port, User, IdentityFile, IdentitiesOnly, UserKnownHostsFile, GlobalKnownHostsFile, StrictHostKeyChecking (yes, accept-new, no), HostKeyAlias, ConnectTimeout, ProxyJump, ServerAliveInterval, BatchMode, LogLevel, PasswordAuthentication, KbdInteractiveAuthentication; others need SSH_CMD=ssh" bare:"SSH_OPTIONS"`
-	SSHNodeFile   string `envconfig:"GASNET_SSH_NODEFILE" default:"" desc:"ours: file of hosts for the S spawner, one per line in rank order (as $PBS_NODEFILE or scontrol show hostnames), when SSH_SERVERS is unset" bare:"SSH_NODEFILE"`
-	SSHCache      string `envconfig:"GASNET_SSH_CACHE" default:".cache/udpconduit/bin" desc:"ours: where the S spawner stages the program on a host that lacks it or has another version (compared by size and SHA-256 over sftp), one directory per hash, reused by later jobs; relative to the remote home"`
-	SSHOutDegree  int    `envconfig:"GASNET_SSH_OUT_DEGREE" default:"0" range:"1..4096" special:"0=no tree" desc:"ours: spawn tree of the S spawner: the console starts this many workers over ssh and each worker starts as many more (worker i starts d·(i+1) .. d·(i+1)+d−1), so no process holds more than this many ssh connections; each host must reach its children with its own keys and ssh_config; 0 = the console starts every worker"`
-	SSHRemotePath string `envconfig:"GASNET_SSH_REMOTE_PATH" default:"" desc:"working directory of remote workers (default: the console's)" bare:"SSH_REMOTE_PATH"`
-	CSpawnCmd     string `envconfig:"GASNET_CSPAWN_CMD" default:"" desc:"custom spawn command, run once by /bin/sh: %N count, %C worker command (quoted), %D cwd, %P program, %M servers, %% percent; default inside a SLURM allocation: srun -n %N %C" bare:"CSPAWN_CMD"`
-	CSpawnServers string `envconfig:"GASNET_CSPAWN_SERVERS" default:"" desc:"server list for %M of CSPAWN_CMD (first N, space-separated); separators space , / ; :" bare:"CSPAWN_SERVERS"`
-	CSpawnRoute   bool   `envconfig:"GASNET_CSPAWN_ROUTE_OUTPUT" default:"false" desc:"route worker output through the console under the C spawner (else the launcher forwards it)"`
+	SpawnFn       string `envconfig:"GASNET_SPAWNFN" default:""`
+	SSHCmd        string `envconfig:"GASNET_SSH_CMD" default:"" bare:"SSH_CMD"`
+	SSHServers    string `envconfig:"GASNET_SSH_SERVERS" default:"" bare:"SSH_SERVERS"`
+	SSHOptions    string `envconfig:"GASNET_SSH_OPTIONS" default:"" bare:"SSH_OPTIONS"`
+	SSHNodeFile   string `envconfig:"GASNET_SSH_NODEFILE" default:"" bare:"SSH_NODEFILE"`
+	SSHCache      string `envconfig:"GASNET_SSH_CACHE" default:".cache/udpconduit/bin"`
+	SSHOutDegree  int    `envconfig:"GASNET_SSH_OUT_DEGREE" default:"0" range:"1..4096" special:"0=no tree"`
+	SSHRemotePath string `envconfig:"GASNET_SSH_REMOTE_PATH" default:"" bare:"SSH_REMOTE_PATH"`
+	CSpawnCmd     string `envconfig:"GASNET_CSPAWN_CMD" default:"" bare:"CSPAWN_CMD"`
+	CSpawnServers string `envconfig:"GASNET_CSPAWN_SERVERS" default:"" bare:"CSPAWN_SERVERS"`
+	CSpawnRoute   bool   `envconfig:"GASNET_CSPAWN_ROUTE_OUTPUT" default:"false"`
 
-	NetworkDepth int  `envconfig:"GASNET_NETWORKDEPTH" default:"128" range:"1..1024" desc:"outstanding requests per peer"`
-	RecvDepth    int  `envconfig:"GASNET_RECVDEPTH" default:"0" range:"1..65534" special:"0=the default" desc:"messages handled per poll; 0 = 2 × depth × min(max(1,N−1),4), at most 65534"`
-	SendDepth    int  `envconfig:"GASNET_SENDDEPTH" default:"0" range:"1..1048576" special:"0=the default,-1=unlimited" desc:"outstanding requests over all peers; 0 = depth × min(max(1,N−1),4); -1 = unlimited"`
-	AuthPayload  bool `envconfig:"GASNET_AUTH_PAYLOAD" default:"false" desc:"ours: extend each datagram's MAC (SipHash-2-4 keyed by the job secret) over its payload, so that a forged or altered payload is dropped too; headers, arguments and acknowledgements are always authenticated. Costs about 1 ns per payload byte on each side"`
-	SockBufInit  int  `envconfig:"GASNET_SOCKETBUFFER_INITIAL" default:"1048576" range:"4096..1073741824" special:"0=the system's default" desc:"UDP socket buffer bytes requested at start"`
-	SockBufMax   int  `envconfig:"GASNET_SOCKETBUFFER_MAX" default:"4194304" range:"4096..1073741824" desc:"UDP socket buffer bytes the buffers may grow to"`
+	NetworkDepth int  `envconfig:"GASNET_NETWORKDEPTH" default:"128" range:"1..1024"`
+	RecvDepth    int  `envconfig:"GASNET_RECVDEPTH" default:"0" range:"1..65534" special:"0=the default"`
+	SendDepth    int  `envconfig:"GASNET_SENDDEPTH" default:"0" range:"1..1048576" special:"0=the default,-1=unlimited"`
+	AuthPayload  bool `envconfig:"GASNET_AUTH_PAYLOAD" default:"false"`
+	SockBufInit  int  `envconfig:"GASNET_SOCKETBUFFER_INITIAL" default:"1048576" range:"4096..1073741824" special:"0=the system's default"`
+	SockBufMax   int  `envconfig:"GASNET_SOCKETBUFFER_MAX" default:"4194304" range:"4096..1073741824"`
 
-	ReqTimeoutMax     int64  `envconfig:"GASNET_REQUESTTIMEOUT_MAX" default:"30000000" range:"1000..3600000000" special:"0=never give up" desc:"µs: longest retransmission wait of the reference schedule, and its last term: a peer that sends nothing for the schedule's sum (81.1 s by default) makes its requests undeliverable; 0 = never give up. Ours: the waits themselves stop growing at 250 ms (at the first wait, if longer), so that a peer that is alive but idle is asked again at least that often under heavy loss"`
-	ReqTimeoutInitial int64  `envconfig:"GASNET_REQUESTTIMEOUT_INITIAL" default:"100000" range:"100..60000000" desc:"µs: first retransmission wait before an RTT estimate exists (and its upper bound). Unset, on a host with more ranks than CPUs it is at least 2 ms per rank per CPU (1.024 s for 1024 ranks on 2), at most GASNET_REQUESTTIMEOUT_MAX: a peer answers only when the scheduler runs it; GASNET_VERBOSEENV says so"`
-	ReqTimeoutBackoff uint32 `envconfig:"GASNET_REQUESTTIMEOUT_BACKOFF" default:"2" range:"1..64" desc:"multiplier of each further retransmission wait while the peer is silent"`
+	ReqTimeoutMax     int64  `envconfig:"GASNET_REQUESTTIMEOUT_MAX" default:"30000000" range:"1000..3600000000" special:"0=never give up"`
+	ReqTimeoutInitial int64  `envconfig:"GASNET_REQUESTTIMEOUT_INITIAL" default:"100000" range:"100..60000000"`
+	ReqTimeoutBackoff uint32 `envconfig:"GASNET_REQUESTTIMEOUT_BACKOFF" default:"2" range:"1..64"`
 
-	RouteOutput bool   `envconfig:"GASNET_ROUTE_OUTPUT" default:"true" desc:"route worker stdout/stderr through the console, line-buffered per worker (L and S)"`
-	OutputLabel bool   `envconfig:"GASNET_OUTPUT_LABEL" default:"false" desc:"ours: prefix each routed output line with its rank, as srun -l and mpirun --tag-output do: [R] on stdout, [R stderr] on stderr (amudprun -l)"`
-	OutputDir   string `envconfig:"GASNET_OUTPUT_DIR" default:"" desc:"ours: write each rank's routed output to files of its own in this directory (created if missing), rank.R.stdout and rank.R.stderr, instead of the console's, as mpirun --output-filename does (amudprun -output-dir DIR)"`
-	LineBufSize int    `envconfig:"GASNET_LINEBUFFERSZ" default:"1024" range:"1..1048576" special:"0=unbuffered" desc:"bytes of a routed output line buffer; 0 = pass bytes as they come"`
-	MasterIP    string `envconfig:"GASNET_MASTERIP" default:"" desc:"address workers use to reach the console; default 127.0.0.1 for L, and under S the address of this host's interface that routes to each host"`
-	WorkerIP    string `envconfig:"GASNET_WORKERIP" default:"" desc:"subnet (CIDR) or address prefix whose interface the workers' UDP sockets bind"`
-	ForwardEnv  string `envconfig:"GASNET_FORWARD_ENV" default:"" desc:"ours: the console's variables every worker gets, separated by spaces or commas: NAME passes the console's value, NAME=VALUE sets one (as mpirun -x; amudprun -x adds to it); remote workers get them on their env command line"`
-	EnvCmd      string `envconfig:"GASNET_ENV_CMD" default:"env" desc:"command that sets the environment of remote workers"`
-	HostDetect  string `envconfig:"GASNET_HOST_DETECT" default:"hostname" desc:"how ranks are grouped by host: conduit (UDP address), hostid, hostname"`
+	RouteOutput bool   `envconfig:"GASNET_ROUTE_OUTPUT" default:"true"`
+	OutputLabel bool   `envconfig:"GASNET_OUTPUT_LABEL" default:"false"`
+	OutputDir   string `envconfig:"GASNET_OUTPUT_DIR" default:""`
+	LineBufSize int    `envconfig:"GASNET_LINEBUFFERSZ" default:"1024" range:"1..1048576" special:"0=unbuffered"`
+	MasterIP    string `envconfig:"GASNET_MASTERIP" default:""`
+	WorkerIP    string `envconfig:"GASNET_WORKERIP" default:""`
+	ForwardEnv  string `envconfig:"GASNET_FORWARD_ENV" default:""`
+	EnvCmd      string `envconfig:"GASNET_ENV_CMD" default:"env"`
+	HostDetect  string `envconfig:"GASNET_HOST_DETECT" default:"hostname"`
 	// SupernodeMax bounds the groups of a host's ranks that share memory.
 	// PSHMDepth sizes each rank's shared-memory inbox.
-	PSHMDepth    int    `envconfig:"GASNET_PSHM_NETWORK_DEPTH" default:"64" range:"4..8192" desc:"datagrams of the largest size (65 KB) that each rank's shared-memory inbox holds; the inbox is the smallest power of two that does, 4 MiB at the default, whatever the number of ranks (GASNet's name; there, the depth of each queue)"`
-	SupernodeMax int    `envconfig:"GASNET_SUPERNODE_MAXSIZE" default:"0" range:"0..1048576" desc:"how many ranks of one host, at most, exchange messages through shared memory (groups of consecutive ranks of the host); 0: all of them; 1: none, every message goes by UDP"`
-	WorkerRank   string `envconfig:"GASNET_WORKER_RANK" default:"" desc:"this worker's rank: an integer, or the name of a variable holding it (SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK)"`
-	VerboseEnv   bool   `envconfig:"GASNET_VERBOSEENV" default:"false" desc:"print every setting in force and where it came from"`
-	Stats        bool   `envconfig:"GASNET_STATS" default:"false" desc:"ours: each rank prints one line of its network statistics on stderr when it ends (it calls Exit or is told to exit): datagrams sent and received, retransmissions, duplicates, undeliverable requests, datagrams dropped by reason (malformed, failed MAC, wrong source, bad credit slot), and the messages and datagrams that went through shared memory, the datagrams that fell back to UDP from a full inbox, the wake-ups of sleeping ranks, and the Puts and Gets done by a copy between co-located segments"`
+	PSHMDepth    int    `envconfig:"GASNET_PSHM_NETWORK_DEPTH" default:"64" range:"4..8192"`
+	SupernodeMax int    `envconfig:"GASNET_SUPERNODE_MAXSIZE" default:"0" range:"0..1048576"`
+	WorkerRank   string `envconfig:"GASNET_WORKER_RANK" default:""`
+	VerboseEnv   bool   `envconfig:"GASNET_VERBOSEENV" default:"false"`
+	Stats        bool   `envconfig:"GASNET_STATS" default:"false"`
 
-	RcvThread       bool          `envconfig:"GASNET_RCV_THREAD" default:"false" desc:"run a background goroutine that polls the network, so handlers run and replies go out while the program computes without polling"`
-	ConnectTimeout  time.Duration `envconfig:"GASNET_CONNECT_TIMEOUT" default:"60s" range:"100ms..24h" desc:"ours: how long the console waits for all workers to join, and a worker to reach the console"`
-	PollSpin        time.Duration `envconfig:"GASNET_POLL_SPIN" default:"1ms" range:"0s..1s" special:"-1ns=spin forever" desc:"ours: busy-poll time of a blocking wait before it sleeps in the kernel; 0 = sleep at once (polite); -1ns = spin forever. Unset, it is polite on a host with more ranks than CPUs (spinners would take the CPU the ranks they wait for need), else 1ms; GASNET_VERBOSEENV says which"`
-	ExitTimeout     time.Duration `envconfig:"GASNET_EXIT_TIMEOUT" default:"2s" range:"100ms..1h" desc:"ours: once the job ends, a rank still computing is ended after half of it, and any worker left is killed after all of it; also how long the others have to follow a rank that ended with 0 without conduit.Exit"`
-	Liveness        time.Duration `envconfig:"GASNET_LIVENESS_TIMEOUT" default:"30s" range:"1s..24h" special:"0=never" desc:"ours: a rank that does not answer the console's pings for this long (stopped with SIGSTOP, its host hung or cut off) aborts the job with a line naming it; pings go every quarter of it, and a worker that hears nothing from its console for this long (its host cut off, the console stopped) ends itself"`
-	PSHMBarrierHier bool          `envconfig:"GASNET_PSHM_BARRIER_HIER" default:"true" desc:"as in GASNet, where the job has several shared-memory groups (GASNET_SUPERNODE_MAXSIZE; several hosts, say) and one has two ranks or more, and GASNET_BARRIER is unset, the barrier runs in two levels: the ranks of each group gather at its leader (a binomial tree, its messages through shared memory), and the leaders, one per group, in a binomial tree among themselves, so that only the leaders exchange messages between hosts; broadcasts, reductions and all-gathers run over the same two levels; 0: the one-level barrier GASNET_BARRIER describes, and binomial trees over all ranks"`
-	Barrier         string        `envconfig:"GASNET_BARRIER" default:"" desc:"as in GASNet, the barrier's algorithm, over active messages among the ranks: AMDISSEM (or DISSEM: dissemination, ⌈log2 N⌉ rounds of one message per rank), AMCENTRAL (every rank tells rank 0, which releases them all), AMTREE (ours: gathered up and released down a binomial tree, each rank waking about twice); empty: AMTREE when some host has more ranks than CPUs (each of the dissemination's rounds would wake every rank there), else AMDISSEM; GASNET_VERBOSEENV says which"`
-	HangWarn        time.Duration `envconfig:"GASNET_HANG_WARN" default:"10s" range:"100ms..24h" special:"0=never" desc:"ours: a rank that has waited in a collective (barrier, all-gather, broadcast, reduce, all-reduce, or any collective of a team) for half of this tells the console; once some have waited this long, the console says which ranks are in which collective, and again at doubling intervals, or aborts the job when the ranks called different collectives; 0 = never"`
+	RcvThread       bool          `envconfig:"GASNET_RCV_THREAD" default:"false"`
+	ConnectTimeout  time.Duration `envconfig:"GASNET_CONNECT_TIMEOUT" default:"60s" range:"100ms..24h"`
+	PollSpin        time.Duration `envconfig:"GASNET_POLL_SPIN" default:"1ms" range:"0s..1s" special:"-1ns=spin forever"`
+	ExitTimeout     time.Duration `envconfig:"GASNET_EXIT_TIMEOUT" default:"2s" range:"100ms..1h"`
+	Liveness        time.Duration `envconfig:"GASNET_LIVENESS_TIMEOUT" default:"30s" range:"1s..24h" special:"0=never"`
+	PSHMBarrierHier bool          `envconfig:"GASNET_PSHM_BARRIER_HIER" default:"true"`
+	Barrier         string        `envconfig:"GASNET_BARRIER" default:""`
+	HangWarn        time.Duration `envconfig:"GASNET_HANG_WARN" default:"10s" range:"100ms..24h" special:"0=never"`
 }
 
 // Source says where a setting's value came from.
@@ -345,7 +345,7 @@ func Table() string {
 		if def == "" {
 			def = "(empty)"
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", name, def, aliases, accepted(f), strings.ReplaceAll(f.Tag.Get("desc"), "|", "\\|"))
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", name, def, aliases, accepted(f), strings.ReplaceAll(Description(name), "|", "\\|"))
 	}
 	return b.String()
 }
@@ -378,7 +378,7 @@ func Help(prog, usage string) string {
 			case f.Tag.Get("default") == "":
 				def = "unset by default"
 			}
-			desc := strings.TrimPrefix(f.Tag.Get("desc"), "ours: ")
+			desc := strings.TrimPrefix(Description(name), "ours: ")
 			fmt.Fprintf(&b, "  %s (%s)\n%s", name, def, wrap(desc, "      ", 78))
 		}
 	}

@@ -34,3 +34,36 @@ func TestResolveAliases(t *testing.T) {
 		t.Errorf("loaded %+v", c)
 	}
 }
+
+// TestDescriptions: every setting has one description, in Config's order,
+// and nothing else has one.
+func TestDescriptions(t *testing.T) {
+	var got []string
+	for _, d := range descriptions {
+		if d.text == "" {
+			t.Errorf("%s: empty description", d.name)
+		}
+		got = append(got, d.name)
+	}
+	var want []string
+	for _, v := range variables() {
+		want = append(want, v.name)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("descriptions do not name Config's variables in order (-want +got):\n%s", d)
+	}
+	if Description("GASNET_NO_SUCH") != "" || Description("GASNET_SPAWNFN") == "" {
+		t.Errorf("Description looks up the wrong entries")
+	}
+}
+
+// BenchmarkLoad is what every process pays to read its configuration at
+// start (a job of 1024 workers pays it 1025 times).
+func BenchmarkLoad(b *testing.B) {
+	env := []string{"GASNET_SPAWNFN=L", "HOME=/root", "PATH=/usr/bin:/bin"}
+	for b.Loop() {
+		if _, _, err := LoadEnv(env); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
