@@ -11,6 +11,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -61,6 +62,7 @@ type peerConn struct {
 	conn  net.Conn
 	out   *ctl.Sender // the console's frames to it, once serving
 	join  ctl.Join
+	udp   netip.AddrPort // join.UDP
 	rank  int
 	heard time.Time // the last frame from it (see checkLive)
 }
@@ -236,8 +238,12 @@ func accept(ln net.Listener, ac acceptConfig, joins chan<- *peerConn, outs *outp
 				if err != nil || typ != ctl.FrameJoin || ctl.DecodeBody(body, &jn) != nil {
 					break
 				}
+				udp, err := netip.ParseAddrPort(jn.UDP)
+				if err != nil || udp.Port() == 0 {
+					break // no worker sends it
+				}
 				c.SetReadDeadline(time.Time{})
-				joins <- &peerConn{conn: &bufConn{Conn: c, r: r}, join: jn}
+				joins <- &peerConn{conn: &bufConn{Conn: c, r: r}, join: jn, udp: udp}
 				return
 			case typ == ctl.FrameOutput && ctl.DecodeBody(body, &o) == nil && ours(o.Secret) && (o.Stream == 1 || o.Stream == 2):
 				c.SetReadDeadline(time.Time{})
@@ -597,7 +603,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 		j.outs.setRanks(byIndex)
 	}
 	j.byIndex = map[int]*peerConn{}
-	tab := ctl.Table{Addrs: make([]string, j.n), Hosts: make([]string, j.n), Inboxes: make([]string, j.n)}
+	tab := ctl.Table{Addrs: make([]netip.AddrPort, j.n), Hosts: make([]string, j.n), Inboxes: make([]string, j.n)}
 	cpus, masks := make([]int, j.n), make([]string, j.n)
 	for i, p := range joined {
 		p.rank = ranks[i]
@@ -605,7 +611,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 		if p.join.Index >= 0 {
 			j.byIndex[p.join.Index] = p
 		}
-		tab.Addrs[p.rank], tab.Hosts[p.rank], tab.Inboxes[p.rank] = p.join.UDP, p.join.Host, p.join.Inbox
+		tab.Addrs[p.rank], tab.Hosts[p.rank], tab.Inboxes[p.rank] = p.udp, p.join.Host, p.join.Inbox
 		cpus[p.rank], masks[p.rank] = p.join.CPUs, p.join.Mask
 	}
 	shmSet := j.src["GASNET_SUPERNODE_MAXSIZE"].Var != ""

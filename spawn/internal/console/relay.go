@@ -14,8 +14,9 @@ import (
 // O(N²). Each worker then receives the table from its parent and passes it
 // on to its children over the job's own network (conduit does the relay).
 
-// welcomes builds each rank's Welcome: the whole table for rank 0, and for
-// the others only the addresses of their tree neighbours. cpus and masks
+// welcomes builds each rank's Welcome: the whole table for rank 0, in the
+// relay's wire form, and for the others only the addresses of their tree
+// neighbours. cpus and masks
 // hold the CPUs each rank may use, as a count (0: unknown) and as its
 // affinity mask (see hostCPUs).
 //
@@ -43,12 +44,12 @@ func welcomes(tab ctl.Table, cpus []int, masks []string, env map[string]string, 
 		h := tab.Hosts[r]
 		w := ctl.Welcome{Rank: r, Size: n, Env: env, HostCount: onHost[h], HostCPUs: hc[h], Crowded: crowded}
 		if r == 0 {
-			w.Addrs, w.Hosts, w.Inboxes = tab.Addrs, tab.Hosts, tab.Inboxes
+			w.Table = ctl.EncodeTable(tab)
 		} else {
 			p := binomial.Parent(r)
-			w.Peers = map[int]string{r: tab.Addrs[r], p: tab.Addrs[p]}
+			w.Peers = map[int]string{r: tab.Addrs[r].String(), p: tab.Addrs[p].String()}
 			for _, c := range binomial.Children(r, n) {
-				w.Peers[c] = tab.Addrs[c]
+				w.Peers[c] = tab.Addrs[c].String()
 			}
 		}
 		out[r] = w

@@ -107,9 +107,15 @@ func huge(c net.Conn) net.Conn {
 	return c
 }
 
+// badJoin is a Join frame from UDP address udp, which no worker has.
+func badJoin(udp string) string {
+	return string(ctl.EncodeFrame(ctl.FrameJoin, ctl.Join{Name: "bad", UDP: udp}))
+}
+
 // TestAcceptRoutesOutputAndDropsStrangers drives the console's accept loop
 // on virtual time: routed streams with the secret reach the console a line
-// at a time; a stream or a Join without it is closed at once, unread; a
+// at a time; a stream or a Join without it, or a Join from a UDP address
+// that does not parse, is closed at once, unread; a
 // connection that sends nothing is closed after the timeout; drain does not
 // wait for streams that ended, and cuts off one that a worker keeps open.
 func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
@@ -147,6 +153,9 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 			"join without a hello":       send(ctl.FrameJoin, ctl.Join{Name: "stranger"}),
 			"a 63 MiB first frame":       huge(ln.Dial()),
 			"a hello, then 63 MiB":       huge(send(ctl.FrameHello, ctl.Hello{Secret: "s3cret"})),
+			"a join without an address":  send(ctl.FrameHello, ctl.Hello{Secret: "s3cret"}, badJoin("")),
+			"a join from address a:1":    send(ctl.FrameHello, ctl.Hello{Secret: "s3cret"}, badJoin("a:1")),
+			"a join from port 0":         send(ctl.FrameHello, ctl.Hello{Secret: "s3cret"}, badJoin("127.0.0.1:0")),
 		} {
 			if err := closedByPeer(c); err != nil {
 				t.Errorf("%s: %v", name, err)
@@ -184,7 +193,7 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 		}
 		w := send(ctl.FrameHello, ctl.Hello{Secret: "s3cret"})
 		time.Sleep(3 * timeout) // a worker may take long from its Hello to its Join
-		ctl.WriteFrame(w, ctl.FrameJoin, ctl.Join{Name: "worker", Index: 3})
+		ctl.WriteFrame(w, ctl.FrameJoin, ctl.Join{Name: "worker", Index: 3, UDP: "127.0.0.1:9"})
 		select {
 		case p := <-joins:
 			if p.join.Name != "worker" || p.join.Index != 3 {
@@ -242,7 +251,7 @@ func TestAcceptKeepsGoingThroughErrors(t *testing.T) {
 		c := ln.Dial()
 		defer c.Close()
 		ctl.WriteFrame(c, ctl.FrameHello, ctl.Hello{Secret: "s3cret"})
-		ctl.WriteFrame(c, ctl.FrameJoin, ctl.Join{Name: "late"})
+		ctl.WriteFrame(c, ctl.FrameJoin, ctl.Join{Name: "late", UDP: "127.0.0.1:9"})
 		select {
 		case p := <-joins:
 			p.conn.Close()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime/pprof"
@@ -144,19 +145,24 @@ func scaleSim() int {
 		}
 		byRank[s.w.Rank] = s
 	}
-	tables := make([][]string, n)
-	tables[0] = byRank[0].w.Addrs
+	tab, err := ctl.DecodeTable(byRank[0].w.Table, n)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sim: rank 0's table:", err)
+		return 1
+	}
+	tables := make([][]netip.AddrPort, n)
+	tables[0] = tab.Addrs
 	for r := 1; r < n; r++ {
 		tables[r] = tables[binomial.Parent(r)]
 		for k, a := range byRank[r].w.Peers {
-			if tables[r][k] != a {
+			if tables[r][k].String() != a {
 				fmt.Fprintf(os.Stderr, "sim: rank %d: the console says rank %d is %s, the relayed table %s\n", r, k, a, tables[r][k])
 				return 1
 			}
 		}
 	}
 	for r, s := range byRank {
-		if len(tables[r]) != n || tables[r][r] != s.udp {
+		if len(tables[r]) != n || tables[r][r].String() != s.udp {
 			fmt.Fprintf(os.Stderr, "sim: rank %d joined as %s; the table says otherwise\n", r, s.udp)
 			return 1
 		}

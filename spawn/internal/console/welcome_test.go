@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/udpconduit/udpconduit/spawn/binomial"
@@ -9,9 +10,9 @@ import (
 )
 
 func testTable(n int) ctl.Table {
-	t := ctl.Table{Addrs: make([]string, n), Hosts: make([]string, n)}
+	t := ctl.Table{Addrs: make([]netip.AddrPort, n), Hosts: make([]string, n)}
 	for r := range n {
-		t.Addrs[r] = fmt.Sprintf("10.0.%d.%d:%d", r/250, r%250, 20000+r)
+		t.Addrs[r] = netip.MustParseAddrPort(fmt.Sprintf("10.0.%d.%d:%d", r/250, r%250, 20000+r))
 		t.Hosts[r] = fmt.Sprintf("node%04d", r/4)
 	}
 	return t
@@ -31,12 +32,12 @@ func TestWelcomesSendLinearBytes(t *testing.T) {
 			}
 			want := append([]int{r, binomial.Parent(r)}, binomial.Children(r, n)...)
 			for _, k := range want {
-				if w.Peers[k] != tab.Addrs[k] {
+				if w.Peers[k] != tab.Addrs[k].String() {
 					t.Fatalf("n=%d: rank %d lacks the address of %d", n, r, k)
 				}
 			}
-			if len(w.Peers) != len(want) || w.Addrs != nil {
-				t.Fatalf("n=%d: rank %d gets %d addresses, want %d", n, r, len(w.Peers)+len(w.Addrs), len(want))
+			if len(w.Peers) != len(want) || w.Table != nil {
+				t.Fatalf("n=%d: rank %d gets %d addresses and a table of %d bytes, want %d and none", n, r, len(w.Peers), len(w.Table), len(want))
 			}
 		}
 		return sum
@@ -88,10 +89,10 @@ func all(int, int) bool { return true }
 func TestWelcomesDropInboxes(t *testing.T) {
 	// Two hosts: 9 ranks on 2 CPUs (more than 4 to a CPU), 4 on 8.
 	const n = 13
-	tab := ctl.Table{Addrs: make([]string, n), Hosts: make([]string, n), Inboxes: make([]string, n)}
+	tab := ctl.Table{Addrs: make([]netip.AddrPort, n), Hosts: make([]string, n), Inboxes: make([]string, n)}
 	cpus := make([]int, n)
 	for r := range n {
-		tab.Addrs[r] = fmt.Sprintf("10.0.0.%d:%d", r, 20000+r)
+		tab.Addrs[r] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(r)}), uint16(20000+r))
 		tab.Hosts[r], cpus[r] = "crowded", 2
 		if r >= 9 {
 			tab.Hosts[r], cpus[r] = "roomy", 8
@@ -111,7 +112,11 @@ func TestWelcomesDropInboxes(t *testing.T) {
 		w0 := welcomes(tab, cpus, make([]string, n), nil, func(ranks, cpus int) bool {
 			return ctl.SharesMemory(c.max, c.set, ranks, cpus)
 		})[0]
-		for r, in := range w0.Inboxes {
+		got, err := ctl.DecodeTable(w0.Table, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r, in := range got.Inboxes {
 			if keep := r >= n-c.kept; (in != "") != keep || (keep && in != tab.Inboxes[r]) {
 				t.Errorf("GASNET_SUPERNODE_MAXSIZE=%d (set %v): rank %d's inbox is %q", c.max, c.set, r, in)
 			}

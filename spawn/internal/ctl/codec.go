@@ -58,7 +58,7 @@ func (j *Join) ReadBody(d *varenc.Decoder) {
 
 func (w Welcome) AppendBody(b []byte) []byte {
 	b = varenc.AppendInt(varenc.AppendInt(b, w.Rank), w.Size)
-	b = varenc.AppendStrings(varenc.AppendStrings(varenc.AppendStrings(b, w.Addrs), w.Hosts), w.Inboxes)
+	b = varenc.AppendBytes(b, w.Table)
 	b = varenc.AppendUint(b, uint64(len(w.Peers)))
 	for _, r := range slices.Sorted(maps.Keys(w.Peers)) {
 		b = varenc.AppendString(varenc.AppendInt(b, r), w.Peers[r])
@@ -72,7 +72,7 @@ func (w Welcome) AppendBody(b []byte) []byte {
 
 func (w *Welcome) ReadBody(d *varenc.Decoder) {
 	w.Rank, w.Size = d.Int(), d.Int()
-	w.Addrs, w.Hosts, w.Inboxes = d.Strings(), d.Strings(), d.Strings()
+	w.Table = d.Bytes()
 	w.Peers = nil
 	if n := d.Count(); n > 0 {
 		w.Peers = make(map[int]string, n)

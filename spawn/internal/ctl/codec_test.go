@@ -22,7 +22,7 @@ func TestFrameBodiesRoundTrip(t *testing.T) {
 	var j Join
 	check(hello, &h)
 	check(join, &j)
-	w := Welcome{Rank: 0, Size: 3, Addrs: []string{"a:1", "b:2", ""}, Hosts: []string{"x", "x", "y"}, Inboxes: []string{"/proc/1/fd/3", "", "/proc/2/fd/3"},
+	w := Welcome{Rank: 0, Size: 3, Table: []byte{tableVersion, 1, 2, 3},
 		Peers: map[int]string{2: "b:2", 0: "a:1"}, Env: map[string]string{"GASNET_B": "", "GASNET_A": "1 2"}, HostCount: 2, HostCPUs: 7, Crowded: true}
 	var gw Welcome
 	check(w, &gw)

@@ -60,13 +60,12 @@ type Join struct {
 
 // Welcome is the console's answer once every worker has joined.
 type Welcome struct {
-	Rank  int
-	Size  int
-	Addrs []string // UDP address of every rank: rank 0 only
-	Hosts []string // host identity of every rank: rank 0 only
-	// Inboxes holds every rank's shared-memory inbox (Join.Inbox): rank 0
-	// only.
-	Inboxes []string
+	Rank int
+	Size int
+	// Table is the address table in the relay's wire form (EncodeTable):
+	// every rank's UDP address, host identity and shared-memory inbox
+	// (Join.Inbox). Rank 0 only.
+	Table []byte
 	// Peers holds, for ranks other than 0, the UDP addresses of this rank
 	// and its relay-tree neighbours; the rest of the table comes through
 	// the tree (see package binomial).

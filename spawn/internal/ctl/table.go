@@ -3,6 +3,7 @@ package ctl
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -12,25 +13,35 @@ import (
 // Table is what the relay carries: every rank's UDP address, host
 // identity and shared-memory inbox ("" for none).
 type Table struct {
-	Addrs   []string
+	Addrs   []netip.AddrPort
 	Hosts   []string
 	Inboxes []string
 }
 
-// The relay's wire form of a Table (DESIGN.md §7), encoded once by rank 0
-// and forwarded unchanged by every other rank, so that each worker decodes
-// it once and encodes nothing:
+// The relay's wire form of a Table (DESIGN.md §7), encoded once by the
+// console and forwarded unchanged by every rank, so that each worker
+// decodes it once and encodes nothing:
 //
 //	byte     tableVersion
 //	uvarint  number of distinct hosts H, then H × (uvarint length, bytes)
 //	uvarint  number of ranks N, then N × (uvarint host index < H,
-//	         uvarint length, address bytes, inbox)
+//	         address, inbox)
 //
-// where an inbox is a uvarint form: 0 none; 1 a /proc/PID/fd/FD path as
-// uvarint PID, uvarint FD; 2 any other path as uvarint length, bytes.
-// A job's ranks share a few hosts, so each rank costs its address and five
-// to seven bytes; spelt out, the paths about doubled the table.
-const tableVersion = 3
+// where an address is its form, then its bytes, then the port (2 bytes,
+// big-endian): addrV4 and 4 bytes, or addrV6 and 16 bytes and the zone (a
+// uvarint length, bytes; usually empty); and an inbox is a uvarint form: 0
+// none; 1 a /proc/PID/fd/FD path as uvarint PID, uvarint FD; 2 any other
+// path as uvarint length, bytes. A job's ranks share a few hosts, so each
+// rank costs 8 bytes of address and five to seven of the rest; spelt out,
+// the paths about doubled the table, and the addresses as text cost each
+// worker a parse per rank (half of decoding a table of 1024 ranks).
+const tableVersion = 4
+
+// The forms of an address in the table.
+const (
+	addrV4 = 4
+	addrV6 = 6
+)
 
 // The forms of an inbox in the table.
 const (
@@ -39,8 +50,12 @@ const (
 	inboxPath
 )
 
+// maxAddrLen bounds an encoded address without its zone.
+const maxAddrLen = 1 + 16 + binary.MaxVarintLen64 + 2
+
 // EncodeTable returns the relay's wire form of t, whose Addrs and Hosts
-// have one entry per rank (package varenc's encoding).
+// have one entry per rank (package varenc's encoding). An address that is
+// not valid is written as 0.0.0.0 port 0, which DecodeTable refuses.
 func EncodeTable(t Table) []byte {
 	index := map[string]int{}
 	var hosts []string
@@ -53,16 +68,67 @@ func EncodeTable(t Table) []byte {
 		}
 	}
 	for r, a := range t.Addrs {
-		size += 5*binary.MaxVarintLen64 + len(a) + len(inbox(t, r))
+		size += 4*binary.MaxVarintLen64 + maxAddrLen + len(a.Addr().Zone()) + len(inbox(t, r))
 	}
 	b := append(make([]byte, 0, size), tableVersion)
 	b = varenc.AppendStrings(b, hosts)
 	b = varenc.AppendUint(b, uint64(len(t.Addrs)))
 	for r, a := range t.Addrs {
-		b = varenc.AppendString(varenc.AppendUint(b, uint64(index[t.Hosts[r]])), a)
+		b = appendAddr(varenc.AppendUint(b, uint64(index[t.Hosts[r]])), a)
 		b = appendInbox(b, inbox(t, r))
 	}
 	return b
+}
+
+// appendAddr appends a's form in the table.
+func appendAddr(b []byte, a netip.AddrPort) []byte {
+	ip := a.Addr()
+	if ip.Is6() {
+		b16 := ip.As16()
+		b = varenc.AppendString(append(append(b, addrV6), b16[:]...), ip.Zone())
+	} else {
+		var b4 [4]byte
+		if ip.Is4() {
+			b4 = ip.As4()
+		}
+		b = append(append(b, addrV4), b4[:]...)
+	}
+	return binary.BigEndian.AppendUint16(b, a.Port())
+}
+
+// readAddr reads an address that appendAddr wrote; port 0 is refused (no
+// rank's socket has it).
+func readAddr(d *varenc.Decoder) netip.AddrPort {
+	if d.Bad || len(d.B) == 0 {
+		d.Bad = true
+		return netip.AddrPort{}
+	}
+	var ip netip.Addr
+	switch form := d.B[0]; {
+	case form == addrV4 && len(d.B) >= 1+4+2:
+		ip = netip.AddrFrom4([4]byte(d.B[1:5]))
+		d.B = d.B[5:]
+	case form == addrV6 && len(d.B) >= 1+16:
+		ip = netip.AddrFrom16([16]byte(d.B[1:17]))
+		d.B = d.B[17:]
+		if zone := d.String(); zone != "" {
+			ip = ip.WithZone(zone)
+		}
+	default:
+		d.Bad = true
+		return netip.AddrPort{}
+	}
+	if d.Bad || len(d.B) < 2 {
+		d.Bad = true
+		return netip.AddrPort{}
+	}
+	port := binary.BigEndian.Uint16(d.B)
+	d.B = d.B[2:]
+	if port == 0 {
+		d.Bad = true
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(ip, port)
 }
 
 // appendInbox appends path's form in the table.
@@ -76,29 +142,41 @@ func appendInbox(b []byte, path string) []byte {
 	return varenc.AppendString(varenc.AppendUint(b, inboxPath), path)
 }
 
-// readInbox reads an inbox that appendInbox wrote.
-func readInbox(d *varenc.Decoder) string {
+// readInbox reads an inbox that appendInbox wrote: a path spelt out, or,
+// for the /proc/PID/fd/FD form, "" and the path appended to procs (one
+// buffer for every rank's, made into one string at the end).
+func readInbox(d *varenc.Decoder, procs *[]byte) (path string, proc bool) {
 	switch d.Uint() {
 	case inboxNone:
-		return ""
+		return "", false
 	case inboxProc:
 		pid, fd := d.Uint(), d.Uint()
 		if d.Bad {
-			return ""
+			return "", false
 		}
-		return procFD(pid, fd)
+		if *procs == nil {
+			// Room for the rest of the ranks' paths: the PIDs and
+			// descriptors of one job have about as many digits.
+			*procs = make([]byte, 0, len(d.B)*4)
+		}
+		*procs = appendProcFD(*procs, pid, fd)
+		return "", true
 	case inboxPath:
 		if s := d.String(); s != "" {
-			return s
+			return s, false
 		}
 	}
 	d.Bad = true
-	return ""
+	return "", false
 }
 
 // procFD is the path of descriptor fd of process pid.
-func procFD(pid, fd uint64) string {
-	return "/proc/" + strconv.FormatUint(pid, 10) + "/fd/" + strconv.FormatUint(fd, 10)
+func procFD(pid, fd uint64) string { return string(appendProcFD(nil, pid, fd)) }
+
+// appendProcFD appends procFD(pid, fd) to b.
+func appendProcFD(b []byte, pid, fd uint64) []byte {
+	b = strconv.AppendUint(append(b, "/proc/"...), pid, 10)
+	return strconv.AppendUint(append(b, "/fd/"...), fd, 10)
 }
 
 // procPath parses a path that procFD writes, and only those.
@@ -142,17 +220,28 @@ func DecodeTable(b []byte, n int) (Table, error) {
 	if nr := d.Uint(); d.Bad || nr != uint64(n) {
 		return Table{}, bad
 	}
-	t := Table{Addrs: make([]string, n), Hosts: make([]string, n), Inboxes: make([]string, n)}
+	t := Table{Addrs: make([]netip.AddrPort, n), Hosts: make([]string, n), Inboxes: make([]string, n)}
+	// The /proc paths are built into one buffer; ends holds each one's
+	// rank and where it ends there.
+	var procs []byte
+	var ends [][2]int
 	for r := range n {
 		h := d.Uint()
 		if d.Bad || h >= uint64(len(hosts)) {
 			return Table{}, bad
 		}
-		t.Hosts[r], t.Addrs[r] = hosts[h], d.String()
-		t.Inboxes[r] = readInbox(&d)
+		t.Hosts[r], t.Addrs[r] = hosts[h], readAddr(&d)
+		var proc bool
+		if t.Inboxes[r], proc = readInbox(&d, &procs); proc {
+			ends = append(ends, [2]int{r, len(procs)})
+		}
 	}
 	if d.Bad || len(d.B) != 0 {
 		return Table{}, bad
+	}
+	all, start := string(procs), 0
+	for _, e := range ends {
+		t.Inboxes[e[0]], start = all[start:e[1]], e[1]
 	}
 	return t, nil
 }

@@ -3,6 +3,7 @@ package ctl
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -14,7 +15,7 @@ func TestTableRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(tab, got); d != "" {
+	if d := cmp.Diff(tab, got, eqAddr); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 	if _, err := DecodeTable(EncodeTable(tab), 301); err == nil {
@@ -29,7 +30,7 @@ func TestTableRoundTrip(t *testing.T) {
 // host index out of range and a length past the end are refused.
 func TestTableMalformed(t *testing.T) {
 	b := EncodeTable(table(5))
-	if got, err := DecodeTable(b, 5); err != nil || got.Hosts[4] != "node0001" || got.Addrs[4] != "10.0.0.4:20004" {
+	if got, err := DecodeTable(b, 5); err != nil || got.Hosts[4] != "node0001" || got.Addrs[4] != netip.MustParseAddrPort("10.0.0.4:20004") {
 		t.Fatalf("the table itself: %+v, %v", got, err)
 	}
 	for i := range len(b) {
@@ -41,13 +42,10 @@ func TestTableMalformed(t *testing.T) {
 		t.Error("a byte past the end was accepted")
 	}
 	// Version, 1 host "h", 1 rank of host 1 (there is only host 0).
-	if _, err := DecodeTable([]byte{tableVersion, 1, 1, 'h', 1, 1, 1, 'a'}, 1); err == nil {
+	if _, err := DecodeTable(cat([]byte{tableVersion, 1, 1, 'h', 1, 1}, addrA, []byte{0}), 1); err == nil {
 		t.Error("a host index out of range was accepted")
 	}
-	if _, err := DecodeTable([]byte{tableVersion, 1, 1, 'h', 1, 0, 200, 'a'}, 1); err == nil {
-		t.Error("an address longer than the table was accepted")
-	}
-	if _, err := DecodeTable([]byte{tableVersion + 1, 1, 1, 'h', 1, 0, 1, 'a'}, 1); err == nil {
+	if _, err := DecodeTable(cat([]byte{tableVersion + 1, 1, 1, 'h', 1, 0}, addrA, []byte{0}), 1); err == nil {
 		t.Error("another version was accepted")
 	}
 	// Found by FuzzDecodeTable: a table of no ranks with a host, which
@@ -55,7 +53,7 @@ func TestTableMalformed(t *testing.T) {
 	if _, err := DecodeTable([]byte{tableVersion, 1, 0, 0}, 0); err == nil {
 		t.Error("a table of 0 ranks was accepted")
 	}
-	if _, err := DecodeTable([]byte{tableVersion, 2, 1, 'h', 1, 'i', 1, 0, 1, 'a'}, 1); err == nil {
+	if _, err := DecodeTable(cat([]byte{tableVersion, 2, 1, 'h', 1, 'i', 1, 0}, addrA, []byte{0}), 1); err == nil {
 		t.Error("more hosts than ranks were accepted")
 	}
 }
@@ -65,7 +63,7 @@ func TestTableMalformed(t *testing.T) {
 // spelt-out path are refused.
 func TestTableInboxForms(t *testing.T) {
 	one := func(inbox string) []byte {
-		return EncodeTable(Table{Addrs: []string{"a"}, Hosts: []string{"h"}, Inboxes: []string{inbox}})
+		return EncodeTable(Table{Addrs: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:20000")}, Hosts: []string{"h"}, Inboxes: []string{inbox}})
 	}
 	base := len(one("")) - 1 // the table without the inbox byte of ""
 	for _, c := range []struct {
@@ -87,11 +85,69 @@ func TestTableInboxForms(t *testing.T) {
 			t.Errorf("inbox %q decoded as %q, %v", c.inbox, tab.Inboxes, err)
 		}
 	}
-	head := []byte{tableVersion, 1, 1, 'h', 1, 0, 1, 'a'}
+	head := cat([]byte{tableVersion, 1, 1, 'h', 1, 0}, addrA)
 	for _, tail := range [][]byte{{3}, {inboxProc, 7}, {inboxPath, 0}, {inboxPath, 2, 'x'}} {
 		if _, err := DecodeTable(append(head[:len(head):len(head)], tail...), 1); err == nil {
 			t.Errorf("inbox form % x was accepted", tail)
 		}
+	}
+}
+
+// addrA is 10.0.0.1:20000 in the table's form.
+var addrA = []byte{addrV4, 10, 0, 0, 1, 0x4e, 0x20}
+
+// cat returns the concatenation of bs.
+func cat(bs ...[]byte) []byte {
+	var out []byte
+	for _, b := range bs {
+		out = append(out, b...)
+	}
+	return out
+}
+
+// TestTableAddressForms: an IPv4 address takes 7 bytes, an IPv6 one 20
+// and its zone; each decodes to the address encoded (an IPv4-mapped IPv6
+// address stays one); an unknown form, a truncated address and port 0
+// are refused.
+func TestTableAddressForms(t *testing.T) {
+	one := func(a netip.AddrPort) []byte {
+		return EncodeTable(Table{Addrs: []netip.AddrPort{a}, Hosts: []string{"h"}, Inboxes: []string{""}})
+	}
+	base := len(one(netip.MustParseAddrPort("10.0.0.1:9"))) - 7
+	for _, c := range []struct {
+		addr string
+		size int
+	}{
+		{"10.0.0.1:20000", 7},
+		{"255.255.255.255:65535", 7},
+		{"[::1]:9", 20},
+		{"[fe80::1%eth0]:9", 24},
+		{"[::ffff:10.0.0.1]:9", 20},
+	} {
+		a := netip.MustParseAddrPort(c.addr)
+		b := one(a)
+		if got := len(b) - base; got != c.size {
+			t.Errorf("%s costs %d bytes, want %d", c.addr, got, c.size)
+		}
+		tab, err := DecodeTable(b, 1)
+		if err != nil || tab.Addrs[0] != a {
+			t.Errorf("%s decoded as %v, %v", c.addr, tab.Addrs, err)
+		}
+	}
+	head := []byte{tableVersion, 1, 1, 'h', 1, 0}
+	for _, addr := range [][]byte{
+		{5, 10, 0, 0, 1, 0, 9},                                // no such form
+		{addrV4, 10, 0, 0, 1, 0, 0},                           // port 0
+		{addrV4, 10, 0, 0, 1, 0},                              // truncated port
+		{addrV6, 0, 0, 0, 0, 0, 0, 1},                         // truncated address
+		cat([]byte{addrV6}, make([]byte, 16), []byte{5, 'e'}), // zone past the end
+	} {
+		if _, err := DecodeTable(cat(head, addr, []byte{inboxNone}), 1); err == nil {
+			t.Errorf("address % x was accepted", addr)
+		}
+	}
+	if _, err := DecodeTable(one(netip.AddrPort{}), 1); err == nil {
+		t.Error("a table with an invalid address was accepted")
 	}
 }
 
@@ -101,8 +157,9 @@ func TestTableInboxForms(t *testing.T) {
 func FuzzDecodeTable(f *testing.F) {
 	f.Add(EncodeTable(table(3)), 3)
 	f.Add(EncodeTable(table(1)), 1)
-	f.Add([]byte{tableVersion, 1, 0, 1, 0, 0}, 1)
-	f.Add([]byte{tableVersion, 1, 1, 'h', 1, 0, 1, 'a', inboxProc, 7, 3}, 1)
+	f.Add([]byte{tableVersion, 1, 0, 1, 0, addrV4, 1, 2, 3, 4, 0, 9, 0}, 1)
+	f.Add(cat([]byte{tableVersion, 1, 1, 'h', 1, 0}, addrA, []byte{inboxProc, 7, 3}), 1)
+	f.Add(cat([]byte{tableVersion, 1, 1, 'h', 1, 0, addrV6}, make([]byte, 16), []byte{2, 'e', '0', 0, 9, 0}), 1)
 	f.Fuzz(func(t *testing.T, b []byte, n int) {
 		if n < 0 || n > 4096 {
 			return
@@ -118,7 +175,7 @@ func FuzzDecodeTable(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded table refused: %v", err)
 		}
-		if d := cmp.Diff(tab, again); d != "" {
+		if d := cmp.Diff(tab, again, eqAddr); d != "" {
 			t.Fatalf("round trip (-first +second):\n%s", d)
 		}
 	})
@@ -150,9 +207,9 @@ func BenchmarkDecodeTable(b *testing.B) {
 	})
 }
 func table(n int) Table {
-	t := Table{Addrs: make([]string, n), Hosts: make([]string, n), Inboxes: make([]string, n)}
+	t := Table{Addrs: make([]netip.AddrPort, n), Hosts: make([]string, n), Inboxes: make([]string, n)}
 	for r := range n {
-		t.Addrs[r] = fmt.Sprintf("10.0.%d.%d:%d", r/250, r%250, 20000+r)
+		t.Addrs[r] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(r / 250), byte(r % 250)}), uint16(20000+r))
 		t.Hosts[r] = fmt.Sprintf("node%04d", r/4)
 		switch {
 		case r%7 == 0: // a path that is not /proc/PID/fd/N, spelt out
@@ -163,3 +220,7 @@ func table(n int) Table {
 	}
 	return t
 }
+
+// eqAddr compares addresses as Go's == does (go-cmp does not look into
+// netip's unexported fields).
+var eqAddr = cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })

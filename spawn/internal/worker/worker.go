@@ -32,9 +32,11 @@ func IsWorker() bool { return os.Getenv(ctl.EnvMaster) != "" }
 // job (DESIGN.md §7); the program's collectives run among the workers
 // (package conduit).
 type Worker struct {
-	wel ctl.Welcome // the console's welcome, its table completed by SetTable
-	// addrs is wel.Addrs parsed, once the table is complete (Addrs).
-	addrs []netip.AddrPort
+	wel ctl.Welcome // the console's welcome
+	// tab is the address table once it is complete (SetTable), and blob
+	// its wire form, as it came.
+	tab  ctl.Table
+	blob []byte
 	// Secret is the job secret, from which datagram tags are derived.
 	Secret []byte
 	// LocalIP is the address of the interface that reaches the console; the
@@ -78,7 +80,7 @@ func (w *Worker) Size() int { return w.wel.Size }
 
 // Hosts returns every rank's host identity, once the table is complete
 // (HasTable).
-func (w *Worker) Hosts() []string { return w.wel.Hosts }
+func (w *Worker) Hosts() []string { return w.tab.Hosts }
 
 // Host returns how many ranks share this worker's host, itself included,
 // and how many CPUs they may run on together (see Oversubscribed).
@@ -344,6 +346,11 @@ func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort, inbox string) err
 	if typ != ctl.FrameWelcome || ctl.DecodeBody(body, &w.wel) != nil {
 		return fmt.Errorf("malformed welcome from the console")
 	}
+	if len(w.wel.Table) > 0 { // rank 0's
+		if err := w.SetTable(w.wel.Table); err != nil {
+			return fmt.Errorf("the console's welcome: %w", err)
+		}
+	}
 	w.children.Welcomed()
 	for k, v := range w.wel.Env {
 		if old, ok := os.LookupEnv(k); !ok || old != v {
@@ -365,68 +372,59 @@ func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort, inbox string) err
 // Addrs returns the UDP address of every rank known so far: all of them
 // once the table is complete (HasTable), else those of this rank and its
 // relay-tree neighbours, the others being the zero AddrPort. Once the table
-// is complete, every call returns the same slice, parsed once: callers
-// must not modify it.
+// is complete, every call returns the same slice: callers must not modify
+// it.
 func (w *Worker) Addrs() ([]netip.AddrPort, error) {
-	if w.addrs != nil {
-		return w.addrs, nil
+	if w.HasTable() {
+		return w.tab.Addrs, nil
 	}
+	return w.peers()
+}
+
+// peers returns the addresses of the welcome's Peers, by rank.
+func (w *Worker) peers() ([]netip.AddrPort, error) {
 	out := make([]netip.AddrPort, w.wel.Size)
-	parse := func(r int, s string) error {
+	for r, s := range w.wel.Peers {
 		a, err := netip.ParseAddrPort(s)
 		if err != nil || r < 0 || r >= w.wel.Size {
-			return fmt.Errorf("console sent a bad address for rank %d: %q", r, s)
+			return nil, fmt.Errorf("console sent a bad address for rank %d: %q", r, s)
 		}
 		out[r] = a
-		return nil
-	}
-	if w.HasTable() {
-		for r, s := range w.wel.Addrs {
-			if err := parse(r, s); err != nil {
-				return nil, err
-			}
-		}
-		w.addrs = out
-		return out, nil
-	}
-	for r, s := range w.wel.Peers {
-		if err := parse(r, s); err != nil {
-			return nil, err
-		}
 	}
 	return out, nil
 }
 
 // HasTable reports whether this worker has every rank's address and host.
-func (w *Worker) HasTable() bool {
-	return len(w.wel.Addrs) == w.wel.Size && len(w.wel.Hosts) == w.wel.Size
-}
+func (w *Worker) HasTable() bool { return w.wel.Size > 0 && len(w.tab.Addrs) == w.wel.Size }
 
-// EncodedTable returns the complete table in its wire form, for relaying
-// it on (ctl.EncodeTable).
-func (w *Worker) EncodedTable() []byte {
-	return ctl.EncodeTable(ctl.Table{Addrs: w.wel.Addrs, Hosts: w.wel.Hosts, Inboxes: w.wel.Inboxes})
-}
+// EncodedTable returns the complete table in its wire form, as it came,
+// for relaying it on (ctl.EncodeTable).
+func (w *Worker) EncodedTable() []byte { return w.blob }
 
-// SetTable installs the table relayed from this worker's tree parent, in
-// its wire form. It must agree with the addresses the console sent.
+// SetTable completes this worker's address table with blob, the table in
+// its wire form (rank 0's welcome, or relayed by its tree parent), which
+// must agree with the addresses the welcome gave.
 func (w *Worker) SetTable(blob []byte) error {
 	t, err := ctl.DecodeTable(blob, w.wel.Size)
 	if err != nil {
 		return err
 	}
-	for r, s := range w.wel.Peers {
-		if r < 0 || r >= len(t.Addrs) || t.Addrs[r] != s {
+	peers, err := w.peers()
+	if err != nil {
+		return err
+	}
+	for r, a := range peers {
+		if a.IsValid() && t.Addrs[r] != a {
 			return fmt.Errorf("relayed address table disagrees with the console on rank %d", r)
 		}
 	}
-	w.wel.Addrs, w.wel.Hosts, w.wel.Inboxes = t.Addrs, t.Hosts, t.Inboxes
+	w.tab, w.blob = t, blob
 	return nil
 }
 
 // Inboxes returns every rank's shared-memory inbox ("" for none), once the
 // table is complete (HasTable).
-func (w *Worker) Inboxes() []string { return w.wel.Inboxes }
+func (w *Worker) Inboxes() []string { return w.tab.Inboxes }
 
 // OnEvent sets a function called after each service completion (a barrier
 // or gather), to wake a goroutine blocked in the network.
