@@ -157,6 +157,19 @@ func Run(cfg *envconf.Config, src map[string]envconf.Source, n int, program stri
 	case routed:
 		spec.Env = append(spec.Env, ctl.EnvRoute+"=1")
 	}
+	// Workers of this host get their control connection as a socket they
+	// inherit (no TCP connection, handshake or accept); those of other
+	// hosts connect to ln.
+	joins := make(chan *peerConn)
+	if name == "L" {
+		spec.Control = func(_ int, c net.Conn) {
+			go func() {
+				if !readJoin(c, bufio.NewReaderSize(c, frameReadBuf), cfg.ConnectTimeout, joins) {
+					c.Close()
+				}
+			}()
+		}
+	}
 	// Routed output still in flight when the job ends is delivered, at
 	// the pace of whoever reads the console's output. A reader that went
 	// away (a closed pipe) makes writes fail with EPIPE, which the console
@@ -176,7 +189,6 @@ func Run(cfg *envconf.Config, src map[string]envconf.Source, n int, program stri
 		say("%v", err)
 		return 1
 	}
-	joins := make(chan *peerConn)
 	go accept(ln, acceptConfig{secret: secret, auth: min(authTimeout, cfg.ConnectTimeout), join: cfg.ConnectTimeout, say: say}, joins, outs)
 
 	j := &job{cfg: cfg, src: src, n: n, say: say, launch: started, sigs: sigs, listed: name == "S", levels: 1, outs: outs}
@@ -232,19 +244,9 @@ func accept(ln net.Listener, ac acceptConfig, joins chan<- *peerConn, outs *outp
 			switch {
 			case err != nil:
 			case typ == ctl.FrameHello && ctl.DecodeBody(body, &h) == nil && ours(h.Secret):
-				c.SetReadDeadline(time.Now().Add(ac.join))
-				var jn ctl.Join
-				typ, body, err = ctl.ReadFrameMax(r, ctl.MaxJoinFrame)
-				if err != nil || typ != ctl.FrameJoin || ctl.DecodeBody(body, &jn) != nil {
-					break
+				if readJoin(c, r, ac.join, joins) {
+					return
 				}
-				udp, err := netip.ParseAddrPort(jn.UDP)
-				if err != nil || udp.Port() == 0 {
-					break // no worker sends it
-				}
-				c.SetReadDeadline(time.Time{})
-				joins <- &peerConn{conn: &bufConn{Conn: c, r: r}, join: jn, udp: udp}
-				return
 			case typ == ctl.FrameOutput && ctl.DecodeBody(body, &o) == nil && ours(o.Secret) && (o.Stream == 1 || o.Stream == 2):
 				c.SetReadDeadline(time.Time{})
 				outs.serve(c, r, o.Stream, o.Index)
@@ -253,6 +255,25 @@ func accept(ln net.Listener, ac acceptConfig, joins chan<- *peerConn, outs *outp
 			c.Close() // not one of ours
 		}()
 	}
+}
+
+// readJoin reads a worker's Join from c (through r) within timeout and
+// hands it to joins, or reports false: no Join came, it was malformed, or
+// its UDP address does not parse (no worker sends one).
+func readJoin(c net.Conn, r *bufio.Reader, timeout time.Duration, joins chan<- *peerConn) bool {
+	c.SetReadDeadline(time.Now().Add(timeout))
+	var jn ctl.Join
+	typ, body, err := ctl.ReadFrameMax(r, ctl.MaxJoinFrame)
+	if err != nil || typ != ctl.FrameJoin || ctl.DecodeBody(body, &jn) != nil {
+		return false
+	}
+	udp, err := netip.ParseAddrPort(jn.UDP)
+	if err != nil || udp.Port() == 0 {
+		return false
+	}
+	c.SetReadDeadline(time.Time{})
+	joins <- &peerConn{conn: &bufConn{Conn: c, r: r}, join: jn, udp: udp}
+	return true
 }
 
 // acceptError says what failed in accepting a connection, naming the limit

@@ -9,6 +9,11 @@ const (
 	// EnvSecretFD, instead of EnvSecret, names the file descriptor from
 	// which the worker reads the secret once (L).
 	EnvSecretFD = "GASNET_SPAWN_SECRET_FD"
+	// EnvConnFD, instead of EnvSecretFD, names the file descriptor of
+	// the worker's control connection, a socket the L spawner made (see
+	// launch.Spec.Control): its first frame, from the console, is a Hello
+	// carrying the job secret, and the worker connects to nothing.
+	EnvConnFD = "GASNET_SPAWN_CONN_FD"
 	// EnvProcs says that the L spawner set GOMAXPROCS=1 for this worker
 	// (see launch.Local); the worker removes both from its environment.
 	EnvProcs = "GASNET_SPAWN_PROCS"
@@ -20,7 +25,7 @@ const (
 
 // MarkerVars are the GASNET_ variables udpconduit reads besides its
 // settings: the worker markers the console sets for its workers.
-var MarkerVars = []string{EnvMaster, EnvSecret, EnvIndex, EnvSecretFD, EnvProcs, EnvNoInbox, EnvRoute, EnvTree}
+var MarkerVars = []string{EnvMaster, EnvSecret, EnvIndex, EnvSecretFD, EnvConnFD, EnvProcs, EnvNoInbox, EnvRoute, EnvTree}
 
 // EnvRoute in a worker's environment asks it to route its stdout and stderr
 // to the console over TCP (DESIGN.md §8).

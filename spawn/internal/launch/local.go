@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -49,22 +50,25 @@ func (Local) Start(spec *Spec) (Launch, error) {
 		cmd.Dir = spec.Dir
 		cmd.Env = append(append(os.Environ(), env...), ctl.EnvIndex+"="+strconv.Itoa(i))
 		cmd.Env = append(cmd.Env, procs...)
-		// The secret goes through a pipe the worker reads once at start
-		// (file descriptor 3), not the environment, which stays readable
-		// in /proc/PID/environ for the worker's whole life.
-		pr, pw, err := os.Pipe()
-		if err == nil {
-			// Written before the worker starts (far below a pipe's
-			// buffer), so a worker that ends at once costs no EPIPE.
-			_, err = pw.WriteString(secret)
-			pw.Close()
+		// The secret goes through file descriptor 3, not the
+		// environment, which stays readable in /proc/PID/environ for the
+		// worker's whole life: the first frame of its control connection
+		// (Control), or else a pipe the worker reads once at start.
+		var pr *os.File
+		var conn net.Conn
+		var err error
+		if spec.Control != nil {
+			pr, conn, err = controlSocket(secret)
+			cmd.Env = append(cmd.Env, ctl.EnvConnFD+"=3")
+		} else {
+			pr, err = secretPipe(secret)
+			cmd.Env = append(cmd.Env, ctl.EnvSecretFD+"=3")
 		}
 		if err != nil {
 			l.Kill(0)
-			return nil, fmt.Errorf("spawn L: worker %d: a pipe for its secret: %w", i, err)
+			return nil, fmt.Errorf("spawn L: worker %d: a descriptor for its secret: %w", i, err)
 		}
 		cmd.ExtraFiles = []*os.File{pr}
-		cmd.Env = append(cmd.Env, ctl.EnvSecretFD+"=3")
 		// Routed, the worker's stdout and stderr are pipes whose read ends
 		// go to spec.Output; else its output goes straight to the
 		// console's.
@@ -73,6 +77,7 @@ func (Local) Start(spec *Spec) (Launch, error) {
 		if spec.Output != nil {
 			if out, err = newOutPipes(); err != nil {
 				pr.Close()
+				closeConn(conn)
 				l.Kill(0)
 				return nil, fmt.Errorf("spawn L: worker %d: pipes for its output: %w", i, err)
 			}
@@ -85,6 +90,7 @@ func (Local) Start(spec *Spec) (Launch, error) {
 		out.closeWriters() // the worker has its own
 		if err != nil {
 			out.closeReaders()
+			closeConn(conn)
 			l.Kill(0)
 			return nil, fmt.Errorf("spawn L: starting worker %d (%s): %w", i, spec.Program, err)
 		}
@@ -92,10 +98,70 @@ func (Local) Start(spec *Spec) (Launch, error) {
 			spec.Output(i, 1, out.r[0])
 			spec.Output(i, 2, out.r[1])
 		}
+		if conn != nil {
+			spec.Control(i, conn)
+		}
 		l.add(i, cmd, host, &wg, nil)
 	}
 	go func() { wg.Wait(); close(l.exits) }()
 	return l, nil
+}
+
+// secretPipe returns the read end of a pipe that holds secret.
+func secretPipe(secret string) (*os.File, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	// Written before the worker starts (far below a pipe's buffer), so a
+	// worker that ends at once costs no EPIPE.
+	_, err = pw.WriteString(secret)
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return nil, err
+	}
+	return pr, nil
+}
+
+// controlSocket returns the two ends of a worker's control connection: the
+// worker's, to inherit, and the console's, on which a Hello carrying secret
+// is already written (far below a socket's buffer: the worker reads it
+// whenever it starts).
+func controlSocket(secret string) (*os.File, net.Conn, error) {
+	// Close-on-exec before any other fork can see them, as package net
+	// makes its sockets where SOCK_CLOEXEC is not portable.
+	syscall.ForkLock.RLock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		return nil, nil, os.NewSyscallError("socketpair", err)
+	}
+	mine := os.NewFile(uintptr(fds[0]), "control")
+	conn, err := net.FileConn(mine)
+	mine.Close()
+	theirs := os.NewFile(uintptr(fds[1]), "control")
+	if err == nil {
+		if _, err = conn.Write(ctl.EncodeFrame(ctl.FrameHello, ctl.Hello{Secret: secret})); err != nil {
+			conn.Close()
+		}
+	}
+	if err != nil {
+		theirs.Close()
+		return nil, nil, err
+	}
+	return theirs, conn, nil
+}
+
+// closeConn closes c unless it is nil.
+func closeConn(c net.Conn) {
+	if c != nil {
+		c.Close()
+	}
 }
 
 // outPipes are a worker's stdout and stderr pipes: r the read ends, w the

@@ -1,7 +1,12 @@
 package launch
 
 import (
+	"bufio"
+	"io"
+	"net"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
@@ -27,6 +32,53 @@ func TestLocalProcs(t *testing.T) {
 	} {
 		if d := cmp.Diff(c.want, localProcs(c.count, c.cpus, c.set)); d != "" {
 			t.Errorf("localProcs(%d, %d, %v) (-want +got):\n%s", c.count, c.cpus, c.set, d)
+		}
+	}
+}
+
+// TestLocalControlSocket: with Spec.Control, each worker gets its control
+// connection as descriptor 3 (ctl.EnvConnFD) whose first frame is the
+// console's Hello carrying the secret, and Control gets the other end: what
+// the worker writes there reaches it.
+func TestLocalControlSocket(t *testing.T) {
+	const n = 3
+	conns := make(chan net.Conn, n)
+	outs := make(chan []byte, n)
+	spec := &Spec{Count: n, Program: "/bin/sh",
+		// The frame's 5-byte header and the 7-byte body of a 6-letter
+		// secret, then the marker, then a word to the console.
+		Args: []string{"-c", `head -c 12 <&3; echo " $` + ctl.EnvConnFD + `"; echo hi >&3`},
+		Env:  []string{ctl.EnvSecret + "=abcdef"},
+		Output: func(_, stream int, r *os.File) {
+			if stream != 1 {
+				r.Close()
+				return
+			}
+			go func() { b, _ := io.ReadAll(r); r.Close(); outs <- b }()
+		},
+		Control: func(_ int, c net.Conn) { conns <- c },
+	}
+	l, err := Local{}.Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Kill(0)
+	want := string(ctl.EncodeFrame(ctl.FrameHello, ctl.Hello{Secret: "abcdef"})) + " 3\n"
+	for range n {
+		c := <-conns
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if line != "hi\n" {
+			t.Errorf("the console's end read %q, %v", line, err)
+		}
+		if got := string(<-outs); got != want {
+			t.Errorf("the worker read %q, want %q", got, want)
+		}
+	}
+	for e := range l.Exits() {
+		if !e.Clean {
+			t.Errorf("%s: %s", e.Who(), e.Status)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"syscall"
 	"time"
@@ -27,6 +28,14 @@ type Spec struct {
 	// elsewhere ignore it: their workers route their output over TCP
 	// when Env asks them to.
 	Output func(index, stream int, r *os.File)
+	// Control, when set, asks a spawner that starts its workers itself on
+	// this host (L) to give each worker its control connection as an
+	// inherited socket, the other end of which goes to Control (which owns
+	// it from then on), instead of having it connect to the console over
+	// TCP; the secret goes to the worker as the socket's first frame, a
+	// Hello (ctl.EnvConnFD). Spawners whose workers run elsewhere ignore
+	// it.
+	Control func(index int, c net.Conn)
 }
 
 // ProcExit reports that a process a spawner started has ended.

@@ -141,8 +141,12 @@ func (w *Worker) terminate(code int) {
 }
 
 // Dial connects to the console named by the worker marker, retrying until
-// cfg.ConnectTimeout.
+// cfg.ConnectTimeout, or takes the connection the L spawner made
+// (ctl.EnvConnFD).
 func Dial(cfg *envconf.Config) (*Worker, error) {
+	if v := os.Getenv(ctl.EnvConnFD); v != "" {
+		return inherited(cfg, v)
+	}
 	addr := os.Getenv(ctl.EnvMaster)
 	secret, err := ReadSecret()
 	if err != nil {
@@ -192,6 +196,48 @@ func Dial(cfg *envconf.Config) (*Worker, error) {
 			return nil, err
 		}
 		w.LocalIP = ip
+	}
+	return w, nil
+}
+
+// inherited returns the worker whose control connection is the socket on
+// descriptor fd (a decimal string), whose first frame, the console's
+// Hello, carries the job secret. Its UDP socket binds the console's
+// address, on this host (as a TCP connection to it would).
+func inherited(cfg *envconf.Config, fd string) (*Worker, error) {
+	n, err := strconv.Atoi(fd)
+	master, perr := netip.ParseAddrPort(os.Getenv(ctl.EnvMaster))
+	if err != nil || n < 3 || perr != nil {
+		return nil, fmt.Errorf("%s=%q with %s=%q: accepted: a file descriptor >= 3 and the console's address", ctl.EnvConnFD, fd, ctl.EnvMaster, os.Getenv(ctl.EnvMaster))
+	}
+	f := os.NewFile(uintptr(n), "control")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("the control connection on file descriptor %d: %w", n, err)
+	}
+	w := &Worker{conn: c, r: bufio.NewReader(c), SpawnedCrowded: os.Getenv(ctl.EnvNoInbox) != "", LocalIP: master.Addr().Unmap()}
+	c.SetReadDeadline(time.Now().Add(cfg.ConnectTimeout))
+	typ, body, err := ctl.ReadFrameMax(w.r, ctl.MaxFirstFrame)
+	var h ctl.Hello
+	if err == nil && (typ != ctl.FrameHello || ctl.DecodeBody(body, &h) != nil) {
+		err = errors.New("not a Hello")
+	}
+	secret, herr := hex.DecodeString(h.Secret)
+	if err == nil && (herr != nil || len(secret) == 0) {
+		err = errors.New("malformed job secret")
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("reading the job secret from the control connection: %w", err)
+	}
+	c.SetReadDeadline(time.Time{})
+	w.Secret = []byte(h.Secret)
+	if cfg.WorkerIP != "" {
+		if w.LocalIP, err = envconf.AddrOnSubnet(cfg.WorkerIP); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	return w, nil
 }
@@ -362,7 +408,7 @@ func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort, inbox string) err
 		os.Unsetenv("GOMAXPROCS") // the L spawner's, not the user's
 		w.ProcsSet = true
 	}
-	for _, k := range []string{ctl.EnvMaster, ctl.EnvSecret, ctl.EnvSecretFD, ctl.EnvIndex, ctl.EnvRoute, ctl.EnvProcs, ctl.EnvNoInbox} {
+	for _, k := range []string{ctl.EnvMaster, ctl.EnvSecret, ctl.EnvSecretFD, ctl.EnvConnFD, ctl.EnvIndex, ctl.EnvRoute, ctl.EnvProcs, ctl.EnvNoInbox} {
 		os.Unsetenv(k) // children of this worker are not workers
 	}
 	go w.readLoop()
