@@ -71,13 +71,13 @@ scale:
 # Every fuzz target for FUZZTIME each (CI: 50000x, a few seconds each), from
 # the seed corpora in testdata/fuzz: the wire decoder, the control-frame
 # reader, the C spawner's template expander and server list, and the ssh
-# server-list and option parsers. The budget is a count of executions, not
+# server-list, option and ssh_config parsers. The budget is a count of executions, not
 # a duration: with a duration, Go 1.26's fuzz coordinator can report its own
 # deadline as a failure ("context deadline exceeded", no input written;
 # go.dev/issue/75804, fixed in Go 1.27).
 FUZZTIME ?= 500000x
 FUZZ_TARGETS := ./amudp/internal/wire/:FuzzDecode ./amudp/internal/shmring/:FuzzPeek ./spawn/internal/console/:FuzzControlFrame ./spawn/internal/cmdtmpl/:FuzzExpandTemplate \
-	./spawn/internal/cmdtmpl/:FuzzSplitServers ./spawn/internal/ctl/:FuzzDecodeTable ./spawn/internal/sshc/:FuzzParseServers ./spawn/internal/sshc/:FuzzParseOptions
+	./spawn/internal/cmdtmpl/:FuzzSplitServers ./spawn/internal/ctl/:FuzzDecodeTable ./spawn/internal/sshc/:FuzzParseServers ./spawn/internal/sshc/:FuzzParseOptions ./spawn/internal/sshc/:FuzzParseConfig
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \

@@ -8,7 +8,6 @@ require golang.org/x/sys v0.49.0
 
 require (
 	github.com/kelseyhightower/envconfig v1.4.0
-	github.com/kevinburke/ssh_config v1.6.0
 	github.com/pkg/sftp v1.13.12
 	golang.org/x/crypto v0.58.0
 )

@@ -1,7 +1,6 @@
 package sshc
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -9,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/kevinburke/ssh_config"
 )
 
 // Target is everything the client needs to reach one host: the server
@@ -74,60 +71,54 @@ type Local struct {
 
 // ConfigFiles are the parsed ssh_config files, in the order they are
 // consulted (the first value found for a key wins, as in OpenSSH).
-type ConfigFiles []*ssh_config.Config
+type ConfigFiles []*Config
 
 // LoadConfigFiles reads the ssh_config files: file alone when set (-F;
 // "none" for none, an unreadable one is an error), else ~/.ssh/config and
 // /etc/ssh/ssh_config when they exist. A file that does not parse is an
 // error naming it.
 func LoadConfigFiles(file string, loc Local) (ConfigFiles, error) {
-	paths := []string{filepath.Join(loc.Home, ".ssh", "config"), "/etc/ssh/ssh_config"}
+	type source struct {
+		path string
+		dir  includeDir
+	}
+	files := []source{{filepath.Join(loc.Home, ".ssh", "config"), includeDir{home: loc.Home}},
+		{"/etc/ssh/ssh_config", includeDir{home: loc.Home, system: true}}}
 	if file != "" {
 		if file == "none" {
 			return nil, nil
 		}
-		paths = []string{expandHome(file, loc.Home)}
+		files = []source{{expandHome(file, loc.Home), includeDir{home: loc.Home}}}
 	}
 	var out ConfigFiles
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
+	for _, f := range files {
+		c, err := parseConfigFile(f.path, f.dir, 0)
 		if err != nil {
 			if file == "" && os.IsNotExist(err) {
 				continue
 			}
 			return nil, fmt.Errorf("ssh config: %w", err)
 		}
-		c, err := ssh_config.DecodeBytes(b)
-		if err != nil {
-			return nil, fmt.Errorf("ssh config %s: %v", p, err)
-		}
 		out = append(out, c)
 	}
 	return out, nil
 }
 
-// ParseConfig parses ssh_config text (for tests and callers with the text
-// at hand).
-func ParseConfig(text string) (*ssh_config.Config, error) {
-	return ssh_config.Decode(bytes.NewReader([]byte(text)))
-}
-
 // get returns the first value of key for alias over the files.
 func (cf ConfigFiles) get(alias, key string) string {
 	for _, c := range cf {
-		if v, err := c.Get(alias, key); err == nil && v != "" {
+		if v := c.Get(alias, key); v != "" {
 			return v
 		}
 	}
 	return ""
 }
 
+// getAll returns every value of key for alias over the files, in order.
 func (cf ConfigFiles) getAll(alias, key string) []string {
 	var out []string
 	for _, c := range cf {
-		if v, err := c.GetAll(alias, key); err == nil {
-			out = append(out, v...)
-		}
+		out = append(out, c.GetAll(alias, key)...)
 	}
 	return out
 }
