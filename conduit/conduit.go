@@ -271,11 +271,11 @@ func initOnce() {
 // nothing to say): the console's job ended, -h was asked for, or the
 // process could not take its part.
 func start() (*Job, int, error) {
-	cfg, src, err := spawn.LoadConfig()
-	if err != nil {
-		return nil, 1, err
-	}
 	if !spawn.IsWorker() {
+		cfg, src, err := spawn.LoadConfig()
+		if err != nil {
+			return nil, 1, err
+		}
 		// srun -n 4 ./prog 4 would start four consoles of four workers
 		// each: stop every task, with one line from the first.
 		if msg, speak, ok := spawn.DirectLaunch(os.Getenv, os.Args[0]); ok {
@@ -298,7 +298,7 @@ func start() (*Job, int, error) {
 		}
 		return nil, spawn.Console(cfg, src, n, prog, os.Args[2:]), nil
 	}
-	w, err := spawn.Dial(cfg)
+	w, cfg, src, err := spawn.Connect()
 	if err != nil {
 		return nil, 1, err
 	}

@@ -21,9 +21,11 @@ func IsWorker() bool { return worker.IsWorker() }
 // Worker is a worker's link to its console (spawn/internal/worker).
 type Worker = worker.Worker
 
-// Dial connects a worker to the console named by the worker marker,
-// retrying until cfg.ConnectTimeout; Worker.Join then bootstraps its rank.
-func Dial(cfg *Config) (*Worker, error) { return worker.Dial(cfg) }
+// Connect reads a worker's configuration and connects it to the console
+// named by the worker marker (over TCP, retrying until the configuration's
+// ConnectTimeout), or takes the connection and the configuration that the
+// L spawner gave it; Worker.Join then bootstraps its rank.
+func Connect() (*Worker, *Config, map[string]Source, error) { return worker.Connect() }
 
 // EndedError is returned by Worker.Join when the console ended the job
 // before this worker joined it: the worker should end with its Code,

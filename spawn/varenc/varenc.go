@@ -19,6 +19,10 @@ func AppendUint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
 // AppendInt appends v as a zig-zag varint.
 func AppendInt(b []byte, v int) []byte { return binary.AppendVarint(b, int64(v)) }
 
+// AppendInt64 appends v as a zig-zag varint, for values that need more
+// than an int32 (Int64 reads them).
+func AppendInt64(b []byte, v int64) []byte { return binary.AppendVarint(b, v) }
+
 // AppendString appends s: its length, then its bytes.
 func AppendString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
@@ -82,6 +86,17 @@ func (d *Decoder) Int() int {
 	}
 	d.B = d.B[n:]
 	return int(v)
+}
+
+// Int64 reads a zig-zag varint of any int64 (AppendInt64).
+func (d *Decoder) Int64() int64 {
+	v, n := binary.Varint(d.B)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.B = d.B[n:]
+	return v
 }
 
 // Bytes reads a byte string. The result aliases B, and its capacity ends

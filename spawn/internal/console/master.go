@@ -162,9 +162,13 @@ func Run(cfg *envconf.Config, src map[string]envconf.Source, n int, program stri
 	// hosts connect to ln.
 	joins := make(chan *peerConn)
 	if name == "L" {
+		// Their environment is the console's: so is their configuration,
+		// which they take from the console rather than read again.
+		settings := ctl.EncodeFrame(ctl.FrameSettings, ctl.Settings{Config: envconf.AppendBinary(nil, cfg, src)})
 		spec.Control = func(_ int, c net.Conn) {
 			go func() {
-				if !readJoin(c, bufio.NewReaderSize(c, frameReadBuf), cfg.ConnectTimeout, joins) {
+				_, err := c.Write(settings)
+				if err != nil || !readJoin(c, bufio.NewReaderSize(c, frameReadBuf), cfg.ConnectTimeout, joins) {
 					c.Close()
 				}
 			}()

@@ -42,6 +42,9 @@ func DecodeBody(b []byte, v BodyReader) error {
 func (h Hello) AppendBody(b []byte) []byte  { return varenc.AppendString(b, h.Secret) }
 func (h *Hello) ReadBody(d *varenc.Decoder) { h.Secret = d.String() }
 
+func (s Settings) AppendBody(b []byte) []byte  { return varenc.AppendBytes(b, s.Config) }
+func (s *Settings) ReadBody(d *varenc.Decoder) { s.Config = d.Bytes() }
+
 func (j Join) AppendBody(b []byte) []byte {
 	b = varenc.AppendInt(varenc.AppendInt(b, j.Rank), j.Index)
 	b = varenc.AppendString(varenc.AppendString(b, j.Host), j.Name)

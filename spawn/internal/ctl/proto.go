@@ -28,7 +28,10 @@ const (
 	FramePong      byte = 10
 	FrameSignal    byte = 11 // console → worker: raise the signal numbered in the body (Code) on itself
 	FrameColl      byte = 12 // worker → console: Coll, where a rank waits long in a collective
-	MaxFrame            = 64 << 20
+	// FrameSettings: console → worker, after the Hello on a control
+	// connection the console made (L): Settings.
+	FrameSettings byte = 13
+	MaxFrame           = 64 << 20
 	// MaxFirstFrame bounds the first frame of a connection, read before the
 	// secret is checked, and MaxJoinFrame the Join that follows a Hello: a
 	// stranger makes the console read at most a few bytes.
@@ -41,6 +44,13 @@ const (
 // else.
 type Hello struct {
 	Secret string // the job secret, hex
+}
+
+// Settings is the console's configuration in envconf's binary form
+// (envconf.AppendBinary), which a worker of the console's host, whose
+// environment is the console's, takes instead of reading its own.
+type Settings struct {
+	Config []byte
 }
 
 // Join is the first frame a worker sends.

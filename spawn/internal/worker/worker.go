@@ -140,13 +140,25 @@ func (w *Worker) terminate(code int) {
 	w.event() // waits in the library notice and exit
 }
 
-// Dial connects to the console named by the worker marker, retrying until
-// cfg.ConnectTimeout, or takes the connection the L spawner made
-// (ctl.EnvConnFD).
-func Dial(cfg *envconf.Config) (*Worker, error) {
+// Connect reads this worker's configuration and connects it to its
+// console: through the connection the L spawner made, with the console's
+// configuration (ctl.EnvConnFD), or else from the environment, then over
+// TCP (Dial).
+func Connect() (*Worker, *envconf.Config, map[string]envconf.Source, error) {
 	if v := os.Getenv(ctl.EnvConnFD); v != "" {
-		return inherited(cfg, v)
+		return inherited(v)
 	}
+	cfg, src, err := envconf.Load()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	w, err := Dial(cfg)
+	return w, cfg, src, err
+}
+
+// Dial connects to the console named by the worker marker, retrying until
+// cfg.ConnectTimeout.
+func Dial(cfg *envconf.Config) (*Worker, error) {
 	addr := os.Getenv(ctl.EnvMaster)
 	secret, err := ReadSecret()
 	if err != nil {
@@ -200,46 +212,71 @@ func Dial(cfg *envconf.Config) (*Worker, error) {
 	return w, nil
 }
 
+// settingsWait bounds the wait for the first frames of a connection the
+// L spawner made, which the console writes as it starts the worker.
+const settingsWait = time.Minute
+
 // inherited returns the worker whose control connection is the socket on
-// descriptor fd (a decimal string), whose first frame, the console's
-// Hello, carries the job secret. Its UDP socket binds the console's
-// address, on this host (as a TCP connection to it would).
-func inherited(cfg *envconf.Config, fd string) (*Worker, error) {
+// descriptor fd (a decimal string), with the configuration the console
+// sent on it: its first frame, the console's Hello, carries the job
+// secret, and the second, Settings, the console's configuration, which is
+// this worker's (its environment is the console's). Its UDP socket binds
+// the console's address, on this host (as a TCP connection to it would),
+// or GASNET_WORKERIP's.
+func inherited(fd string) (*Worker, *envconf.Config, map[string]envconf.Source, error) {
 	n, err := strconv.Atoi(fd)
 	master, perr := netip.ParseAddrPort(os.Getenv(ctl.EnvMaster))
 	if err != nil || n < 3 || perr != nil {
-		return nil, fmt.Errorf("%s=%q with %s=%q: accepted: a file descriptor >= 3 and the console's address", ctl.EnvConnFD, fd, ctl.EnvMaster, os.Getenv(ctl.EnvMaster))
+		return nil, nil, nil, fmt.Errorf("%s=%q with %s=%q: accepted: a file descriptor >= 3 and the console's address", ctl.EnvConnFD, fd, ctl.EnvMaster, os.Getenv(ctl.EnvMaster))
 	}
 	f := os.NewFile(uintptr(n), "control")
 	c, err := net.FileConn(f)
 	f.Close()
 	if err != nil {
-		return nil, fmt.Errorf("the control connection on file descriptor %d: %w", n, err)
+		return nil, nil, nil, fmt.Errorf("the control connection on file descriptor %d: %w", n, err)
 	}
 	w := &Worker{conn: c, r: bufio.NewReader(c), SpawnedCrowded: os.Getenv(ctl.EnvNoInbox) != "", LocalIP: master.Addr().Unmap()}
-	c.SetReadDeadline(time.Now().Add(cfg.ConnectTimeout))
-	typ, body, err := ctl.ReadFrameMax(w.r, ctl.MaxFirstFrame)
-	var h ctl.Hello
-	if err == nil && (typ != ctl.FrameHello || ctl.DecodeBody(body, &h) != nil) {
-		err = errors.New("not a Hello")
-	}
-	secret, herr := hex.DecodeString(h.Secret)
-	if err == nil && (herr != nil || len(secret) == 0) {
-		err = errors.New("malformed job secret")
-	}
-	if err != nil {
+	fail := func(err error) (*Worker, *envconf.Config, map[string]envconf.Source, error) {
 		c.Close()
-		return nil, fmt.Errorf("reading the job secret from the control connection: %w", err)
+		return nil, nil, nil, fmt.Errorf("reading the control connection from the console: %w", err)
+	}
+	c.SetReadDeadline(time.Now().Add(settingsWait))
+	var h ctl.Hello
+	if err := readFrame(w.r, ctl.FrameHello, ctl.MaxFirstFrame, &h); err != nil {
+		return fail(err)
+	}
+	if secret, err := hex.DecodeString(h.Secret); err != nil || len(secret) == 0 {
+		return fail(errors.New("malformed job secret"))
+	}
+	var s ctl.Settings
+	if err := readFrame(w.r, ctl.FrameSettings, ctl.MaxFrame, &s); err != nil {
+		return fail(err)
+	}
+	cfg, src, err := envconf.DecodeBinary(s.Config)
+	if err != nil {
+		return fail(err)
 	}
 	c.SetReadDeadline(time.Time{})
 	w.Secret = []byte(h.Secret)
 	if cfg.WorkerIP != "" {
 		if w.LocalIP, err = envconf.AddrOnSubnet(cfg.WorkerIP); err != nil {
 			c.Close()
-			return nil, err
+			return nil, nil, nil, err
 		}
 	}
-	return w, nil
+	return w, cfg, src, nil
+}
+
+// readFrame reads a frame of type typ, of at most limit bytes, into v.
+func readFrame(r *bufio.Reader, typ byte, limit uint32, v ctl.BodyReader) error {
+	t, body, err := ctl.ReadFrameMax(r, limit)
+	switch {
+	case err != nil:
+		return err
+	case t != typ:
+		return fmt.Errorf("frame %d instead of %d", t, typ)
+	}
+	return ctl.DecodeBody(body, v)
 }
 
 // ReadSecret returns the job secret: from the descriptor ctl.EnvSecretFD
