@@ -345,12 +345,23 @@ func (e *Endpoint) Size() int {
 // Register installs h at index 1..255 (index 0 is the returned-message
 // handler: see SetReturnedHandler). A nil h unregisters.
 func (e *Endpoint) Register(index int, h Handler) error {
-	if index < 1 || index >= NumHandlers {
-		return fmt.Errorf("%w (got %d)", ErrBadHandler, index)
+	return e.RegisterAll(map[int]Handler{index: h})
+}
+
+// RegisterAll installs each handler of hs at its index, as Register does,
+// in one step: the poller reads the table lock-free from a snapshot, which
+// each call copies once. An index out of range installs none of them.
+func (e *Endpoint) RegisterAll(hs map[int]Handler) error {
+	for index := range hs {
+		if index < 1 || index >= NumHandlers {
+			return fmt.Errorf("%w (got %d)", ErrBadHandler, index)
+		}
 	}
 	e.mu.Lock()
 	t := *e.table.Load()
-	t.handlers[index] = h
+	for index, h := range hs {
+		t.handlers[index] = h
+	}
 	e.table.Store(&t)
 	e.mu.Unlock()
 	return nil

@@ -577,3 +577,36 @@ func sealed(secret string, dest int, b []byte) []byte {
 	k.Seal(b, uint32(dest), false)
 	return b
 }
+
+// TestRegisterAll: every handler of the map is installed in one step; a
+// map with an index out of range installs none of them.
+func TestRegisterAll(t *testing.T) {
+	eps := newJob(t, 1, Config{})
+	e := eps[0]
+	var ran [3]atomic.Int32
+	hs := map[int]Handler{}
+	for i := range ran {
+		hs[150+i] = func(*Token, []uint32, []byte) { ran[i].Add(1) }
+	}
+	if err := e.RegisterAll(hs); err != nil {
+		t.Fatal(err)
+	}
+	bad := map[int]Handler{160: func(*Token, []uint32, []byte) {}, NumHandlers: nil}
+	if err := e.RegisterAll(bad); !errors.Is(err, ErrBadHandler) {
+		t.Errorf("index %d: %v, want ErrBadHandler", NumHandlers, err)
+	}
+	for i := range ran {
+		if err := e.RequestShort(0, 150+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.RequestShort(0, 160); !errors.Is(err, ErrBadHandler) {
+		t.Errorf("handler 160 of the refused map: %v, want ErrBadHandler", err)
+	}
+	waitFor(t, e, "handlers", func() bool { return ran[0].Load()+ran[1].Load()+ran[2].Load() == 3 })
+	for i := range ran {
+		if ran[i].Load() != 1 {
+			t.Errorf("handler %d ran %d times", 150+i, ran[i].Load())
+		}
+	}
+}

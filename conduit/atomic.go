@@ -266,9 +266,9 @@ func (a *Atomics[T]) send(ctx context.Context, j *Job, rank int, offset uint64, 
 // checks what it receives as the sender did: a request that does not fit
 // its segment (a forged or corrupt one) is refused, and the sender's
 // handle reports it.
-func (j *Job) registerAtomics() {
+func (j *Job) registerAtomics(hs map[int]amudp.Handler) {
 	ep := j.ep
-	ep.Register(hAtomicReq, func(t *amudp.Token, args []uint32, _ []byte) {
+	hs[hAtomicReq] = func(t *amudp.Token, args []uint32, _ []byte) {
 		if len(args) != 8 || !t.IsRequest() {
 			return
 		}
@@ -282,8 +282,8 @@ func (j *Job) registerAtomics() {
 		}
 		old := amo.Apply(unsafe.Pointer(&seg[off]), kind, op, uint64(args[3])|uint64(args[4])<<32, uint64(args[5])|uint64(args[6])<<32)
 		t.ReplyShort(hAtomicReply, args[7], 0, uint32(old), uint32(old>>32))
-	})
-	ep.Register(hAtomicReply, func(t *amudp.Token, args []uint32, _ []byte) {
+	}
+	hs[hAtomicReply] = func(t *amudp.Token, args []uint32, _ []byte) {
 		if len(args) != 4 || t.IsRequest() {
 			return
 		}
@@ -296,7 +296,7 @@ func (j *Job) registerAtomics() {
 		}
 		h.bits.Store(uint64(args[2]) | uint64(args[3])<<32)
 		j.rma.complete(h)
-	})
+	}
 }
 
 // toBits is the word's bits, in the low 32 for a 32-bit type.

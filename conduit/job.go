@@ -330,12 +330,14 @@ func (j *Job) attachContext(ctx context.Context, handlers []HandlerEntry, segmen
 	if err != nil {
 		return nil, err
 	}
+	hs := make(map[int]amudp.Handler, len(handlers))
 	for _, h := range handlers {
 		fn := h.Fn
-		if err := ep.Register(h.Index, func(t *amudp.Token, args []uint32, p []byte) { fn((*Token)(t), args, p) }); err != nil {
-			j.nb.release()
-			return nil, err
-		}
+		hs[h.Index] = func(t *amudp.Token, args []uint32, p []byte) { fn((*Token)(t), args, p) }
+	}
+	if err := ep.RegisterAll(hs); err != nil {
+		j.nb.release()
+		return nil, err
 	}
 	ep.SetSegment(seg)
 	// Every rank's segment size, and the path by which the ranks of its

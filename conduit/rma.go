@@ -118,27 +118,28 @@ func (r *rma) complete(h *Handle) {
 // reason to crash.
 func (j *Job) registerCore() {
 	ep := j.ep
-	ep.Register(hTable, j.table.chunk)
-	ep.Register(hBarrier, j.bar.message)
-	ep.Register(hGather, j.gat.message)
+	hs := map[int]amudp.Handler{}
+	hs[hTable] = j.table.chunk
+	hs[hBarrier] = j.bar.message
+	hs[hGather] = j.gat.message
 	j.tree.h, j.gat.tree.h = hTree, hGatherTree
 	j.tree.abort, j.gat.tree.abort = j.treeAbort, j.treeAbort
-	ep.Register(hTree, j.tree.message)
-	ep.Register(hGatherTree, j.gat.tree.message)
-	ep.Register(hPut, func(t *amudp.Token, args []uint32, _ []byte) {
+	hs[hTree] = j.tree.message
+	hs[hGatherTree] = j.gat.tree.message
+	hs[hPut] = func(t *amudp.Token, args []uint32, _ []byte) {
 		if len(args) == 1 && t.IsRequest() {
 			t.ReplyShort(hDone, args[0])
 		}
-	})
-	ep.Register(hDone, func(t *amudp.Token, args []uint32, _ []byte) {
+	}
+	hs[hDone] = func(t *amudp.Token, args []uint32, _ []byte) {
 		if len(args) != 1 || t.IsRequest() {
 			return
 		}
 		if h := j.rma.get(args[0]); h != nil && h.pending.Load() > 0 {
 			j.rma.complete(h)
 		}
-	})
-	ep.Register(hGetReq, func(t *amudp.Token, args []uint32, _ []byte) {
+	}
+	hs[hGetReq] = func(t *amudp.Token, args []uint32, _ []byte) {
 		if len(args) != 5 || !t.IsRequest() {
 			return
 		}
@@ -150,11 +151,11 @@ func (j *Job) registerCore() {
 			return
 		}
 		t.ReplyMedium(hGetReply, seg[off:off+n], args[3], args[4], 0)
-	})
-	j.registerAtomics()
-	ep.Register(hTeam, j.teams.message)
-	j.registerVIS()
-	ep.Register(hGetReply, func(t *amudp.Token, args []uint32, p []byte) {
+	}
+	j.registerAtomics(hs)
+	hs[hTeam] = j.teams.message
+	j.registerVIS(hs)
+	hs[hGetReply] = func(t *amudp.Token, args []uint32, p []byte) {
 		if len(args) != 3 || t.IsRequest() {
 			return
 		}
@@ -167,7 +168,8 @@ func (j *Job) registerCore() {
 		}
 		copy(h.dst[args[1]:], p)
 		j.rma.complete(h)
-	})
+	}
+	ep.RegisterAll(hs)
 }
 
 // PutNB starts writing data at offset of dest's segment and returns a

@@ -355,9 +355,9 @@ func readPieceList(b []byte, seg uint64, limit int) (offs []uint64, lens []int, 
 }
 
 // registerVIS installs the handlers of vector transfers.
-func (j *Job) registerVIS() {
+func (j *Job) registerVIS(hs map[int]amudp.Handler) {
 	ep := j.ep
-	ep.Register(hVisPut, func(t *amudp.Token, args []uint32, p []byte) {
+	hs[hVisPut] = func(t *amudp.Token, args []uint32, p []byte) {
 		if len(args) != 2 || !t.IsRequest() {
 			return
 		}
@@ -376,8 +376,8 @@ func (j *Job) registerVIS() {
 			data = data[lens[i]:]
 		}
 		t.ReplyShort(hVisDone, args[0], 0)
-	})
-	ep.Register(hVisDone, func(t *amudp.Token, args []uint32, _ []byte) {
+	}
+	hs[hVisDone] = func(t *amudp.Token, args []uint32, _ []byte) {
 		if len(args) != 2 || t.IsRequest() {
 			return
 		}
@@ -387,8 +387,8 @@ func (j *Job) registerVIS() {
 			}
 			j.rma.complete(h)
 		}
-	})
-	ep.Register(hVisGet, func(t *amudp.Token, args []uint32, p []byte) {
+	}
+	hs[hVisGet] = func(t *amudp.Token, args []uint32, p []byte) {
 		if len(args) != 2 || !t.IsRequest() {
 			return
 		}
@@ -407,8 +407,8 @@ func (j *Job) registerVIS() {
 			out = append(out, seg[off:off+uint64(lens[i])]...)
 		}
 		t.ReplyMedium(hVisGetReply, out, args[0], args[1], 0)
-	})
-	ep.Register(hVisGetReply, func(t *amudp.Token, args []uint32, p []byte) {
+	}
+	hs[hVisGetReply] = func(t *amudp.Token, args []uint32, p []byte) {
 		if len(args) != 3 || t.IsRequest() {
 			return
 		}
@@ -425,5 +425,5 @@ func (j *Job) registerVIS() {
 			}
 		}
 		j.rma.complete(h)
-	})
+	}
 }
