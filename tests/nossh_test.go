@@ -8,7 +8,7 @@ import (
 )
 
 // sshModules are the modules only the S spawner uses.
-var sshModules = []string{"golang.org/x/crypto", "github.com/pkg/sftp", "github.com/kevinburke/ssh_config"}
+var sshModules = []string{"golang.org/x/crypto", "github.com/pkg/sftp"}
 
 // linked returns which of sshModules the program links.
 func linked(t *testing.T, prog string) []string {

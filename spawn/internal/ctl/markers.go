@@ -14,6 +14,11 @@ const (
 	// launch.Spec.Control): its first frame, from the console, is a Hello
 	// carrying the job secret, and the worker connects to nothing.
 	EnvConnFD = "GASNET_SPAWN_CONN_FD"
+	// EnvForkServer makes a process of the program the L spawner's fork
+	// server (launch's forkserver_linux.go), which starts this many
+	// workers, instead of running the program: its socket to the console
+	// is descriptor 3.
+	EnvForkServer = "GASNET_SPAWN_FORKSERVER"
 	// EnvProcs says that the L spawner set GOMAXPROCS=1 for this worker
 	// (see launch.Local); the worker removes both from its environment.
 	EnvProcs = "GASNET_SPAWN_PROCS"
@@ -25,7 +30,7 @@ const (
 
 // MarkerVars are the GASNET_ variables udpconduit reads besides its
 // settings: the worker markers the console sets for its workers.
-var MarkerVars = []string{EnvMaster, EnvSecret, EnvIndex, EnvSecretFD, EnvConnFD, EnvProcs, EnvNoInbox, EnvRoute, EnvTree}
+var MarkerVars = []string{EnvMaster, EnvSecret, EnvIndex, EnvSecretFD, EnvConnFD, EnvForkServer, EnvProcs, EnvNoInbox, EnvRoute, EnvTree}
 
 // EnvRoute in a worker's environment asks it to route its stdout and stderr
 // to the console over TCP (DESIGN.md §8).

@@ -45,6 +45,12 @@ func (Local) Start(spec *Spec) (Launch, error) {
 	procs := localProcs(spec.Count, runtime.NumCPU(), os.Getenv("GOMAXPROCS") != "" || slices.ContainsFunc(env, func(kv string) bool {
 		return strings.HasPrefix(kv, "GOMAXPROCS=") && kv != "GOMAXPROCS="
 	}))
+	if spec.Output != nil && spec.Control != nil && spec.Count >= forkServerMin {
+		if err := l.startServed(spec, env, procs, ctl.EncodeFrame(ctl.FrameHello, ctl.Hello{Secret: secret})); err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
 	for i := 0; i < spec.Count; i++ {
 		cmd := exec.Command(spec.Program, spec.Args...)
 		cmd.Dir = spec.Dir

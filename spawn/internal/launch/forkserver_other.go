@@ -1,0 +1,14 @@
+//go:build !linux
+
+package launch
+
+import "errors"
+
+// forkServerMin is the smallest job whose workers a fork server starts:
+// none outside Linux (forkserver_linux.go), where the console starts every
+// worker itself.
+var forkServerMin = int(^uint(0) >> 1)
+
+func (l *localLaunch) startServed(*Spec, []string, []string, []byte) error {
+	return errors.New("spawn L: no fork server on this system")
+}
