@@ -586,9 +586,9 @@ func TestSplitBarrierKeepsTheEnd(t *testing.T) {
 }
 
 // TestConsoleCostPerWorker: the console waits for its local workers
-// without a thread each (pidfds in the poller), and holds the descriptors
-// per worker that the README states and the N check assumes (4 with routed
-// output: control, stdout, stderr, pidfd).
+// without a thread each (their fork server reaps them), and holds the
+// descriptors per worker that the README states and the N check assumes
+// (3 with routed output: control, stdout, stderr).
 func TestConsoleCostPerWorker(t *testing.T) {
 	const n = 64
 	cmd, _ := startPrinter(t, t.Name(), n, "wait", "waiting", "LINES=1")
@@ -609,8 +609,8 @@ func TestConsoleCostPerWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fds) > 4*n+32 {
-		t.Errorf("the console of %d workers holds %d descriptors, more than 4 per worker and 32", n, len(fds))
+	if len(fds) > 3*n+32 {
+		t.Errorf("the console of %d workers holds %d descriptors, more than 3 per worker and 32", n, len(fds))
 	}
 	t.Logf("console of %d workers: %d threads, %d descriptors", n, threads, len(fds))
 }

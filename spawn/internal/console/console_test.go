@@ -72,7 +72,8 @@ func TestCheckJob(t *testing.T) {
 		want   string // "" = accepted
 	}{
 		{"", "L", 1024, true, roomy, ""},
-		{"", "L", 40, true, hostLimits{NoFile: 100, OpenFDs: 8}, "N=40: the console needs about 200 file descriptors (4 per worker) and RLIMIT_NOFILE is 100 (ulimit -n): at most 15 workers"},
+		{"", "L", 40, true, hostLimits{NoFile: 100, OpenFDs: 8}, "N=40: the console needs about 160 file descriptors (3 per worker) and RLIMIT_NOFILE is 100 (ulimit -n): at most 20 workers"},
+		{"", "L", 10, true, hostLimits{NoFile: 70, OpenFDs: 8}, "N=10: the console needs about 80 file descriptors (4 per worker)"}, // no fork server: pidfds
 		{"", "C", 40, true, hostLimits{NoFile: 100, OpenFDs: 8}, "N=40: the console needs about 160 file descriptors (3 per worker)"},
 		{"", "L", 29, false, hostLimits{NoFile: 100, OpenFDs: 8}, ""},
 		{"", "L", 31, false, hostLimits{NoFile: 100, OpenFDs: 8}, "N=31: the console needs about 102 file descriptors (2 per worker)"},

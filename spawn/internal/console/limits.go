@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"github.com/udpconduit/udpconduit/spawn/internal/launch"
 	"os"
 	"strconv"
 	"strings"
@@ -20,7 +21,8 @@ type hostLimits struct {
 
 // Descriptors the console keeps per worker: its control connection, two
 // routed output streams when output is routed, and a pidfd per local
-// process (see watch); and what it keeps for itself (the listener, its own
+// process that it starts itself (see watch; those that the fork server
+// starts, it reaps); and what it keeps for itself (the listener, its own
 // streams, the runtime's poller, a launcher's pipes).
 const (
 	fdsPerWorker = 1
@@ -29,13 +31,13 @@ const (
 	fdsReserve   = 32
 )
 
-// fdsPer returns the descriptors the console holds per worker.
-func fdsPer(local, routed bool) uint64 {
+// fdsPer returns the descriptors the console holds per worker of n.
+func fdsPer(n int, local, routed bool) uint64 {
 	per := uint64(fdsPerWorker)
 	if routed {
 		per += fdsRouted
 	}
-	if local {
+	if local && !launch.ForkServed(n, routed) {
 		per += fdsLocal
 	}
 	return per
@@ -45,7 +47,7 @@ func fdsPer(local, routed bool) uint64 {
 // returns nil. local: the workers are processes of this host (L); routed:
 // each sends its output over two connections of its own.
 func capacityError(n int, lim hostLimits, local, routed bool) error {
-	per := fdsPer(local, routed)
+	per := fdsPer(n, local, routed)
 	need := uint64(n)*per + lim.OpenFDs + fdsReserve
 	if lim.NoFile > 0 && need > lim.NoFile {
 		most := (lim.NoFile - min(lim.NoFile, lim.OpenFDs+fdsReserve)) / per

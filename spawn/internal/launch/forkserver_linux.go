@@ -45,6 +45,11 @@ import (
 // smaller ones the console starts itself, without the server's own start.
 var forkServerMin = 16
 
+// ForkServed reports whether the L spawner starts a job of count workers
+// through its fork server, when routed says that the console takes their
+// output (Spec.Output).
+func ForkServed(count int, routed bool) bool { return routed && count >= forkServerMin }
+
 // The messages of the fork server.
 const (
 	msgStarted = 'S'

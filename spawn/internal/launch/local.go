@@ -45,7 +45,7 @@ func (Local) Start(spec *Spec) (Launch, error) {
 	procs := localProcs(spec.Count, runtime.NumCPU(), os.Getenv("GOMAXPROCS") != "" || slices.ContainsFunc(env, func(kv string) bool {
 		return strings.HasPrefix(kv, "GOMAXPROCS=") && kv != "GOMAXPROCS="
 	}))
-	if spec.Output != nil && spec.Control != nil && spec.Count >= forkServerMin {
+	if spec.Output != nil && spec.Control != nil && ForkServed(spec.Count, true) {
 		if err := l.startServed(spec, env, procs, ctl.EncodeFrame(ctl.FrameHello, ctl.Hello{Secret: secret})); err != nil {
 			return nil, err
 		}
