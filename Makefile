@@ -64,7 +64,9 @@ loss:
 	scripts/loss-bench.sh 4 3000
 
 # How the cost grows with N: hello N against starting N bare programs, and
-# collectives in short round trips (figures, not a test).
+# collectives in short round trips (figures, not a test). SCALE_N picks the
+# N, SCALE_ROUNDS=R alternates R rounds and prints the median ratios, and
+# SCALE_COLL=0 leaves the collectives out.
 scale:
 	scripts/scale.sh $(SCALE_N)
 

@@ -3,7 +3,9 @@
 # on this machine, in one run (make scale). Figures, not a test:
 #  - the floor: starting N static Go programs that print a line, all at once,
 #    against `hello N` (GASNET_SPAWNFN=L), with their ratio, as built by
-#    make build and built with -tags udpconduit_nossh (no S spawner);
+#    make build and built with -tags udpconduit_nossh (no S spawner); with
+#    SCALE_ROUNDS=R, R rounds of the three alternating for each N, and the
+#    median of each ratio (a VM's runs of one program vary by 10-30%);
 #  - barrier, 8-byte all-gather and broadcast, and one-element all-reduce
 #    per operation over all ranks, in µs and
 #    in short round trips (testam -coll), at N = 2, 8, 64, next to Open
@@ -31,15 +33,23 @@ floor() { # floor N: start N programs at once and wait for all
   wait
 }
 
-echo "nproc $(nproc), ulimit -n $(ulimit -n)"
+rounds=${SCALE_ROUNDS:-1}
+echo "nproc $(nproc), ulimit -n $(ulimit -n), $rounds round(s) per N"
 ratio() { awk -v h="$1" -v f="$2" 'BEGIN { printf "%.2f", h / f }'; }
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 printf '%6s %10s %10s %7s %10s %7s\n' N floor_s hello_s ratio nossh_s ratio
 for n in "${NS[@]}"; do
-  f=$(secs floor "$n")
-  h=$(secs env GASNET_SPAWNFN=L ./bin/hello "$n")
-  x=$(secs env GASNET_SPAWNFN=L "$tmp/hello-nossh" "$n")
-  printf '%6s %10s %10s %7s %10s %7s\n' "$n" "$f" "$h" "$(ratio "$h" "$f")" "$x" "$(ratio "$x" "$f")"
+  hr= xr=
+  for ((r = 0; r < rounds; r++)); do
+    f=$(secs floor "$n")
+    h=$(secs env GASNET_SPAWNFN=L ./bin/hello "$n")
+    x=$(secs env GASNET_SPAWNFN=L "$tmp/hello-nossh" "$n")
+    printf '%6s %10s %10s %7s %10s %7s\n' "$n" "$f" "$h" "$(ratio "$h" "$f")" "$x" "$(ratio "$x" "$f")"
+    hr="$hr $(ratio "$h" "$f")" xr="$xr $(ratio "$x" "$f")"
+  done
+  [ "$rounds" -gt 1 ] && printf '%6s %10s %10s %7s %10s %7s\n' "$n" median "" "$(echo "$hr" | median)" "" "$(echo "$xr" | median)"
 done
+[ "${SCALE_COLL:-1}" = 0 ] && exit 0
 # The reference: Open MPI's MPI_Barrier and MPI_Allgather over its TCP
 # transport (no shared memory, as ours) on the same cores, oversubscribed
 # alike: how much of the growth with N this machine imposes on any runtime.
