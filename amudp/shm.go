@@ -174,9 +174,13 @@ func (t *Shared) Inbox() string { return t.inbox.reg.Path() }
 // called once, before or while datagrams flow.
 func (t *Shared) SetInboxes(inboxes map[netip.AddrPort]string) {
 	m := make(map[netip.AddrPort]*shmPeer, len(inboxes))
+	all := make([]shmPeer, len(inboxes)) // one allocation for a host of 1024 ranks, not 1024
+	self := t.udp.LocalAddr()
 	for a, path := range inboxes {
-		if path != "" && a != t.udp.LocalAddr() {
-			m[a] = &shmPeer{addr: a, path: path}
+		if path != "" && a != self {
+			p := &all[len(m)]
+			p.addr, p.path = a, path
+			m[a] = p
 		}
 	}
 	t.peers.Store(&m)
