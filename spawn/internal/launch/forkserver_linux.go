@@ -168,7 +168,15 @@ func serveForks(n int) int {
 			syscall.Close(fd)
 		}
 		if err != nil {
-			break // the console is gone: the reader above ends this process
+			// The console is gone, or cannot be told: either way it will
+			// not get this worker, so none may run.
+			fmt.Fprintf(os.Stderr, "udpconduit fork server: handing worker %d to the console: %v\n", i, err)
+			mu.Lock()
+			for pid := range index {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
+			mu.Unlock()
+			return 1
 		}
 	}
 	for range started {
@@ -268,6 +276,14 @@ func (l *localLaunch) serve(spec *Spec, sock int, host string, greeting []byte, 
 			started <- err
 		}
 	}
+	// fail ends the job's start: the workers recorded so far are
+	// killed, and the server, whose socket closes, kills the rest and
+	// exits; the loop below reads until then.
+	fail := func(err error) {
+		l.Kill(0)
+		say(err)
+		syscall.Shutdown(sock, syscall.SHUT_RDWR)
+	}
 	defer close(l.exits)
 	buf, oob := make([]byte, maxMsg), make([]byte, syscall.CmsgSpace(3*4))
 	for {
@@ -279,51 +295,35 @@ func (l *localLaunch) serve(spec *Spec, sock int, host string, greeting []byte, 
 			break
 		}
 		d := varenc.Decoder{B: buf[1:k]}
-		i := int(d.Uint())
+		u := d.Uint()
+		i := int(u)
 		fds := rights(oob[:oobn])
+		ok := !d.Bad && u < uint64(spec.Count)
 		switch {
-		case buf[0] == msgStarted && !d.Bad && i < spec.Count && len(fds) == 3:
-			pid := int(d.Uint())
-			l.mu.Lock()
-			l.pids, l.idx = append(l.pids, pid), append(l.idx, i)
-			l.mu.Unlock()
-			// Non-blocking, so that os.NewFile has the runtime's poller
-			// wait for them, not a thread each.
-			syscall.SetNonblock(fds[0], true)
-			syscall.SetNonblock(fds[1], true)
-			spec.Output(i, 1, os.NewFile(uintptr(fds[0]), "stdout"))
-			spec.Output(i, 2, os.NewFile(uintptr(fds[1]), "stderr"))
-			f := os.NewFile(uintptr(fds[2]), "control")
-			conn, err := net.FileConn(f)
-			f.Close()
-			if err == nil {
-				if _, err = conn.Write(greeting); err != nil {
-					conn.Close()
-				}
+		case ok && buf[0] == msgStarted && len(fds) == 3:
+			pid := d.Uint()
+			if d.Bad || len(d.B) != 0 || pid == 0 || pid > 1<<31-1 {
+				break
 			}
+			err := l.handOn(spec, i, int(pid), [3]int(fds), greeting)
+			fds = nil // handed on, or closed
 			if err != nil {
-				l.Kill(0)
-				say(fmt.Errorf("spawn L: worker %d's control connection: %w", i, err))
-				continue
-			}
-			spec.Control(i, conn)
-			if count++; count == spec.Count {
+				fail(err)
+			} else if count++; count == spec.Count {
 				say(nil)
 			}
-		case buf[0] == msgFailed && !d.Bad && len(fds) == 0:
+		case ok && buf[0] == msgFailed && len(fds) == 0:
 			if why := d.String(); !d.Bad {
-				l.Kill(0)
-				say(fmt.Errorf("spawn L: worker %d: %s", i, why))
+				fail(fmt.Errorf("spawn L: worker %d: %s", i, why))
 			}
-		case buf[0] == msgExited && !d.Bad && i < spec.Count:
-			pid, ws := int(d.Uint()), syscall.WaitStatus(uint32(d.Uint()))
-			if l.end(i) {
-				l.exits <- procExit(i, pid, host, ws, nil)
+		case ok && buf[0] == msgExited:
+			pid, ws := d.Uint(), syscall.WaitStatus(uint32(d.Uint()))
+			if !d.Bad && len(d.B) == 0 && l.end(i) {
+				l.exits <- procExit(i, int(pid), host, ws, nil)
 			}
-		default:
-			for _, fd := range fds {
-				syscall.Close(fd)
-			}
+		}
+		for _, fd := range fds { // of a message that does not decode
+			syscall.Close(fd)
 		}
 	}
 	say(errors.New("spawn L: the fork server ended before starting every worker"))
@@ -336,6 +336,35 @@ func (l *localLaunch) serve(spec *Spec, sock int, host string, greeting []byte, 
 			l.exits <- ProcExit{Index: i, PID: pids[k], Host: host, Code: 1, Status: "killed with its fork server, which ended"}
 		}
 	}
+}
+
+// handOn records worker i, process pid, started by the fork server, and
+// hands its descriptors (stdout's and stderr's read ends, the console's
+// end of its control connection) to spec's Output and Control, greeting
+// it first. A worker that has ended already gets no Control: its exit,
+// which the server reports next, says why.
+func (l *localLaunch) handOn(spec *Spec, i, pid int, fds [3]int, greeting []byte) error {
+	l.mu.Lock()
+	l.pids, l.idx = append(l.pids, pid), append(l.idx, i)
+	l.mu.Unlock()
+	// Non-blocking, so that os.NewFile has the runtime's poller wait for
+	// them, not a thread each.
+	syscall.SetNonblock(fds[0], true)
+	syscall.SetNonblock(fds[1], true)
+	spec.Output(i, 1, os.NewFile(uintptr(fds[0]), "stdout"))
+	spec.Output(i, 2, os.NewFile(uintptr(fds[1]), "stderr"))
+	f := os.NewFile(uintptr(fds[2]), "control")
+	conn, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("spawn L: worker %d's control connection: %w", i, err)
+	}
+	if _, err := conn.Write(greeting); err != nil {
+		conn.Close() // ended: its end of the socket is closed
+		return nil
+	}
+	spec.Control(i, conn)
+	return nil
 }
 
 // end marks worker i ended and reports whether it was running.

@@ -21,7 +21,8 @@ import (
 // envChild makes the test binary a worker of the tests below: it reads the
 // console's greeting on descriptor 3, answers with its index there, prints
 // its pid and index on stdout, and ends with its index modulo 3 as its code
-// ("sleep": it sleeps instead, until killed).
+// ("sleep": it sleeps instead, until killed; "now": it ends at once with
+// code 7, reading nothing).
 const envChild = "UDPCONDUIT_LAUNCH_TEST_CHILD"
 
 func TestMain(m *testing.M) {
@@ -32,6 +33,9 @@ func TestMain(m *testing.M) {
 }
 
 func testChild(mode string) int {
+	if mode == "now" {
+		return 7
+	}
 	i, _ := strconv.Atoi(os.Getenv(ctl.EnvIndex))
 	c := os.NewFile(3, "control")
 	hello := make([]byte, 5)
@@ -142,6 +146,18 @@ func TestForkServerKilled(t *testing.T) {
 		fmt.Sscanf(<-outs[i], "pid %d index %d", &pid, &idx)
 		pids = append(pids, pid)
 	}
+	// What the server is for: its descriptor table stays small, whatever
+	// the number of workers it has started (its stdio, its socket,
+	// /dev/null, what the runtime and the test keep open: 3 more per
+	// worker would be 15 more here).
+	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", server)); err != nil || len(fds) > 12 {
+		var what []string
+		for _, f := range fds {
+			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", server, f.Name()))
+			what = append(what, f.Name()+"="+l)
+		}
+		t.Errorf("the fork server of %d running workers holds %d descriptors (%v), want a few: %s", n, len(fds), err, what)
+	}
 	syscall.Kill(server, syscall.SIGKILL)
 	for e := range l.Exits() {
 		if e.Clean || !strings.Contains(e.Status, "fork server") {
@@ -156,6 +172,23 @@ func TestForkServerKilled(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// TestForkServerEarlyExit: workers that end before the console has greeted
+// them are reported with their own exit code, not as a failure to start.
+func TestForkServerEarlyExit(t *testing.T) {
+	const n = 20
+	l, _, _ := served(t, n, "now")
+	seen := 0
+	for e := range l.Exits() {
+		seen++
+		if e.Code != 7 {
+			t.Errorf("%s: %s, want exit status 7", e.Who(), e.Status)
+		}
+	}
+	if seen != n {
+		t.Errorf("%d exits reported, want %d", seen, n)
 	}
 }
 
@@ -224,9 +257,15 @@ func TestServeMessages(t *testing.T) {
 	if err := run(failed); err == nil || !strings.Contains(err.Error(), "worker 1: starting /x: no such file") {
 		t.Errorf("a failed start: %v", err)
 	}
-	for _, garbage := range [][]byte{{'S'}, {'S', 1, 2}, {'E', 9, 1, 0}, {'Z', 0}, {'F', 0, 200}} {
+	open := func() int { fds, _ := os.ReadDir("/proc/self/fd"); return len(fds) }
+	before := open()
+	for _, garbage := range [][]byte{{'S'}, {'S', 1, 2}, {'S', 1, 0}, {'S', 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 1, 5},
+		{'E', 9, 1, 0}, {'E', 1, 5, 0}, {'Z', 0}, {'F', 0, 200}} {
 		if err := run(garbage); err == nil || !strings.Contains(err.Error(), "ended before starting every worker") {
 			t.Errorf("% x, then the end: %v", garbage, err)
 		}
+	}
+	if after := open(); after != before {
+		t.Errorf("%d descriptors open after the garbage, %d before: those it carried were not closed", after, before)
 	}
 }
