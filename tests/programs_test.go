@@ -486,3 +486,35 @@ func rankList(n int) []int {
 	}
 	return l
 }
+
+// TestForwardedSettingsReachLocalWorkers: a setting given to the workers
+// alone through GASNET_FORWARD_ENV=NAME=VALUE is in force in every worker
+// of the L spawner, whether the console starts them (few) or its fork
+// server does (16 or more), and a forwarded value that a setting does not
+// accept is one line from the console.
+func TestForwardedSettingsReachLocalWorkers(t *testing.T) {
+	for _, n := range []int{2, 20} {
+		r := run(t, t.Name(), []string{"GASNET_SPAWNFN=L", "GASNET_FORWARD_ENV=GASNET_STATS=1", "LINES=0"}, "printer", strconv.Itoa(n))
+		if got := strings.Count(r.stderr, " stats: "); r.code != 0 || got != n {
+			t.Errorf("printer %d: exit %d, %d stats lines, want %d; stderr:\n%s", n, r.code, got, n, r.stderr)
+		}
+	}
+	r := run(t, t.Name(), []string{"GASNET_SPAWNFN=L", "GASNET_FORWARD_ENV=GASNET_NETWORKDEPTH=abc"}, "printer", "20")
+	if want := `GASNET_FORWARD_ENV: GASNET_NETWORKDEPTH="abc": accepted: an integer from 1 to 1024`; r.code != 1 || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("a bad forwarded value: exit %d, stderr %q; want 1 and one line with %q", r.code, r.stderr, want)
+	}
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
+}
+
+// TestConsoleOnEveryAddress: with GASNET_MASTERIP=0.0.0.0 (the console
+// listens on every address) the L spawner's workers bind loopback, as a
+// connection to the console would, and exchange their messages by UDP.
+func TestConsoleOnEveryAddress(t *testing.T) {
+	for _, n := range []string{"4", "20"} { // the console starts them; its fork server does
+		r := run(t, t.Name(), []string{"GASNET_SPAWNFN=L", "GASNET_MASTERIP=0.0.0.0", udpOnly}, "testcore", n, "-msgs", "200")
+		if want := "every request and reply ran exactly once"; r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("testcore %s: exit %d\nstdout:\n%s\nstderr:\n%s", n, r.code, r.stdout, r.stderr)
+		}
+	}
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
+}

@@ -162,9 +162,14 @@ func Run(cfg *envconf.Config, src map[string]envconf.Source, n int, program stri
 	// hosts connect to ln.
 	joins := make(chan *peerConn)
 	if name == "L" {
-		// Their environment is the console's: so is their configuration,
-		// which they take from the console rather than read again.
-		settings := ctl.EncodeFrame(ctl.FrameSettings, ctl.Settings{Config: envconf.AppendBinary(nil, cfg, src)})
+		// Their environment is the console's and the forwarded variables:
+		// the console reads their configuration once, for all of them.
+		wcfg, wsrc, err := envconf.LoadEnv(append(os.Environ(), fwd...))
+		if err != nil {
+			say("%s: %v", envconf.DisplayName(src, "GASNET_FORWARD_ENV"), err)
+			return 1
+		}
+		settings := ctl.EncodeFrame(ctl.FrameSettings, ctl.Settings{Config: envconf.AppendBinary(nil, wcfg, wsrc)})
 		spec.Control = func(_ int, c net.Conn) {
 			go func() {
 				_, err := c.Write(settings)

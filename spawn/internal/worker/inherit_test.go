@@ -55,6 +55,20 @@ func TestInheritedConnection(t *testing.T) {
 	if d := cmp.Diff(wantSrc, src); d != "" {
 		t.Errorf("sources (-console +worker):\n%s", d)
 	}
+	for master, local := range map[string]string{"0.0.0.0:4000": "127.0.0.1", "[::]:4000": "::1", "[::ffff:10.1.2.3]:9": "10.1.2.3"} {
+		t.Setenv(ctl.EnvMaster, master)
+		fd := socketWith(t, append(hello[:len(hello):len(hello)], settings...))
+		w, _, _, err := inherited(strconv.Itoa(fd))
+		if err != nil {
+			t.Errorf("console at %s: %v", master, err)
+			continue
+		}
+		w.conn.Close()
+		if w.LocalIP != netip.MustParseAddr(local) {
+			t.Errorf("console at %s: local IP %v, want %s", master, w.LocalIP, local)
+		}
+	}
+	t.Setenv(ctl.EnvMaster, "127.0.0.7:4000")
 	subnet := want
 	subnet.WorkerIP = "127.0.0.0/8"
 	fd = socketWith(t, append(hello[:len(hello):len(hello)], ctl.EncodeFrame(ctl.FrameSettings, ctl.Settings{Config: envconf.AppendBinary(nil, &subnet, nil)})...))

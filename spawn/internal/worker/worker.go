@@ -221,8 +221,8 @@ const settingsWait = time.Minute
 // sent on it: its first frame, the console's Hello, carries the job
 // secret, and the second, Settings, the console's configuration, which is
 // this worker's (its environment is the console's). Its UDP socket binds
-// the console's address, on this host (as a TCP connection to it would),
-// or GASNET_WORKERIP's.
+// the console's address, on this host (as a TCP connection to it would:
+// loopback for a console listening on every address), or GASNET_WORKERIP's.
 func inherited(fd string) (*Worker, *envconf.Config, map[string]envconf.Source, error) {
 	n, err := strconv.Atoi(fd)
 	master, perr := netip.ParseAddrPort(os.Getenv(ctl.EnvMaster))
@@ -235,7 +235,14 @@ func inherited(fd string) (*Worker, *envconf.Config, map[string]envconf.Source, 
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("the control connection on file descriptor %d: %w", n, err)
 	}
-	w := &Worker{conn: c, r: bufio.NewReader(c), SpawnedCrowded: os.Getenv(ctl.EnvNoInbox) != "", LocalIP: master.Addr().Unmap()}
+	local := master.Addr().Unmap()
+	switch {
+	case local == netip.IPv4Unspecified():
+		local = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	case local == netip.IPv6Unspecified():
+		local = netip.IPv6Loopback()
+	}
+	w := &Worker{conn: c, r: bufio.NewReader(c), SpawnedCrowded: os.Getenv(ctl.EnvNoInbox) != "", LocalIP: local}
 	fail := func(err error) (*Worker, *envconf.Config, map[string]envconf.Source, error) {
 		c.Close()
 		return nil, nil, nil, fmt.Errorf("reading the control connection from the console: %w", err)
