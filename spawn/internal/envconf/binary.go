@@ -11,7 +11,7 @@ import (
 )
 
 // A configuration in binary form is what the console hands the workers it
-// starts on its own host (the L spawner, ctl.FrameConfig): their
+// starts on its own host (the L spawner, a ctl.FrameSettings): their
 // environment is the console's, so their configuration is the console's,
 // already read and checked, and a worker that decodes it skips
 // envconfig's reflection over the environment, which every process of a

@@ -27,7 +27,7 @@ import (
 
 // Config is every setting of udpconduit, read from the environment. With
 // descriptions (descs.go) it is the only source of truth: the README's
-// variable table is generated from these tags (DESIGN.md §10). Each variable is read as GASNET_X, then
+// variable table is generated from the two (DESIGN.md §10). Each variable is read as GASNET_X, then
 // AMUDP_X, and bare X only where the `bare` tag says the reference documents
 // it.
 type Config struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -24,9 +25,18 @@ type Config struct {
 
 // block is a Host or Match block: when it applies, and its lines.
 type block struct {
-	all      bool      // Match all, or the lines before any Host
-	patterns []pattern // Host patterns, or Match host's
+	all      bool        // the lines before any Host
+	patterns []pattern   // a Host line's patterns
+	match    []criterion // a Match line's criteria, which must all hold
 	lines    []line
+}
+
+// criterion is one criterion of a Match line: all, final, canonical, host
+// or originalhost (with its patterns), negated by a leading !.
+type criterion struct {
+	kind     string
+	not      bool
+	patterns []pattern
 }
 
 // line is one keyword line of a block: keyword lowercased, its value as
@@ -241,33 +251,91 @@ func hostBlock(value string) (block, error) {
 	return block{patterns: ps}, nil
 }
 
-// matchBlock starts the block of "Match value": all, or host or
-// originalhost (both matched against the name as listed) with patterns.
-// Other criteria (exec, user, localuser, canonical, final, ...) are refused:
-// the built-in client cannot tell whether they hold.
+// matchBlock starts the block of "Match value": criteria all, final,
+// canonical, host and originalhost (with a pattern list), each negated
+// by a leading !, all of which must hold. Other criteria (exec, user,
+// localuser, localnetwork, tagged, version, ...) are refused: the built-in
+// client cannot tell whether they hold.
 func matchBlock(value string) (block, error) {
 	ws := words(value)
-	switch {
-	case len(ws) == 1 && strings.EqualFold(ws[0], "all"):
-		return block{all: true}, nil
-	case len(ws) == 2 && (strings.EqualFold(ws[0], "host") || strings.EqualFold(ws[0], "originalhost")):
-		if ps := patterns(ws[1], true); len(ps) > 0 {
-			return block{patterns: ps}, nil
-		}
+	refuse := func() (block, error) {
+		return block{}, fmt.Errorf("Match %s: the built-in ssh client takes Match with all, final, canonical, host and originalhost (GASNET_SSH_CMD=ssh takes every form)", value)
 	}
-	return block{}, fmt.Errorf("Match %s: the built-in ssh client takes Match all, Match host PATTERNS and Match originalhost PATTERNS (GASNET_SSH_CMD=ssh takes every form)", value)
+	var b block
+	for i := 0; i < len(ws); i++ {
+		c := criterion{kind: strings.ToLower(ws[i])}
+		if k, ok := strings.CutPrefix(c.kind, "!"); ok {
+			c.kind, c.not = k, true
+		}
+		switch c.kind {
+		case "all", "final", "canonical":
+		case "host", "originalhost":
+			if i+1 == len(ws) {
+				return refuse()
+			}
+			i++
+			if c.patterns = patterns(strings.ToLower(ws[i]), true); len(c.patterns) == 0 {
+				return refuse()
+			}
+		default:
+			return refuse()
+		}
+		b.match = append(b.match, c)
+	}
+	if len(b.match) == 0 {
+		return refuse()
+	}
+	return b, nil
 }
 
-// matches reports whether the block applies to alias: Match all, the lines
-// before any Host, or a pattern that matches alias with no negated one
-// that does (ssh_config(5)).
-func (b *block) matches(alias string) bool {
+// target is what blocks match against, as a walk through the files goes:
+// the name as listed (alias), the host name that a HostName line met so
+// far gives (host, alias until then), and whether this is OpenSSH's final
+// pass (Match final).
+type target struct {
+	alias, host string
+	hostSet     bool
+	final       bool
+}
+
+// matches reports whether the block applies to t: the lines before any
+// Host; a Host line one of whose patterns matches the name as listed (with
+// its case), with no negated one matching; or a Match line
+// all of whose criteria hold (host and originalhost compare without case,
+// host the name a HostName line gave; canonical never holds: the client
+// does not canonicalize names).
+func (b *block) matches(t *target) bool {
 	if b.all {
 		return true
 	}
+	if b.match == nil {
+		return matchList(b.patterns, t.alias)
+	}
+	for _, c := range b.match {
+		var ok bool
+		switch c.kind {
+		case "all":
+			ok = true
+		case "final":
+			ok = t.final
+		case "host":
+			ok = matchList(c.patterns, strings.ToLower(t.host))
+		case "originalhost":
+			ok = matchList(c.patterns, strings.ToLower(t.alias))
+		}
+		if ok == c.not {
+			return false
+		}
+	}
+	return true
+}
+
+// matchList reports whether one of ps matches s and no negated one does
+// (ssh_config(5)).
+func matchList(ps []pattern, s string) bool {
 	found := false
-	for _, p := range b.patterns {
-		if glob(p.glob, alias) {
+	for _, p := range ps {
+		if glob(p.glob, s) {
 			if p.not {
 				return false
 			}
@@ -306,40 +374,61 @@ func glob(pattern, s string) bool {
 
 // Get returns the first value of key (any case) that applies to alias, in
 // file order, looking into included files where their Include applies;
-// "" when none does.
+// "" when none does. As OpenSSH, it reads the files again as the final
+// pass (Match final) for a key the first pass left unset.
 func (c *Config) Get(alias, key string) string {
 	var out string
-	c.walk(alias, strings.ToLower(key), func(v string) bool { out = v; return false })
+	found := func(v string) bool { out = v; return false }
+	key = strings.ToLower(key)
+	t := &target{alias: alias, host: alias}
+	c.walk(t, key, found)
+	if out == "" {
+		c.walk(&target{alias: alias, host: t.host, final: true}, key, found)
+	}
 	return out
 }
 
-// GetAll returns every value of key that applies to alias, in file order.
+// GetAll returns every value of key that applies to alias, in file order,
+// then those that only the final pass adds.
 func (c *Config) GetAll(alias, key string) []string {
 	var out []string
-	c.walk(alias, strings.ToLower(key), func(v string) bool { out = append(out, v); return true })
+	key = strings.ToLower(key)
+	t := &target{alias: alias, host: alias}
+	c.walk(t, key, func(v string) bool { out = append(out, v); return true })
+	first := len(out)
+	c.walk(&target{alias: alias, host: t.host, final: true}, key, func(v string) bool {
+		if !slices.Contains(out[:first], v) {
+			out = append(out, v)
+		}
+		return true
+	})
 	return out
 }
 
-// walk calls f with each value of key for alias until f returns false, and
-// reports whether it should go on.
-func (c *Config) walk(alias, key string, f func(string) bool) bool {
+// walk calls f with each value of key for t, in file order, until f
+// returns false, and reports whether it should go on. The first HostName
+// met sets the host name that later Match host criteria see (%h is the
+// name as listed).
+func (c *Config) walk(t *target, key string, f func(string) bool) bool {
 	for i := range c.blocks {
 		b := &c.blocks[i]
-		if !b.matches(alias) {
+		if !b.matches(t) {
 			continue
 		}
 		for _, l := range b.lines {
 			switch {
 			case l.key == "include":
 				for _, inc := range l.included {
-					if !inc.walk(alias, key, f) {
+					if !inc.walk(t, key, f) {
 						return false
 					}
 				}
-			case l.key == key:
-				if !f(l.value) {
-					return false
-				}
+				continue
+			case l.key == "hostname" && !t.hostSet:
+				t.host, t.hostSet = strings.ReplaceAll(l.value, "%h", t.alias), true
+			}
+			if l.key == key && !f(l.value) {
+				return false
 			}
 		}
 	}

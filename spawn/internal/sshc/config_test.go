@@ -1,14 +1,18 @@
 package sshc
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 )
 
 // TestConfigSyntax: keywords in any case, with a blank, = or " = " before
@@ -80,7 +84,7 @@ Match all
 		if got := c.Get(tc.alias, "port"); got != tc.port {
 			t.Errorf("%s: Port %q, want %q", tc.alias, got, tc.port)
 		}
-		if d := cmp.Diff(tc.ids, c.GetAll(tc.alias, "identityfile")); d != "" {
+		if d := gocmp.Diff(tc.ids, c.GetAll(tc.alias, "identityfile")); d != "" {
 			t.Errorf("%s: IdentityFile (-want +got):\n%s", tc.alias, d)
 		}
 	}
@@ -88,6 +92,57 @@ Match all
 	c, _ = ParseConfig("Host m1,m2\n  Port 9\n")
 	if got := c.Get("m1", "Port"); got != "" {
 		t.Errorf("Host m1,m2 matched m1: Port %q", got)
+	}
+}
+
+// TestConfigMatchHost: as in OpenSSH 9 (`ssh -G`), Match host sees the
+// name that a HostName line met before it gives, without case, and
+// originalhost the name as listed; Host patterns meet the name with its
+// case;
+// criteria combine and negate; Match final applies in a final pass, after
+// every other line (first value still wins); Match canonical never holds.
+func TestConfigMatchHost(t *testing.T) {
+	c, err := ParseConfig(`
+Host foo
+  HostName bar.Example.com
+Match host *.example.COM
+  User matched
+Match originalhost FOO !host foo
+  Port 1
+Match !host nothing,other
+  IdentityFile /k/not-nothing
+Host UPPER
+  Port 2
+Match final all
+  Port 3
+  User final
+  IdentityFile /k/final
+Match canonical all
+  Port 4
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ alias, key, want string }{
+		{"foo", "User", "matched"},
+		{"foo", "Port", "1"},
+		{"other", "User", "final"}, // only the final pass gives one
+		{"other", "Port", "3"},
+		{"upper", "Port", "3"}, // Host UPPER: with its case
+		{"UPPER", "Port", "2"},
+	} {
+		if got := c.Get(tc.alias, tc.key); got != tc.want {
+			t.Errorf("%s %s = %q, want %q", tc.alias, tc.key, got, tc.want)
+		}
+	}
+	if d := gocmp.Diff([]string{"/k/not-nothing", "/k/final"}, c.GetAll("foo", "IdentityFile")); d != "" {
+		t.Errorf("foo IdentityFile (-want +got):\n%s", d)
+	}
+	if d := gocmp.Diff([]string{"/k/not-nothing", "/k/final"}, c.GetAll("upper", "IdentityFile")); d != "" {
+		t.Errorf("upper IdentityFile (-want +got):\n%s", d)
+	}
+	if d := gocmp.Diff([]string{"/k/final"}, c.GetAll("nothing", "IdentityFile")); d != "" {
+		t.Errorf("nothing IdentityFile (-want +got):\n%s", d)
 	}
 }
 
@@ -143,7 +198,9 @@ func TestConfigErrors(t *testing.T) {
 		"Host x\n  User =\n":            "line 2: User has no value",
 		"IdentityFile \"/a b\n":         "line 1: IdentityFile: unbalanced quotes",
 		"Host !\n":                      "line 1: Host \"!\" has no pattern",
-		"Match exec \"true\"\n  Port 1": "line 1: Match exec \"true\": the built-in ssh client takes Match all",
+		"Match exec \"true\"\n  Port 1": "line 1: Match exec \"true\": the built-in ssh client takes Match with all, final, canonical, host and originalhost",
+		"Match host\n":                  "line 1: Match host: the built-in",
+		"Match\n":                       "line 1: Match has no value",
 		"Match user root\n":             "GASNET_SSH_CMD=ssh",
 	} {
 		if _, err := ParseConfig(text); err == nil || !strings.Contains(err.Error(), want) {
@@ -204,4 +261,87 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestConfigAgainstOpenSSH reads configurations with OpenSSH's own client
+// (`ssh -G`, which prints what it resolved for a host without connecting)
+// and checks that Get and GetAll resolve User, Port, HostName and
+// IdentityFile as it does, for every host named.
+func TestConfigAgainstOpenSSH(t *testing.T) {
+	ssh, err := exec.LookPath("ssh")
+	if err != nil {
+		t.Fatalf("OpenSSH's client (make deps installs openssh-client): %v", err)
+	}
+	local, _ := user.Current()
+	configs := []string{`
+Port 2000
+Host a* !abc
+  User first
+  IdentityFile /k/1
+Host *
+  User second
+  IdentityFile /k/2
+`, `
+Host foo
+  HostName bar.Example.com
+Match host *.example.COM
+  User matched
+Match originalhost FOO !host foo
+  Port 1
+Match !host nothing,other
+  IdentityFile /k/not-nothing
+Host UPPER
+  Port 2
+Match final all
+  Port 3
+  User final
+  IdentityFile /k/final
+Match canonical all
+  Port 4
+`, `
+Host = web?  db
+  HostName=%h.internal
+  port = 2222
+Match host *.internal
+  User "ops"
+Host *
+  IdentityFile /k/default # a comment
+`}
+	hosts := []string{"abc", "axe", "foo", "FOO", "other", "upper", "UPPER", "web1", "webby", "db", "nothing"}
+	dir := t.TempDir()
+	for n, text := range configs {
+		path := filepath.Join(dir, strconv.Itoa(n))
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := ParseConfig(text)
+		if err != nil {
+			t.Fatalf("config %d: %v", n, err)
+		}
+		for _, h := range hosts {
+			out, err := exec.Command(ssh, "-G", "-F", path, h).Output()
+			if err != nil {
+				t.Fatalf("ssh -G -F %s %s: %v", path, h, err)
+			}
+			want := map[string][]string{}
+			for _, l := range strings.Split(string(out), "\n") {
+				if k, v, ok := strings.Cut(l, " "); ok && (k == "user" || k == "port" || k == "hostname" || k == "identityfile") {
+					want[k] = append(want[k], v)
+				}
+			}
+			got := map[string][]string{
+				"user":     {cmp.Or(c.Get(h, "User"), local.Username)},
+				"port":     {cmp.Or(c.Get(h, "Port"), "22")},
+				"hostname": {strings.ToLower(strings.ReplaceAll(cmp.Or(c.Get(h, "HostName"), h), "%h", h))},
+			}
+			if ids := c.GetAll(h, "IdentityFile"); len(ids) > 0 {
+				got["identityfile"] = ids
+			} else {
+				got["identityfile"] = want["identityfile"] // OpenSSH's defaults
+			}
+			if d := gocmp.Diff(want, got); d != "" {
+				t.Errorf("config %d, host %s (-ssh -G +ours):\n%s", n, h, d)
+			}
+		}
+	}
 }
