@@ -246,6 +246,7 @@ func patterns(value string, lists bool) []pattern {
 func hostBlock(value string) (block, error) {
 	ps := patterns(value, false)
 	if len(ps) == 0 {
+		//lint:ignore ST1005 the message starts with the keyword as the file spells it
 		return block{}, fmt.Errorf("Host %q has no pattern", value)
 	}
 	return block{patterns: ps}, nil
@@ -259,6 +260,7 @@ func hostBlock(value string) (block, error) {
 func matchBlock(value string) (block, error) {
 	ws := words(value)
 	refuse := func() (block, error) {
+		//lint:ignore ST1005 the message starts with the keyword as the file spells it
 		return block{}, fmt.Errorf("Match %s: the built-in ssh client takes Match with all, final, canonical, host and originalhost (GASNET_SSH_CMD=ssh takes every form)", value)
 	}
 	var b block
