@@ -647,6 +647,10 @@ func (j *Job) setWords(w *words, leaders []int) {
 // after it saw every slot at n+1, which each rank wrote after it read n.
 // ok false (and no error): no words, or some rank's blocks did not fit
 // its slot, which every rank saw; the caller then runs it over messages.
+// alltoallRingMax is the largest gathered group whose all-to-all rings
+// every rank's doorbell (wordAlltoall); a variable for the tests.
+var alltoallRingMax = 16
+
 func (j *Job) wordAlltoall(data []byte, b int) (out []byte, ok bool, err error) {
 	w := j.bar.words
 	if w == nil || !w.whole {
@@ -667,6 +671,13 @@ func (j *Job) wordAlltoall(data []byte, b int) (out []byte, ok bool, err error) 
 		return fail(err)
 	}
 	w.writeSlot(own, n, data, slotAlltoall)
+	// Small groups, and those whose ranks spin: each rank rings every
+	// other's doorbell and polls the slots, one write away from its
+	// result. Larger gathered groups: each rank arrives at the leader,
+	// which releases them all once every slot is written (2 notes a rank
+	// per all-to-all, not one to each of the others: 256 ranks on 2 CPUs
+	// rang 65280 doorbells a call).
+	gathered := !w.dissem && len(w.group) > alltoallRingMax
 	switch {
 	case w.dissem:
 		for i := 0; 1<<i < len(w.group); i++ {
@@ -679,32 +690,43 @@ func (j *Job) wordAlltoall(data []byte, b int) (out []byte, ok bool, err error) 
 			return fail(err)
 		}
 	}
-	for i, addr := range w.addrs {
-		if i != w.me {
-			if err := w.sh.Notify(addr); err != nil {
-				return fail(err)
-			}
-		}
-	}
-	slots := make([][]byte, len(w.group))
-	for i := range slots {
-		a, err := w.area(i)
-		if err != nil {
-			return fail(err)
-		}
-		slots[i] = slot(a, n)
-	}
-	next := 0 // the slots before next hold n
-	err = j.waitIn("all-gather", n, j.gat.index, func() error {
-		return j.wordWait(w, func() bool {
-			for ; next < len(slots); next++ {
-				if word(slots[next], 0).Load() < n {
-					return false
+	switch {
+	case gathered && w.leads():
+		err = j.waitIn("all-gather", n, j.gat.index, func() error {
+			return j.wordWait(w, func() bool { return w.arrived(&syncGather, n) })
+		})
+	case gathered:
+		err = j.waitIn("all-gather", n, j.gat.index, func() error {
+			return j.wordWait(w, func() bool { return w.released(&syncGather, n) })
+		})
+	default:
+		for i, addr := range w.addrs {
+			if i != w.me {
+				if err := w.sh.Notify(addr); err != nil {
+					return fail(err)
 				}
 			}
-			return true
+		}
+		slots := make([][]byte, len(w.group))
+		for i := range slots {
+			a, err := w.area(i)
+			if err != nil {
+				return fail(err)
+			}
+			slots[i] = slot(a, n)
+		}
+		next := 0 // the slots before next hold n
+		err = j.waitIn("all-gather", n, j.gat.index, func() error {
+			return j.wordWait(w, func() bool {
+				for ; next < len(slots); next++ {
+					if word(slots[next], 0).Load() < n {
+						return false
+					}
+				}
+				return true
+			})
 		})
-	})
+	}
 	if err != nil {
 		return fail(err)
 	}
