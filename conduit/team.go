@@ -208,11 +208,13 @@ const (
 	teamAlltoall
 	teamAlltoallv
 	teamAlltoallBruck // Alltoall of small blocks (teamcoll.go bruck)
+	teamAlltoallTree  // Alltoall through the tree of a crowded job (treeAlltoall)
 )
 
 var teamKinds = [...]string{teamBarrier: "barrier", teamBroadcast: "broadcast", teamReduce: "reduce",
 	teamAllReduce: "all-reduce", teamGather: "gather", teamAllGather: "all-gather", teamScatter: "scatter",
-	teamAlltoall: "all-to-all", teamAlltoallv: "all-to-all-v", teamAlltoallBruck: "all-to-all of small blocks"}
+	teamAlltoall: "all-to-all", teamAlltoallv: "all-to-all-v", teamAlltoallBruck: "all-to-all of small blocks",
+	teamAlltoallTree: "all-to-all through a tree"}
 
 // teamCall is one collective of a team on this rank.
 type teamCall struct {

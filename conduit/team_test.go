@@ -162,30 +162,44 @@ func TestTeamGrid(t *testing.T) {
 
 // TestTeamCollectivesUnderLoss runs every collective on the whole job and
 // on the odd and even ranks, at N = 1, 2, 3, 5, 8 and 13, over an
-// in-memory network that drops 20% and duplicates 5% of the datagrams.
+// in-memory network that drops 20% and duplicates 5% of the datagrams,
+// with the algorithms of a job whose ranks fit their CPUs and of a crowded
+// one (AMTREE: the all-to-all of small data through the tree).
 func TestTeamCollectivesUnderLoss(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 5, 8, 13} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				lnet := amudptest.New(uint64(n), 0.20, 0.05, 200*time.Microsecond)
-				res, _ := runJob(t, n, memNet(lnet), false, func(j *Job) {
-					checkTeam(t, "world", j.World())
-					parity, err := j.World().Split(j.Rank()%2, j.Rank())
-					if err != nil {
-						t.Fatalf("rank %d: split: %v", j.Rank(), err)
-					}
-					checkTeam(t, fmt.Sprintf("parity %d", j.Rank()%2), parity)
-					j.Barrier()
-				})
-				if res.Code != 0 {
-					t.Errorf("job ended %d: %q", res.Code, res.Ends)
-				}
-				if n > 1 && (lnet.Dropped() == 0 || lnet.Duplicated() == 0) {
-					t.Errorf("the network dropped %d and duplicated %d datagrams", lnet.Dropped(), lnet.Duplicated())
-				}
+	for _, tc := range []struct {
+		name string
+		algo barrierAlgo
+	}{{"dissemination", barrierDissem}, {"crowded", barrierTree}} {
+		for _, n := range []int{1, 2, 3, 5, 8, 13} {
+			t.Run(fmt.Sprintf("%s/%d", tc.name, n), func(t *testing.T) {
+				teamUnderLoss(t, n, tc.algo)
 			})
-		})
+		}
 	}
+}
+
+// teamUnderLoss is a run of TestTeamCollectivesUnderLoss.
+func teamUnderLoss(t *testing.T, n int, algo barrierAlgo) {
+	synctest.Test(t, func(t *testing.T) {
+		lnet := amudptest.New(uint64(n), 0.20, 0.05, 200*time.Microsecond)
+		jn := memNet(lnet)
+		jn.barrier = algo
+		res, _ := runJob(t, n, jn, false, func(j *Job) {
+			checkTeam(t, "world", j.World())
+			parity, err := j.World().Split(j.Rank()%2, j.Rank())
+			if err != nil {
+				t.Fatalf("rank %d: split: %v", j.Rank(), err)
+			}
+			checkTeam(t, fmt.Sprintf("parity %d", j.Rank()%2), parity)
+			j.Barrier()
+		})
+		if res.Code != 0 {
+			t.Errorf("job ended %d: %q", res.Code, res.Ends)
+		}
+		if n > 1 && (lnet.Dropped() == 0 || lnet.Duplicated() == 0) {
+			t.Errorf("the network dropped %d and duplicated %d datagrams", lnet.Dropped(), lnet.Duplicated())
+		}
+	})
 }
 
 // TestTeamReductions checks every operator on every element type, and a

@@ -444,12 +444,19 @@ func (t *Team) alltoall(data []byte) ([]byte, error) {
 		}
 	}
 	kind, exchange := teamAlltoall, (*teamCall).alltoall
-	if b <= bruckMax {
+	switch {
+	case !t.j.bar.bruck && n*len(data) <= treeAlltoallMax:
+		kind = teamAlltoallTree
+	case b <= bruckMax:
 		kind, exchange = teamAlltoallBruck, (*teamCall).bruck
 	}
 	c, err := t.begin(kind, 0, 0, 0)
 	if err != nil {
 		return nil, err
+	}
+	if kind == teamAlltoallTree {
+		out, err := c.treeAlltoall(data, b)
+		return out, c.end(err)
 	}
 	parts := make([][]byte, n)
 	for i := range parts {
@@ -484,6 +491,83 @@ func (t *Team) alltoallv(parts [][]byte) ([][]byte, error) {
 
 // bruckMax is the largest block Alltoall sends by Bruck's algorithm.
 const bruckMax = 256
+
+// treeAlltoallMax bounds the bytes of all the members' blocks together
+// (the team's size times each one's data) that an all-to-all of a crowded
+// job passes through the root of its tree (treeAlltoall); larger ones run
+// by Bruck's algorithm or pairwise.
+const treeAlltoallMax = 256 << 10
+
+// treeAlltoall is the all-to-all of a job where some host has more ranks
+// than CPUs (where the barrier is AMTREE, and the all-gather gathers and
+// broadcasts, for the same reason): each waiting rank wakes when its
+// partner is scheduled, so the fewer rounds a rank waits in the better.
+// Up the binomial tree of bcast rooted at team rank 0, each member passes
+// its parent the data of every member of its subtree (ranks rel .. rel+s-1,
+// in order, each data of n blocks of b bytes); the root then holds every
+// block and sends each child, down the same tree, the blocks destined to
+// its subtree's members (for each, in order, its n blocks by source), and
+// each member passes its children their share of what it got. Each member
+// waits for its children once and its parent once: 2(n-1) messages in
+// all, against n⌈log2 n⌉ for Bruck's, whose every round wakes every rank.
+func (c *teamCall) treeAlltoall(data []byte, b int) ([]byte, error) {
+	n, me := len(c.t.ranks), c.t.me
+	row := n * b // one member's data
+	// Up: rows of this member's subtree, in member order.
+	rows := append([]byte{}, data...)
+	span := 1 // members in the subtree gathered so far
+	mask := 1
+	for ; mask < n; mask <<= 1 {
+		if me&mask != 0 {
+			if err := c.send(me-mask, 0, rows); err != nil {
+				return nil, err
+			}
+			break
+		}
+		if child := me | mask; child < n {
+			in, err := c.recv(child, 0)
+			if err != nil {
+				return nil, err
+			}
+			size := min(mask, n-child)
+			if len(in) != size*row {
+				return nil, c.mismatch(fmt.Errorf("team rank %d sent the blocks of %d members in %d bytes, %d bytes each here", child, size, len(in), row))
+			}
+			rows = append(rows, in...)
+			span += size
+		}
+	}
+	// Down: for each member of this subtree, in order, its n blocks by
+	// source; the root makes it from every row.
+	var cols []byte
+	if me == 0 {
+		cols = make([]byte, 0, n*row)
+		for d := range n {
+			for s := range n {
+				cols = append(cols, rows[s*row+d*b:s*row+(d+1)*b]...)
+			}
+		}
+	} else {
+		in, err := c.recv(me-mask, 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(in) != span*row {
+			return nil, c.mismatch(fmt.Errorf("team rank %d sent the blocks of %d members in %d bytes, %d bytes each here", me-mask, span, len(in), row))
+		}
+		cols = in
+	}
+	for mask >>= 1; mask > 0; mask >>= 1 {
+		if child := me + mask; child < n {
+			size := min(mask, n-child)
+			off := (child - me) * row
+			if err := c.send(child, 1, cols[off:off+size*row]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return cols[:row:row], nil
+}
 
 // bruck is the all-to-all of Bruck et al. (1997): the member rotates its
 // parts by its rank; in round k it sends the member 2^k after it every
