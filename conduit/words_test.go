@@ -289,19 +289,7 @@ func checkQuiet(t *testing.T, res jobResult, oneGroup bool, quiet, resent []uint
 // In one group, all-to-alls whose blocks fit (after one that fit) send
 // nothing but answers to retransmissions.
 func TestWordsAlltoall(t *testing.T) {
-	old := alltoallRingMax
-	defer func() { alltoallRingMax = old }()
-	for _, m := range append(wordModes, struct {
-		name    string
-		size    int
-		crowded bool
-	}{"one group crowded, gathered and released", 0, true}) {
-		// Crowded groups larger than alltoallRingMax gather at their
-		// leader rather than ring every rank's doorbell.
-		alltoallRingMax = old
-		if strings.HasSuffix(m.name, "released") {
-			alltoallRingMax = 1
-		}
+	for _, m := range wordModes {
 		for _, n := range []int{1, 2, 5, 8} {
 			t.Run(fmt.Sprintf("%s/N=%d", m.name, n), func(t *testing.T) {
 				sizes := []int{0, 1, 8, maxSlotPart / n, maxSlotPart/n + 1, 8, 8}
@@ -351,27 +339,20 @@ func TestWordsAlltoall(t *testing.T) {
 
 // TestWordsAlltoallMismatch: in a job of one group, a rank that calls
 // Alltoall while the others call AllGather gets ErrCollectiveMismatch, and
-// so does every other rank, by dissemination and by gather and release
-// (the all-to-all ringing every rank, or gathering at the leader), also
-// when one side's part does not fit its slot; none waits forever.
+// so does every other rank, by dissemination and by gather and release,
+// also when one side's part does not fit its slot; none waits forever.
 func TestWordsAlltoallMismatch(t *testing.T) {
-	old := alltoallRingMax
-	defer func() { alltoallRingMax = old }()
 	for _, c := range []struct {
 		name             string
 		crowded          bool
 		blocks, gathered int // the all-to-all's block size, the all-gather's part
-		ringMax          int
 	}{
-		{"dissemination", false, 1, 1, old},
-		{"gathered", true, 1, 1, old},
-		{"gathered at the leader", true, 1, 1, 1},
-		{"dissemination, large blocks", false, maxSlotPart, 1, old},
-		{"gathered, large part", true, 1, maxSlotPart + 1, old},
-		{"gathered at the leader, large part", true, 1, maxSlotPart + 1, 1},
-		{"gathered at the leader, large blocks", true, maxSlotPart, 1, 1},
+		{"dissemination", false, 1, 1},
+		{"gathered", true, 1, 1},
+		{"dissemination, large blocks", false, maxSlotPart, 1},
+		{"gathered, large part", true, 1, maxSlotPart + 1},
+		{"gathered, large blocks", true, maxSlotPart, 1},
 	} {
-		alltoallRingMax = c.ringMax
 		t.Run(c.name, func(t *testing.T) {
 			const n = 3
 			errs := make([]error, n)
