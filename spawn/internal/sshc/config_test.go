@@ -95,14 +95,9 @@ Match all
 	}
 }
 
-// TestConfigMatchHost: as in OpenSSH 9 (`ssh -G`), Match host sees the
-// name that a HostName line met before it gives, without case, and
-// originalhost the name as listed; Host patterns meet the name with its
-// case;
-// criteria combine and negate; Match final applies in a final pass, after
-// every other line (first value still wins); Match canonical never holds.
-func TestConfigMatchHost(t *testing.T) {
-	c, err := ParseConfig(`
+// matchHostConfig is a configuration of every kind of Match line the
+// reader takes.
+const matchHostConfig = `
 Host foo
   HostName bar.Example.com
 Match host *.example.COM
@@ -119,7 +114,16 @@ Match final all
   IdentityFile /k/final
 Match canonical all
   Port 4
-`)
+`
+
+// TestConfigMatchHost: as in OpenSSH 9 (`ssh -G`), Match host sees the
+// name that a HostName line met before it gives, without case, and
+// originalhost the name as listed; Host patterns meet the name with its
+// case; criteria combine and negate; Match final applies in a final pass,
+// after every other line (first value still wins); Match canonical never
+// holds. TestConfigAgainstOpenSSH checks the same text against ssh -G.
+func TestConfigMatchHost(t *testing.T) {
+	c, err := ParseConfig(matchHostConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,24 +285,7 @@ Host a* !abc
 Host *
   User second
   IdentityFile /k/2
-`, `
-Host foo
-  HostName bar.Example.com
-Match host *.example.COM
-  User matched
-Match originalhost FOO !host foo
-  Port 1
-Match !host nothing,other
-  IdentityFile /k/not-nothing
-Host UPPER
-  Port 2
-Match final all
-  Port 3
-  User final
-  IdentityFile /k/final
-Match canonical all
-  Port 4
-`, `
+`, matchHostConfig, `
 Host = web?  db
   HostName=%h.internal
   port = 2222
