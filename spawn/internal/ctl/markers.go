@@ -6,8 +6,8 @@ const (
 	EnvMaster = "GASNET_SPAWN_MASTER" // console address host:port
 	EnvSecret = "GASNET_SPAWN_SECRET" // job secret, hex
 	EnvIndex  = "GASNET_SPAWN_INDEX"  // spawn index, when the spawner knows it
-	// EnvSecretFD, instead of EnvSecret, names the file descriptor from
-	// which the worker reads the secret once (L).
+	// EnvSecretFD=0, instead of EnvSecret, says that the secret is the
+	// first line of the worker's stdin, its ssh session (S).
 	EnvSecretFD = "GASNET_SPAWN_SECRET_FD"
 	// EnvConnFD, instead of EnvSecretFD, names the file descriptor of
 	// the worker's control connection, a socket the L spawner made (see

@@ -34,6 +34,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -89,7 +90,7 @@ func serveForks(n int) int {
 	sock := serverFD
 	env := make([]string, 0, len(os.Environ())+1)
 	for _, kv := range os.Environ() {
-		if len(kv) <= len(ctl.EnvForkServer) || kv[:len(ctl.EnvForkServer)+1] != ctl.EnvForkServer+"=" {
+		if !strings.HasPrefix(kv, ctl.EnvForkServer+"=") {
 			env = append(env, kv)
 		}
 	}
@@ -100,6 +101,13 @@ func serveForks(n int) int {
 	}
 	var mu sync.Mutex
 	index := make(map[int]int, n) // worker index by pid, while it runs
+	killAll := func() {
+		mu.Lock()
+		for pid := range index {
+			syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		mu.Unlock()
+	}
 	send := func(b []byte, rights []byte) error {
 		return syscall.Sendmsg(sock, b, rights, nil, 0)
 	}
@@ -139,11 +147,7 @@ func serveForks(n int) int {
 			} else if errors.Is(err, syscall.EINTR) {
 				continue
 			}
-			mu.Lock()
-			for pid := range index {
-				syscall.Kill(-pid, syscall.SIGKILL)
-			}
-			mu.Unlock()
+			killAll()
 			os.Exit(1)
 		}
 	}()
@@ -171,11 +175,7 @@ func serveForks(n int) int {
 			// The console is gone, or cannot be told: either way it will
 			// not get this worker, so none may run.
 			fmt.Fprintf(os.Stderr, "udpconduit fork server: handing worker %d to the console: %v\n", i, err)
-			mu.Lock()
-			for pid := range index {
-				syscall.Kill(-pid, syscall.SIGKILL)
-			}
-			mu.Unlock()
+			killAll()
 			return 1
 		}
 	}

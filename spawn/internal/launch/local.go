@@ -38,6 +38,9 @@ type localLaunch struct {
 
 // Start starts spec.Count children.
 func (Local) Start(spec *Spec) (Launch, error) {
+	if spec.Control == nil {
+		return nil, errors.New("spawn L: no control connections (Spec.Control) for the workers")
+	}
 	l := &localLaunch{exits: make(chan ProcExit, spec.Count), done: make([]bool, spec.Count)}
 	host, _ := os.Hostname()
 	var wg sync.WaitGroup
@@ -45,7 +48,7 @@ func (Local) Start(spec *Spec) (Launch, error) {
 	procs := localProcs(spec.Count, runtime.NumCPU(), os.Getenv("GOMAXPROCS") != "" || slices.ContainsFunc(env, func(kv string) bool {
 		return strings.HasPrefix(kv, "GOMAXPROCS=") && kv != "GOMAXPROCS="
 	}))
-	if spec.Output != nil && spec.Control != nil && ForkServed(spec.Count, true) {
+	if spec.Output != nil && ForkServed(spec.Count, true) {
 		if err := l.startServed(spec, env, procs, ctl.EncodeFrame(ctl.FrameHello, ctl.Hello{Secret: secret})); err != nil {
 			return nil, err
 		}
@@ -58,22 +61,13 @@ func (Local) Start(spec *Spec) (Launch, error) {
 		cmd.Env = append(cmd.Env, procs...)
 		// The secret goes through file descriptor 3, not the
 		// environment, which stays readable in /proc/PID/environ for the
-		// worker's whole life: the first frame of its control connection
-		// (Control), or else a pipe the worker reads once at start.
-		var pr *os.File
-		var conn net.Conn
-		var err error
-		if spec.Control != nil {
-			pr, conn, err = controlSocket(secret)
-			cmd.Env = append(cmd.Env, ctl.EnvConnFD+"=3")
-		} else {
-			pr, err = secretPipe(secret)
-			cmd.Env = append(cmd.Env, ctl.EnvSecretFD+"=3")
-		}
+		// worker's whole life: the first frame of its control connection.
+		pr, conn, err := controlSocket(secret)
 		if err != nil {
 			l.Kill(0)
-			return nil, fmt.Errorf("spawn L: worker %d: a descriptor for its secret: %w", i, err)
+			return nil, fmt.Errorf("spawn L: worker %d: its control connection: %w", i, err)
 		}
+		cmd.Env = append(cmd.Env, ctl.EnvConnFD+"=3")
 		cmd.ExtraFiles = []*os.File{pr}
 		// Routed, the worker's stdout and stderr are pipes whose read ends
 		// go to spec.Output; else its output goes straight to the
@@ -83,7 +77,7 @@ func (Local) Start(spec *Spec) (Launch, error) {
 		if spec.Output != nil {
 			if out, err = newOutPipes(); err != nil {
 				pr.Close()
-				closeConn(conn)
+				conn.Close()
 				l.Kill(0)
 				return nil, fmt.Errorf("spawn L: worker %d: pipes for its output: %w", i, err)
 			}
@@ -96,7 +90,7 @@ func (Local) Start(spec *Spec) (Launch, error) {
 		out.closeWriters() // the worker has its own
 		if err != nil {
 			out.closeReaders()
-			closeConn(conn)
+			conn.Close()
 			l.Kill(0)
 			return nil, fmt.Errorf("spawn L: starting worker %d (%s): %w", i, spec.Program, err)
 		}
@@ -104,30 +98,11 @@ func (Local) Start(spec *Spec) (Launch, error) {
 			spec.Output(i, 1, out.r[0])
 			spec.Output(i, 2, out.r[1])
 		}
-		if conn != nil {
-			spec.Control(i, conn)
-		}
+		spec.Control(i, conn)
 		l.add(i, cmd, host, &wg, nil)
 	}
 	go func() { wg.Wait(); close(l.exits) }()
 	return l, nil
-}
-
-// secretPipe returns the read end of a pipe that holds secret.
-func secretPipe(secret string) (*os.File, error) {
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	// Written before the worker starts (far below a pipe's buffer), so a
-	// worker that ends at once costs no EPIPE.
-	_, err = pw.WriteString(secret)
-	pw.Close()
-	if err != nil {
-		pr.Close()
-		return nil, err
-	}
-	return pr, nil
 }
 
 // controlSocket returns the two ends of a worker's control connection: the
@@ -161,13 +136,6 @@ func controlSocket(secret string) (*os.File, net.Conn, error) {
 		return nil, nil, err
 	}
 	return theirs, conn, nil
-}
-
-// closeConn closes c unless it is nil.
-func closeConn(c net.Conn) {
-	if c != nil {
-		c.Close()
-	}
 }
 
 // outPipes are a worker's stdout and stderr pipes: r the read ends, w the

@@ -82,3 +82,11 @@ func TestLocalControlSocket(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalNeedsControl: the L spawner refuses a spec without control
+// connections, its only way to hand the workers the secret.
+func TestLocalNeedsControl(t *testing.T) {
+	if _, err := (Local{}).Start(&Spec{Count: 1, Program: "/bin/true"}); err == nil {
+		t.Error("a spec without Control was started")
+	}
+}

@@ -28,13 +28,13 @@ type Spec struct {
 	// elsewhere ignore it: their workers route their output over TCP
 	// when Env asks them to.
 	Output func(index, stream int, r *os.File)
-	// Control, when set, asks a spawner that starts its workers itself on
-	// this host (L) to give each worker its control connection as an
-	// inherited socket, the other end of which goes to Control (which owns
-	// it from then on), instead of having it connect to the console over
-	// TCP; the secret goes to the worker as the socket's first frame, a
-	// Hello (ctl.EnvConnFD). Spawners whose workers run elsewhere ignore
-	// it.
+	// Control is how a spawner that starts its workers itself on this
+	// host (L, which requires it) gives each worker its control
+	// connection: an inherited socket, the other end of which goes to
+	// Control (which owns it from then on), instead of a TCP connection to
+	// the console; the secret goes to the worker as the socket's first
+	// frame, a Hello (ctl.EnvConnFD). Spawners whose workers run elsewhere
+	// ignore it.
 	Control func(index int, c net.Conn)
 }
 

@@ -286,29 +286,20 @@ func readFrame(r *bufio.Reader, typ byte, limit uint32, v ctl.BodyReader) error 
 	return ctl.DecodeBody(body, v)
 }
 
-// ReadSecret returns the job secret: from the descriptor ctl.EnvSecretFD
-// names, read once and closed, or else from ctl.EnvSecret. Descriptor 0 is the
-// ssh session of a remote worker (S): the secret is its first line, and
-// the rest of it is watched (see watchStdin).
+// ReadSecret returns the job secret: from the ssh session of a remote
+// worker (S, ctl.EnvSecretFD=0: the secret is its first line, and the rest
+// of it is watched, see watchStdin), or else from ctl.EnvSecret.
 func ReadSecret() ([]byte, error) {
 	text := os.Getenv(ctl.EnvSecret)
-	if v := os.Getenv(ctl.EnvSecretFD); v == "0" {
+	switch v := os.Getenv(ctl.EnvSecretFD); v {
+	case "":
+	case "0":
 		if session.err != nil {
 			return nil, fmt.Errorf("reading the job secret from the ssh session: %w", session.err)
 		}
 		text = session.secret
-	} else if v != "" {
-		fd, err := strconv.Atoi(v)
-		if err != nil || fd < 3 {
-			return nil, fmt.Errorf("%s=%q: accepted: 0 (the ssh session) or a file descriptor >= 3", ctl.EnvSecretFD, v)
-		}
-		f := os.NewFile(uintptr(fd), "secret")
-		b, err := io.ReadAll(io.LimitReader(f, 256))
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("reading the job secret from file descriptor %d: %w", fd, err)
-		}
-		text = string(b)
+	default:
+		return nil, fmt.Errorf("%s=%q: accepted: 0 (the ssh session)", ctl.EnvSecretFD, v)
 	}
 	secret, err := hex.DecodeString(text)
 	if err != nil || len(secret) == 0 {
