@@ -233,6 +233,7 @@ func TestServeMessages(t *testing.T) {
 		}
 		l := &localLaunch{exits: make(chan ProcExit, 2), done: make([]bool, 2)}
 		spec := &Spec{Count: 2, Output: func(int, int, *os.File) {}, Control: func(int, net.Conn) {}}
+		var pipes []string
 		for _, m := range msgs {
 			// Each garbage message carries a descriptor, which serve
 			// must close; a failure carries none.
@@ -242,6 +243,11 @@ func TestServeMessages(t *testing.T) {
 				oob = syscall.UnixRights(int(r.Fd()))
 				defer r.Close()
 				defer w.Close()
+				link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", r.Fd()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pipes = append(pipes, link)
 			}
 			if err := syscall.Sendmsg(s[1], m, oob, nil, 0); err != nil {
 				t.Fatal(err)
@@ -251,21 +257,40 @@ func TestServeMessages(t *testing.T) {
 		started := make(chan error, 1)
 		l.serve(spec, s[0], "h", nil, started)
 		syscall.Close(s[0])
+		// Only our two ends of each pipe may remain: a third
+		// descriptor on it is the one the message carried.
+		for _, p := range pipes {
+			if n := openOn(t, p); n != 2 {
+				t.Errorf("%d descriptors open on %s after serve, want our 2: the one the message carried was not closed", n, p)
+			}
+		}
 		return <-started
 	}
 	failed := varenc.AppendString(varenc.AppendUint([]byte{msgFailed}, 1), "starting /x: no such file")
 	if err := run(failed); err == nil || !strings.Contains(err.Error(), "worker 1: starting /x: no such file") {
 		t.Errorf("a failed start: %v", err)
 	}
-	open := func() int { fds, _ := os.ReadDir("/proc/self/fd"); return len(fds) }
-	before := open()
 	for _, garbage := range [][]byte{{'S'}, {'S', 1, 2}, {'S', 1, 0}, {'S', 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 1, 5},
 		{'E', 9, 1, 0}, {'E', 1, 5, 0}, {'Z', 0}, {'F', 0, 200}} {
 		if err := run(garbage); err == nil || !strings.Contains(err.Error(), "ended before starting every worker") {
 			t.Errorf("% x, then the end: %v", garbage, err)
 		}
 	}
-	if after := open(); after != before {
-		t.Errorf("%d descriptors open after the garbage, %d before: those it carried were not closed", after, before)
+}
+
+// openOn counts this process's descriptors whose /proc/self/fd link
+// reads target (such as "pipe:[1234]").
+func openOn(t *testing.T, target string) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
 	}
+	n := 0
+	for _, fd := range fds {
+		if link, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && link == target {
+			n++
+		}
+	}
+	return n
 }
