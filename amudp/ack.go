@@ -71,23 +71,36 @@ func (e *Endpoint) sendAcks(p *peerState) {
 	m := wire.Message{Header: wire.Header{Kind: KindAutoReply, Src: uint32(e.rank),
 		Slot: uint16(p.acks[0] >> 16), Seq: uint16(p.acks[0])}, Payload: pay}
 	e.abuf, _ = m.Append(e.abuf[:0])
-	e.key.Seal(e.abuf, uint32(p.rank), e.authPay)
+	e.abuf = e.seal(e.abuf, p.rank)
 	p.acks, p.ackNow = p.acks[:0], false
 	e.stats.sent.Add(1)
 	_ = e.tr.Send(e.abuf, p.addr)
 }
 
 // ackLocked completes p's request (slot, seq) if it is in flight, and
-// reports whether it was; anything else is a duplicate reply.
-func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, now retransmit.Time) bool {
+// reports whether it was; anything else is a duplicate reply. nonce is
+// the reply's: a reply sealed before the last one accepted in the slot is
+// a replay (every reply to a request is sealed after the requester sent
+// it, so after the reply to the slot's previous request was accepted).
+func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, nonce uint64, now retransmit.Time) bool {
 	s := p.req(slot)
 	if s == nil || !s.inflight || s.seq != seq {
 		e.stats.dupReplies.Add(1)
 		return false
 	}
+	if nonce <= s.replyNonce {
+		e.stats.replays.Add(1)
+		return false
+	}
+	s.replyNonce = nonce
 	if d, ok := e.tracker.Ack(s.h, now); ok {
 		p.rtt.Sample(d)
 	}
 	e.completeLocked(p, slot)
 	return true
+}
+
+// seal seals the encoded datagram b for rank dest under the next nonce.
+func (e *Endpoint) seal(b []byte, dest int) []byte {
+	return e.key.Seal(b, uint32(dest), e.nonces.Add(1))
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,9 +39,20 @@ func wireJob(t *testing.T, cfg Config) (*Endpoint, *UDP) {
 	if err := e.SetPeers([]netip.AddrPort{u.LocalAddr(), raw.LocalAddr()}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.Close(); raw.Close() })
+	mode := wire.AuthPayload
+	if cfg.Encrypt {
+		mode = wire.Encrypt
+	} else if cfg.HeaderOnlyAuth {
+		mode = wire.AuthHeader
+	}
+	wireKeys.Store(raw, wire.NewKey(cfg.Secret, mode))
+	t.Cleanup(func() { e.Close(); raw.Close(); wireKeys.Delete(raw) })
 	return e, raw
 }
+
+// wireKeys holds the key of each wireJob's endpoint, by its peer's
+// socket, for recvMsg.
+var wireKeys sync.Map
 
 // recvMsg reads the next datagram on u within a second.
 func recvMsg(t *testing.T, u *UDP) *wire.Message {
@@ -55,8 +67,13 @@ func recvMsg(t *testing.T, u *UDP) *wire.Message {
 		if err != nil {
 			t.Fatal(err)
 		}
+		key, _ := wireKeys.Load(u)
+		body, ok := key.(*wire.Key).Open(b[:n], 1)
+		if !ok {
+			t.Fatal("a datagram of the endpoint does not open")
+		}
 		m := &wire.Message{}
-		if err := wire.Decode(b[:n], m); err != nil {
+		if err := wire.Decode(body, m); err != nil {
 			t.Fatal(err)
 		}
 		return m

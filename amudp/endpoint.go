@@ -18,12 +18,17 @@ import (
 type Config struct {
 	// Rank is this endpoint's rank.
 	Rank int
-	// Secret is the job secret: every datagram carries a MAC keyed by it
-	// (wire.Key), and one whose MAC does not verify is dropped.
+	// Secret is the job secret: every datagram is sealed with AES-GCM
+	// under a key derived from it (DESIGN.md §4), and one that does not
+	// open is dropped.
 	Secret []byte
-	// AuthPayload extends the MAC over payloads (GASNET_AUTH_PAYLOAD);
-	// headers, arguments and acknowledgements are always covered.
-	AuthPayload bool
+	// HeaderOnlyAuth leaves payloads out of the datagrams' tags
+	// (GASNET_AUTH_PAYLOAD=0), for trusted networks: headers, arguments
+	// and acknowledgements stay authenticated.
+	HeaderOnlyAuth bool
+	// Encrypt encrypts every datagram's arguments and payload
+	// (GASNET_ENCRYPT); its header stays authenticated in clear.
+	Encrypt bool
 	// NetworkDepth is the number of outstanding requests per peer
 	// (GASNET_NETWORKDEPTH, default 128, 1..1024).
 	NetworkDepth int
@@ -67,7 +72,10 @@ type reqSlot struct {
 	size      int   // bytes of the encoded request, in the peer's byte window
 	kind      Kind
 	handler   uint8
-	buf       []byte // the encoded request, kept for retransmission
+	buf       []byte // the sealed request, kept for retransmission
+	// replyNonce is the nonce of the last reply accepted for this slot;
+	// a reply with a nonce no greater is a replay.
+	replyNonce uint64
 }
 
 // rxSlot is one credit instance of a peer, at the receiver.
@@ -75,7 +83,10 @@ type rxSlot struct {
 	seq        uint16
 	replied    bool
 	resentPass uint64
-	reply      []byte // the encoded reply, re-sent for a retransmitted request
+	reply      []byte // the sealed reply, re-sent for a retransmitted request
+	// nonce is the nonce of the request last accepted in this slot (seq):
+	// a new request's is greater, a retransmission's the same.
+	nonce uint64
 }
 
 // peerState is allocated on first contact (DESIGN.md §6).
@@ -128,8 +139,10 @@ type Endpoint struct {
 	lanes    atomic.Pointer[[]atomic.Pointer[lane]]
 	laneList atomic.Pointer[[]*lane]
 	rank     int
-	key      wire.Key
-	authPay  bool
+	key      *wire.Key
+	// nonces counts the datagrams this endpoint sealed: each takes the
+	// next value as its nonce (wire.Key.Seal).
+	nonces   atomic.Uint64
 	depth    int
 	spin     time.Duration
 	polite   bool
@@ -246,7 +259,14 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 		tracker: retransmit.NewTracker(cfg.Retransmit),
 		rbuf:    make([]byte, MaxDatagram+1),
 	}
-	e.key, e.authPay = wire.NewKey(cfg.Secret), cfg.AuthPayload
+	mode := wire.AuthPayload
+	switch {
+	case cfg.Encrypt:
+		mode = wire.Encrypt
+	case cfg.HeaderOnlyAuth:
+		mode = wire.AuthHeader
+	}
+	e.key = wire.NewKey(cfg.Secret, mode)
 	e.viewer, _ = tr.(Viewer)
 	e.shared, _ = tr.(*Shared)
 	if p, ok := tr.(Parker); ok && cfg.Polite {

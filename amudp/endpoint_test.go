@@ -571,11 +571,15 @@ func TestReturnedSaysWhoDidWhat(t *testing.T) {
 	}
 }
 
-// sealed writes the MAC of datagram b to rank dest in a job with secret.
+// testNonces numbers the datagrams that tests seal (sealed), as an
+// endpoint numbers its own.
+var testNonces atomic.Uint64
+
+// sealed seals datagram b for rank dest in a job with secret, whose
+// endpoints authenticate payloads (the default), under a nonce no other
+// datagram of the test process sealed with it has.
 func sealed(secret string, dest int, b []byte) []byte {
-	k := wire.NewKey([]byte(secret))
-	k.Seal(b, uint32(dest), false)
-	return b
+	return wire.NewKey([]byte(secret), wire.AuthPayload).Seal(b, uint32(dest), testNonces.Add(1))
 }
 
 // TestRegisterAll: every handler of the map is installed in one step; a

@@ -1,6 +1,8 @@
 package amudp_test
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
@@ -13,13 +15,18 @@ import (
 
 	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/amudp/amudptest"
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // TestExactlyOnceUnderLoss: thousands of random short/medium/long requests
 // between 4 endpoints over links with 30% loss, 10% duplication and random
-// delay (reordering). Every request handler and every reply handler runs
-// exactly once, and every payload arrives intact.
+// delay (reordering), and an attacker who sends 5% of the datagrams again
+// 30 ms later and, for 5% of them, a copy with a bit flipped. Every request
+// handler and every reply handler runs exactly once, every payload arrives
+// intact, and no two datagrams are sealed under one nonce: with payloads
+// authenticated (the default), encrypted, and with headers alone
+// authenticated (without the bit flips, which its payloads do not resist).
 //
 // With give-up on (2.26 s here), no request is given up either: the peers
 // are heard from all along, however many datagrams are lost, and only a
@@ -28,13 +35,44 @@ import (
 func TestExactlyOnceUnderLoss(t *testing.T) {
 	never := retransmit.Config{Initial: 20 * time.Millisecond, Backoff: 2, Max: 0, MinRTO: time.Millisecond}
 	giveUp := retransmit.Config{Initial: 20 * time.Millisecond, Backoff: 2, Max: time.Second, MinRTO: time.Millisecond}
+	payload := amudp.Config{}
 	for _, seed := range []uint64{1, 2, 3} {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { runLossy(t, seed, never) })
-		t.Run(fmt.Sprintf("seed%d/give-up after %v", seed, giveUp.GiveUpAfter()), func(t *testing.T) { runLossy(t, seed, giveUp) })
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { runLossy(t, seed, never, payload) })
+		t.Run(fmt.Sprintf("seed%d/give-up after %v", seed, giveUp.GiveUpAfter()), func(t *testing.T) { runLossy(t, seed, giveUp, payload) })
 	}
+	t.Run("seed4/encrypted", func(t *testing.T) { runLossy(t, 4, giveUp, amudp.Config{Encrypt: true}) })
+	t.Run("seed5/headers only", func(t *testing.T) { runLossy(t, 5, giveUp, amudp.Config{HeaderOnlyAuth: true}) })
 }
 
-func runLossy(t *testing.T, seed uint64, rc retransmit.Config) {
+// nonceWatch is a Transport that records, for every datagram sent through
+// any of a job's watches, its nonce (sender rank and counter) and a hash
+// of its bytes, and fails the test when a nonce seals two different
+// datagrams.
+type nonceWatch struct {
+	amudp.Transport
+	t     *testing.T
+	mu    *sync.Mutex
+	seen  map[[12]byte][sha256.Size]byte
+	count *atomic.Int64
+}
+
+func (w *nonceWatch) Send(b []byte, to netip.AddrPort) error {
+	if len(b) >= wire.HeaderLen+wire.TagLen {
+		var n [12]byte
+		copy(n[:], b[8:20]) // Nonce and Src: wire.Header
+		sum := sha256.Sum256(b)
+		w.mu.Lock()
+		if old, ok := w.seen[n]; ok && old != sum {
+			w.t.Errorf("nonce %d of rank %d sealed two different datagrams", binary.LittleEndian.Uint64(n[:8]), binary.LittleEndian.Uint32(n[8:]))
+		}
+		w.seen[n] = sum
+		w.mu.Unlock()
+		w.count.Add(1)
+	}
+	return w.Transport.Send(b, to)
+}
+
+func runLossy(t *testing.T, seed uint64, rc retransmit.Config, mode amudp.Config) {
 	const N = 4
 	perRank := 1500
 	if testing.Short() {
@@ -42,12 +80,21 @@ func runLossy(t *testing.T, seed uint64, rc retransmit.Config) {
 	}
 	const region = 4096
 	lnet := amudptest.New(seed, 0.30, 0.10, 300*time.Microsecond)
+	lnet.SetReplay(0.05, 30*time.Millisecond)
+	if !mode.HeaderOnlyAuth {
+		lnet.SetForgery(0.05)
+	}
 	eps := make([]*amudp.Endpoint, N)
 	addrs := make([]netip.AddrPort, N)
+	var watched atomic.Int64
+	seen := map[[12]byte][sha256.Size]byte{}
+	var seenMu sync.Mutex
 	for i := range eps {
 		c := lnet.Listen(i)
 		var err error
-		if eps[i], err = amudp.NewEndpoint(c, amudp.Config{Rank: i, Secret: []byte("lossy"), NetworkDepth: 16, Retransmit: rc, Spin: 50 * time.Microsecond}); err != nil {
+		cfg := mode
+		cfg.Rank, cfg.Secret, cfg.NetworkDepth, cfg.Retransmit, cfg.Spin = i, []byte("lossy"), 16, rc, 50*time.Microsecond
+		if eps[i], err = amudp.NewEndpoint(&nonceWatch{Transport: c, t: t, mu: &seenMu, seen: seen, count: &watched}, cfg); err != nil {
 			t.Fatal(err)
 		}
 		addrs[i] = c.LocalAddr()
@@ -187,11 +234,19 @@ func runLossy(t *testing.T, seed uint64, rc retransmit.Config) {
 		st.DupRequests += s.DupRequests
 		st.DupReplies += s.DupReplies
 		st.ReplyResends += s.ReplyResends
+		st.Replays += s.Replays
+		st.BadMAC += s.BadMAC
 	}
-	t.Logf("sent %d, dropped %d, duplicated %d; retransmits %d, duplicate requests %d, reply resends %d, duplicate replies %d",
-		lnet.Sent(), lnet.Dropped(), lnet.Duplicated(), st.Retransmits, st.DupRequests, st.ReplyResends, st.DupReplies)
-	if lnet.Dropped() == 0 || st.Retransmits == 0 || st.DupRequests == 0 {
-		t.Error("the network lost nothing: the test proved nothing")
+	t.Logf("sent %d, dropped %d, duplicated %d, replayed %d, forged %d; retransmits %d, duplicate requests %d, reply resends %d, duplicate replies %d, replays %d, bad MAC %d; %d datagrams' nonces checked",
+		lnet.Sent(), lnet.Dropped(), lnet.Duplicated(), lnet.Replayed(), lnet.Forged(), st.Retransmits, st.DupRequests, st.ReplyResends, st.DupReplies, st.Replays, st.BadMAC, watched.Load())
+	if lnet.Dropped() == 0 || st.Retransmits == 0 || st.DupRequests == 0 || lnet.Replayed() == 0 {
+		t.Error("the network lost or replayed nothing: the test proved nothing")
+	}
+	if lnet.Forged() > 0 && st.BadMAC < uint64(lnet.Forged())*9/10 {
+		t.Errorf("%d forged datagrams, %d dropped as not opening", lnet.Forged(), st.BadMAC)
+	}
+	if watched.Load() != lnet.Sent() {
+		t.Errorf("%d datagrams' nonces checked, %d sent", watched.Load(), lnet.Sent())
 	}
 }
 

@@ -55,7 +55,7 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort, shm bool) {
 	}
 	e.stats.received.Add(1)
 	m := &e.msg
-	if len(b) > MaxDatagram || len(b) < wire.HeaderLen {
+	if len(b) > MaxDatagram || len(b) < wire.HeaderLen+wire.TagLen {
 		e.stats.badDatagrams.Add(1)
 		return
 	}
@@ -63,8 +63,9 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort, shm bool) {
 		e.stats.badDatagrams.Add(1)
 		return
 	}
-	// Nothing in a datagram is believed before its MAC verifies.
-	if !e.key.Verify(b, uint32(e.rank), e.authPay) {
+	// Nothing in a datagram is believed before it opens.
+	b, ok := e.key.Open(b, uint32(e.rank))
+	if !ok {
 		e.stats.badMAC.Add(1)
 		return
 	}
@@ -101,8 +102,15 @@ func (e *Endpoint) handleRequest(m *wire.Message, src int) {
 	// sender may have given up on requests of this slot that never arrived,
 	// so a new request can be more than one ahead. A slot has one request
 	// in flight at a time, so old copies are never half the space behind.
+	// The nonce tells a replay from a new request whose sequence number
+	// wrapped around to an old one's: a new request is sealed after the
+	// slot's last, a retransmission is the same datagram again.
 	switch d := int16(m.Seq - r.seq); {
-	case d > 0: // new
+	case d > 0 && m.Nonce > r.nonce: // new
+	case d > 0 || d == 0 && m.Nonce != r.nonce:
+		e.mu.Unlock()
+		e.stats.replays.Add(1)
+		return
 	case d == 0: // a retransmission of the last accepted request
 		e.mu.Unlock()
 		e.stats.dupRequests.Add(1)
@@ -118,7 +126,7 @@ func (e *Endpoint) handleRequest(m *wire.Message, src int) {
 		e.stats.stale.Add(1)
 		return
 	}
-	r.seq, r.replied = m.Seq, false
+	r.seq, r.nonce, r.replied = m.Seq, m.Nonce, false
 	tab := e.table.Load()
 	h, seg := tab.handlers[m.Handler], tab.segment
 	e.mu.Unlock()
@@ -155,20 +163,20 @@ func (e *Endpoint) handleReply(m *wire.Message, src int) {
 	}
 	now := e.clock
 	if m.Kind == KindAutoReply {
-		e.ackLocked(p, m.Slot, m.Seq, now)
+		e.ackLocked(p, m.Slot, m.Seq, m.Nonce, now)
 		for i := range m.AckPairs() {
 			slot, seq := m.AckPair(i)
 			if int(slot) >= e.depth {
 				e.stats.badSlot.Add(1)
 				continue
 			}
-			e.ackLocked(p, slot, seq, now)
+			e.ackLocked(p, slot, seq, m.Nonce, now)
 		}
 		e.syncDeadlineLocked()
 		e.mu.Unlock()
 		return
 	}
-	if !e.ackLocked(p, m.Slot, m.Seq, now) {
+	if !e.ackLocked(p, m.Slot, m.Seq, m.Nonce, now) {
 		e.mu.Unlock()
 		return
 	}

@@ -94,7 +94,7 @@ func (e *Endpoint) storeReply(p *peerState, slot uint16, m *wire.Message) error 
 	if r.reply, err = m.Append(r.reply[:0]); err != nil {
 		return err
 	}
-	e.key.Seal(r.reply, uint32(p.rank), e.authPay)
+	r.reply = e.seal(r.reply, p.rank)
 	r.replied = true
 	return nil
 }

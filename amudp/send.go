@@ -168,7 +168,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		return fmt.Errorf("%w: rank %d", ErrNoAddress, dest)
 	}
 	p := e.peerLocked(dest)
-	size := wire.HeaderLen + 4*len(args) + len(payload)
+	size := wire.HeaderLen + 4*len(args) + len(payload) + wire.TagLen
 	for !e.creditLocked(p, size) {
 		e.mu.Unlock()
 		if e.interrupted() {
@@ -221,7 +221,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		e.mu.Unlock()
 		return err
 	}
-	e.key.Seal(s.buf, uint32(p.rank), e.authPay)
+	s.buf = e.seal(s.buf, p.rank)
 	s.inflight, s.freeLater, s.sending = true, false, 1
 	s.kind, s.handler = m.Kind, m.Handler
 	s.h = e.tracker.Add(now, p.rtt.Timeout(e.rcfg))

@@ -11,12 +11,15 @@ import (
 // BadDatagrams could not be decoded (too short, malformed), BadMAC failed
 // authentication (forged, corrupted, another job's, meant for another
 // rank), BadSource came from an address that is not the claimed rank's, or
-// an unknown rank; BadSlot named a credit slot beyond the network depth.
+// an unknown rank; BadSlot named a credit slot beyond the network depth;
+// Replays opened but were sealed before a datagram already accepted in
+// their slot (an attacker's copy, or a duplicate older than the last
+// request or reply).
 type Stats struct {
 	Sent, Received, Retransmits, ReplyResends uint64
 	DupRequests, DupReplies, Stale            uint64
 	BadDatagrams, BadMAC, BadSource, BadSlot  uint64
-	Returned                                  uint64
+	Returned, Replays                         uint64
 	// HeldBack counts retransmissions not sent because another request
 	// was already probing a silent peer.
 	HeldBack uint64
@@ -29,7 +32,7 @@ type statCounters struct {
 	sent, received, retransmits, replyResends atomic.Uint64
 	dupRequests, dupReplies, stale            atomic.Uint64
 	badDatagrams, badMAC, badSource, badSlot  atomic.Uint64
-	returned                                  atomic.Uint64
+	returned, replays                         atomic.Uint64
 	heldBack, inPlace                         atomic.Uint64
 }
 
@@ -41,13 +44,13 @@ func (e *Endpoint) Stats() Stats {
 		ReplyResends: s.replyResends.Load(), DupRequests: s.dupRequests.Load(),
 		DupReplies: s.dupReplies.Load(), Stale: s.stale.Load(), BadDatagrams: s.badDatagrams.Load(),
 		BadMAC: s.badMAC.Load(), BadSource: s.badSource.Load(), BadSlot: s.badSlot.Load(),
-		Returned: s.returned.Load(), HeldBack: s.heldBack.Load(), InPlace: s.inPlace.Load(),
+		Returned: s.returned.Load(), Replays: s.replays.Load(), HeldBack: s.heldBack.Load(), InPlace: s.inPlace.Load(),
 	}
 }
 
 // String is one line of the counters, as GASNET_STATS prints it.
 func (s Stats) String() string {
-	return fmt.Sprintf("sent %d received %d retransmits %d held-back %d reply-resends %d dup-requests %d dup-replies %d stale %d returned %d long-in-place %d; dropped: malformed %d bad-mac %d bad-source %d bad-slot %d",
+	return fmt.Sprintf("sent %d received %d retransmits %d held-back %d reply-resends %d dup-requests %d dup-replies %d stale %d returned %d long-in-place %d; dropped: malformed %d bad-mac %d bad-source %d bad-slot %d replays %d",
 		s.Sent, s.Received, s.Retransmits, s.HeldBack, s.ReplyResends, s.DupRequests, s.DupReplies, s.Stale, s.Returned, s.InPlace,
-		s.BadDatagrams, s.BadMAC, s.BadSource, s.BadSlot)
+		s.BadDatagrams, s.BadMAC, s.BadSource, s.BadSlot, s.Replays)
 }

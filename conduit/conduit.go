@@ -380,7 +380,7 @@ func start() (*Job, int, error) {
 	ep, err := amudp.NewEndpoint(tr, amudp.Config{
 		Rank: w.Rank(), Secret: w.Secret, NetworkDepth: cfg.NetworkDepth, SendDepth: cfg.SendDepth,
 		RecvDepth: cfg.RecvDepth, SocketBufferMax: cfg.SockBufMax, Spin: spin, Polite: polite,
-		AuthPayload: cfg.AuthPayload,
+		HeaderOnlyAuth: !cfg.AuthPayload, Encrypt: cfg.Encrypt,
 		Reserved:    FirstClientHandler,
 		ReservedErr: ErrHandlerIndex,
 		Retransmit: retransmit.Config{

@@ -36,8 +36,9 @@ type jobNet struct {
 	// limit is how long the job may run (virtual time in a synctest
 	// bubble) before the test fails.
 	limit time.Duration
-	// authPayload extends the datagrams' MAC over payloads.
-	authPayload bool
+	// headerOnly leaves payloads out of the datagrams' tags; encrypt
+	// encrypts the datagrams.
+	headerOnly, encrypt bool
 	// barrier is the job's barrier algorithm (the zero value:
 	// dissemination).
 	barrier barrierAlgo
@@ -134,7 +135,7 @@ var loopbackUDP = jobNet{listen: func(int) (amudp.Transport, error) {
 func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (jobResult, []*Job) {
 	t.Helper()
 	lj, err := newLocalJob(n, jn.listen, amudp.Config{Secret: []byte("job test"), NetworkDepth: 16,
-		Retransmit: testRetransmit, Polite: true, AuthPayload: jn.authPayload}, time.Second)
+		Retransmit: testRetransmit, Polite: true, HeaderOnlyAuth: jn.headerOnly, Encrypt: jn.encrypt}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,30 +216,34 @@ func TestJobUnderLoss(t *testing.T) {
 
 // TestJobUnderForgery: an attacker who sees every datagram and can spoof
 // its source sends, for 30% of them, a copy with one bit flipped, ahead of
-// the real one, on top of loss and duplication. With payloads
-// authenticated (GASNET_AUTH_PAYLOAD), the program's results are exact
-// (every request runs once, every byte of Put and Get arrives), no forged
-// datagram aborts a rank, and each is dropped and counted. (Headers only,
-// a flipped payload bit passes: see TestForgedHeadersDropped.)
+// the real one, and replays 5% of them 50 ms later, on top of loss and
+// duplication. With payloads authenticated (the default) and with
+// encryption, the program's results are exact (every request runs once,
+// every byte of Put and Get arrives), no forged datagram aborts a rank,
+// and each is dropped and counted. (Headers only, a flipped payload bit
+// passes: see wire's TestSealedDatagramsDropped.)
 func TestJobUnderForgery(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4, 5} {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				lnet := amudptest.New(seed, 0.05, 0.05, 300*time.Microsecond)
-				lnet.SetForgery(0.3)
-				jn := memNet(lnet)
-				jn.authPayload = true
-				jobs := jobProgram(t, jn, false)
-				var bad uint64
-				for _, j := range jobs {
-					s := j.Endpoint().Stats()
-					bad += s.BadMAC + s.BadDatagrams
-				}
-				if lnet.Forged() == 0 || bad < uint64(lnet.Forged())*9/10 {
-					t.Errorf("%d forged datagrams, %d dropped as failing the MAC or malformed", lnet.Forged(), bad)
-				}
+		for _, encrypt := range []bool{false, true} {
+			t.Run(fmt.Sprintf("seed%d/encrypt=%v", seed, encrypt), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					lnet := amudptest.New(seed, 0.05, 0.05, 300*time.Microsecond)
+					lnet.SetForgery(0.3)
+					lnet.SetReplay(0.05, 50*time.Millisecond)
+					jn := memNet(lnet)
+					jn.encrypt = encrypt
+					jobs := jobProgram(t, jn, false)
+					var bad uint64
+					for _, j := range jobs {
+						s := j.Endpoint().Stats()
+						bad += s.BadMAC + s.BadDatagrams
+					}
+					if lnet.Forged() == 0 || bad < uint64(lnet.Forged())*9/10 || lnet.Replayed() == 0 {
+						t.Errorf("%d forged datagrams, %d dropped as not opening or malformed; %d replayed", lnet.Forged(), bad, lnet.Replayed())
+					}
+				})
 			})
-		})
+		}
 	}
 }
 

@@ -23,12 +23,26 @@ type Network struct {
 	rng       *rand.Rand
 	drop, dup float64
 	corrupt   float64
+	replay    float64
+	replayAge time.Duration
 	maxDelay  time.Duration
 	nodes     map[netip.AddrPort]*Conn
 	down      map[netip.AddrPort]bool
 
-	sent, dropped, dups, forged atomic.Int64
+	sent, dropped, dups, forged, replayed atomic.Int64
 }
+
+// SetReplay makes the network deliver, for a fraction p of the datagrams,
+// a copy again age after the datagram (an attacker who records the
+// traffic and sends it again later).
+func (n *Network) SetReplay(p float64, age time.Duration) {
+	n.mu.Lock()
+	n.replay, n.replayAge = p, age
+	n.mu.Unlock()
+}
+
+// Replayed counts the replayed copies delivered.
+func (n *Network) Replayed() int64 { return n.replayed.Load() }
 
 // SetForgery makes the network deliver, for a fraction p of the datagrams,
 // a forged copy as well: the datagram with one random bit flipped, from the
@@ -121,6 +135,8 @@ func (c *Conn) Send(b []byte, to netip.AddrPort) error {
 	if n.corrupt > 0 && len(b) > 0 && n.rng.Float64() < n.corrupt {
 		flip = n.rng.IntN(8 * len(b))
 	}
+	replay := n.replay > 0 && n.rng.Float64() < n.replay
+	age := n.replayAge
 	n.mu.Unlock()
 	if dst == nil || dst.closed.Load() || copies == 0 {
 		return nil
@@ -135,6 +151,10 @@ func (c *Conn) Send(b []byte, to netip.AddrPort) error {
 		f[flip/8] ^= 1 << (flip % 8)
 		dst.queue = append(dst.queue, packet{at: now, from: c.addr, b: f})
 		n.forged.Add(1)
+	}
+	if replay {
+		dst.queue = append(dst.queue, packet{at: now.Add(age), from: c.addr, b: append([]byte(nil), b...)})
+		n.replayed.Add(1)
 	}
 	dst.mu.Unlock()
 	dst.Wake()

@@ -8,10 +8,13 @@ import (
 // Header is the fixed part of every datagram. The layout, little-endian:
 //
 //	0  version  uint8     1  kind    uint8    2 handler uint8   3 nargs uint8
-//	4  tag      uint64   12  src     uint32  16 slot    uint16 18 seq   uint16
-//	20 length   uint32   24  offset  uint64
+//	4  dst      uint32    8  nonce   uint64  16 src     uint32
+//	20 slot     uint16   22  seq     uint16  24 length  uint32
+//	28 offset   uint64
 //
-// then nargs × uint32 arguments, then length payload bytes.
+// then nargs × uint32 arguments, then length payload bytes; a sealed
+// datagram ends with a TagLen-byte tag (seal.go). Bytes 8–20, the nonce
+// and the sender's rank, are the AES-GCM nonce it is sealed with.
 type Header struct {
 	Kind Kind
 	// Flags share the kind's byte: the kind in the low four bits, flags in
@@ -19,9 +22,11 @@ type Header struct {
 	Flags   uint8
 	Handler uint8
 	NArgs   uint8
-	// Tag is derived from the job secret and the destination rank; a
-	// datagram with another tag is dropped (see Tag).
-	Tag uint64
+	// Dst is the rank the datagram is for; Seal sets it.
+	Dst uint32
+	// Nonce numbers the datagrams a rank seals, from 1, never twice the
+	// same; Seal sets it.
+	Nonce uint64
 	// Src is the sender's rank.
 	Src uint32
 	// Slot is the credit instance the request uses at its sender.
@@ -43,7 +48,7 @@ const FlagInPlace uint8 = 2
 
 // FlagDirect marks a message that went through a shared-memory inbox
 // outside the datagram protocol (amudp's direct path between ranks of one
-// host): it carries no MAC and no Tag, Slot and Seq hold the request's
+// host): it is not sealed (no tag, Dst and Nonce zero), Slot and Seq hold the request's
 // number on the sender's path (a reply echoes its request's), a returned
 // message may carry its request's kind as a second argument, and it is never
 // retransmitted, as the inbox neither loses nor repeats. A datagram that
@@ -136,12 +141,13 @@ func (m *Message) AppendHead(b []byte) ([]byte, error) {
 	p[1] = byte(m.Kind) | m.Flags<<4
 	p[2] = m.Handler
 	p[3] = m.NArgs
-	binary.LittleEndian.PutUint64(p[4:], m.Tag)
-	binary.LittleEndian.PutUint32(p[12:], m.Src)
-	binary.LittleEndian.PutUint16(p[16:], m.Slot)
-	binary.LittleEndian.PutUint16(p[18:], m.Seq)
-	binary.LittleEndian.PutUint32(p[20:], m.Len)
-	binary.LittleEndian.PutUint64(p[24:], m.Offset)
+	binary.LittleEndian.PutUint32(p[4:], m.Dst)
+	binary.LittleEndian.PutUint64(p[8:], m.Nonce)
+	binary.LittleEndian.PutUint32(p[16:], m.Src)
+	binary.LittleEndian.PutUint16(p[20:], m.Slot)
+	binary.LittleEndian.PutUint16(p[22:], m.Seq)
+	binary.LittleEndian.PutUint32(p[24:], m.Len)
+	binary.LittleEndian.PutUint64(p[28:], m.Offset)
 	o := HeaderLen
 	for _, a := range m.Args[:m.NArgs] {
 		binary.LittleEndian.PutUint32(p[o:], a)
@@ -153,14 +159,15 @@ func (m *Message) AppendHead(b []byte) ([]byte, error) {
 // grow extends b by n bytes, reallocating only when its capacity is short.
 func grow(b []byte, n int) []byte {
 	if cap(b)-len(b) < n {
-		nb := make([]byte, len(b), len(b)+n)
+		nb := make([]byte, len(b), len(b)+n+TagLen) // room for Seal's tag
 		copy(nb, b)
 		b = nb
 	}
 	return b[:len(b)+n]
 }
 
-// Decode parses a datagram into m. m.Payload aliases b. It never panics; an
+// Decode parses a datagram, opened (its tag removed, see Key.Open), into
+// m. m.Payload aliases b. It never panics; an
 // error says why b is not a valid datagram, and whatever Decode accepts,
 // Append encodes to the same bytes.
 func Decode(b []byte, m *Message) error {
@@ -173,12 +180,13 @@ func Decode(b []byte, m *Message) error {
 	m.Kind, m.Flags = Kind(b[1]&0x0f), b[1]>>4
 	m.Handler = b[2]
 	m.NArgs = b[3]
-	m.Tag = binary.LittleEndian.Uint64(b[4:])
-	m.Src = binary.LittleEndian.Uint32(b[12:])
-	m.Slot = binary.LittleEndian.Uint16(b[16:])
-	m.Seq = binary.LittleEndian.Uint16(b[18:])
-	m.Len = binary.LittleEndian.Uint32(b[20:])
-	m.Offset = binary.LittleEndian.Uint64(b[24:])
+	m.Dst = binary.LittleEndian.Uint32(b[4:])
+	m.Nonce = binary.LittleEndian.Uint64(b[8:])
+	m.Src = binary.LittleEndian.Uint32(b[16:])
+	m.Slot = binary.LittleEndian.Uint16(b[20:])
+	m.Seq = binary.LittleEndian.Uint16(b[22:])
+	m.Len = binary.LittleEndian.Uint32(b[24:])
+	m.Offset = binary.LittleEndian.Uint64(b[28:])
 	if err := m.validate(); err != nil {
 		return err
 	}

@@ -10,9 +10,9 @@ import (
 
 func sampleMessages() []Message {
 	return []Message{
-		{Header: Header{Kind: KindShortRequest, Handler: 130, NArgs: 2, Tag: 0x0102030405060708, Src: 7, Slot: 3, Seq: 9}, Args: [MaxArgs]uint32{1, 0xffffffff}},
-		{Header: Header{Kind: KindMediumRequest, Handler: 200, NArgs: 16, Tag: 1, Src: 1 << 19, Slot: 1023, Seq: 65535}, Args: [MaxArgs]uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, Payload: []byte("hello")},
-		{Header: Header{Kind: KindLongRequest, Handler: 129, Tag: 2, Src: 0, Offset: 1 << 40}, Payload: bytes.Repeat([]byte{0xab}, MaxLong)},
+		{Header: Header{Kind: KindShortRequest, Handler: 130, NArgs: 2, Dst: 0x0a0b0c0d, Nonce: 0x0102030405060708, Src: 7, Slot: 3, Seq: 9}, Args: [MaxArgs]uint32{1, 0xffffffff}},
+		{Header: Header{Kind: KindMediumRequest, Handler: 200, NArgs: 16, Dst: 2, Nonce: 1, Src: 1 << 19, Slot: 1023, Seq: 65535}, Args: [MaxArgs]uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, Payload: []byte("hello")},
+		{Header: Header{Kind: KindLongRequest, Handler: 129, Nonce: 1 << 63, Src: 0, Offset: 1 << 40}, Payload: bytes.Repeat([]byte{0xab}, MaxLong)},
 		{Header: Header{Kind: KindShortReply, Handler: 131, NArgs: 1}, Args: [MaxArgs]uint32{42}},
 		{Header: Header{Kind: KindMediumReply, Handler: 132}, Payload: []byte{}},
 		{Header: Header{Kind: KindLongReply, Handler: 133, Offset: 17}, Payload: []byte{1, 2, 3}},
@@ -110,13 +110,13 @@ func TestDecodeErrors(t *testing.T) {
 		{"unknown flag", mod(func(b []byte) []byte { b[1] |= 0x80; return b }), ErrFlags},
 		{"in place on medium", mod(func(b []byte) []byte { b[1] |= FlagInPlace << 4; return b }), ErrFlags},
 		{"in place carrying bytes", inPlace(append(make([]byte, 0, HeaderLen+1), 0)), ErrLength},
-		{"in place over max", inPlace(nil, func(b []byte) { b[22] = 1 }), ErrLength},
+		{"in place over max", inPlace(nil, func(b []byte) { b[26] = 1 }), ErrLength},
 		{"nargs", mod(func(b []byte) []byte { b[3] = 17; return b }), ErrNArgs},
 		{"args truncated", mod(func(b []byte) []byte { b[3] = 16; return b }), ErrTruncated},
 		{"payload short", valid[:len(valid)-1], ErrLength},
 		{"payload long", append(append([]byte(nil), valid...), 0), ErrLength},
-		{"offset on medium", mod(func(b []byte) []byte { b[24] = 1; return b }), ErrFieldUnset},
-		{"length over max", mod(func(b []byte) []byte { b[22] = 1; return b }), ErrLength},
+		{"offset on medium", mod(func(b []byte) []byte { b[28] = 1; return b }), ErrFieldUnset},
+		{"length over max", mod(func(b []byte) []byte { b[26] = 1; return b }), ErrLength},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

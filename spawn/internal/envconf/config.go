@@ -46,7 +46,8 @@ type Config struct {
 	NetworkDepth int  `envconfig:"GASNET_NETWORKDEPTH" default:"128" range:"1..1024"`
 	RecvDepth    int  `envconfig:"GASNET_RECVDEPTH" default:"0" range:"1..65534" special:"0=the default"`
 	SendDepth    int  `envconfig:"GASNET_SENDDEPTH" default:"0" range:"1..1048576" special:"0=the default,-1=unlimited"`
-	AuthPayload  bool `envconfig:"GASNET_AUTH_PAYLOAD" default:"false"`
+	AuthPayload  bool `envconfig:"GASNET_AUTH_PAYLOAD" default:"true"`
+	Encrypt      bool `envconfig:"GASNET_ENCRYPT" default:"false"`
 	SockBufInit  int  `envconfig:"GASNET_SOCKETBUFFER_INITIAL" default:"1048576" range:"4096..1073741824" special:"0=the system's default"`
 	SockBufMax   int  `envconfig:"GASNET_SOCKETBUFFER_MAX" default:"4194304" range:"4096..1073741824"`
 
