@@ -24,7 +24,8 @@ func FuzzControlFrame(f *testing.F) {
 		{ctl.FrameJoin, ctl.Join{Rank: -1, Index: 3, Host: "h", Name: "n", PID: 9, UDP: "127.0.0.1:9"}},
 		{ctl.FrameExit, ctl.Code{Code: 300, Why: "x"}},
 		{ctl.FrameColl, ctl.Coll{Kind: "barrier", Seq: 2, In: true}},
-		{ctl.FrameOutput, ctl.Output{Secret: "ab", Stream: 2, Index: -1, PID: 7}},
+		{ctl.FrameOutput, ctl.NewOutput([]byte("ab"), 2, -1, 7)},
+		{ctl.FrameHello, ctl.NewHello([]byte("ab"))},
 		{ctl.FrameWelcome, ctl.Welcome{Rank: 1, Size: 3, Peers: map[int]string{0: "a", 2: "b"}, Env: map[string]string{"K": "V"}, HostCount: 3}},
 	} {
 		f.Add(ctl.EncodeFrame(fr.typ, fr.v))

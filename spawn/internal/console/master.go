@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -173,7 +172,7 @@ func Run(cfg *envconf.Config, src map[string]envconf.Source, n int, program stri
 		spec.Control = func(_ int, c net.Conn) {
 			go func() {
 				_, err := c.Write(settings)
-				if err != nil || !readJoin(c, bufio.NewReaderSize(c, frameReadBuf), cfg.ConnectTimeout, joins) {
+				if err != nil || !readJoin(c, cfg.ConnectTimeout, joins) {
 					c.Close()
 				}
 			}()
@@ -226,7 +225,8 @@ const authTimeout = 5 * time.Second
 // without the job's secret is closed, having cost a few bytes. Errors of
 // accept itself (out of descriptors) are said once and retried.
 func accept(ln net.Listener, ac acceptConfig, joins chan<- *peerConn, outs *outputs) {
-	ours := func(s string) bool { return subtle.ConstantTimeCompare([]byte(s), []byte(ac.secret)) == 1 }
+	secret := []byte(ac.secret)
+	var nonces ctl.Nonces
 	var said string
 	delay := 5 * time.Millisecond
 	for {
@@ -252,11 +252,12 @@ func accept(ln net.Listener, ac acceptConfig, joins chan<- *peerConn, outs *outp
 			var o ctl.Output
 			switch {
 			case err != nil:
-			case typ == ctl.FrameHello && ctl.DecodeBody(body, &h) == nil && ours(h.Secret):
-				if readJoin(c, r, ac.join, joins) {
+			case typ == ctl.FrameHello && ctl.DecodeBody(body, &h) == nil && h.Check(secret) && nonces.Fresh(h.Nonce):
+				if readJoin(ctl.Seal(c, r, secret, h.Nonce, true), ac.join, joins) {
 					return
 				}
-			case typ == ctl.FrameOutput && ctl.DecodeBody(body, &o) == nil && ours(o.Secret) && (o.Stream == 1 || o.Stream == 2):
+			case typ == ctl.FrameOutput && ctl.DecodeBody(body, &o) == nil && o.Check(secret) && nonces.Fresh(o.Nonce) &&
+				(o.Stream == 1 || o.Stream == 2):
 				c.SetReadDeadline(time.Time{})
 				outs.serve(c, r, o.Stream, o.Index)
 				return
@@ -266,11 +267,12 @@ func accept(ln net.Listener, ac acceptConfig, joins chan<- *peerConn, outs *outp
 	}
 }
 
-// readJoin reads a worker's Join from c (through r) within timeout and
-// hands it to joins, or reports false: no Join came, it was malformed, or
-// its UDP address does not parse (no worker sends one).
-func readJoin(c net.Conn, r *bufio.Reader, timeout time.Duration, joins chan<- *peerConn) bool {
+// readJoin reads a worker's Join from c within timeout and hands it to
+// joins, or reports false: no Join came, it was malformed, or its UDP
+// address does not parse (no worker sends one).
+func readJoin(c net.Conn, timeout time.Duration, joins chan<- *peerConn) bool {
 	c.SetReadDeadline(time.Now().Add(timeout))
+	r := bufio.NewReaderSize(c, frameReadBuf)
 	var jn ctl.Join
 	typ, body, err := ctl.ReadFrameMax(r, ctl.MaxJoinFrame)
 	if err != nil || typ != ctl.FrameJoin || ctl.DecodeBody(body, &jn) != nil {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -128,34 +129,56 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 		const timeout = 5 * time.Second
 		go accept(ln, acceptConfig{secret: "s3cret", auth: timeout, join: time.Hour, say: t.Logf}, joins, outs)
 
-		send := func(typ byte, v ctl.Body, data ...string) net.Conn {
+		secret, wrong := []byte("s3cret"), []byte("wrong")
+		// dial writes the first frame v, then data; after a Hello that
+		// proves the secret, sealed if seal is set, as a worker does.
+		dial := func(seal bool, typ byte, v ctl.Body, data ...string) net.Conn {
 			c := ln.Dial()
+			w := c
+			if h, ok := v.(ctl.Hello); ok && h.Check(secret) && seal {
+				w = ctl.Seal(c, c, secret, h.Nonce, false)
+			}
 			go func() {
 				if err := ctl.WriteFrame(c, typ, v); err != nil {
 					return // a stranger's frame may be cut off
 				}
 				for _, d := range data {
-					if _, err := c.Write([]byte(d)); err != nil {
+					if _, err := w.Write([]byte(d)); err != nil {
 						return
 					}
 					time.Sleep(10 * time.Millisecond) // a partial line sits in the buffer
 				}
 			}()
-			return c
+			return w
 		}
-		a := send(ctl.FrameOutput, ctl.Output{Secret: "s3cret", Stream: 1}, "rank a ", "line 1\nrank a line 2\nno newline")
-		b := send(ctl.FrameOutput, ctl.Output{Secret: "s3cret", Stream: 2}, "err line\n")
+		send := func(typ byte, v ctl.Body, data ...string) net.Conn { return dial(true, typ, v, data...) }
+		a := send(ctl.FrameOutput, ctl.NewOutput(secret, 1, 0, 0), "rank a ", "line 1\nrank a line 2\nno newline")
+		b := send(ctl.FrameOutput, ctl.NewOutput(secret, 2, 0, 0), "err line\n")
+		// Frames the console took once, to be sent again below.
+		replayedHello, replayedOutput := ctl.NewHello(secret), ctl.NewOutput(secret, 1, 0, 0)
+		if err := closedByPeer(send(ctl.FrameHello, replayedHello, badJoin(""))); err != nil {
+			t.Errorf("a hello with a bad join: %v", err)
+		}
+		first := send(ctl.FrameOutput, replayedOutput)
+		synctest.Wait() // the console took them
+		otherStream := ctl.NewOutput(secret, 1, 0, 0)
+		otherStream.Stream = 2
 		start := time.Now()
 		for name, c := range map[string]net.Conn{
-			"output with a wrong secret": send(ctl.FrameOutput, ctl.Output{Secret: "wrong", Stream: 1}, "forged\n"),
-			"output to stream 0":         send(ctl.FrameOutput, ctl.Output{Secret: "s3cret", Stream: 0}, "bad stream\n"),
-			"hello with a wrong secret":  send(ctl.FrameHello, ctl.Hello{Secret: "wrong"}),
+			"output with a wrong secret": send(ctl.FrameOutput, ctl.NewOutput(wrong, 1, 0, 0), "forged\n"),
+			"output to stream 0":         send(ctl.FrameOutput, ctl.NewOutput(secret, 0, 0, 0), "bad stream\n"),
+			"output proved for stream 1": send(ctl.FrameOutput, otherStream, "moved\n"),
+			"a replayed output":          send(ctl.FrameOutput, replayedOutput, "replayed\n"),
+			"hello with a wrong secret":  send(ctl.FrameHello, ctl.NewHello(wrong)),
+			"hello carrying the secret":  send(ctl.FrameHello, ctl.Hello{Secret: "s3cret"}),
+			"a replayed hello":           send(ctl.FrameHello, replayedHello, badJoin("127.0.0.1:9")),
 			"join without a hello":       send(ctl.FrameJoin, ctl.Join{Name: "stranger"}),
 			"a 63 MiB first frame":       huge(ln.Dial()),
-			"a hello, then 63 MiB":       huge(send(ctl.FrameHello, ctl.Hello{Secret: "s3cret"})),
-			"a join without an address":  send(ctl.FrameHello, ctl.Hello{Secret: "s3cret"}, badJoin("")),
-			"a join from address a:1":    send(ctl.FrameHello, ctl.Hello{Secret: "s3cret"}, badJoin("a:1")),
-			"a join from port 0":         send(ctl.FrameHello, ctl.Hello{Secret: "s3cret"}, badJoin("127.0.0.1:0")),
+			"a hello, then 63 MiB":       huge(send(ctl.FrameHello, ctl.NewHello(secret))),
+			"a join not sealed":          dial(false, ctl.FrameHello, ctl.NewHello(secret), badJoin("127.0.0.1:9")+strings.Repeat(" ", 20000)),
+			"a join without an address":  send(ctl.FrameHello, ctl.NewHello(secret), badJoin("")),
+			"a join from address a:1":    send(ctl.FrameHello, ctl.NewHello(secret), badJoin("a:1")),
+			"a join from port 0":         send(ctl.FrameHello, ctl.NewHello(secret), badJoin("127.0.0.1:0")),
 		} {
 			if err := closedByPeer(c); err != nil {
 				t.Errorf("%s: %v", name, err)
@@ -175,6 +198,7 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 		time.Sleep(time.Second) // a and b write their lines
 		a.Close()
 		b.Close()
+		first.Close()
 		start = time.Now()
 		outs.drain(timeout)
 		if el := time.Since(start); el >= time.Second {
@@ -191,7 +215,7 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 			t.Errorf("a stranger's Join was accepted: %+v", p.join)
 		default:
 		}
-		w := send(ctl.FrameHello, ctl.Hello{Secret: "s3cret"})
+		w := send(ctl.FrameHello, ctl.NewHello(secret))
 		time.Sleep(3 * timeout) // a worker may take long from its Hello to its Join
 		ctl.WriteFrame(w, ctl.FrameJoin, ctl.Join{Name: "worker", Index: 3, UDP: "127.0.0.1:9"})
 		select {
@@ -199,13 +223,20 @@ func TestAcceptRoutesOutputAndDropsStrangers(t *testing.T) {
 			if p.join.Name != "worker" || p.join.Index != 3 {
 				t.Errorf("join %+v", p.join)
 			}
+			// The console's frames reach the worker, sealed the other way.
+			go ctl.WriteFrame(p.conn, ctl.FrameTerminate, ctl.Code{Code: 3, Why: "sealed"})
+			typ, body, err := ctl.ReadFrame(bufio.NewReader(w))
+			var code ctl.Code
+			if err != nil || typ != ctl.FrameTerminate || ctl.DecodeBody(body, &code) != nil || code.Why != "sealed" {
+				t.Errorf("the console's frame to the worker: type %d, %+v, %v", typ, code, err)
+			}
 			p.conn.Close()
 		case <-time.After(time.Second):
 			t.Error("a worker's Join was not accepted")
 		}
 
 		// A stream a worker keeps open is cut off after the timeout.
-		k := send(ctl.FrameOutput, ctl.Output{Secret: "s3cret", Stream: 1}, "kept\n")
+		k := send(ctl.FrameOutput, ctl.NewOutput(secret, 1, 0, 0), "kept\n")
 		defer k.Close()
 		time.Sleep(50 * time.Millisecond)
 		start = time.Now()
@@ -250,8 +281,9 @@ func TestAcceptKeepsGoingThroughErrors(t *testing.T) {
 		go accept(ln, acceptConfig{secret: "s3cret", auth: time.Second, join: time.Second, say: say}, joins, newOutputs(&console{}, 0))
 		c := ln.Dial()
 		defer c.Close()
-		ctl.WriteFrame(c, ctl.FrameHello, ctl.Hello{Secret: "s3cret"})
-		ctl.WriteFrame(c, ctl.FrameJoin, ctl.Join{Name: "late", UDP: "127.0.0.1:9"})
+		hello := ctl.NewHello([]byte("s3cret"))
+		ctl.WriteFrame(c, ctl.FrameHello, hello)
+		ctl.WriteFrame(ctl.Seal(c, c, []byte("s3cret"), hello.Nonce, false), ctl.FrameJoin, ctl.Join{Name: "late", UDP: "127.0.0.1:9"})
 		select {
 		case p := <-joins:
 			p.conn.Close()
@@ -336,7 +368,7 @@ func TestDrainWaitsForASlowReader(t *testing.T) {
 			var want strings.Builder
 			go func() {
 				defer c.Close()
-				ctl.WriteFrame(c, ctl.FrameOutput, ctl.Output{Secret: "s", Stream: 1})
+				ctl.WriteFrame(c, ctl.FrameOutput, ctl.NewOutput([]byte("s"), 1, 0, 0))
 				for i := range 300 {
 					fmt.Fprintf(&want, "line %d\n", i)
 					fmt.Fprintf(c, "line %d\n", i)

@@ -84,7 +84,7 @@ func scaleSim() int {
 		fmt.Fprintln(os.Stderr, "sim:", err)
 		return 1
 	}
-	hello := ctl.Hello{Secret: hex.EncodeToString(secret)}
+	hexSecret := []byte(hex.EncodeToString(secret))
 	addr := os.Getenv(ctl.EnvMaster)
 	type simWorker struct {
 		conn net.Conn
@@ -106,13 +106,15 @@ func scaleSim() int {
 				errs <- err
 				return
 			}
-			s := &simWorker{conn: c, r: bufio.NewReader(c), udp: fmt.Sprintf("10.%d.%d.%d:9", i>>16, i>>8&255, i&255)}
-			ws[i] = s
-			join := ctl.Join{Rank: -1, Index: i, Host: fmt.Sprintf("simhost%d", i/16), Name: "sim", PID: os.Getpid(), UDP: s.udp}
+			hello := ctl.NewHello(hexSecret)
 			if err := ctl.WriteFrame(c, ctl.FrameHello, hello); err != nil {
 				errs <- err
 				return
 			}
+			c = ctl.Seal(c, c, hexSecret, hello.Nonce, false)
+			s := &simWorker{conn: c, r: bufio.NewReader(c), udp: fmt.Sprintf("10.%d.%d.%d:9", i>>16, i>>8&255, i&255)}
+			ws[i] = s
+			join := ctl.Join{Rank: -1, Index: i, Host: fmt.Sprintf("simhost%d", i/16), Name: "sim", PID: os.Getpid(), UDP: s.udp}
 			if err := ctl.WriteFrame(c, ctl.FrameJoin, join); err != nil {
 				errs <- err
 				return

@@ -39,8 +39,12 @@ func DecodeBody(b []byte, v BodyReader) error {
 	return nil
 }
 
-func (h Hello) AppendBody(b []byte) []byte  { return varenc.AppendString(b, h.Secret) }
-func (h *Hello) ReadBody(d *varenc.Decoder) { h.Secret = d.String() }
+func (h Hello) AppendBody(b []byte) []byte {
+	return varenc.AppendString(varenc.AppendString(varenc.AppendString(b, h.Secret), h.Nonce), h.Proof)
+}
+func (h *Hello) ReadBody(d *varenc.Decoder) {
+	h.Secret, h.Nonce, h.Proof = d.String(), d.String(), d.String()
+}
 
 func (s Settings) AppendBody(b []byte) []byte  { return varenc.AppendBytes(b, s.Config) }
 func (s *Settings) ReadBody(d *varenc.Decoder) { s.Config = d.Bytes() }
@@ -108,9 +112,10 @@ func (c Code) AppendBody(b []byte) []byte {
 func (c *Code) ReadBody(d *varenc.Decoder) { c.Code, c.Why = d.Int(), d.String() }
 
 func (o Output) AppendBody(b []byte) []byte {
-	return varenc.AppendInt(varenc.AppendInt(varenc.AppendInt(varenc.AppendString(b, o.Secret), o.Stream), o.Index), o.PID)
+	b = varenc.AppendString(varenc.AppendString(b, o.Nonce), o.Proof)
+	return varenc.AppendInt(varenc.AppendInt(varenc.AppendInt(b, o.Stream), o.Index), o.PID)
 }
 
 func (o *Output) ReadBody(d *varenc.Decoder) {
-	o.Secret, o.Stream, o.Index, o.PID = d.String(), d.Int(), d.Int(), d.Int()
+	o.Nonce, o.Proof, o.Stream, o.Index, o.PID = d.String(), d.String(), d.Int(), d.Int(), d.Int()
 }

@@ -17,7 +17,7 @@ func TestFrameBodiesRoundTrip(t *testing.T) {
 			t.Fatalf("%T: %v", in, err)
 		}
 	}
-	hello, join := Hello{Secret: "00ff"}, Join{Rank: -1, Index: 1 << 20, Host: "h", Name: "ñ", PID: 1<<31 - 1, UDP: "[::1]:9", CPUs: 64, Mask: "3.0.1", Inbox: "/proc/9/fd/5"}
+	hello, join := Hello{Secret: "00ff", Nonce: "n", Proof: "p"}, Join{Rank: -1, Index: 1 << 20, Host: "h", Name: "ñ", PID: 1<<31 - 1, UDP: "[::1]:9", CPUs: 64, Mask: "3.0.1", Inbox: "/proc/9/fd/5"}
 	var h Hello
 	var j Join
 	check(hello, &h)
@@ -26,7 +26,7 @@ func TestFrameBodiesRoundTrip(t *testing.T) {
 		Peers: map[int]string{2: "b:2", 0: "a:1"}, Env: map[string]string{"GASNET_B": "", "GASNET_A": "1 2"}, HostCount: 2, HostCPUs: 7, Crowded: true}
 	var gw Welcome
 	check(w, &gw)
-	coll, code, out := Coll{Kind: "reduce", Seq: 1 << 40, In: true, Tree: 7, Root: 3, Index: 9, Team: 1<<63 + 5}, Code{Code: -3, Why: "why\n"}, Output{Secret: "s", Stream: 2, Index: -1, PID: 5}
+	coll, code, out := Coll{Kind: "reduce", Seq: 1 << 40, In: true, Tree: 7, Root: 3, Index: 9, Team: 1<<63 + 5}, Code{Code: -3, Why: "why\n"}, Output{Nonce: "0123456789abcdef", Proof: "p", Stream: 2, Index: -1, PID: 5}
 	var gc Coll
 	var gcode Code
 	var gout Output

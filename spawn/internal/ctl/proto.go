@@ -39,11 +39,16 @@ const (
 	MaxJoinFrame  = 4096
 )
 
-// Hello is the first frame of a worker's control connection, sent as soon
-// as it connects: the console checks the secret before it reads anything
-// else.
+// Hello is the first frame of a control connection. A worker sends it on
+// its TCP connection as soon as it connects, with a nonce and a proof of
+// the job secret (NewHello), which the console checks before it reads
+// anything else; the connection is sealed after it (Seal). On the socket
+// pair of a worker the L spawner starts, the console writes it with the
+// secret itself for the worker to read.
 type Hello struct {
-	Secret string // the job secret, hex
+	Secret string // the job secret, hex (socket pairs only)
+	Nonce  string // NonceLen random bytes (TCP)
+	Proof  string // HMAC-SHA-256 of the secret over the nonce (TCP)
 }
 
 // Settings is the console's configuration in envconf's binary form
@@ -194,9 +199,10 @@ func ReadFrameMax(r *bufio.Reader, limit uint32) (byte, []byte, error) {
 // Output opens one routed output stream of a worker: after this frame, the
 // connection carries the raw bytes of that stream.
 type Output struct {
-	Secret string
-	Stream int // 1 stdout, 2 stderr
-	Index  int // spawn index, or -1
+	Nonce  string // NonceLen random bytes
+	Proof  string // of the job secret, the nonce and the rest (NewOutput)
+	Stream int    // 1 stdout, 2 stderr
+	Index  int    // spawn index, or -1
 	PID    int
 }
 

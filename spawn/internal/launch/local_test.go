@@ -45,9 +45,10 @@ func TestLocalControlSocket(t *testing.T) {
 	conns := make(chan net.Conn, n)
 	outs := make(chan []byte, n)
 	spec := &Spec{Count: n, Program: "/bin/sh",
-		// The frame's 5-byte header and the 7-byte body of a 6-letter
-		// secret, then the marker, then a word to the console.
-		Args: []string{"-c", `head -c 12 <&3; echo " $` + ctl.EnvConnFD + `"; echo hi >&3`},
+		// The frame's 5-byte header and the 9-byte body of a 6-letter
+		// secret (and an empty nonce and proof), then the marker, then a
+		// word to the console.
+		Args: []string{"-c", `head -c 14 <&3; echo " $` + ctl.EnvConnFD + `"; echo hi >&3`},
 		Env:  []string{ctl.EnvSecret + "=abcdef"},
 		Output: func(_, stream int, r *os.File) {
 			if stream != 1 {

@@ -25,7 +25,7 @@ func routeOutput(addr string, secret []byte, deadline time.Time) error {
 		if err != nil {
 			return fmt.Errorf("routing output to the console at %s: %w", addr, err)
 		}
-		err = ctl.WriteFrame(c, ctl.FrameOutput, ctl.Output{Secret: string(secret), Stream: stream, Index: idx, PID: os.Getpid()})
+		err = ctl.WriteFrame(c, ctl.FrameOutput, ctl.NewOutput(secret, stream, idx, os.Getpid()))
 		var f *os.File
 		if err == nil {
 			f, err = c.(*net.TCPConn).File() // a duplicate; Fd puts it in blocking mode

@@ -182,11 +182,16 @@ func Dial(cfg *envconf.Config) (*Worker, error) {
 		}
 		time.Sleep(delay)
 	}
-	w := &Worker{conn: c, r: bufio.NewReader(c), Secret: []byte(hex.EncodeToString(secret)), SpawnedCrowded: os.Getenv(ctl.EnvNoInbox) != ""}
-	if err := ctl.WriteFrame(c, ctl.FrameHello, ctl.Hello{Secret: string(w.Secret)}); err != nil {
+	hexSecret := []byte(hex.EncodeToString(secret))
+	hello := ctl.NewHello(hexSecret)
+	if err := ctl.WriteFrame(c, ctl.FrameHello, hello); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("greeting the console at %s: %w", addr, err)
 	}
+	// The rest of the connection is sealed (it is not the socket pair of
+	// an L worker, which stays on this host).
+	c = ctl.Seal(c, c, hexSecret, hello.Nonce, false)
+	w := &Worker{conn: c, r: bufio.NewReader(c), Secret: hexSecret, SpawnedCrowded: os.Getenv(ctl.EnvNoInbox) != ""}
 	if os.Getenv(ctl.EnvRoute) != "" {
 		if err := routeOutput(addr, w.Secret, deadline); err != nil {
 			c.Close()
