@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all build demo test unit e2e bench shm-bench atomic-bench vis-bench hier-bench loss scale fuzz deps lint vet cross fmt clean
+.PHONY: all build demo test unit e2e bench net-bench shm-bench atomic-bench vis-bench hier-bench loss scale fuzz deps lint vet cross fmt clean
 
 all: build
 
@@ -22,14 +22,16 @@ demo: build
 # the programs themselves), then the end-to-end tests again with every job's
 # ranks sharing memory (GASNET_SUPERNODE_MAXSIZE=0; on a machine with more
 # than 4 of a job's ranks per CPU they would use UDP, and the fault suite
-# pins UDP).
+# pins UDP) and every datagram encrypted (GASNET_ENCRYPT=1: the fault suite,
+# testcore over UDP and the jobs across network namespaces and ssh run
+# with it).
 # It first installs what the tests need (deps does nothing when all is
 # there), so that on a fresh machine `make demo` and `make test` are all it
 # takes.
 test: deps vet
 	$(GO) test -race -short -count=1 -timeout 10m ./amudp/... ./retransmit/... ./conduit/... ./spawn/...
 	$(GO) test -count=1 -timeout 15m ./...
-	GASNET_SUPERNODE_MAXSIZE=0 $(GO) test -count=1 -timeout 15m ./tests/
+	GASNET_SUPERNODE_MAXSIZE=0 GASNET_ENCRYPT=1 $(GO) test -count=1 -timeout 15m ./tests/
 
 unit:
 	$(GO) test -count=1 -short ./amudp/... ./retransmit/... ./spawn/... ./conduit/...
@@ -41,6 +43,11 @@ bench:
 # shared-memory transport and a C floor (figures, not a test).
 shm-bench:
 	scripts/shm-bench.sh
+
+# The network path in each protection mode against raw-UDP floors
+# (scripts/net-bench.sh; ITERS, ROUNDS).
+net-bench:
+	scripts/net-bench.sh $(or $(ITERS),20000) $(or $(ROUNDS),3)
 
 # Remote atomics' fetch-and-add throughput at N = 2, 4, 8 over UDP and
 # shared memory, against Open MPI's MPI_Fetch_and_op over TCP and vader

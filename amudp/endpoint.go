@@ -341,7 +341,7 @@ func (e *Endpoint) FillPeers(addrs []netip.AddrPort) error {
 }
 
 // learnLocked takes from as the address of rank src, whose address is not
-// known yet, when a datagram from src has come from there: its MAC, keyed
+// known yet, when a datagram from src has come from there: its tag, keyed
 // by the job's secret, says src sent it. So a rank that has the whole
 // address table and sends to one that is still waiting for it (the table
 // is relayed down a tree at startup) is answered at once instead of
