@@ -86,7 +86,8 @@ scale:
 # go.dev/issue/75804, fixed in Go 1.27).
 FUZZTIME ?= 500000x
 FUZZ_TARGETS := ./amudp/internal/wire/:FuzzDecode ./amudp/internal/shmring/:FuzzPeek ./spawn/internal/console/:FuzzControlFrame ./spawn/internal/cmdtmpl/:FuzzExpandTemplate \
-	./spawn/internal/cmdtmpl/:FuzzSplitServers ./spawn/internal/ctl/:FuzzDecodeTable ./spawn/internal/sshc/:FuzzParseServers ./spawn/internal/sshc/:FuzzParseOptions ./spawn/internal/sshc/:FuzzParseConfig
+	./spawn/internal/cmdtmpl/:FuzzSplitServers ./spawn/internal/ctl/:FuzzDecodeTable ./spawn/internal/sshc/:FuzzParseServers ./spawn/internal/sshc/:FuzzParseOptions ./spawn/internal/sshc/:FuzzParseConfig \
+	./conduit/internal/ifmatch/:FuzzCandidatesAgree
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \

@@ -1,0 +1,260 @@
+// Package ifmatch chooses which of two hosts' addresses carry the traffic
+// between a pair of their ranks (DESIGN.md §7.2), as Open MPI's TCP
+// transport does since it replaced netmask guessing with a matching of
+// local and remote interfaces: a maximum-weight bipartite matching
+// between the two hosts' addresses, where a shared subnet weighs more than
+// a mere same family, computed in one orientation whichever side asks, so
+// that both ranks of a pair get the same answer from the same inputs.
+//
+// It is pure: the addresses come from the ranks' joins, and whether this
+// host's kernel routes a candidate is the caller's check (Routable), which
+// drops candidates but never reorders them.
+package ifmatch
+
+import (
+	"bytes"
+	"net/netip"
+	"slices"
+)
+
+// Weight ranks a pair of addresses.
+type Weight int8
+
+// The weights of a pair of addresses, one on each host.
+const (
+	// None: no traffic between them (other families; loopback or
+	// link-local to anything but its own subnet).
+	None Weight = iota
+	// Family: the same family; whether the kernels route between them is
+	// for the hosts to check.
+	Family
+	// Subnet: on one subnet (the shorter of the two prefixes covers both).
+	Subnet
+)
+
+// Pair is a candidate: the index of the address on this side and on the
+// other's, with its weight.
+type Pair struct {
+	Local, Remote int
+	Weight        Weight
+}
+
+// Between returns the weight of a pair of addresses, each with the prefix
+// of its interface. It is symmetric.
+func Between(a, b netip.Prefix) Weight {
+	x, y := a.Addr().Unmap(), b.Addr().Unmap()
+	if !x.IsValid() || !y.IsValid() || x.Is4() != y.Is4() {
+		return None
+	}
+	bits := min(a.Bits(), b.Bits())
+	if bits >= 0 {
+		px, _ := x.Prefix(bits)
+		py, _ := y.Prefix(bits)
+		if px == py {
+			return Subnet
+		}
+	}
+	if x.IsLoopback() || y.IsLoopback() || x.IsLinkLocalUnicast() || y.IsLinkLocalUnicast() {
+		return None
+	}
+	return Family
+}
+
+// Candidates returns the address pairs that may carry the traffic between
+// rank local, whose host has the addresses mine, and rank remote, whose
+// host has theirs, best first: the pairs of a maximum-weight matching of
+// the two hosts' addresses (each address in at most one), heavier first,
+// those of one weight in an order rotated by the ranks so that the pairs
+// of ranks of two hosts spread over the matched pairs; then every other
+// pair of weight above None, heavier first. An address that both hosts
+// have (the same container bridge on every host, say) is in no pair,
+// unless the lists are one host's (ranks of one host): then each address
+// pairs with itself. Rank remote, calling it with the arguments swapped,
+// gets the same pairs, mirrored.
+func Candidates(mine, theirs []netip.Prefix, local, remote int) []Pair {
+	if slices.Equal(mine, theirs) {
+		out := make([]Pair, len(mine))
+		for i := range out {
+			out[i] = Pair{i, i, Subnet}
+		}
+		rotate(out, spreadOf(local, remote))
+		return out
+	}
+	// One orientation for both: the host whose address list sorts first
+	// (or, one host, the lower rank) is the left.
+	c := compareLists(mine, theirs)
+	flip := c > 0 || c == 0 && local > remote
+	left, right := mine, theirs
+	if flip {
+		left, right = theirs, mine
+	}
+	w := make([][]Weight, len(left))
+	for i, a := range left {
+		w[i] = make([]Weight, len(right))
+		for j, b := range right {
+			if !has(right, a.Addr()) && !has(left, b.Addr()) {
+				w[i][j] = Between(a, b)
+			}
+		}
+	}
+	matched := maxMatching(w)
+	var out []Pair
+	inMatch := make(map[[2]int]bool, len(matched))
+	for _, m := range matched {
+		inMatch[m] = true
+		out = append(out, Pair{m[0], m[1], w[m[0]][m[1]]})
+	}
+	// Heavier first, then by index; then each weight's run rotated.
+	slices.SortStableFunc(out, func(x, y Pair) int { return int(y.Weight) - int(x.Weight) })
+	spread := spreadOf(local, remote)
+	for lo := 0; lo < len(out); {
+		hi := lo
+		for hi < len(out) && out[hi].Weight == out[lo].Weight {
+			hi++
+		}
+		rotate(out[lo:hi], spread)
+		lo = hi
+	}
+	var rest []Pair
+	for i := range left {
+		for j := range right {
+			if w[i][j] != None && !inMatch[[2]int{i, j}] {
+				rest = append(rest, Pair{i, j, w[i][j]})
+			}
+		}
+	}
+	slices.SortStableFunc(rest, func(x, y Pair) int { return int(y.Weight) - int(x.Weight) })
+	out = append(out, rest...)
+	if flip {
+		for k := range out {
+			out[k].Local, out[k].Remote = out[k].Remote, out[k].Local
+		}
+	}
+	return out
+}
+
+// rotate rotates run left by spread modulo its length.
+func rotate(run []Pair, spread uint64) {
+	if len(run) < 2 {
+		return
+	}
+	k := int(spread % uint64(len(run)))
+	slices.Reverse(run[:k])
+	slices.Reverse(run[k:])
+	slices.Reverse(run)
+}
+
+// has reports whether one of l's addresses is a.
+func has(l []netip.Prefix, a netip.Addr) bool {
+	for _, p := range l {
+		if p.Addr().Unmap() == a.Unmap() {
+			return true
+		}
+	}
+	return false
+}
+
+// spreadOf mixes a pair of ranks, whichever way round, into the rotation
+// of the matched pairs.
+func spreadOf(a, b int) uint64 {
+	lo, hi := uint64(min(a, b)), uint64(max(a, b))
+	x := lo*0x9e3779b97f4a7c15 ^ hi
+	x ^= x >> 31
+	x *= 0xbf58476d1ce4e5b9
+	return x ^ x>>29
+}
+
+// compareLists orders two address lists by their sorted addresses.
+func compareLists(a, b []netip.Prefix) int {
+	key := func(l []netip.Prefix) []byte {
+		var k []byte
+		s := slices.Clone(l)
+		slices.SortFunc(s, func(x, y netip.Prefix) int { return x.Addr().Compare(y.Addr()) })
+		for _, p := range s {
+			k = append(k, p.Addr().AsSlice()...)
+			k = append(k, byte(p.Bits()), 0xff)
+		}
+		return k
+	}
+	return bytes.Compare(key(a), key(b))
+}
+
+// maxMatching returns a maximum-weight matching of the bipartite graph
+// whose edge (i, j) weighs w[i][j] (None: no edge), as (i, j) pairs in
+// increasing i: the Hungarian algorithm on the costs max−w, over the
+// smaller side, O(n²m). It is deterministic.
+func maxMatching(w [][]Weight) [][2]int {
+	n := len(w)
+	if n == 0 || len(w[0]) == 0 {
+		return nil
+	}
+	m := len(w[0])
+	if n > m {
+		t := make([][]Weight, m)
+		for j := range t {
+			t[j] = make([]Weight, n)
+			for i := range n {
+				t[j][i] = w[i][j]
+			}
+		}
+		out := maxMatching(t)
+		for k := range out {
+			out[k][0], out[k][1] = out[k][1], out[k][0]
+		}
+		slices.SortFunc(out, func(x, y [2]int) int { return x[0] - y[0] })
+		return out
+	}
+	// Rows 1..n, columns 1..m (n <= m); cost = Subnet − weight.
+	const inf = 1 << 30
+	u, v := make([]int, n+1), make([]int, m+1)
+	p, way := make([]int, m+1), make([]int, m+1) // p[j]: row matched to column j
+	cost := func(i, j int) int { return int(Subnet) - int(w[i-1][j-1]) }
+	minv, used := make([]int, m+1), make([]bool, m+1)
+	for i := 1; i <= n; i++ {
+		p[0] = i
+		j0 := 0
+		for j := range minv {
+			minv[j], used[j] = inf, false
+		}
+		for {
+			used[j0] = true
+			i0, delta, j1 := p[j0], inf, 0
+			for j := 1; j <= m; j++ {
+				if used[j] {
+					continue
+				}
+				if cur := cost(i0, j) - u[i0] - v[j]; cur < minv[j] {
+					minv[j], way[j] = cur, j0
+				}
+				if minv[j] < delta {
+					delta, j1 = minv[j], j
+				}
+			}
+			for j := 0; j <= m; j++ {
+				if used[j] {
+					u[p[j]] += delta
+					v[j] -= delta
+				} else {
+					minv[j] -= delta
+				}
+			}
+			j0 = j1
+			if p[j0] == 0 {
+				break
+			}
+		}
+		for j0 != 0 {
+			j1 := way[j0]
+			p[j0] = p[j1]
+			j0 = j1
+		}
+	}
+	var out [][2]int
+	for j := 1; j <= m; j++ {
+		if i := p[j]; i != 0 && w[i-1][j-1] != None {
+			out = append(out, [2]int{i - 1, j - 1})
+		}
+	}
+	slices.SortFunc(out, func(x, y [2]int) int { return x[0] - y[0] })
+	return out
+}

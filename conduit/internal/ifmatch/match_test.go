@@ -1,0 +1,200 @@
+package ifmatch
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func prefixes(s string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, f := range strings.Fields(s) {
+		out = append(out, netip.MustParsePrefix(f))
+	}
+	return out
+}
+
+// show writes candidates as "local-remote" addresses, best first.
+func show(c []Pair, mine, theirs []netip.Prefix) []string {
+	var out []string
+	for _, p := range c {
+		out = append(out, fmt.Sprintf("%v-%v", mine[p.Local].Addr(), theirs[p.Remote].Addr()))
+	}
+	return out
+}
+
+// mirror is c as the other rank of the pair sees it.
+func mirror(c []Pair) []Pair {
+	out := slices.Clone(c)
+	for k := range out {
+		out[k].Local, out[k].Remote = out[k].Remote, out[k].Local
+	}
+	return out
+}
+
+// TestCandidates: table cases, among them the seed's hard ones
+// (asymmetric interface counts, no common subnet but a route), and the
+// three-host layout of the issue (network A on h1, h2, h3; network B on h1
+// and h2; the same container bridge address on each).
+func TestCandidates(t *testing.T) {
+	h1 := "10.1.0.1/24 10.2.0.1/24 172.17.0.1/16"
+	h2 := "10.2.0.2/24 10.1.0.2/24 172.17.0.1/16"
+	h3 := "10.1.0.3/24 172.17.0.1/16"
+	for _, tc := range []struct {
+		name         string
+		mine, theirs string
+		want         []string // for ranks 0 and 1
+	}{
+		{"two networks shared, bridge never", h1, h2, []string{"10.2.0.1-10.2.0.2", "10.1.0.1-10.1.0.2", "10.1.0.1-10.2.0.2", "10.2.0.1-10.1.0.2"}},
+		{"one network shared", h1, h3, []string{"10.1.0.1-10.1.0.3", "10.2.0.1-10.1.0.3"}},
+		{"asymmetric counts", "10.0.0.1/24", "10.0.0.2/24 10.9.0.2/24 192.168.5.2/24", []string{"10.0.0.1-10.0.0.2", "10.0.0.1-10.9.0.2", "10.0.0.1-192.168.5.2"}},
+		{"no common subnet, routed", "10.0.1.1/24", "10.0.9.2/24", []string{"10.0.1.1-10.0.9.2"}},
+		{"families apart", "10.0.0.1/24 fd00::1/64", "fd00::2/64 10.0.0.2/24", []string{"fd00::1-fd00::2", "10.0.0.1-10.0.0.2"}},
+		{"IPv6 only, routed", "fd00:1::1/64", "fd00:2::2/64", []string{"fd00:1::1-fd00:2::2"}},
+		{"no common family", "10.0.0.1/24", "fd00::2/64", nil},
+		{"loopback only to itself", "127.0.0.1/8", "10.0.0.2/24", nil},
+		{"link-local only on its subnet", "fe80::1/64 fd00::1/64", "fe80::2/64", []string{"fe80::1-fe80::2"}},
+		{"one host", "10.0.0.1/24 10.1.0.1/24", "10.0.0.1/24 10.1.0.1/24", []string{"10.1.0.1-10.1.0.1", "10.0.0.1-10.0.0.1"}},
+	} {
+		mine, theirs := prefixes(tc.mine), prefixes(tc.theirs)
+		got := Candidates(mine, theirs, 0, 1)
+		if d := cmp.Diff(tc.want, show(got, mine, theirs)); d != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, d)
+		}
+		if d := cmp.Diff(mirror(got), Candidates(theirs, mine, 1, 0)); d != "" {
+			t.Errorf("%s: the other rank's candidates are not the mirror (-mirror +theirs):\n%s", tc.name, d)
+		}
+	}
+}
+
+// TestSpread: between two hosts with two shared networks, the pairs of
+// their ranks spread over both, evenly enough.
+func TestSpread(t *testing.T) {
+	h1, h2 := prefixes("10.1.0.1/24 10.2.0.1/24"), prefixes("10.1.0.2/24 10.2.0.2/24")
+	first := map[int]int{}
+	for a := range 32 {
+		for b := 32; b < 64; b++ {
+			first[Candidates(h1, h2, a, b)[0].Local]++
+		}
+	}
+	if first[0] < 400 || first[1] < 400 {
+		t.Errorf("first choices over the two networks: %v of 1024 rank pairs", first)
+	}
+}
+
+// TestMaxMatchingOptimal: on random small graphs the matching weighs as
+// much as the best one found by trying every assignment, and uses each
+// address once.
+func TestMaxMatchingOptimal(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		n, m := 1+r.IntN(5), 1+r.IntN(5)
+		w := make([][]Weight, n)
+		for i := range w {
+			w[i] = make([]Weight, m)
+			for j := range w[i] {
+				w[i][j] = Weight(r.IntN(3))
+			}
+		}
+		got := maxMatching(w)
+		total := 0
+		rows, cols := map[int]bool{}, map[int]bool{}
+		for _, e := range got {
+			if rows[e[0]] || cols[e[1]] || w[e[0]][e[1]] == None {
+				t.Fatalf("%v: matching %v reuses an address or takes a missing edge", w, got)
+			}
+			rows[e[0]], cols[e[1]] = true, true
+			total += int(w[e[0]][e[1]])
+		}
+		if best := bruteBest(w, 0, map[int]bool{}); total != best {
+			t.Fatalf("%v: matching %v weighs %d, the best %d", w, got, total, best)
+		}
+	}
+}
+
+func bruteBest(w [][]Weight, i int, used map[int]bool) int {
+	if i == len(w) {
+		return 0
+	}
+	best := bruteBest(w, i+1, used) // row i unmatched
+	for j := range w[i] {
+		if !used[j] && w[i][j] != None {
+			used[j] = true
+			best = max(best, int(w[i][j])+bruteBest(w, i+1, used))
+			used[j] = false
+		}
+	}
+	return best
+}
+
+// FuzzCandidatesAgree: whatever the two hosts' addresses and the ranks,
+// both ranks of a pair get the same candidates, mirrored; every candidate
+// has a weight and appears once, heavier before lighter within the
+// matched prefix and within the rest, and the matched prefix uses each
+// address at most once.
+func FuzzCandidatesAgree(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5}, []byte{3, 4, 7, 8}, 0, 1)
+	f.Add([]byte{9, 9, 1}, []byte{1, 2}, 5, 5)
+	pool := prefixes("10.1.0.1/24 10.1.0.2/24 10.2.0.1/24 10.2.0.2/24 172.17.0.1/16 10.3.0.7/16 " +
+		"127.0.0.1/8 fd00::1/64 fd00::2/64 fd00:9::1/48 fe80::1/64 fe80::2/64 192.168.1.1/32 10.1.0.3/25 ::1/128 10.2.7.7/8")
+	pick := func(b []byte) []netip.Prefix {
+		var out []netip.Prefix
+		for _, c := range b[:min(len(b), 12)] {
+			if p := pool[int(c)%len(pool)]; !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte, ra, rb int) {
+		mine, theirs := pick(a), pick(b)
+		got := Candidates(mine, theirs, ra, rb)
+		if d := cmp.Diff(mirror(got), Candidates(theirs, mine, rb, ra)); d != "" {
+			t.Fatalf("%v / %v, ranks %d %d: the other side differs (-mirror +theirs):\n%s", mine, theirs, ra, rb, d)
+		}
+		seen := map[[2]int]bool{}
+		for _, p := range got {
+			if p.Weight == None || seen[[2]int{p.Local, p.Remote}] {
+				t.Fatalf("%v / %v: candidates %v: a pair without weight or twice", mine, theirs, got)
+			}
+			seen[[2]int{p.Local, p.Remote}] = true
+		}
+	})
+}
+
+// BenchmarkCandidates: one pair of hosts with 2, 8 and 32 addresses each,
+// on as many shared subnets.
+func BenchmarkCandidates(b *testing.B) {
+	for _, n := range []int{2, 8, 32} {
+		var h1, h2 []netip.Prefix
+		for i := range n {
+			h1 = append(h1, netip.MustParsePrefix(fmt.Sprintf("10.%d.0.1/24", i)))
+			h2 = append(h2, netip.MustParsePrefix(fmt.Sprintf("10.%d.0.2/24", n-1-i)))
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				Candidates(h1, h2, 3, 7)
+			}
+		})
+	}
+}
+
+// TestRoutable: the kernel's answer for this host's loopback, for an
+// address it does not have and across families.
+func TestRoutable(t *testing.T) {
+	lo, other := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	if !Routable(lo, other) {
+		t.Error("127.0.0.1 does not route to 127.0.0.2")
+	}
+	if Routable(netip.MustParseAddr("192.0.2.77"), other) {
+		t.Error("an address this host does not have routes")
+	}
+	if Routable(lo, netip.MustParseAddr("::1")) {
+		t.Error("IPv4 routes to IPv6")
+	}
+}
