@@ -1,0 +1,15 @@
+//go:build !amd64 || purego
+
+package wire
+
+// fastGHASH is false where ghash_amd64.s is not built: GMAC goes through
+// crypto/cipher's AES-GCM.
+const fastGHASH = false
+
+func gfmul(x, y, out *[16]byte) { panic("wire: no fast GHASH") }
+
+func ghashBlocks(acc *[16]byte, tbl *[16][16]byte, data *byte, nblocks int) {
+	panic("wire: no fast GHASH")
+}
+
+func aesEncrypt(rk *[11][16]byte, dst, src *[16]byte) { panic("wire: no fast GHASH") }
