@@ -104,3 +104,9 @@ func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, nonce uint64, now r
 func (e *Endpoint) seal(b []byte, dest int) []byte {
 	return e.key.Seal(b, uint32(dest), e.nonces.Add(1))
 }
+
+// sealPayload is seal of b, encoded without its payload, with payload
+// appended (wire.Key.SealPayload: copied and authenticated in one pass).
+func (e *Endpoint) sealPayload(b []byte, dest int, payload []byte) []byte {
+	return e.key.SealPayload(b, uint32(dest), e.nonces.Add(1), payload)
+}

@@ -91,10 +91,10 @@ func (e *Endpoint) sendReply(p *peerState, slot uint16, m *wire.Message) error {
 func (e *Endpoint) storeReply(p *peerState, slot uint16, m *wire.Message) error {
 	r := p.rxAt(slot)
 	var err error
-	if r.reply, err = m.Append(r.reply[:0]); err != nil {
+	if r.reply, err = m.AppendHead(r.reply[:0]); err != nil {
 		return err
 	}
-	r.reply = e.seal(r.reply, p.rank)
+	r.reply = e.sealPayload(r.reply, p.rank, m.Payload)
 	r.replied = true
 	return nil
 }

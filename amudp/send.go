@@ -216,12 +216,12 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	}
 	copy(m.Args[:], args)
 	var err error
-	if s.buf, err = m.Append(s.buf[:0]); err != nil {
+	if s.buf, err = m.AppendHead(s.buf[:0]); err != nil {
 		e.releaseLocked(p, slot)
 		e.mu.Unlock()
 		return err
 	}
-	s.buf = e.seal(s.buf, p.rank)
+	s.buf = e.sealPayload(s.buf, p.rank, m.Payload)
 	s.inflight, s.freeLater, s.sending = true, false, 1
 	s.kind, s.handler = m.Kind, m.Handler
 	s.h = e.tracker.Add(now, p.rtt.Timeout(e.rcfg))

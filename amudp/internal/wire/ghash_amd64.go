@@ -24,3 +24,9 @@ func ghashBlocks(acc *[16]byte, tbl *[16][16]byte, data *byte, nblocks int)
 //
 //go:noescape
 func aesEncrypt(rk *[11][16]byte, dst, src *[16]byte)
+
+// ghashCopy is ghashBlocks over src that also copies src's nblocks
+// blocks to dst.
+//
+//go:noescape
+func ghashCopy(acc *[16]byte, tbl *[16][16]byte, dst, src *byte, nblocks int)

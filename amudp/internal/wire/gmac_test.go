@@ -136,3 +136,55 @@ func TestSealedLargeDatagrams(t *testing.T) {
 		}
 	}
 }
+
+// TestGMACCopy: tagCopy gives tag's tag over head ‖ src and copies src,
+// for heads and sources of every length around the block size.
+func TestGMACCopy(t *testing.T) {
+	if !fastGHASH {
+		t.Log("no AVX-512 carry-less multiplication here: nothing to compare")
+		return
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	data := make([]byte, 70000)
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	g := newGMAC(data[:16])
+	nonce := data[16:28]
+	for hl := range 70 {
+		for _, sl := range []int{0, 1, 15, 16, 17, 31, 255, 256, 257, 300, 4096, MaxMedium} {
+			head, src := data[100:100+hl], data[200:200+sl]
+			want, got := make([]byte, 16), make([]byte, 16)
+			g.tag(want, nonce, append(bytes.Clone(head), src...))
+			dst := make([]byte, sl)
+			g.tagCopy(got, nonce, head, dst, src)
+			if !bytes.Equal(got, want) || !bytes.Equal(dst, src) {
+				t.Fatalf("head %d, src %d bytes: tag %x, want %x; copied intact: %v", hl, sl, got, want, bytes.Equal(dst, src))
+			}
+		}
+	}
+}
+
+// TestSealPayload: sealing a datagram encoded without its payload, with
+// the payload given apart, gives the bytes of Seal of the whole datagram,
+// in every mode and around the fast path's threshold.
+func TestSealPayload(t *testing.T) {
+	payload := make([]byte, MaxMedium)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	for _, md := range modes {
+		key := NewKey([]byte("job secret"), md.mode)
+		for _, n := range []int{0, 1, 100, fastMin - 52, fastMin - 51, fastMin, 1000, MaxMedium} {
+			m := Message{Header: Header{Kind: KindMediumReply, Handler: 131, NArgs: 2, Src: 1}, Payload: payload[:n]}
+			whole := key.Seal(encode(t, m), 3, 99)
+			head, err := m.AppendHead(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := key.SealPayload(head, 3, 99, payload[:n]); !bytes.Equal(got, whole) {
+				t.Errorf("%s, %d payload bytes: SealPayload differs from Seal", md.name, n)
+			}
+		}
+	}
+}
