@@ -198,3 +198,48 @@ func TestRoutable(t *testing.T) {
 		t.Error("IPv4 routes to IPv6")
 	}
 }
+
+// TestUsable: down interfaces, loopback (unless the job is on one host),
+// IPv6 link-local addresses and, with GASNET_WORKERIP's prefixes,
+// addresses outside them are not candidates.
+func TestUsable(t *testing.T) {
+	ifaces := []Iface{
+		{Name: "lo", Up: true, Loopback: true, Addrs: prefixes("127.0.0.1/8 ::1/128")},
+		{Name: "eth0", Up: true, Addrs: prefixes("10.1.0.5/24 fe80::5/64 fd00::5/64")},
+		{Name: "ib0", Up: true, Addrs: prefixes("10.2.0.5/16")},
+		{Name: "eth1", Up: false, Addrs: prefixes("192.168.9.5/24")},
+		{Name: "docker0", Up: true, Addrs: prefixes("172.17.0.1/16")},
+	}
+	str := func(ps []netip.Prefix) string { return fmt.Sprint(ps) }
+	for _, tc := range []struct {
+		name     string
+		oneHost  bool
+		restrict string
+		want     string
+	}{
+		{"several hosts", false, "", "[10.1.0.5/24 fd00::5/64 10.2.0.5/16 172.17.0.1/16]"},
+		{"one host", true, "", "[127.0.0.1/8 ::1/128 10.1.0.5/24 fd00::5/64 10.2.0.5/16 172.17.0.1/16]"},
+		{"restricted", false, "10.2.0.0/16 fd00::/8", "[fd00::5/64 10.2.0.5/16]"},
+		{"restricted to one address", false, "10.1.0.5/32", "[10.1.0.5/24]"},
+		{"restricted to nothing here", false, "10.99.0.0/16", "[]"},
+	} {
+		if got := str(Usable(ifaces, tc.oneHost, prefixes(tc.restrict))); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestInterfaces: this host's interfaces include an up loopback with
+// 127.0.0.1 in 127.0.0.0/8.
+func TestInterfaces(t *testing.T) {
+	ifaces, err := Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range ifaces {
+		if f.Loopback && f.Up && slices.Contains(f.Addrs, netip.MustParsePrefix("127.0.0.1/8")) {
+			return
+		}
+	}
+	t.Errorf("no up loopback with 127.0.0.1/8 among %+v", ifaces)
+}
