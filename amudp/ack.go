@@ -92,7 +92,9 @@ func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, nonce uint64, now r
 		e.stats.replays.Add(1)
 		return false
 	}
-	s.replyNonce = nonce
+	// A reply that completes a request in flight shows the peer alive,
+	// even one sealed before others it sent (a stored reply sent again).
+	s.replyNonce, p.heard = nonce, now
 	if d, ok := e.tracker.Ack(s.h, now); ok {
 		p.rtt.Sample(d)
 	}

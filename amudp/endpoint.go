@@ -80,10 +80,10 @@ type reqSlot struct {
 
 // rxSlot is one credit instance of a peer, at the receiver.
 type rxSlot struct {
-	seq        uint16
-	replied    bool
-	resentPass uint64
-	reply      []byte // the sealed reply, re-sent for a retransmitted request
+	seq      uint16
+	replied  bool
+	resentAt retransmit.Time // when the stored reply was last sent again
+	reply    []byte          // the sealed reply, re-sent for a retransmitted request
 	// nonce is the nonce of the request last accepted in this slot (seq):
 	// a new request's is greater, a retransmission's the same.
 	nonce uint64
@@ -95,6 +95,9 @@ type peerState struct {
 	addr  netip.AddrPort
 	rtt   retransmit.RTT
 	heard retransmit.Time // when a datagram from the peer last arrived (0: never)
+	// maxNonce is the greatest nonce of the peer's datagrams that opened:
+	// only one sealed later updates heard.
+	maxNonce uint64
 	// probedAt is when a retransmission last went to the peer, and probe
 	// the request it carried: while the peer has sent nothing since,
 	// that request alone is retransmitted (see fireTimers).
@@ -267,6 +270,10 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 		mode = wire.AuthHeader
 	}
 	e.key = wire.NewKey(cfg.Secret, mode)
+	// Nonces count from the wall clock's nanoseconds: an endpoint opened
+	// again with the same rank and secret (a program's restart) starts
+	// above every nonce the one before it could have taken.
+	e.nonces.Store(uint64(time.Now().UnixNano()))
 	e.viewer, _ = tr.(Viewer)
 	e.shared, _ = tr.(*Shared)
 	if p, ok := tr.(Parker); ok && cfg.Polite {

@@ -2,6 +2,7 @@ package amudp
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 )
@@ -84,14 +85,23 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort, shm bool) {
 		e.stats.badSource.Add(1)
 		return
 	}
-	// Any datagram from the peer shows it alive (see fireTimers).
-	e.peerLocked(src).heard = e.clock
+	// A datagram sealed after any the peer sent before shows it alive
+	// (see fireTimers), as does a reply that completes a request
+	// (ackLocked); a copy of an old one, which anyone who saw it can send
+	// again, does not.
+	if p := e.peerLocked(src); m.Nonce > p.maxNonce {
+		p.maxNonce, p.heard = m.Nonce, e.clock
+	}
 	if m.Kind.IsRequest() {
 		e.handleRequest(m, src)
 	} else {
 		e.handleReply(m, src)
 	}
 }
+
+// resendGap is the least time between two sends again of one stored
+// reply: half the requester's shortest retransmission timeout.
+func (e *Endpoint) resendGap() time.Duration { return max(e.rcfg.MinRTO/2, 100*time.Microsecond) }
 
 // handleRequest runs a request exactly once; called with mu held, returns
 // with it released.
@@ -114,8 +124,12 @@ func (e *Endpoint) handleRequest(m *wire.Message, src int) {
 	case d == 0: // a retransmission of the last accepted request
 		e.mu.Unlock()
 		e.stats.dupRequests.Add(1)
-		if r.replied && r.resentPass != e.pass {
-			r.resentPass = e.pass
+		// At most once per resendGap: a retransmission comes after the
+		// requester's timeout (at least MinRTO), while copies of the
+		// request that anyone may send would otherwise make this rank
+		// send its reply, up to 65 KB, once for each.
+		if r.replied && (r.resentAt == 0 || e.clock.Sub(r.resentAt) >= e.resendGap()) {
+			r.resentAt = max(e.clock, 1)
 			e.stats.replyResends.Add(1)
 			e.stats.sent.Add(1)
 			_ = e.tr.Send(r.reply, p.addr)
@@ -126,7 +140,7 @@ func (e *Endpoint) handleRequest(m *wire.Message, src int) {
 		e.stats.stale.Add(1)
 		return
 	}
-	r.seq, r.nonce, r.replied = m.Seq, m.Nonce, false
+	r.seq, r.nonce, r.replied, r.resentAt = m.Seq, m.Nonce, false, 0
 	tab := e.table.Load()
 	h, seg := tab.handlers[m.Handler], tab.segment
 	e.mu.Unlock()

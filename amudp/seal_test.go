@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // TestHostileDatagrams sends an endpoint, from its peer's address, in each
@@ -166,4 +168,50 @@ func recvRaw(t *testing.T, u *UDP) []byte {
 	}
 	t.Fatal("no datagram within a second")
 	return nil
+}
+
+// TestReplaysDoNotAmplify: copies of a rank's last request, which anyone
+// who saw it can send, make it send its stored reply again at most once
+// per resendGap (here 5 s: half of MinRTO), and do not show the peer
+// alive; a datagram sealed later does.
+func TestReplaysDoNotAmplify(t *testing.T) {
+	rc := retransmit.Config{Initial: 20 * time.Second, Backoff: 2, Max: 0, MinRTO: 10 * time.Second}
+	e, raw := wireJob(t, Config{Retransmit: rc})
+	serve(t, e)
+	var ran atomic.Int32
+	e.Register(130, func(t *Token, _ []uint32, p []byte) { ran.Add(1); t.ReplyMedium(131, make([]byte, 60000)) })
+	key := wire.NewKey([]byte("wire secret"), wire.AuthPayload)
+	m := wire.Message{Header: wire.Header{Kind: KindShortRequest, Handler: 130, Src: 1, Seq: 1}}
+	b, _ := m.Append(nil)
+	req := key.Seal(b, 0, 100)
+	heard := func() retransmit.Time {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.peers[1].heard
+	}
+	raw.Send(req, e.LocalAddr())
+	if r := recvMsg(t, raw); r.Kind != KindMediumReply {
+		t.Fatalf("got a %v, want the reply", r.Kind)
+	}
+	first := heard()
+	for range 50 {
+		raw.Send(req, e.LocalAddr())
+	}
+	eventually(t, "the copies handled", func() bool { return e.Stats().DupRequests == 50 })
+	if r := recvMsg(t, raw); r.Kind != KindMediumReply {
+		t.Fatalf("got a %v, want the reply again", r.Kind)
+	}
+	if s := e.Stats(); s.ReplyResends != 1 || ran.Load() != 1 {
+		t.Errorf("50 copies of the request: the reply sent again %d times (want 1), the handler run %d times (want 1)", s.ReplyResends, ran.Load())
+	}
+	if h := heard(); h != first {
+		t.Errorf("copies of an old datagram moved the time the peer was heard from %v to %v", first, h)
+	}
+	m.Seq = 2
+	b, _ = m.Append(nil)
+	raw.Send(key.Seal(b, 0, 101), e.LocalAddr())
+	eventually(t, "a new request", func() bool { return ran.Load() == 2 })
+	if h := heard(); h == first {
+		t.Error("a new datagram did not show the peer alive")
+	}
 }

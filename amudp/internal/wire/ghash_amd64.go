@@ -6,7 +6,7 @@ import "golang.org/x/sys/cpu"
 
 // fastGHASH says whether this CPU runs ghash_amd64.s: carry-less
 // multiplication on 512-bit registers (AVX-512 VPCLMULQDQ).
-var fastGHASH = cpu.X86.HasAES && cpu.X86.HasAVX && cpu.X86.HasPCLMULQDQ && cpu.X86.HasAVX512F &&
+var fastGHASH = cpu.X86.HasAES && cpu.X86.HasAVX && cpu.X86.HasAVX2 && cpu.X86.HasPCLMULQDQ && cpu.X86.HasAVX512F &&
 	cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ
 
 // gfmul sets out to x·y, in the representation of ghash_amd64.s.

@@ -24,7 +24,7 @@ type Header struct {
 	NArgs   uint8
 	// Dst is the rank the datagram is for; Seal sets it.
 	Dst uint32
-	// Nonce numbers the datagrams a rank seals, from 1, never twice the
+	// Nonce numbers the datagrams a rank seals, never twice the
 	// same; Seal sets it.
 	Nonce uint64
 	// Src is the sender's rank.

@@ -110,7 +110,7 @@ func (k *Key) Seal(b []byte, dest uint32, ctr uint64) []byte {
 // SealPayload is Seal of b with payload appended, where b is a datagram
 // encoded without its payload (Message.AppendHead): with the fast GMAC and
 // the payload authenticated, the payload is copied and authenticated in
-// one pass.
+// one pass. payload must not overlap b's backing array.
 func (k *Key) SealPayload(b []byte, dest uint32, ctr uint64, payload []byte) []byte {
 	if k.g == nil || k.mode != AuthPayload || len(b)+len(payload) < fastMin || len(b) < HeaderLen {
 		return k.Seal(append(b, payload...), dest, ctr)
