@@ -11,8 +11,8 @@ import (
 
 // Datagram protection (DESIGN.md §4). Every datagram is sealed with
 // AES-128-GCM under a key derived from the job secret, with the 12-byte
-// nonce that header bytes 8–20 hold: a counter the sender takes from its
-// Nonces, never the same twice, then the sender's rank. As ranks are
+// nonce that header bytes 8–20 hold: a counter the sender advances for
+// every datagram it seals, never the same twice, then the sender's rank. As ranks are
 // distinct within a job and each rank's counter only grows, no two
 // datagrams of a job are sealed with the same nonce; a retransmission
 // sends the same sealed bytes again, never resealing other bytes under
@@ -83,8 +83,8 @@ func nonce(b []byte) []byte { return b[8:20] }
 // Seal sets the destination rank and the nonce of the encoded datagram b,
 // whose capacity should hold TagLen more bytes, protects it as the key's
 // mode says, and returns it with its tag. ctr must be a value the sender
-// never sealed with before (Nonces). b's arguments and payload are
-// encrypted in place under Encrypt.
+// never sealed with before (amudp's endpoint counts them). b's arguments
+// and payload are encrypted in place under Encrypt.
 func (k *Key) Seal(b []byte, dest uint32, ctr uint64) []byte {
 	if len(b) < HeaderLen {
 		return b
