@@ -227,8 +227,8 @@ func (c *Config) validate(src map[string]Source) error {
 	default:
 		return bad("GASNET_HOST_DETECT", c.HostDetect, "conduit, hostid or hostname")
 	}
-	if c.WorkerIP != "" && !validSubnet(c.WorkerIP) {
-		return bad("GASNET_WORKERIP", c.WorkerIP, "a CIDR such as 10.77.0.0/24, an address, or an address prefix such as 10.77.")
+	if c.WorkerIP != "" && !validSubnets(c.WorkerIP) {
+		return bad("GASNET_WORKERIP", c.WorkerIP, "CIDRs such as 10.77.0.0/24 or fd00::/64, addresses, or address prefixes such as 10.77., separated by commas")
 	}
 	if c.WorkerRank != "" && !ValidRankSpec(c.WorkerRank) {
 		return bad("GASNET_WORKER_RANK", c.WorkerRank, "an integer >= 0 or the name of a variable holding one, such as SLURM_PROCID")
@@ -266,6 +266,18 @@ func (c *Config) checkGiveUp(src map[string]Source) error {
 			DisplayName(src, "GASNET_REQUESTTIMEOUT_BACKOFF"), c.ReqTimeoutBackoff, g, minGiveUp, DisplayName(src, "GASNET_REQUESTTIMEOUT_MAX"))
 	}
 	return nil
+}
+
+// validSubnets reports whether s is a list (Subnets) of at least one CIDR,
+// address or address prefix.
+func validSubnets(s string) bool {
+	l := Subnets(s)
+	for _, e := range l {
+		if !validSubnet(e) {
+			return false
+		}
+	}
+	return len(l) > 0
 }
 
 // validSubnet reports whether s is a CIDR, an address or an address prefix

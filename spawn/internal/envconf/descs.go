@@ -34,7 +34,7 @@ var descriptions = [...]struct{ name, text string }{
 	{"GASNET_OUTPUT_DIR", "ours: write each rank's routed output to files of its own in this directory (created if missing), rank.R.stdout and rank.R.stderr, instead of the console's, as mpirun --output-filename does (amudprun -output-dir DIR)"},
 	{"GASNET_LINEBUFFERSZ", "bytes of a routed output line buffer; 0 = pass bytes as they come"},
 	{"GASNET_MASTERIP", "address workers use to reach the console; default 127.0.0.1 for L, and under S the address of this host's interface that routes to each host"},
-	{"GASNET_WORKERIP", "subnet (CIDR) or address prefix whose interface the workers' UDP sockets bind"},
+	{"GASNET_WORKERIP", "subnets (CIDRs, IPv4 or IPv6), addresses or address prefixes, separated by commas, in order of preference: the workers' UDP sockets bind the address of the first one an interface of their host is on"},
 	{"GASNET_FORWARD_ENV", "ours: the console's variables every worker gets, separated by spaces or commas: NAME passes the console's value, NAME=VALUE sets one (as mpirun -x; amudprun -x adds to it); remote workers get them on their env command line"},
 	{"GASNET_ENV_CMD", "command that sets the environment of remote workers"},
 	{"GASNET_HOST_DETECT", "how ranks are grouped by host: conduit (UDP address), hostid, hostname"},

@@ -34,7 +34,9 @@ func TestConfigRanges(t *testing.T) {
 		{"GASNET_SENDDEPTH=-2", `GASNET_SENDDEPTH=-2: accepted: an integer from 1 to 1048576; or 0 (the default); or -1 (unlimited)`},
 		{"GASNET_HANG_WARN=5ms", `GASNET_HANG_WARN=5ms: accepted: a duration from 100ms to 24h, such as "250ms" or "5s"; or 0 (never)`},
 		{"GASNET_ROUTE_OUTPUT=maybe", `GASNET_ROUTE_OUTPUT="maybe": accepted: 1, 0, true or false`},
-		{"GASNET_WORKERIP=zz", "GASNET_WORKERIP=zz: accepted: a CIDR"},
+		{"GASNET_WORKERIP=zz", "GASNET_WORKERIP=zz: accepted: CIDRs"},
+		{"GASNET_WORKERIP=10.0.0.0/8,zz", "GASNET_WORKERIP=10.0.0.0/8,zz: accepted: CIDRs"},
+		{"GASNET_WORKERIP= , ", "GASNET_WORKERIP= , : accepted: CIDRs"},
 		{"GASNET_WORKER_RANK=1x", "GASNET_WORKER_RANK=1x: accepted: an integer >= 0 or the name of a variable"},
 		{"GASNET_WORKER_RANK=-1", "GASNET_WORKER_RANK=-1: accepted"},
 		{"GASNET_BARRIER=tree", `GASNET_BARRIER=tree: accepted: AMDISSEM (or DISSEM), AMCENTRAL or AMTREE, or empty for the default`},
@@ -46,7 +48,7 @@ func TestConfigRanges(t *testing.T) {
 		}
 	}
 	for _, ok := range []string{"GASNET_POLL_SPIN=-1ns", "GASNET_POLL_SPIN=0", "GASNET_LINEBUFFERSZ=0", "GASNET_REQUESTTIMEOUT_MAX=0",
-		"GASNET_SENDDEPTH=-1", "GASNET_HANG_WARN=0", "GASNET_WORKERIP=10.77.", "GASNET_WORKERIP=fd00::/8", "GASNET_WORKER_RANK=SLURM_PROCID",
+		"GASNET_SENDDEPTH=-1", "GASNET_HANG_WARN=0", "GASNET_WORKERIP=10.77.", "GASNET_WORKERIP=fd00::/8", "GASNET_WORKERIP=10.1.0.0/16, fd00::/8,127.", "GASNET_WORKER_RANK=SLURM_PROCID",
 		"GASNET_SOCKETBUFFER_INITIAL=0", "GASNET_EXIT_TIMEOUT=1h", "GASNET_BARRIER=amtree", "GASNET_BARRIER=DISSEM",
 		"GASNET_REQUESTTIMEOUT_MAX=500000\x00GASNET_REQUESTTIMEOUT_INITIAL=1000"} {
 		if _, _, err := LoadEnv(strings.Split(ok, "\x00")); err != nil {

@@ -7,29 +7,45 @@ import (
 	"strings"
 )
 
-// AddrOnSubnet returns this host's address in the subnet s (CIDR, or an
-// address prefix such as "10.77.").
+// Subnets splits a GASNET_WORKERIP value into its entries: CIDRs,
+// addresses or address prefixes (IPv4 or IPv6), separated by commas or
+// blanks, in order of preference.
+func Subnets(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
+}
+
+// AddrOnSubnet returns this host's address on the first entry of the list
+// s (Subnets: CIDRs, addresses, or address prefixes such as "10.77.")
+// that one of its interfaces is on.
 func AddrOnSubnet(s string) (netip.Addr, error) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("GASNET_WORKERIP=%s: listing interfaces: %w", s, err)
 	}
-	pfx, perr := netip.ParsePrefix(s)
-	if perr != nil {
-		if a, err := netip.ParseAddr(s); err == nil {
-			pfx = netip.PrefixFrom(a, a.BitLen())
-		}
-	}
+	var ips []netip.Addr
 	for _, a := range addrs {
-		n, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		ip, _ := netip.AddrFromSlice(n.IP)
-		ip = ip.Unmap()
-		if (pfx.IsValid() && pfx.Contains(ip)) || (!pfx.IsValid() && strings.HasPrefix(ip.String(), s)) {
-			return ip, nil
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				ips = append(ips, ip.Unmap())
+			}
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("GASNET_WORKERIP=%s: no interface of this host is on that subnet; accepted: a CIDR such as 10.77.0.0/24 or an address prefix", s)
+	for _, e := range Subnets(s) {
+		pfx, perr := netip.ParsePrefix(e)
+		if perr != nil {
+			if a, err := netip.ParseAddr(e); err == nil {
+				pfx = netip.PrefixFrom(a, a.BitLen())
+			}
+		}
+		for _, ip := range ips {
+			if (pfx.IsValid() && pfx.Contains(ip)) || (!pfx.IsValid() && strings.HasPrefix(ip.String(), e)) {
+				return ip, nil
+			}
+		}
+	}
+	that := "that subnet"
+	if len(Subnets(s)) > 1 {
+		that = "any of those subnets"
+	}
+	return netip.Addr{}, fmt.Errorf("GASNET_WORKERIP=%s: no interface of this host is on %s; accepted: CIDRs such as 10.77.0.0/24 or fd00::/64, addresses or address prefixes, separated by commas", s, that)
 }
