@@ -50,81 +50,93 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 	VZEROUPPER
 	RET
 
+// GHASH_SETUP loads the accumulator (X15), polyConst (X9) and the byte
+// swap for four blocks (Z14).
+#define GHASH_SETUP(acc) \
+	VMOVDQU (acc), X15; \
+	VMOVDQU polyConst<>(SB), X9; \
+	VBROADCASTI32X4 bswapMask<>(SB), Z14
+
+// LOAD_TABLE loads H^16..H^1 into Z10..Z13, four to a register.
+#define LOAD_TABLE(tbl) \
+	VMOVDQU64 0(tbl), Z10; \
+	VMOVDQU64 64(tbl), Z11; \
+	VMOVDQU64 128(tbl), Z12; \
+	VMOVDQU64 192(tbl), Z13
+
+// SWAP4 byte-reverses the four blocks of Z0..Z3 and folds the accumulator
+// into the first.
+#define SWAP4 \
+	VPSHUFB Z14, Z0, Z0; \
+	VPXORQ  Z15, Z0, Z0; \
+	VPSHUFB Z14, Z1, Z1; \
+	VPSHUFB Z14, Z2, Z2; \
+	VPSHUFB Z14, Z3, Z3
+
+// MULADD adds the products of four blocks (x) by four powers of H (h) to
+// the low (Z4), high (Z6) and middle (Z7) sums; Z5 is clobbered.
+#define MULADD(h, x) \
+	VPCLMULQDQ $0x00, h, x, Z5; \
+	VPXORQ     Z5, Z4, Z4; \
+	VPCLMULQDQ $0x11, h, x, Z5; \
+	VPXORQ     Z5, Z6, Z6; \
+	VPCLMULQDQ $0x01, h, x, Z5; \
+	VPXORQ     Z5, Z7, Z7; \
+	VPCLMULQDQ $0x10, h, x, Z5; \
+	VPXORQ     Z5, Z7, Z7
+
+// LANES sums the four lanes of z (whose low halves are y and x) into x;
+// Y5 is clobbered.
+#define LANES(z, y, x) \
+	VEXTRACTI64X4 $1, z, Y5; \
+	VPXOR         Y5, y, y; \
+	VEXTRACTI128  $1, y, X5; \
+	VPXOR         X5, x, x
+
+// MUL16 folds the 16 blocks of Z0..Z3 (swapped) into the accumulator X15.
+#define MUL16 \
+	VPCLMULQDQ $0x00, Z10, Z0, Z4; \
+	VPCLMULQDQ $0x11, Z10, Z0, Z6; \
+	VPCLMULQDQ $0x01, Z10, Z0, Z7; \
+	VPCLMULQDQ $0x10, Z10, Z0, Z5; \
+	VPXORQ     Z5, Z7, Z7; \
+	MULADD(Z11, Z1); \
+	MULADD(Z12, Z2); \
+	MULADD(Z13, Z3); \
+	LANES(Z4, Y4, X4); \
+	LANES(Z6, Y6, X6); \
+	LANES(Z7, Y7, X7); \
+	REDUCE(X15)
+
+// MUL1 folds the block of X0 (loaded, not swapped) into X15, with H in X8.
+#define MUL1 \
+	VPSHUFB    X14, X0, X0; \
+	VPXOR      X15, X0, X0; \
+	VPCLMULQDQ $0x00, X8, X0, X4; \
+	VPCLMULQDQ $0x11, X8, X0, X6; \
+	VPCLMULQDQ $0x01, X8, X0, X7; \
+	VPCLMULQDQ $0x10, X8, X0, X5; \
+	VPXOR      X5, X7, X7; \
+	REDUCE(X15)
+
 // func ghashBlocks(acc *[16]byte, tbl *[16][16]byte, data *byte, nblocks int)
 TEXT ·ghashBlocks(SB), NOSPLIT, $0-32
 	MOVQ acc+0(FP), DI
 	MOVQ tbl+8(FP), SI
 	MOVQ data+16(FP), DX
 	MOVQ nblocks+24(FP), CX
-	VMOVDQU (DI), X15
-	VMOVDQU polyConst<>(SB), X9
-	VBROADCASTI32X4 bswapMask<>(SB), Z14
+	GHASH_SETUP(DI)
 	CMPQ CX, $16
 	JB   single
-	VMOVDQU64 0(SI), Z10
-	VMOVDQU64 64(SI), Z11
-	VMOVDQU64 128(SI), Z12
-	VMOVDQU64 192(SI), Z13
+	LOAD_TABLE(SI)
 
 loop16:
 	VMOVDQU64 0(DX), Z0
-	VPSHUFB   Z14, Z0, Z0
-	VPXORQ    Z15, Z0, Z0
 	VMOVDQU64 64(DX), Z1
-	VPSHUFB   Z14, Z1, Z1
 	VMOVDQU64 128(DX), Z2
-	VPSHUFB   Z14, Z2, Z2
 	VMOVDQU64 192(DX), Z3
-	VPSHUFB   Z14, Z3, Z3
-
-	VPCLMULQDQ $0x00, Z10, Z0, Z4
-	VPCLMULQDQ $0x11, Z10, Z0, Z6
-	VPCLMULQDQ $0x01, Z10, Z0, Z7
-	VPCLMULQDQ $0x10, Z10, Z0, Z5
-	VPXORQ     Z5, Z7, Z7
-
-	VPCLMULQDQ $0x00, Z11, Z1, Z5
-	VPXORQ     Z5, Z4, Z4
-	VPCLMULQDQ $0x11, Z11, Z1, Z5
-	VPXORQ     Z5, Z6, Z6
-	VPCLMULQDQ $0x01, Z11, Z1, Z5
-	VPXORQ     Z5, Z7, Z7
-	VPCLMULQDQ $0x10, Z11, Z1, Z5
-	VPXORQ     Z5, Z7, Z7
-
-	VPCLMULQDQ $0x00, Z12, Z2, Z5
-	VPXORQ     Z5, Z4, Z4
-	VPCLMULQDQ $0x11, Z12, Z2, Z5
-	VPXORQ     Z5, Z6, Z6
-	VPCLMULQDQ $0x01, Z12, Z2, Z5
-	VPXORQ     Z5, Z7, Z7
-	VPCLMULQDQ $0x10, Z12, Z2, Z5
-	VPXORQ     Z5, Z7, Z7
-
-	VPCLMULQDQ $0x00, Z13, Z3, Z5
-	VPXORQ     Z5, Z4, Z4
-	VPCLMULQDQ $0x11, Z13, Z3, Z5
-	VPXORQ     Z5, Z6, Z6
-	VPCLMULQDQ $0x01, Z13, Z3, Z5
-	VPXORQ     Z5, Z7, Z7
-	VPCLMULQDQ $0x10, Z13, Z3, Z5
-	VPXORQ     Z5, Z7, Z7
-
-	// The four lanes of each sum into one.
-	VEXTRACTI64X4 $1, Z4, Y5
-	VPXOR         Y5, Y4, Y4
-	VEXTRACTI128  $1, Y4, X5
-	VPXOR         X5, X4, X4
-	VEXTRACTI64X4 $1, Z6, Y5
-	VPXOR         Y5, Y6, Y6
-	VEXTRACTI128  $1, Y6, X5
-	VPXOR         X5, X6, X6
-	VEXTRACTI64X4 $1, Z7, Y5
-	VPXOR         Y5, Y7, Y7
-	VEXTRACTI128  $1, Y7, X5
-	VPXOR         X5, X7, X7
-	REDUCE(X15)
-
+	SWAP4
+	MUL16
 	ADDQ $256, DX
 	SUBQ $16, CX
 	CMPQ CX, $16
@@ -136,15 +148,8 @@ single:
 	VMOVDQU 240(SI), X8
 
 loop1:
-	VMOVDQU    (DX), X0
-	VPSHUFB    X14, X0, X0
-	VPXOR      X15, X0, X0
-	VPCLMULQDQ $0x00, X8, X0, X4
-	VPCLMULQDQ $0x11, X8, X0, X6
-	VPCLMULQDQ $0x01, X8, X0, X7
-	VPCLMULQDQ $0x10, X8, X0, X5
-	VPXOR      X5, X7, X7
-	REDUCE(X15)
+	VMOVDQU (DX), X0
+	MUL1
 	ADDQ $16, DX
 	DECQ CX
 	JNZ  loop1
@@ -162,79 +167,22 @@ TEXT ·ghashCopy(SB), NOSPLIT, $0-40
 	MOVQ dst+16(FP), R8
 	MOVQ src+24(FP), DX
 	MOVQ nblocks+32(FP), CX
-	VMOVDQU (DI), X15
-	VMOVDQU polyConst<>(SB), X9
-	VBROADCASTI32X4 bswapMask<>(SB), Z14
+	GHASH_SETUP(DI)
 	CMPQ CX, $16
 	JB   singlec
-	VMOVDQU64 0(SI), Z10
-	VMOVDQU64 64(SI), Z11
-	VMOVDQU64 128(SI), Z12
-	VMOVDQU64 192(SI), Z13
+	LOAD_TABLE(SI)
 
 loop16c:
 	VMOVDQU64 0(DX), Z0
-	VMOVDQU64 Z0, 0(R8)
-	VPSHUFB   Z14, Z0, Z0
-	VPXORQ    Z15, Z0, Z0
 	VMOVDQU64 64(DX), Z1
-	VMOVDQU64 Z1, 64(R8)
-	VPSHUFB   Z14, Z1, Z1
 	VMOVDQU64 128(DX), Z2
-	VMOVDQU64 Z2, 128(R8)
-	VPSHUFB   Z14, Z2, Z2
 	VMOVDQU64 192(DX), Z3
+	VMOVDQU64 Z0, 0(R8)
+	VMOVDQU64 Z1, 64(R8)
+	VMOVDQU64 Z2, 128(R8)
 	VMOVDQU64 Z3, 192(R8)
-	VPSHUFB   Z14, Z3, Z3
-
-	VPCLMULQDQ $0x00, Z10, Z0, Z4
-	VPCLMULQDQ $0x11, Z10, Z0, Z6
-	VPCLMULQDQ $0x01, Z10, Z0, Z7
-	VPCLMULQDQ $0x10, Z10, Z0, Z5
-	VPXORQ     Z5, Z7, Z7
-
-	VPCLMULQDQ $0x00, Z11, Z1, Z5
-	VPXORQ     Z5, Z4, Z4
-	VPCLMULQDQ $0x11, Z11, Z1, Z5
-	VPXORQ     Z5, Z6, Z6
-	VPCLMULQDQ $0x01, Z11, Z1, Z5
-	VPXORQ     Z5, Z7, Z7
-	VPCLMULQDQ $0x10, Z11, Z1, Z5
-	VPXORQ     Z5, Z7, Z7
-
-	VPCLMULQDQ $0x00, Z12, Z2, Z5
-	VPXORQ     Z5, Z4, Z4
-	VPCLMULQDQ $0x11, Z12, Z2, Z5
-	VPXORQ     Z5, Z6, Z6
-	VPCLMULQDQ $0x01, Z12, Z2, Z5
-	VPXORQ     Z5, Z7, Z7
-	VPCLMULQDQ $0x10, Z12, Z2, Z5
-	VPXORQ     Z5, Z7, Z7
-
-	VPCLMULQDQ $0x00, Z13, Z3, Z5
-	VPXORQ     Z5, Z4, Z4
-	VPCLMULQDQ $0x11, Z13, Z3, Z5
-	VPXORQ     Z5, Z6, Z6
-	VPCLMULQDQ $0x01, Z13, Z3, Z5
-	VPXORQ     Z5, Z7, Z7
-	VPCLMULQDQ $0x10, Z13, Z3, Z5
-	VPXORQ     Z5, Z7, Z7
-
-	// The four lanes of each sum into one.
-	VEXTRACTI64X4 $1, Z4, Y5
-	VPXOR         Y5, Y4, Y4
-	VEXTRACTI128  $1, Y4, X5
-	VPXOR         X5, X4, X4
-	VEXTRACTI64X4 $1, Z6, Y5
-	VPXOR         Y5, Y6, Y6
-	VEXTRACTI128  $1, Y6, X5
-	VPXOR         X5, X6, X6
-	VEXTRACTI64X4 $1, Z7, Y5
-	VPXOR         Y5, Y7, Y7
-	VEXTRACTI128  $1, Y7, X5
-	VPXOR         X5, X7, X7
-	REDUCE(X15)
-
+	SWAP4
+	MUL16
 	ADDQ $256, DX
 	ADDQ $256, R8
 	SUBQ $16, CX
@@ -247,16 +195,9 @@ singlec:
 	VMOVDQU 240(SI), X8
 
 loop1c:
-	VMOVDQU    (DX), X0
-	VMOVDQU    X0, (R8)
-	VPSHUFB    X14, X0, X0
-	VPXOR      X15, X0, X0
-	VPCLMULQDQ $0x00, X8, X0, X4
-	VPCLMULQDQ $0x11, X8, X0, X6
-	VPCLMULQDQ $0x01, X8, X0, X7
-	VPCLMULQDQ $0x10, X8, X0, X5
-	VPXOR      X5, X7, X7
-	REDUCE(X15)
+	VMOVDQU (DX), X0
+	VMOVDQU X0, (R8)
+	MUL1
 	ADDQ $16, DX
 	ADDQ $16, R8
 	DECQ CX

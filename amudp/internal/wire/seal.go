@@ -12,9 +12,9 @@ import (
 // Datagram protection (DESIGN.md §4). Every datagram is sealed with
 // AES-128-GCM under a key derived from the job secret, with the 12-byte
 // nonce that header bytes 8–20 hold: a counter the sender advances for
-// every datagram it seals, never the same twice, then the sender's rank. As ranks are
-// distinct within a job and each rank's counter only grows, no two
-// datagrams of a job are sealed with the same nonce; a retransmission
+// every datagram it seals, never the same twice, then the sender's rank.
+// As ranks are distinct within a job and each rank's counter only grows,
+// no two datagrams of a job are sealed with the same nonce; a retransmission
 // sends the same sealed bytes again, never resealing other bytes under
 // the nonce they carry. The header, its destination rank included, is
 // always authenticated, and so is what the mode adds:
@@ -44,8 +44,9 @@ const (
 type Key struct {
 	aead cipher.AEAD
 	mode Mode
-	// g computes the AuthHeader and AuthPayload tags (GMAC) where the
-	// CPU runs the fast GHASH (gmac.go), nil elsewhere: aead does then.
+	// g computes AuthPayload tags (GMAC) of fastMin bytes or more where
+	// the CPU runs the fast GHASH (gmac.go), nil elsewhere: aead does
+	// then, and the rest.
 	g *gmac
 }
 
@@ -73,9 +74,6 @@ func NewKey(secret []byte, mode Mode) *Key {
 // than GHASH saves.
 const fastMin = 512
 
-// Mode returns what the key's tags cover.
-func (k *Key) Mode() Mode { return k.mode }
-
 // nonce returns the AES-GCM nonce of datagram b (at least HeaderLen
 // bytes): its Nonce and Src fields.
 func nonce(b []byte) []byte { return b[8:20] }
@@ -85,12 +83,27 @@ func nonce(b []byte) []byte { return b[8:20] }
 // mode says, and returns it with its tag. ctr must be a value the sender
 // never sealed with before (amudp's endpoint counts them). b's arguments
 // and payload are encrypted in place under Encrypt.
-func (k *Key) Seal(b []byte, dest uint32, ctr uint64) []byte {
+func (k *Key) Seal(b []byte, dest uint32, ctr uint64) []byte { return k.SealPayload(b, dest, ctr, nil) }
+
+// SealPayload is Seal of b with payload appended, where b is a datagram
+// encoded without its payload (Message.AppendHead): with the fast GMAC and
+// the payload authenticated, the payload is copied and authenticated in
+// one pass. payload must not overlap b's backing array.
+func (k *Key) SealPayload(b []byte, dest uint32, ctr uint64, payload []byte) []byte {
 	if len(b) < HeaderLen {
-		return b
+		return append(b, payload...)
 	}
 	binary.LittleEndian.PutUint32(b[4:], dest)
 	binary.LittleEndian.PutUint64(b[8:], ctr)
+	// AuthHeader's tag covers under fastMin bytes: the fast GMAC serves
+	// AuthPayload alone.
+	if k.g != nil && k.mode == AuthPayload && len(b)+len(payload) >= fastMin {
+		n := len(b)
+		b = slices.Grow(b, len(payload)+TagLen)[:n+len(payload)+TagLen]
+		k.g.tagCopy(b[n+len(payload):], nonce(b), b[:n], b[n:n+len(payload)], payload)
+		return b
+	}
+	b = append(b, payload...)
 	if k.mode == Encrypt {
 		return k.aead.Seal(b[:HeaderLen], nonce(b), b[HeaderLen:], b[:HeaderLen])
 	}
@@ -98,29 +111,7 @@ func (k *Key) Seal(b []byte, dest uint32, ctr uint64) []byte {
 	if end < 0 {
 		return b
 	}
-	if k.g != nil && end >= fastMin {
-		n := len(b)
-		b = slices.Grow(b, TagLen)[:n+TagLen]
-		k.g.tag(b[n:], nonce(b), b[:end])
-		return b
-	}
 	return k.aead.Seal(b, nonce(b), nil, b[:end])
-}
-
-// SealPayload is Seal of b with payload appended, where b is a datagram
-// encoded without its payload (Message.AppendHead): with the fast GMAC and
-// the payload authenticated, the payload is copied and authenticated in
-// one pass. payload must not overlap b's backing array.
-func (k *Key) SealPayload(b []byte, dest uint32, ctr uint64, payload []byte) []byte {
-	if k.g == nil || k.mode != AuthPayload || len(b)+len(payload) < fastMin || len(b) < HeaderLen {
-		return k.Seal(append(b, payload...), dest, ctr)
-	}
-	binary.LittleEndian.PutUint32(b[4:], dest)
-	binary.LittleEndian.PutUint64(b[8:], ctr)
-	n := len(b)
-	b = slices.Grow(b, len(payload)+TagLen)[:n+len(payload)+TagLen]
-	k.g.tagCopy(b[n+len(payload):], nonce(b), b[:n], b[n:n+len(payload)], payload)
-	return b
 }
 
 // covered returns the end of the bytes of datagram b[:n] that a
@@ -169,7 +160,3 @@ func (k *Key) Open(b []byte, dest uint32) (body []byte, ok bool) {
 	}
 	return b[:n], true
 }
-
-// Nonce returns the nonce counter of a datagram of at least HeaderLen
-// bytes, which Open authenticated.
-func Nonce(b []byte) uint64 { return binary.LittleEndian.Uint64(b[8:]) }
