@@ -36,9 +36,8 @@ type jobNet struct {
 	// limit is how long the job may run (virtual time in a synctest
 	// bubble) before the test fails.
 	limit time.Duration
-	// headerOnly leaves payloads out of the datagrams' tags; encrypt
-	// encrypts the datagrams.
-	headerOnly, encrypt bool
+	// encrypt encrypts the datagrams.
+	encrypt bool
 	// barrier is the job's barrier algorithm (the zero value:
 	// dissemination).
 	barrier barrierAlgo
@@ -135,7 +134,7 @@ var loopbackUDP = jobNet{listen: func(int) (amudp.Transport, error) {
 func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (jobResult, []*Job) {
 	t.Helper()
 	lj, err := newLocalJob(n, jn.listen, amudp.Config{Secret: []byte("job test"), NetworkDepth: 16,
-		Retransmit: testRetransmit, Polite: true, HeaderOnlyAuth: jn.headerOnly, Encrypt: jn.encrypt}, time.Second)
+		Retransmit: testRetransmit, Polite: true, Encrypt: jn.encrypt}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,8 @@ func AddrOnSubnet(s string) (netip.Addr, error) {
 			}
 		}
 	}
-	for _, e := range Subnets(s) {
+	entries := Subnets(s)
+	for _, e := range entries {
 		pfx, perr := netip.ParsePrefix(e)
 		if perr != nil {
 			if a, err := netip.ParseAddr(e); err == nil {
@@ -44,7 +45,7 @@ func AddrOnSubnet(s string) (netip.Addr, error) {
 		}
 	}
 	that := "that subnet"
-	if len(Subnets(s)) > 1 {
+	if len(entries) > 1 {
 		that = "any of those subnets"
 	}
 	return netip.Addr{}, fmt.Errorf("GASNET_WORKERIP=%s: no interface of this host is on %s; accepted: CIDRs such as 10.77.0.0/24 or fd00::/64, addresses or address prefixes, separated by commas", s, that)
