@@ -70,8 +70,8 @@ func (e *Endpoint) sendAcks(p *peerState) {
 	e.apay = pay
 	m := wire.Message{Header: wire.Header{Kind: KindAutoReply, Src: uint32(e.rank),
 		Slot: uint16(p.acks[0] >> 16), Seq: uint16(p.acks[0])}, Payload: pay}
-	e.abuf, _ = m.Append(e.abuf[:0])
-	e.abuf = e.seal(e.abuf, p.rank)
+	e.abuf, _ = m.AppendHead(e.abuf[:0])
+	e.abuf = e.seal(e.abuf, p.rank, pay)
 	p.acks, p.ackNow = p.acks[:0], false
 	e.stats.sent.Add(1)
 	_ = e.tr.Send(e.abuf, p.addr)
@@ -102,13 +102,9 @@ func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, nonce uint64, now r
 	return true
 }
 
-// seal seals the encoded datagram b for rank dest under the next nonce.
-func (e *Endpoint) seal(b []byte, dest int) []byte {
-	return e.key.Seal(b, uint32(dest), e.nonces.Add(1))
-}
-
-// sealPayload is seal of b, encoded without its payload, with payload
-// appended (wire.Key.SealPayload: copied and authenticated in one pass).
-func (e *Endpoint) sealPayload(b []byte, dest int, payload []byte) []byte {
+// seal appends payload to b, a datagram encoded without it
+// (wire.Message.AppendHead), and seals it for rank dest under the next
+// nonce (wire.Key.SealPayload: copied and authenticated in one pass).
+func (e *Endpoint) seal(b []byte, dest int, payload []byte) []byte {
 	return e.key.SealPayload(b, uint32(dest), e.nonces.Add(1), payload)
 }

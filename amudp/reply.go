@@ -94,7 +94,7 @@ func (e *Endpoint) storeReply(p *peerState, slot uint16, m *wire.Message) error 
 	if r.reply, err = m.AppendHead(r.reply[:0]); err != nil {
 		return err
 	}
-	r.reply = e.sealPayload(r.reply, p.rank, m.Payload)
+	r.reply = e.seal(r.reply, p.rank, m.Payload)
 	r.replied = true
 	return nil
 }

@@ -221,7 +221,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		e.mu.Unlock()
 		return err
 	}
-	s.buf = e.sealPayload(s.buf, p.rank, m.Payload)
+	s.buf = e.seal(s.buf, p.rank, m.Payload)
 	s.inflight, s.freeLater, s.sending = true, false, 1
 	s.kind, s.handler = m.Kind, m.Handler
 	s.h = e.tracker.Add(now, p.rtt.Timeout(e.rcfg))
