@@ -74,7 +74,7 @@ func (e *Endpoint) sendAcks(p *peerState) {
 	e.abuf = e.seal(e.abuf, p.rank, pay)
 	p.acks, p.ackNow = p.acks[:0], false
 	e.stats.sent.Add(1)
-	_ = e.tr.Send(e.abuf, p.addr)
+	_ = e.tr.Send(e.abuf, p.to())
 }
 
 // ackLocked completes p's request (slot, seq) if it is in flight, and
@@ -94,7 +94,7 @@ func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, nonce uint64, now r
 	}
 	// A reply that completes a request in flight shows the peer alive,
 	// even one sealed before others it sent (a stored reply sent again).
-	s.replyNonce, p.heard = nonce, now
+	s.replyNonce, p.heard, p.confirmed = nonce, now, true
 	if d, ok := e.tracker.Ack(s.h, now); ok {
 		p.rtt.Sample(d)
 	}

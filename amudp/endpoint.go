@@ -91,10 +91,20 @@ type rxSlot struct {
 
 // peerState is allocated on first contact (DESIGN.md §6).
 type peerState struct {
-	rank  int
-	addr  netip.AddrPort
-	rtt   retransmit.RTT
-	heard retransmit.Time // when a datagram from the peer last arrived (0: never)
+	rank int
+	// dst is where datagrams to the peer go: the table's address until a
+	// Router routes the peer (route.go). Written under mu; read by anyone.
+	dst atomic.Pointer[netip.AddrPort]
+	// The peer's route and where the walk along it is (route.go); mu.
+	route     []netip.AddrPort
+	try       int
+	movedAt   retransmit.Time // when dst last moved along the route
+	routed    bool            // the router was asked
+	adopted   bool            // dst is where the peer's requests came from
+	confirmed bool            // a reply came back: dst carries traffic
+	from      netip.AddrPort  // the last address, not the table's, a datagram came from
+	rtt       retransmit.RTT
+	heard     retransmit.Time // when a datagram from the peer last arrived (0: never)
 	// maxNonce is the greatest nonce of the peer's datagrams that opened:
 	// only one sealed later updates heard.
 	maxNonce uint64
@@ -182,6 +192,7 @@ type Endpoint struct {
 	tok     Token
 	pass    uint64
 	resends []slotRef
+	router  Router // mu
 	gaveUp  []Returned
 	drained int
 	bufSize int
@@ -340,7 +351,7 @@ func (e *Endpoint) FillPeers(addrs []netip.AddrPort) error {
 		switch {
 		case !e.addrs[i].IsValid():
 			e.addrs[i] = a
-		case e.addrs[i] != a:
+		case e.addrs[i] != a && !(e.router != nil && e.router.Knows(i, e.addrs[i])):
 			return fmt.Errorf("amudp: rank %d is at %v, not %v", i, e.addrs[i], a)
 		}
 	}
@@ -463,8 +474,10 @@ func (e *Endpoint) peerLocked(rank int) *peerState {
 	p := e.peers[rank]
 	if p == nil {
 		chunks := (e.depth + slotChunk - 1) / slotChunk
-		p = &peerState{rank: rank, addr: e.addrs[rank], probe: -1, pool: newSlotPool(e.depth),
+		p = &peerState{rank: rank, probe: -1, pool: newSlotPool(e.depth),
 			slots: make([]*[slotChunk]reqSlot, chunks), rx: make([]*[slotChunk]rxSlot, chunks)}
+		a := e.addrs[rank]
+		p.dst.Store(&a)
 		e.peers[rank] = p
 	}
 	return p

@@ -80,10 +80,13 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort, shm bool) {
 	}
 	e.mu.Lock()
 	src := int(m.Src)
-	if src >= len(e.addrs) || src == e.rank || e.addrs[src] != from && !e.learnLocked(src, from) {
+	if src >= len(e.addrs) || src == e.rank || e.addrs[src] != from && !e.learnLocked(src, from) && !e.knownLocked(src, from) {
 		e.mu.Unlock()
 		e.stats.badSource.Add(1)
 		return
+	}
+	if m.Kind.IsRequest() {
+		e.adoptLocked(src, from)
 	}
 	// A datagram sealed after any the peer sent before shows it alive
 	// (see fireTimers), as does a reply that completes a request
@@ -132,7 +135,7 @@ func (e *Endpoint) handleRequest(m *wire.Message, src int) {
 			r.resentAt = max(e.clock, 1)
 			e.stats.replyResends.Add(1)
 			e.stats.sent.Add(1)
-			_ = e.tr.Send(r.reply, p.addr)
+			_ = e.tr.Send(r.reply, p.to())
 		}
 		return
 	default:
@@ -204,10 +207,10 @@ func (e *Endpoint) handleReply(m *wire.Message, src int) {
 
 	switch m.Kind {
 	case KindReturned:
-		e.returned(Returned{Reason: Reason(m.Args[0]), Dest: src, Addr: p.addr, Kind: kind, Handler: handler})
+		e.returned(Returned{Reason: Reason(m.Args[0]), Dest: src, Addr: p.to(), Kind: kind, Handler: handler})
 		return
 	}
-	e.runReply(h, m, seg, src, p.addr, p)
+	e.runReply(h, m, seg, src, p.to(), p)
 }
 
 // runReply runs h, the handler of reply m from rank src at addr (p: its

@@ -83,7 +83,7 @@ func (e *Endpoint) sendReply(p *peerState, slot uint16, m *wire.Message) error {
 		return err
 	}
 	e.stats.sent.Add(1)
-	return e.tr.Send(p.rxAt(slot).reply, p.addr)
+	return e.tr.Send(p.rxAt(slot).reply, p.to())
 }
 
 // storeReply encodes and seals m as the reply of p's request in slot,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 )
 
 // Returned describes a message that could not run: a request of this
@@ -20,6 +21,10 @@ type Returned struct {
 	Handler uint8 // the handler index it named
 	// Incoming is true for a reply from Dest that this endpoint refused.
 	Incoming bool
+	// Tried lists the addresses of Dest that a request undeliverable
+	// within the timeout went to, when its Router gave more than one and
+	// none carried a reply (route.go); nil otherwise.
+	Tried []netip.AddrPort
 }
 
 // String says who did what, e.g. "short-request to rank 1 at
@@ -30,7 +35,7 @@ func (r Returned) String() string {
 	case r.Incoming:
 		return fmt.Sprintf("%s from rank %d at %v (handler %d) was refused here: %s", r.Kind, r.Dest, r.Addr, r.Handler, r.Reason)
 	case r.Reason == ReasonTimeout || r.Reason == ReasonClosed:
-		return fmt.Sprintf("%s to rank %d at %v (handler %d) is undeliverable: %s", r.Kind, r.Dest, r.Addr, r.Handler, r.Reason)
+		return fmt.Sprintf("%s to rank %d at %s (handler %d) is undeliverable: %s", r.Kind, r.Dest, r.Where(), r.Handler, r.Reason)
 	}
 	return fmt.Sprintf("%s to rank %d at %v (handler %d) was refused by rank %d: %s", r.Kind, r.Dest, r.Addr, r.Handler, r.Dest, r.Reason)
 }
@@ -89,4 +94,23 @@ func (e *Endpoint) returned(r Returned) {
 	if h != nil {
 		e.runReturned(h, r)
 	}
+}
+
+// Where is Addr, followed by the addresses tried when there were several:
+// "10.78.0.2:4000 (tried 10.78.0.2:4000, 10.77.0.2:4000)".
+func (r Returned) Where() string {
+	if len(r.Tried) == 0 {
+		return r.Addr.String()
+	}
+	var b strings.Builder
+	b.WriteString(r.Addr.String())
+	b.WriteString(" (tried ")
+	for i, a := range r.Tried {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(a.String())
+	}
+	b.WriteString(")")
+	return b.String()
 }

@@ -168,6 +168,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		return fmt.Errorf("%w: rank %d", ErrNoAddress, dest)
 	}
 	p := e.peerLocked(dest)
+	e.routeLocked(p)
 	size := wire.HeaderLen + 4*len(args) + len(payload) + wire.TagLen
 	for !e.creditLocked(p, size) {
 		e.mu.Unlock()
@@ -230,7 +231,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		e.owner = append(e.owner, slotRef{})
 	}
 	e.owner[s.h] = slotRef{peer: int32(dest), slot: slot}
-	buf, addr := s.buf, p.addr
+	buf, addr := s.buf, p.to()
 	e.mu.Unlock()
 
 	err = e.tr.Send(buf, addr)

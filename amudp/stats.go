@@ -26,6 +26,9 @@ type Stats struct {
 	// InPlace counts Long requests and replies written straight into a
 	// peer's mapped segment (SetPeerSegments).
 	InPlace uint64
+	// RouteMoves counts the moves of a peer's datagrams to the next
+	// address of its route while no reply had come (Router).
+	RouteMoves uint64
 }
 
 type statCounters struct {
@@ -33,7 +36,7 @@ type statCounters struct {
 	dupRequests, dupReplies, stale            atomic.Uint64
 	badDatagrams, badMAC, badSource, badSlot  atomic.Uint64
 	returned, replays                         atomic.Uint64
-	heldBack, inPlace                         atomic.Uint64
+	heldBack, inPlace, routeMoves             atomic.Uint64
 }
 
 // Stats returns the endpoint's counters.
@@ -45,12 +48,13 @@ func (e *Endpoint) Stats() Stats {
 		DupReplies: s.dupReplies.Load(), Stale: s.stale.Load(), BadDatagrams: s.badDatagrams.Load(),
 		BadMAC: s.badMAC.Load(), BadSource: s.badSource.Load(), BadSlot: s.badSlot.Load(),
 		Returned: s.returned.Load(), Replays: s.replays.Load(), HeldBack: s.heldBack.Load(), InPlace: s.inPlace.Load(),
+		RouteMoves: s.routeMoves.Load(),
 	}
 }
 
 // String is one line of the counters, as GASNET_STATS prints it.
 func (s Stats) String() string {
-	return fmt.Sprintf("sent %d received %d retransmits %d held-back %d reply-resends %d dup-requests %d dup-replies %d stale %d returned %d long-in-place %d; dropped: malformed %d bad-mac %d bad-source %d bad-slot %d replays %d",
-		s.Sent, s.Received, s.Retransmits, s.HeldBack, s.ReplyResends, s.DupRequests, s.DupReplies, s.Stale, s.Returned, s.InPlace,
+	return fmt.Sprintf("sent %d received %d retransmits %d held-back %d reply-resends %d dup-requests %d dup-replies %d stale %d returned %d long-in-place %d route-moves %d; dropped: malformed %d bad-mac %d bad-source %d bad-slot %d replays %d",
+		s.Sent, s.Received, s.Retransmits, s.HeldBack, s.ReplyResends, s.DupRequests, s.DupReplies, s.Stale, s.Returned, s.InPlace, s.RouteMoves,
 		s.BadDatagrams, s.BadMAC, s.BadSource, s.BadSlot, s.Replays)
 }

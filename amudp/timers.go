@@ -57,18 +57,19 @@ func (e *Endpoint) fireTimers() {
 				continue
 			}
 			p.probedAt, p.probe = now, h
+			e.moveLocked(p, now, rto)
 			s.sending++
 			e.resends = append(e.resends, ref)
 			continue
 		}
 		e.completeLocked(p, ref.slot)
-		e.gaveUp = append(e.gaveUp, Returned{Reason: ReasonTimeout, Dest: p.rank, Addr: p.addr, Kind: s.kind, Handler: s.handler})
+		e.gaveUp = append(e.gaveUp, Returned{Reason: ReasonTimeout, Dest: p.rank, Addr: p.to(), Kind: s.kind, Handler: s.handler, Tried: p.tried()})
 	}
 	e.syncDeadlineLocked()
 	e.mu.Unlock()
 	for _, ref := range e.resends {
 		p := e.peers[ref.peer] // peers entries never change once set
-		_ = e.tr.Send(p.req(ref.slot).buf, p.addr)
+		_ = e.tr.Send(p.req(ref.slot).buf, p.to())
 		e.stats.retransmits.Add(1)
 		e.stats.sent.Add(1)
 	}

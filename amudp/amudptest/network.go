@@ -27,6 +27,7 @@ type Network struct {
 	replayAge time.Duration
 	maxDelay  time.Duration
 	nodes     map[netip.AddrPort]*Conn
+	aliases   map[*Conn][]netip.AddrPort
 	down      map[netip.AddrPort]bool
 
 	sent, dropped, dups, forged, replayed atomic.Int64
@@ -62,7 +63,7 @@ func (n *Network) Forged() int64 { return n.forged.Load() }
 // random choice.
 func New(seed uint64, drop, dup float64, maxDelay time.Duration) *Network {
 	return &Network{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), drop: drop, dup: dup,
-		maxDelay: maxDelay, nodes: map[netip.AddrPort]*Conn{}, down: map[netip.AddrPort]bool{}}
+		maxDelay: maxDelay, nodes: map[netip.AddrPort]*Conn{}, aliases: map[*Conn][]netip.AddrPort{}, down: map[netip.AddrPort]bool{}}
 }
 
 // Listen returns node i's socket, at 10.0.0.(i+1):4000.
@@ -72,6 +73,28 @@ func (n *Network) Listen(i int) *Conn {
 	n.nodes[c.addr] = c
 	n.mu.Unlock()
 	return c
+}
+
+// Alias gives c another address, as a host has one per network: datagrams
+// to it reach c, and those c sends to an address of the same /24 go out
+// from it, as a kernel picks the source address of the route (others go
+// from c's first address).
+func (n *Network) Alias(c *Conn, addr netip.AddrPort) {
+	n.mu.Lock()
+	n.nodes[addr] = c
+	n.aliases[c] = append(n.aliases[c], addr)
+	n.mu.Unlock()
+}
+
+// source is c's address that a datagram to to goes out from. n.mu held.
+func (n *Network) source(c *Conn, to netip.AddrPort) netip.AddrPort {
+	want, _ := to.Addr().Prefix(24)
+	for _, a := range n.aliases[c] {
+		if p, _ := a.Addr().Prefix(24); p == want {
+			return a
+		}
+	}
+	return c.addr
 }
 
 // SetDown cuts the node at addr off (every datagram to or from it is
@@ -115,9 +138,10 @@ func (c *Conn) Send(b []byte, to netip.AddrPort) error {
 	n.sent.Add(1)
 	n.mu.Lock()
 	dst := n.nodes[to]
+	from := n.source(c, to)
 	copies := 1
 	switch {
-	case n.down[to] || n.down[c.addr]:
+	case n.down[to] || n.down[from]:
 		copies = 0
 		n.dropped.Add(1)
 	case n.rng.Float64() < n.drop:
@@ -144,16 +168,16 @@ func (c *Conn) Send(b []byte, to netip.AddrPort) error {
 	now := time.Now()
 	dst.mu.Lock()
 	for _, d := range delays[:copies] {
-		dst.queue = append(dst.queue, packet{at: now.Add(d), from: c.addr, b: append([]byte(nil), b...)})
+		dst.queue = append(dst.queue, packet{at: now.Add(d), from: from, b: append([]byte(nil), b...)})
 	}
 	if flip >= 0 {
 		f := append([]byte(nil), b...)
 		f[flip/8] ^= 1 << (flip % 8)
-		dst.queue = append(dst.queue, packet{at: now, from: c.addr, b: f})
+		dst.queue = append(dst.queue, packet{at: now, from: from, b: f})
 		n.forged.Add(1)
 	}
 	if replay {
-		dst.queue = append(dst.queue, packet{at: now.Add(age), from: c.addr, b: append([]byte(nil), b...)})
+		dst.queue = append(dst.queue, packet{at: now.Add(age), from: from, b: append([]byte(nil), b...)})
 		n.replayed.Add(1)
 	}
 	dst.mu.Unlock()

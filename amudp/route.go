@@ -1,0 +1,130 @@
+package amudp
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/udpconduit/udpconduit/retransmit"
+)
+
+// A Router tells an endpoint more about where its peers are than the one
+// address each that SetPeers gives (DESIGN.md §7.2): on hosts with several
+// networks, every address a peer publishes, and the order in which to try
+// them. The endpoint asks it for a peer's route before its first request
+// to the peer, without its locks held, and whether an address is a peer's
+// when a datagram comes from one that its table does not give, with them
+// held: Knows must be cheap and must not call the endpoint.
+type Router interface {
+	// Route returns the addresses to send to rank at, best first; none
+	// keeps the table's address.
+	Route(rank int) []netip.AddrPort
+	// Knows reports whether addr is one of rank's addresses. A datagram
+	// from one, whose tag the job's key opens, is rank's.
+	Knows(rank int, addr netip.AddrPort) bool
+}
+
+// SetRouter makes r the endpoint's Router. Call it before traffic, or with
+// the address table, after SetPeers.
+func (e *Endpoint) SetRouter(r Router) {
+	e.mu.Lock()
+	e.router = r
+	e.mu.Unlock()
+}
+
+// PeerAddr returns where datagrams to rank go now (the table's address
+// until a route moves them), and whether a reply has come back from there.
+func (e *Endpoint) PeerAddr(rank int) (addr netip.AddrPort, confirmed bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if rank < 0 || rank >= len(e.peers) {
+		return netip.AddrPort{}, false
+	}
+	if p := e.peers[rank]; p != nil {
+		return p.to(), p.confirmed
+	}
+	return e.addrs[rank], false
+}
+
+// to returns where datagrams to p go.
+func (p *peerState) to() netip.AddrPort { return *p.dst.Load() }
+
+// setDst points p's datagrams at a. mu held.
+func (p *peerState) setDst(a netip.AddrPort) {
+	if *p.dst.Load() != a {
+		p.dst.Store(&a)
+	}
+}
+
+// routeLocked asks the router for p's route once, before the first request
+// to p, and starts p's datagrams on its first address, unless p's own
+// requests have already shown one that works (adoptLocked). It releases mu
+// while the router works (a route lookup is a system call) and holds it
+// again when it returns.
+func (e *Endpoint) routeLocked(p *peerState) {
+	r := e.router
+	if r == nil || p.routed {
+		return
+	}
+	p.routed = true
+	e.mu.Unlock()
+	route := r.Route(p.rank)
+	e.mu.Lock()
+	p.route = route
+	if len(route) == 0 || p.confirmed || p.adopted {
+		return
+	}
+	p.try = 0
+	p.setDst(route[0])
+}
+
+// moveLocked moves p's datagrams to the next address of its route, when no
+// reply has come from p yet and a request to it is due again: the
+// retransmission is the probe of the next address, authenticated like any
+// request, and the peer runs it once whichever address brings it. One move
+// per round-trip timeout, however many requests are due. mu held.
+func (e *Endpoint) moveLocked(p *peerState, now retransmit.Time, rto time.Duration) {
+	if p.confirmed || len(p.route) < 2 || p.movedAt != 0 && now.Sub(p.movedAt) < rto {
+		return
+	}
+	p.movedAt = now
+	p.try++
+	p.adopted = false
+	p.setDst(p.route[p.try%len(p.route)])
+	e.stats.routeMoves.Add(1)
+}
+
+// tried returns the addresses a request to p may have gone to while no
+// reply came from p: its route, when it has several; else nil. mu held.
+func (p *peerState) tried() []netip.AddrPort {
+	if p.confirmed || len(p.route) < 2 {
+		return nil
+	}
+	return p.route
+}
+
+// knownLocked reports whether from is one of src's addresses other than
+// the table's, by the router. mu held.
+func (e *Endpoint) knownLocked(src int, from netip.AddrPort) bool {
+	if p := e.peers[src]; p != nil && p.from == from && from.IsValid() {
+		return true
+	}
+	if e.router == nil || !e.router.Knows(src, from) {
+		return false
+	}
+	e.peerLocked(src).from = from
+	return true
+}
+
+// adoptLocked sends p's datagrams to from, where a request of src came
+// from, until a reply to this endpoint's own requests shows that the
+// address they go to works: a peer that reached this one from an address
+// is reached back there (and the replies to its requests go there). mu
+// held.
+func (e *Endpoint) adoptLocked(src int, from netip.AddrPort) {
+	p := e.peerLocked(src)
+	if p.confirmed || !from.IsValid() || p.to() == from {
+		return
+	}
+	p.adopted = true
+	p.setDst(from)
+}

@@ -1,0 +1,181 @@
+package amudp_test
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/amudp/amudptest"
+	"github.com/udpconduit/udpconduit/retransmit"
+)
+
+// tableRouter routes each rank along a fixed list and knows the addresses
+// of its sets.
+type tableRouter struct {
+	routes map[int][]netip.AddrPort
+	known  map[int][]netip.AddrPort
+	mu     sync.Mutex
+	asked  []int
+}
+
+func (r *tableRouter) Route(rank int) []netip.AddrPort {
+	r.mu.Lock()
+	r.asked = append(r.asked, rank)
+	r.mu.Unlock()
+	return r.routes[rank]
+}
+
+func (r *tableRouter) Knows(rank int, a netip.AddrPort) bool {
+	return slices.Contains(r.known[rank], a)
+}
+
+func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+// routedPair is two endpoints on lnet whose hosts have two more networks
+// each, 10.1.0.0/24 and 10.2.0.0/24, besides the table's 10.0.0.0/24: rank
+// 0's route to rank 1 tries 10.2 first, then 10.1, then the table's
+// address; rank 1 knows rank 0's three addresses.
+func routedPair(t *testing.T, lnet *amudptest.Network, rc retransmit.Config) ([2]*amudp.Endpoint, [2]*tableRouter) {
+	t.Helper()
+	var eps [2]*amudp.Endpoint
+	var addrs [2]netip.AddrPort
+	for i := range eps {
+		c := lnet.Listen(i)
+		lnet.Alias(c, ap("10.1.0."+string(rune('1'+i))+":4000"))
+		lnet.Alias(c, ap("10.2.0."+string(rune('1'+i))+":4000"))
+		var err error
+		eps[i], err = amudp.NewEndpoint(c, amudp.Config{Rank: i, Secret: []byte("route"), Polite: true, Retransmit: rc, NetworkDepth: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = c.LocalAddr()
+		t.Cleanup(func() { eps[i].Close() })
+	}
+	var routers [2]*tableRouter
+	for i, e := range eps {
+		if err := e.SetPeers(addrs[:]); err != nil {
+			t.Fatal(err)
+		}
+		o := 1 - i
+		h := string(rune('1' + o))
+		all := []netip.AddrPort{ap("10.2.0." + h + ":4000"), ap("10.1.0." + h + ":4000"), ap("10.0.0." + h + ":4000")}
+		routers[i] = &tableRouter{routes: map[int][]netip.AddrPort{o: all}, known: map[int][]netip.AddrPort{o: all}}
+		e.SetRouter(routers[i])
+	}
+	return eps, routers
+}
+
+// TestRouteWalksCandidates: rank 1's first address is cut off; rank 0's
+// requests move to the next one after a timeout, each runs once, and the
+// pair's traffic stays there, both ways.
+func TestRouteWalksCandidates(t *testing.T) {
+	lnet := amudptest.New(1, 0, 0, 0)
+	rc := retransmit.Config{Initial: 2 * time.Millisecond, Backoff: 2, Max: 8 * time.Millisecond, MinRTO: time.Millisecond}
+	eps, routers := routedPair(t, lnet, rc)
+	lnet.SetDown(ap("10.2.0.2:4000"), true)
+	const n = 40
+	var runs [n]int
+	replies := 0
+	eps[1].Register(130, func(tk *amudp.Token, args []uint32, _ []byte) {
+		runs[args[0]]++
+		tk.ReplyShort(131, args[0])
+	})
+	eps[0].Register(131, func(*amudp.Token, []uint32, []byte) { replies++ })
+	done := make(chan error, 1)
+	var stop atomic.Bool
+	go func() { done <- eps[1].WaitUntil(stop.Load) }()
+	for i := range n {
+		if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := eps[0].WaitUntil(func() bool { return replies == n }); err != nil {
+		t.Fatal(err)
+	}
+	stop.Store(true)
+	eps[1].Wake()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range runs {
+		if r != 1 {
+			t.Errorf("request %d ran %d times", i, r)
+		}
+	}
+	if a, ok := eps[0].PeerAddr(1); a != ap("10.1.0.2:4000") || !ok {
+		t.Errorf("rank 0 sends to rank 1 at %v (confirmed %v), want 10.1.0.2:4000 confirmed", a, ok)
+	}
+	// Rank 1 answers where the requests came from: rank 0's 10.1 address.
+	if a, _ := eps[1].PeerAddr(0); a != ap("10.1.0.1:4000") {
+		t.Errorf("rank 1 sends to rank 0 at %v, want 10.1.0.1:4000", a)
+	}
+	s0, s1 := eps[0].Stats(), eps[1].Stats()
+	if s0.RouteMoves != 1 {
+		t.Errorf("%d moves along the route, want 1", s0.RouteMoves)
+	}
+	if s0.BadSource+s1.BadSource != 0 {
+		t.Errorf("datagrams from a published address dropped: %d, %d", s0.BadSource, s1.BadSource)
+	}
+	if !slices.Equal(routers[0].asked, []int{1}) {
+		t.Errorf("rank 0 asked its router for %v, want [1] once", routers[0].asked)
+	}
+}
+
+// TestRouteUnknownSource: a datagram of the job from an address that is
+// not one of the claimed rank's is dropped.
+func TestRouteUnknownSource(t *testing.T) {
+	lnet := amudptest.New(1, 0, 0, 0)
+	eps, routers := routedPair(t, lnet, retransmit.Config{})
+	routers[1].known[0] = []netip.AddrPort{ap("10.1.0.1:4000")} // not 10.2.0.1
+	ran := 0
+	eps[1].Register(130, func(*amudp.Token, []uint32, []byte) { ran++ })
+	// Rank 0's route starts at 10.2.0.2, so its datagrams leave from 10.2.0.1.
+	if err := eps[0].RequestShort(1, 130, 1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for eps[1].Stats().BadSource == 0 && time.Now().Before(deadline) {
+		eps[1].Poll()
+		time.Sleep(100 * time.Microsecond)
+	}
+	if got := eps[1].Stats().BadSource; got == 0 || ran != 0 {
+		t.Errorf("%d dropped from an unknown address, handler ran %d times; want some dropped and 0 runs", got, ran)
+	}
+}
+
+// TestRouteNoneWorks: with every address of rank 1 cut off, the request is
+// returned, naming each address tried.
+func TestRouteNoneWorks(t *testing.T) {
+	lnet := amudptest.New(1, 0, 0, 0)
+	rc := retransmit.Config{Initial: 2 * time.Millisecond, Backoff: 2, Max: 8 * time.Millisecond, MinRTO: time.Millisecond}
+	eps, _ := routedPair(t, lnet, rc)
+	for _, a := range []string{"10.0.0.2:4000", "10.1.0.2:4000", "10.2.0.2:4000"} {
+		lnet.SetDown(ap(a), true)
+	}
+	var got []amudp.Returned
+	eps[0].SetReturnedHandler(func(r amudp.Returned) { got = append(got, r) })
+	if err := eps[0].RequestShort(1, 130, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := eps[0].WaitUntil(func() bool { return len(got) > 0 }); err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.AddrPort{ap("10.2.0.2:4000"), ap("10.1.0.2:4000"), ap("10.0.0.2:4000")}
+	if !slices.Equal(got[0].Tried, want) {
+		t.Errorf("tried %v, want %v", got[0].Tried, want)
+	}
+	msg := got[0].String()
+	for _, a := range want {
+		if !strings.Contains(msg, a.String()) {
+			t.Errorf("%q does not name %v", msg, a)
+		}
+	}
+	if eps[0].Stats().RouteMoves < 2 {
+		t.Errorf("%d moves along a route of 3 addresses before giving up", eps[0].Stats().RouteMoves)
+	}
+}
