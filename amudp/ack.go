@@ -94,7 +94,10 @@ func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, nonce uint64, now r
 	}
 	// A reply that completes a request in flight shows the peer alive,
 	// even one sealed before others it sent (a stored reply sent again).
-	s.replyNonce, p.heard, p.confirmed = nonce, now, true
+	s.replyNonce, p.heard = nonce, now
+	if s.epoch == p.epoch {
+		p.confirmed = true // every copy of the request went to dst
+	}
 	if d, ok := e.tracker.Ack(s.h, now); ok {
 		p.rtt.Sample(d)
 	}
@@ -104,7 +107,11 @@ func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, nonce uint64, now r
 
 // seal appends payload to b, a datagram encoded without it
 // (wire.Message.AppendHead), and seals it for rank dest under the next
-// nonce (wire.Key.SealPayload: copied and authenticated in one pass).
+// nonce (wire.Key.SealPayload: copied and authenticated in one pass),
+// flagged wire.FlagRouted once the endpoint has a Router.
 func (e *Endpoint) seal(b []byte, dest int, payload []byte) []byte {
+	if e.routing.Load() {
+		b[1] |= wire.FlagRouted << 4
+	}
 	return e.key.SealPayload(b, uint32(dest), e.nonces.Add(1), payload)
 }

@@ -76,6 +76,10 @@ type reqSlot struct {
 	// replyNonce is the nonce of the last reply accepted for this slot;
 	// a reply with a nonce no greater is a replay.
 	replyNonce uint64
+	// epoch is the peer's epoch (peerState.epoch) when every copy of
+	// the request went to the same address of the peer, else 0: only then
+	// does its reply confirm that address.
+	epoch uint32
 }
 
 // rxSlot is one credit instance of a peer, at the receiver.
@@ -101,7 +105,9 @@ type peerState struct {
 	movedAt   retransmit.Time // when dst last moved along the route
 	routed    bool            // the router was asked
 	adopted   bool            // dst is where the peer's requests came from
+	hasRouter bool            // the peer's datagrams are flagged wire.FlagRouted
 	confirmed bool            // a reply came back: dst carries traffic
+	epoch     uint32          // counts dst's changes, from 1
 	from      netip.AddrPort  // the last address, not the table's, a datagram came from
 	rtt       retransmit.RTT
 	heard     retransmit.Time // when a datagram from the peer last arrived (0: never)
@@ -192,7 +198,8 @@ type Endpoint struct {
 	tok     Token
 	pass    uint64
 	resends []slotRef
-	router  Router // mu
+	router  Router      // mu
+	routing atomic.Bool // router set: datagrams flagged wire.FlagRouted
 	gaveUp  []Returned
 	drained int
 	bufSize int
@@ -478,6 +485,7 @@ func (e *Endpoint) peerLocked(rank int) *peerState {
 			slots: make([]*[slotChunk]reqSlot, chunks), rx: make([]*[slotChunk]rxSlot, chunks)}
 		a := e.addrs[rank]
 		p.dst.Store(&a)
+		p.epoch = 1
 		e.peers[rank] = p
 	}
 	return p

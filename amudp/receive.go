@@ -85,6 +85,9 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort, shm bool) {
 		e.stats.badSource.Add(1)
 		return
 	}
+	if m.Flags&wire.FlagRouted != 0 {
+		e.peerLocked(src).hasRouter = true
+	}
 	if m.Kind.IsRequest() {
 		e.adoptLocked(src, from)
 	}

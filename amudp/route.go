@@ -28,6 +28,7 @@ type Router interface {
 func (e *Endpoint) SetRouter(r Router) {
 	e.mu.Lock()
 	e.router = r
+	e.routing.Store(r != nil)
 	e.mu.Unlock()
 }
 
@@ -48,21 +49,27 @@ func (e *Endpoint) PeerAddr(rank int) (addr netip.AddrPort, confirmed bool) {
 // to returns where datagrams to p go.
 func (p *peerState) to() netip.AddrPort { return *p.dst.Load() }
 
-// setDst points p's datagrams at a. mu held.
+// setDst points p's datagrams at a, in a new epoch if it moves them. mu
+// held.
 func (p *peerState) setDst(a netip.AddrPort) {
 	if *p.dst.Load() != a {
 		p.dst.Store(&a)
+		p.epoch++
 	}
 }
 
-// routeLocked asks the router for p's route once, before the first request
-// to p, and starts p's datagrams on its first address, unless p's own
-// requests have already shown one that works (adoptLocked). It releases mu
-// while the router works (a route lookup is a system call) and holds it
-// again when it returns.
+// routeLocked asks the router for p's route once, before a request to p,
+// as soon as p has shown that it has a router too (its datagrams are
+// flagged wire.FlagRouted: it takes datagrams from any of this rank's
+// addresses); until then p's datagrams go to the table's address, which p
+// knows. It starts them on the route's first address, unless p's own
+// requests have already shown one that works (adoptLocked); an address
+// that carried a reply stays confirmed. It releases mu while the router
+// works (a route lookup is a system call) and holds it again when it
+// returns.
 func (e *Endpoint) routeLocked(p *peerState) {
 	r := e.router
-	if r == nil || p.routed {
+	if r == nil || p.routed || !p.hasRouter {
 		return
 	}
 	p.routed = true
@@ -70,10 +77,10 @@ func (e *Endpoint) routeLocked(p *peerState) {
 	route := r.Route(p.rank)
 	e.mu.Lock()
 	p.route = route
-	if len(route) == 0 || p.confirmed || p.adopted {
+	if len(route) == 0 || p.adopted || p.to() == route[0] {
 		return
 	}
-	p.try = 0
+	p.try, p.movedAt, p.confirmed = 0, 0, false
 	p.setDst(route[0])
 }
 

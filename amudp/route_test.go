@@ -70,13 +70,49 @@ func routedPair(t *testing.T, lnet *amudptest.Network, rc retransmit.Config) ([2
 	return eps, routers
 }
 
+// introduce makes rank 0 hear from rank 1 (a round trip to the table's
+// address): only then does it route rank 1, which has shown that it takes
+// datagrams from rank 0's other addresses (wire.FlagRouted).
+func introduce(t *testing.T, eps [2]*amudp.Endpoint) {
+	t.Helper()
+	eps[1].Register(140, func(tk *amudp.Token, _ []uint32, _ []byte) { tk.ReplyShort(141) })
+	got := false
+	eps[0].Register(141, func(*amudp.Token, []uint32, []byte) { got = true })
+	if err := eps[0].RequestShort(1, 140); err != nil {
+		t.Fatal(err)
+	}
+	for !got {
+		if err := eps[1].Poll(); err != nil {
+			t.Fatal(err)
+		}
+		if err := eps[0].Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, ok := eps[0].PeerAddr(1); a != ap("10.0.0.2:4000") || !ok {
+		t.Fatalf("before routing, rank 0 sends to rank 1 at %v (confirmed %v), want the table's 10.0.0.2:4000", a, ok)
+	}
+}
+
 // TestRouteWalksCandidates: rank 1's first address is cut off; rank 0's
 // requests move to the next one after a timeout, each runs once, and the
-// pair's traffic stays there, both ways.
+// pair's traffic stays there, both ways. Cold: rank 0 starts sending
+// before it has heard from rank 1, so that replies to requests sent to
+// the table's address come after it routes rank 1, and must not confirm
+// the address it then sends to.
 func TestRouteWalksCandidates(t *testing.T) {
+	for _, warm := range []bool{true, false} {
+		t.Run(map[bool]string{true: "warm", false: "cold"}[warm], func(t *testing.T) { walkCandidates(t, warm) })
+	}
+}
+
+func walkCandidates(t *testing.T, warm bool) {
 	lnet := amudptest.New(1, 0, 0, 0)
 	rc := retransmit.Config{Initial: 2 * time.Millisecond, Backoff: 2, Max: 8 * time.Millisecond, MinRTO: time.Millisecond}
 	eps, routers := routedPair(t, lnet, rc)
+	if warm {
+		introduce(t, eps)
+	}
 	lnet.SetDown(ap("10.2.0.2:4000"), true)
 	const n = 40
 	var runs [n]int
@@ -115,7 +151,7 @@ func TestRouteWalksCandidates(t *testing.T) {
 		t.Errorf("rank 1 sends to rank 0 at %v, want 10.1.0.1:4000", a)
 	}
 	s0, s1 := eps[0].Stats(), eps[1].Stats()
-	if s0.RouteMoves != 1 {
+	if s0.RouteMoves != 1 && warm || s0.RouteMoves < 1 {
 		t.Errorf("%d moves along the route, want 1", s0.RouteMoves)
 	}
 	if s0.BadSource+s1.BadSource != 0 {
@@ -131,6 +167,7 @@ func TestRouteWalksCandidates(t *testing.T) {
 func TestRouteUnknownSource(t *testing.T) {
 	lnet := amudptest.New(1, 0, 0, 0)
 	eps, routers := routedPair(t, lnet, retransmit.Config{})
+	introduce(t, eps)
 	routers[1].known[0] = []netip.AddrPort{ap("10.1.0.1:4000")} // not 10.2.0.1
 	ran := 0
 	eps[1].Register(130, func(*amudp.Token, []uint32, []byte) { ran++ })
@@ -154,6 +191,7 @@ func TestRouteNoneWorks(t *testing.T) {
 	lnet := amudptest.New(1, 0, 0, 0)
 	rc := retransmit.Config{Initial: 2 * time.Millisecond, Backoff: 2, Max: 8 * time.Millisecond, MinRTO: time.Millisecond}
 	eps, _ := routedPair(t, lnet, rc)
+	introduce(t, eps)
 	for _, a := range []string{"10.0.0.2:4000", "10.1.0.2:4000", "10.2.0.2:4000"} {
 		lnet.SetDown(ap(a), true)
 	}
@@ -177,5 +215,20 @@ func TestRouteNoneWorks(t *testing.T) {
 	}
 	if eps[0].Stats().RouteMoves < 2 {
 		t.Errorf("%d moves along a route of 3 addresses before giving up", eps[0].Stats().RouteMoves)
+	}
+}
+
+// TestRouteWaitsForPeer: a peer that has shown no router of its own gets
+// datagrams at the table's address only, however many go to it.
+func TestRouteWaitsForPeer(t *testing.T) {
+	lnet := amudptest.New(1, 0, 0, 0)
+	eps, routers := routedPair(t, lnet, retransmit.Config{})
+	eps[1].SetRouter(nil)
+	introduce(t, eps)
+	for range 5 {
+		introduce(t, eps)
+	}
+	if len(routers[0].asked) != 0 || eps[0].Stats().RouteMoves != 0 {
+		t.Errorf("rank 0 routed a peer without a router: asked %v", routers[0].asked)
 	}
 }

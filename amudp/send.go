@@ -224,7 +224,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	}
 	s.buf = e.seal(s.buf, p.rank, m.Payload)
 	s.inflight, s.freeLater, s.sending = true, false, 1
-	s.kind, s.handler = m.Kind, m.Handler
+	s.kind, s.handler, s.epoch = m.Kind, m.Handler, p.epoch
 	s.h = e.tracker.Add(now, p.rtt.Timeout(e.rcfg))
 	e.syncDeadlineLocked()
 	for len(e.owner) <= s.h {

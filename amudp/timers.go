@@ -58,6 +58,9 @@ func (e *Endpoint) fireTimers() {
 			}
 			p.probedAt, p.probe = now, h
 			e.moveLocked(p, now, rto)
+			if s.epoch != p.epoch {
+				s.epoch = 0 // copies to two addresses: its reply confirms neither
+			}
 			s.sending++
 			e.resends = append(e.resends, ref)
 			continue

@@ -55,6 +55,12 @@ const FlagInPlace uint8 = 2
 // comes by any other way with this flag is dropped.
 const FlagDirect uint8 = 4
 
+// FlagRouted marks a datagram of a rank that knows every rank's published
+// addresses and takes datagrams from any of them (amudp's Router): its
+// peers may then send to it at any of its addresses, not only the one of
+// the address table. It may be set on any kind.
+const FlagRouted uint8 = 8
+
 // Message is a decoded datagram. Payload aliases the decoded buffer.
 type Message struct {
 	Header
@@ -78,7 +84,7 @@ func (h *Header) validate() error {
 	if h.Kind < KindShortRequest || h.Kind > kindLast {
 		return ErrKind
 	}
-	if h.Flags&^(FlagAckNow|FlagInPlace|FlagDirect) != 0 || (h.Flags&FlagAckNow != 0 && !h.Kind.IsRequest()) ||
+	if h.Flags&^(FlagAckNow|FlagInPlace|FlagDirect|FlagRouted) != 0 || (h.Flags&FlagAckNow != 0 && !h.Kind.IsRequest()) ||
 		(h.Flags&FlagInPlace != 0 && h.Kind.Category() != Long) {
 		return ErrFlags
 	}
