@@ -21,6 +21,10 @@ func IsWorker() bool { return worker.IsWorker() }
 // Worker is a worker's link to its console (spawn/internal/worker).
 type Worker = worker.Worker
 
+// Net is an address a worker publishes besides its UDP address, with its
+// interface's prefix length and MTU (Worker.Join, Worker.Nets).
+type Net = ctl.Net
+
 // Connect reads a worker's configuration and connects it to the console
 // named by the worker marker (over TCP, retrying until the configuration's
 // ConnectTimeout), or takes the connection and the configuration that the

@@ -635,7 +635,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 		j.outs.setRanks(byIndex)
 	}
 	j.byIndex = map[int]*peerConn{}
-	tab := ctl.Table{Addrs: make([]netip.AddrPort, j.n), Hosts: make([]string, j.n), Inboxes: make([]string, j.n)}
+	tab := ctl.Table{Addrs: make([]netip.AddrPort, j.n), Hosts: make([]string, j.n), Inboxes: make([]string, j.n), Nets: make([][]ctl.Net, j.n)}
 	cpus, masks := make([]int, j.n), make([]string, j.n)
 	for i, p := range joined {
 		p.rank = ranks[i]
@@ -644,6 +644,7 @@ func (j *job) run(joins <-chan *peerConn) int {
 			j.byIndex[p.join.Index] = p
 		}
 		tab.Addrs[p.rank], tab.Hosts[p.rank], tab.Inboxes[p.rank] = p.udp, p.join.Host, p.join.Inbox
+		tab.Nets[p.rank] = p.join.Nets
 		cpus[p.rank], masks[p.rank] = p.join.CPUs, p.join.Mask
 	}
 	shmSet := j.src["GASNET_SUPERNODE_MAXSIZE"].Var != ""

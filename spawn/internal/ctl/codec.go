@@ -53,7 +53,7 @@ func (j Join) AppendBody(b []byte) []byte {
 	b = varenc.AppendInt(varenc.AppendInt(b, j.Rank), j.Index)
 	b = varenc.AppendString(varenc.AppendString(b, j.Host), j.Name)
 	b = varenc.AppendString(varenc.AppendInt(varenc.AppendString(varenc.AppendInt(b, j.PID), j.UDP), j.CPUs), j.Mask)
-	return varenc.AppendString(b, j.Inbox)
+	return appendNets(varenc.AppendString(b, j.Inbox), j.Nets)
 }
 
 func (j *Join) ReadBody(d *varenc.Decoder) {
@@ -61,6 +61,7 @@ func (j *Join) ReadBody(d *varenc.Decoder) {
 	j.Host, j.Name = d.String(), d.String()
 	j.PID, j.UDP, j.CPUs, j.Mask = d.Int(), d.String(), d.Int(), d.String()
 	j.Inbox = d.String()
+	j.Nets = readNets(d)
 }
 
 func (w Welcome) AppendBody(b []byte) []byte {

@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 )
 
@@ -71,7 +72,21 @@ type Join struct {
 	// Inbox is the path by which a process of the worker's host maps its
 	// shared-memory inbox (amudp.Shared); "": it has none.
 	Inbox string
+	// Nets are the addresses at which the worker's UDP socket (bound to
+	// every address of its host, on UDP's port) may be reached, best
+	// known first, at most MaxNets; none when UDP is its only one.
+	Nets []Net
 }
+
+// Net is an address a worker publishes (DESIGN.md §7.2): one of its
+// host's, with its interface's prefix length and MTU (0: unknown).
+type Net struct {
+	Prefix netip.Prefix
+	MTU    int
+}
+
+// MaxNets bounds the addresses of a Join.
+const MaxNets = 64
 
 // Welcome is the console's answer once every worker has joined.
 type Welcome struct {

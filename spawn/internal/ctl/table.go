@@ -11,11 +11,14 @@ import (
 )
 
 // Table is what the relay carries: every rank's UDP address, host
-// identity and shared-memory inbox ("" for none).
+// identity, shared-memory inbox ("" for none) and published addresses
+// (Join.Nets; none for a rank that has only its UDP address). Ranks that
+// publish the same addresses share one slice of Nets.
 type Table struct {
 	Addrs   []netip.AddrPort
 	Hosts   []string
 	Inboxes []string
+	Nets    [][]Net
 }
 
 // The relay's wire form of a Table (DESIGN.md §7), encoded once by the
@@ -24,8 +27,16 @@ type Table struct {
 //
 //	byte     tableVersion
 //	uvarint  number of distinct hosts H, then H × (uvarint length, bytes)
+//	uvarint  number of distinct sets of published addresses S, then S ×
+//	         nets
 //	uvarint  number of ranks N, then N × (uvarint host index < H,
-//	         address, inbox)
+//	         address, inbox, uvarint set: 0 none, else index + 1)
+//
+// where nets are a uvarint count, then each net's form (addrV4 or
+// addrV6), its 4 or 16 bytes, its prefix length (a byte) and MTU (uvarint).
+// The ranks of a host publish the same addresses, so a set costs each
+// of them about a byte, and a host of one rank its set once (11 bytes an
+// IPv4 address with the MTU of an Ethernet; TestTableNetsSize).
 //
 // where an address is its form, then its bytes, then the port (2 bytes,
 // big-endian): addrV4 and 4 bytes, or addrV6 and 16 bytes and the zone (a
@@ -35,7 +46,7 @@ type Table struct {
 // rank costs 8 bytes of address and five to seven of the rest; spelt out,
 // the paths about doubled the table, and the addresses as text cost each
 // worker a parse per rank (half of decoding a table of 1024 ranks).
-const tableVersion = 4
+const tableVersion = 5
 
 // The forms of an address in the table.
 const (
@@ -67,17 +78,96 @@ func EncodeTable(t Table) []byte {
 			size += binary.MaxVarintLen64 + len(h)
 		}
 	}
+	// The distinct sets, by their encoding.
+	setIndex := map[string]int{}
+	var sets []byte
+	setOf := make([]int, len(t.Addrs)) // 0 none, else index + 1
+	for r := range t.Addrs {
+		if r >= len(t.Nets) || len(t.Nets[r]) == 0 {
+			continue
+		}
+		enc := string(appendNets(nil, t.Nets[r]))
+		i, ok := setIndex[enc]
+		if !ok {
+			i = len(setIndex)
+			setIndex[enc] = i
+			sets = append(sets, enc...)
+		}
+		setOf[r] = i + 1
+	}
+	size += binary.MaxVarintLen64 + len(sets)
 	for r, a := range t.Addrs {
-		size += 4*binary.MaxVarintLen64 + maxAddrLen + len(a.Addr().Zone()) + len(inbox(t, r))
+		size += 5*binary.MaxVarintLen64 + maxAddrLen + len(a.Addr().Zone()) + len(inbox(t, r))
 	}
 	b := append(make([]byte, 0, size), tableVersion)
 	b = varenc.AppendStrings(b, hosts)
+	b = append(varenc.AppendUint(b, uint64(len(setIndex))), sets...)
 	b = varenc.AppendUint(b, uint64(len(t.Addrs)))
 	for r, a := range t.Addrs {
 		b = appendAddr(varenc.AppendUint(b, uint64(index[t.Hosts[r]])), a)
 		b = appendInbox(b, inbox(t, r))
+		b = varenc.AppendUint(b, uint64(setOf[r]))
 	}
 	return b
+}
+
+// appendNets appends nets' form in the table and in a Join.
+func appendNets(b []byte, nets []Net) []byte {
+	b = varenc.AppendUint(b, uint64(len(nets)))
+	for _, n := range nets {
+		a := n.Prefix.Addr()
+		if a.Is4() {
+			a4 := a.As4()
+			b = append(append(b, addrV4), a4[:]...)
+		} else {
+			a16 := a.As16()
+			b = append(append(b, addrV6), a16[:]...)
+		}
+		b = varenc.AppendUint(append(b, byte(n.Prefix.Bits())), uint64(max(n.MTU, 0)))
+	}
+	return b
+}
+
+// readNets reads nets that appendNets wrote: at most MaxNets, each a valid
+// prefix of an address without a zone, and an MTU below 1<<20.
+func readNets(d *varenc.Decoder) []Net {
+	n := d.Count()
+	if d.Bad || n > MaxNets {
+		d.Bad = true
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Net, n)
+	for i := range out {
+		if len(d.B) < 1 {
+			d.Bad = true
+			return nil
+		}
+		var a netip.Addr
+		switch form := d.B[0]; {
+		case form == addrV4 && len(d.B) >= 1+4+1:
+			a = netip.AddrFrom4([4]byte(d.B[1:5]))
+			d.B = d.B[5:]
+		case form == addrV6 && len(d.B) >= 1+16+1:
+			a = netip.AddrFrom16([16]byte(d.B[1:17]))
+			d.B = d.B[17:]
+		default:
+			d.Bad = true
+			return nil
+		}
+		bits := int(d.B[0])
+		d.B = d.B[1:]
+		mtu := d.Uint()
+		p := netip.PrefixFrom(a, bits)
+		if d.Bad || !p.IsValid() || mtu >= 1<<20 {
+			d.Bad = true
+			return nil
+		}
+		out[i] = Net{Prefix: p, MTU: int(mtu)}
+	}
+	return out
 }
 
 // appendAddr appends a's form in the table.
@@ -217,10 +307,23 @@ func DecodeTable(b []byte, n int) (Table, error) {
 	if d.Bad || len(hosts) == 0 || len(hosts) > n { // distinct hosts of n >= 1 ranks
 		return Table{}, bad
 	}
+	ns := d.Count()
+	if d.Bad || ns > n {
+		return Table{}, bad
+	}
+	sets := make([][]Net, ns)
+	for i := range sets {
+		if sets[i] = readNets(&d); d.Bad || len(sets[i]) == 0 {
+			return Table{}, bad
+		}
+	}
 	if nr := d.Uint(); d.Bad || nr != uint64(n) {
 		return Table{}, bad
 	}
 	t := Table{Addrs: make([]netip.AddrPort, n), Hosts: make([]string, n), Inboxes: make([]string, n)}
+	if ns > 0 {
+		t.Nets = make([][]Net, n)
+	}
 	// The /proc paths are built into one buffer; ends holds each one's
 	// rank and where it ends there.
 	var procs []byte
@@ -234,6 +337,12 @@ func DecodeTable(b []byte, n int) (Table, error) {
 		var proc bool
 		if t.Inboxes[r], proc = readInbox(&d, &procs); proc {
 			ends = append(ends, [2]int{r, len(procs)})
+		}
+		switch set := d.Uint(); {
+		case d.Bad || set > uint64(ns):
+			return Table{}, bad
+		case set > 0:
+			t.Nets[r] = sets[set-1]
 		}
 	}
 	if d.Bad || len(d.B) != 0 {

@@ -224,3 +224,89 @@ func table(n int) Table {
 // eqAddr compares addresses as Go's == does (go-cmp does not look into
 // netip's unexported fields).
 var eqAddr = cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })
+
+// eqPrefix compares prefixes as Go's == does.
+var eqPrefix = cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })
+
+// withNets gives the ranks of tab's hosts published addresses: a network
+// of its own per host (10.H/16 with H the host's number), a shared data
+// network (an IPv6 /64) with jumbo frames, and none for every fifth host.
+func withNets(tab Table, perHost int) Table {
+	tab.Nets = make([][]Net, len(tab.Addrs))
+	for r := range tab.Addrs {
+		h := r / perHost
+		if h%5 == 4 {
+			continue
+		}
+		v6 := netip.AddrFrom16([16]byte{0xfd, 0, 15: byte(h), 14: byte(h >> 8)})
+		tab.Nets[r] = []Net{
+			{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(h >> 8), byte(h), 1}), 16), 1500},
+			{netip.PrefixFrom(v6, 64), 9000},
+		}
+	}
+	return tab
+}
+
+// TestTableNets: published addresses go round the table; ranks that
+// publish the same addresses share one set, whose every field is kept.
+func TestTableNets(t *testing.T) {
+	tab := withNets(table(300), 4)
+	got, err := DecodeTable(EncodeTable(tab), 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(tab, got, eqAddr, eqPrefix); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	if &got.Nets[0][0] != &got.Nets[3][0] {
+		t.Error("ranks of one host do not share their set")
+	}
+	if got.Nets[16] != nil {
+		t.Errorf("rank 16 published nothing but decodes %v", got.Nets[16])
+	}
+	blob := EncodeTable(tab)
+	for i := range len(blob) - 1 {
+		if _, err := DecodeTable(blob[:i], 300); err == nil {
+			t.Fatalf("truncated at %d of %d bytes: accepted", i, len(blob))
+		}
+	}
+}
+
+// TestTableNetsSize measures what published addresses add to the table of
+// 16384 ranks, per rank (DESIGN.md §7.2): with one rank a host, each
+// rank's set once; with 32 a host, a set per host shared by its ranks.
+func TestTableNetsSize(t *testing.T) {
+	const n = 16384
+	for _, perHost := range []int{1, 32} {
+		plain := table(n)
+		for r := range plain.Hosts {
+			plain.Hosts[r] = fmt.Sprintf("node%05d", r/perHost)
+		}
+		added := float64(len(EncodeTable(withNets(plain, perHost)))-len(EncodeTable(plain))) / n
+		t.Logf("%d ranks a host: %.1f bytes a rank for 2 addresses (IPv4 and IPv6)", perHost, added)
+		// A set is 1 + (1+4+1+2) + (1+16+1+2) = 29 bytes, and each rank
+		// its set's index, up to 3 bytes.
+		if limit := 29.0/float64(perHost) + 3; added > limit {
+			t.Errorf("%d ranks a host: %.1f bytes a rank, above %.1f", perHost, added, limit)
+		}
+	}
+}
+
+// TestJoinNets: a Join's addresses go round its codec.
+func TestJoinNets(t *testing.T) {
+	j := Join{Rank: -1, Index: 3, UDP: "10.0.0.1:4000", Nets: withNets(table(1), 1).Nets[0]}
+	var got Join
+	if err := DecodeBody(j.AppendBody(nil), &got); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(j, got, eqPrefix); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	j.Nets = make([]Net, MaxNets+1)
+	for i := range j.Nets {
+		j.Nets[i] = Net{netip.MustParsePrefix("10.0.0.1/24"), 1500}
+	}
+	if err := DecodeBody(j.AppendBody(nil), &got); err == nil {
+		t.Errorf("a Join of %d addresses was accepted", len(j.Nets))
+	}
+}

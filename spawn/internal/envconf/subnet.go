@@ -32,14 +32,8 @@ func AddrOnSubnet(s string) (netip.Addr, error) {
 	}
 	entries := Subnets(s)
 	for _, e := range entries {
-		pfx, perr := netip.ParsePrefix(e)
-		if perr != nil {
-			if a, err := netip.ParseAddr(e); err == nil {
-				pfx = netip.PrefixFrom(a, a.BitLen())
-			}
-		}
 		for _, ip := range ips {
-			if (pfx.IsValid() && pfx.Contains(ip)) || (!pfx.IsValid() && strings.HasPrefix(ip.String(), e)) {
+			if onEntry(e, ip) {
 				return ip, nil
 			}
 		}
@@ -49,4 +43,37 @@ func AddrOnSubnet(s string) (netip.Addr, error) {
 		that = "any of those subnets"
 	}
 	return netip.Addr{}, fmt.Errorf("GASNET_WORKERIP=%s: no interface of this host is on %s; accepted: CIDRs such as 10.77.0.0/24 or fd00::/64, addresses or address prefixes, separated by commas", s, that)
+}
+
+// onEntry reports whether ip is on e, an entry of a GASNET_WORKERIP list: a
+// CIDR, an address, or the prefix of an address's text.
+func onEntry(e string, ip netip.Addr) bool {
+	pfx, err := netip.ParsePrefix(e)
+	if err != nil {
+		if a, err := netip.ParseAddr(e); err == nil {
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+	}
+	if pfx.IsValid() {
+		return pfx.Contains(ip)
+	}
+	return strings.HasPrefix(ip.String(), e)
+}
+
+// OnSubnets returns whether an address is on one of the entries of the
+// GASNET_WORKERIP list s (see AddrOnSubnet); nil for an empty list.
+func OnSubnets(s string) func(netip.Addr) bool {
+	entries := Subnets(s)
+	if len(entries) == 0 {
+		return nil
+	}
+	return func(ip netip.Addr) bool {
+		ip = ip.Unmap()
+		for _, e := range entries {
+			if onEntry(e, ip) {
+				return true
+			}
+		}
+		return false
+	}
 }

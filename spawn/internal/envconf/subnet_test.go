@@ -23,3 +23,19 @@ func TestAddrOnSubnet(t *testing.T) {
 		t.Errorf("a subnet not here: %v", err)
 	}
 }
+
+// TestOnSubnets: each form of entry keeps what it covers and nothing else.
+func TestOnSubnets(t *testing.T) {
+	if OnSubnets(" , ") != nil {
+		t.Error("an empty list restricts")
+	}
+	on := OnSubnets("10.2.0.0/16, 192.168.7.9 fd00::/16 172.1")
+	for a, want := range map[string]bool{
+		"10.2.3.4": true, "10.3.0.1": false, "192.168.7.9": true, "192.168.7.10": false,
+		"fd00::5": true, "fd01::5": false, "172.16.0.1": true, "172.2.0.1": false, "::ffff:10.2.0.1": true,
+	} {
+		if got := on(netip.MustParseAddr(a)); got != want {
+			t.Errorf("%s: %v, want %v", a, got, want)
+		}
+	}
+}

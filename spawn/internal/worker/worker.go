@@ -399,11 +399,12 @@ func hostIdentity(mode string, udp netip.Addr) string {
 	return h
 }
 
-// Join sends this worker's Join, with udp, its UDP address, and inbox, the
-// path of its shared-memory inbox ("" for none), and waits for the
-// Welcome. Afterwards the console's settings are in this process's
+// Join sends this worker's Join, with udp, its UDP address, inbox, the
+// path of its shared-memory inbox ("" for none), and nets, the addresses
+// at which its socket may also be reached (the first ctl.MaxNets of them),
+// and waits for the Welcome. Afterwards the console's settings are in this process's
 // environment.
-func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort, inbox string) error {
+func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort, inbox string, nets []ctl.Net) error {
 	rank, err := requestedRank(cfg)
 	if err != nil {
 		return err
@@ -416,7 +417,8 @@ func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort, inbox string) err
 	}
 	name, _ := os.Hostname()
 	jn := ctl.Join{Rank: rank, Index: idx, Host: hostIdentity(cfg.HostDetect, udp.Addr()),
-		Name: name, PID: os.Getpid(), UDP: udp.String(), CPUs: runtime.NumCPU(), Mask: cpuMask(), Inbox: inbox}
+		Name: name, PID: os.Getpid(), UDP: udp.String(), CPUs: runtime.NumCPU(), Mask: cpuMask(), Inbox: inbox,
+		Nets: nets[:min(len(nets), ctl.MaxNets)]}
 	if err := ctl.WriteFrame(w.conn, ctl.FrameJoin, jn); err != nil {
 		return fmt.Errorf("joining the console: %w", err)
 	}
@@ -507,6 +509,11 @@ func (w *Worker) SetTable(blob []byte) error {
 // Inboxes returns every rank's shared-memory inbox ("" for none), once the
 // table is complete (HasTable).
 func (w *Worker) Inboxes() []string { return w.tab.Inboxes }
+
+// Nets returns every rank's published addresses (Join's nets; nil for a
+// rank with its UDP address alone, or for all when none published), once
+// the table is complete (HasTable).
+func (w *Worker) Nets() [][]ctl.Net { return w.tab.Nets }
 
 // OnEvent sets a function called after each service completion (a barrier
 // or gather), to wake a goroutine blocked in the network.
