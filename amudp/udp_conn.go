@@ -87,7 +87,8 @@ func (u *ConnUDP) read() {
 		for {
 			n, from, err := u.c.ReadFromUDPAddrPort(p.b)
 			if err == nil {
-				p.n, p.from = n, from
+				// A dual-stack socket's IPv4 peers come IPv4-mapped.
+				p.n, p.from = n, netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 				break
 			}
 			if errors.Is(err, net.ErrClosed) {
@@ -100,8 +101,14 @@ func (u *ConnUDP) read() {
 	}
 }
 
-// LocalAddr returns the bound address.
+// LocalAddr returns the bound address, or the one SetLocalAddr set.
 func (u *ConnUDP) LocalAddr() netip.AddrPort { return u.local }
+
+// SetLocalAddr sets the address LocalAddr returns, for a socket bound to
+// every address of its host (an unspecified address): the one by which
+// its peers know it (the address table's), on its port. Call it before
+// the socket is used.
+func (u *ConnUDP) SetLocalAddr(a netip.AddrPort) { u.local = a }
 
 // Send transmits one datagram, dropping it when the socket cannot take it
 // within sendWaitLimit.

@@ -66,6 +66,12 @@ func ListenUDP(addr netip.AddrPort, bufSize int) (*UDP, error) {
 		}
 		return nil, fmt.Errorf("amudp: %s %v: %w", what, addr, err)
 	}
+	if u.v6 && addr.Addr().IsUnspecified() {
+		// Every address of the host, IPv4 ones too (as IPv4-mapped).
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0); err != nil {
+			return fail("dual-stack socket for", err)
+		}
+	}
 	var sa unix.Sockaddr
 	if u.v6 {
 		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
@@ -98,8 +104,14 @@ func ListenUDP(addr netip.AddrPort, bufSize int) (*UDP, error) {
 	return u, nil
 }
 
-// LocalAddr returns the bound address.
+// LocalAddr returns the bound address, or the one SetLocalAddr set.
 func (u *UDP) LocalAddr() netip.AddrPort { return u.local }
+
+// SetLocalAddr sets the address LocalAddr returns, for a socket bound to
+// every address of its host (an unspecified address): the one by which
+// its peers know it (the address table's), on its port. Call it before
+// the socket is used.
+func (u *UDP) SetLocalAddr(a netip.AddrPort) { u.local = a }
 
 func (u *UDP) enter() bool {
 	u.users.Add(1)

@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/conduit/internal/ifmatch"
 	"github.com/udpconduit/udpconduit/retransmit"
 	"github.com/udpconduit/udpconduit/spawn"
 )
@@ -302,9 +303,24 @@ func start() (*Job, int, error) {
 	if err != nil {
 		return nil, 1, err
 	}
-	udp, err := amudp.ListenUDP(netip.AddrPortFrom(w.LocalIP, 0), cfg.SockBufInit)
+	// A worker on a host of several networks binds them all and
+	// publishes their addresses (DESIGN.md §7.2); the L spawner's share
+	// the console's host and need only the one.
+	bind, nets := w.LocalIP, []spawn.Net(nil)
+	if !w.SpawnedLocal {
+		ifaces, err := ifmatch.Interfaces()
+		if err != nil {
+			return nil, 1, err
+		}
+		bind, nets = workerNets(w.LocalIP, ifaces, spawn.OnSubnets(cfg.WorkerIP))
+	}
+	udp, err := amudp.ListenUDP(netip.AddrPortFrom(bind, 0), cfg.SockBufInit)
 	if err != nil {
 		return nil, 1, err
+	}
+	if bind != w.LocalIP {
+		// Known to its peers by the address that reaches the console.
+		udp.SetLocalAddr(netip.AddrPortFrom(w.LocalIP, udp.LocalAddr().Port()))
 	}
 	// Ranks of one host exchange datagrams through shared memory
 	// (amudp.Shared) unless GASNET_SUPERNODE_MAXSIZE=1; a host without
@@ -326,7 +342,7 @@ func start() (*Job, int, error) {
 	if shared != nil {
 		inbox = shared.Inbox()
 	}
-	if err := w.Join(cfg, udp.LocalAddr(), inbox); err != nil {
+	if err := w.Join(cfg, udp.LocalAddr(), inbox, nets); err != nil {
 		return nil, spawn.ExitCode(err), err
 	}
 	// The console's settings are now in force: read them again if they
@@ -404,14 +420,49 @@ func start() (*Job, int, error) {
 	algo, barrierWhy := chooseBarrier(cfg.Barrier, w.Crowded())
 	j.bar.setAlgo(algo, w.Rank(), w.Size())
 	w.OnEvent(ep.Wake)
+	var atExit []func()
 	if cfg.Stats {
-		w.AtExit(func() {
+		atExit = append(atExit, func() {
 			line := ep.Stats().String()
 			if shared != nil {
 				line += fmt.Sprintf("; %v shm-put %d shm-get %d shm-atomic %d", shared.Stats(), j.nb.puts.Load(), j.nb.gets.Load(), j.nb.atomics.Load())
 			}
 			fmt.Fprintf(os.Stderr, "%s: rank %d stats: %s\n", progName(), w.Rank(), line)
 		})
+	}
+	if cfg.VerboseRoute {
+		fmt.Fprintf(os.Stderr, "%s: %s\n", progName(), describeNets(w.Rank(), bind, nets))
+		atExit = append(atExit, func() {
+			if r := j.router.Load(); r != nil {
+				fmt.Fprintf(os.Stderr, "%s: %s\n", progName(), r.report(ep))
+			}
+		})
+	}
+	if len(atExit) > 0 {
+		w.AtExit(func() {
+			for _, f := range atExit {
+				f()
+			}
+		})
+	}
+	// Once the address table is here, and before this rank checks its
+	// relay neighbours' addresses against it, a router takes datagrams
+	// from every address a peer published and chooses where to send
+	// (DESIGN.md §7.2); with nothing published, the table's addresses
+	// alone serve.
+	j.onTable = func() error {
+		all := w.Nets()
+		if all == nil {
+			return nil
+		}
+		addrs, err := w.Addrs()
+		if err != nil {
+			return err
+		}
+		r := newRouter(w.Rank(), addrs, all, cfg.VerboseRoute)
+		j.router.Store(r)
+		ep.SetRouter(r)
+		return nil
 	}
 	if err := j.relayTable(w); err != nil {
 		return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)

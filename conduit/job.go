@@ -33,6 +33,10 @@ type Job struct {
 	ending     time.Time
 	endingOnce sync.Once
 	aborting   atomic.Bool // the default handler 0 has aborted the job
+	// onTable runs once the address table is complete here (relayTable),
+	// and router is the Router it gave the endpoint, if any (route.go).
+	onTable func() error
+	router  atomic.Pointer[router]
 
 	rma   rma
 	table tableIn
@@ -189,7 +193,11 @@ func (j *Job) describe(r Returned) string {
 	case r.Incoming:
 		return fmt.Sprintf("a %s from rank %d%s (%v) cannot run here: %s (handler %d)", r.Kind, r.Dest, host, r.Addr, r.Reason, r.Handler)
 	case r.Reason == amudp.ReasonTimeout || r.Reason == amudp.ReasonClosed:
-		return fmt.Sprintf("rank %d%s (%v) is unreachable: a %s to it (handler %d) is undeliverable: %s", r.Dest, host, r.Addr, r.Kind, r.Handler, r.Reason)
+		from := ""
+		if len(r.Tried) > 0 && j.rank < len(j.hosts) {
+			from = " from " + j.hosts[j.rank]
+		}
+		return fmt.Sprintf("rank %d%s (%s) is unreachable%s: a %s to it (handler %d) is undeliverable: %s", r.Dest, host, r.Where(), from, r.Kind, r.Handler, r.Reason)
 	}
 	return fmt.Sprintf("rank %d%s (%v) refused a %s (handler %d): %s", r.Dest, host, r.Addr, r.Kind, r.Handler, r.Reason)
 }

@@ -53,6 +53,9 @@ func (j *Job) relayTable(w relayLink) error {
 	var blob []byte // the table's wire form, passed on as it came
 	if w.HasTable() {
 		blob = w.EncodedTable()
+		if err := j.tableHere(); err != nil {
+			return err
+		}
 	} else {
 		// A job that ends meanwhile (a rank that has the table may
 		// already have called Exit) ends this rank here.
@@ -67,6 +70,9 @@ func (j *Job) relayTable(w relayLink) error {
 			return bad
 		}
 		if err := w.SetTable(blob); err != nil {
+			return err
+		}
+		if err := j.tableHere(); err != nil {
 			return err
 		}
 		addrs, err := w.Addrs()
@@ -86,4 +92,12 @@ func (j *Job) relayTable(w relayLink) error {
 		}
 	}
 	return nil
+}
+
+// tableHere runs onTable, if set, once this rank has the address table.
+func (j *Job) tableHere() error {
+	if j.onTable == nil {
+		return nil
+	}
+	return j.onTable()
 }

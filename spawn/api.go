@@ -25,6 +25,9 @@ type Worker = worker.Worker
 // interface's prefix length and MTU (Worker.Join, Worker.Nets).
 type Net = ctl.Net
 
+// MaxNets bounds the addresses a worker publishes.
+const MaxNets = ctl.MaxNets
+
 // Connect reads a worker's configuration and connects it to the console
 // named by the worker marker (over TCP, retrying until the configuration's
 // ConnectTimeout), or takes the connection and the configuration that the

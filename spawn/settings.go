@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
+	"net/netip"
 )
 
 // Config is every setting of udpconduit, read from the environment
@@ -20,3 +21,8 @@ func LoadConfig() (*envconf.Config, map[string]envconf.Source, error) { return e
 // its usage (args is the syntax of its own arguments, "" for
 // "[args...]"), what a job is, and the main settings.
 func Help(prog, args string) string { return envconf.Help(prog, usageOf(prog, args)) }
+
+// OnSubnets returns whether an address is on one of the entries of a
+// GASNET_WORKERIP list (CIDRs, addresses or address prefixes); nil for an
+// empty list.
+func OnSubnets(list string) func(netip.Addr) bool { return envconf.OnSubnets(list) }

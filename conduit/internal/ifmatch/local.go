@@ -10,17 +10,18 @@ import (
 type Iface struct {
 	Name         string
 	Up, Loopback bool
+	MTU          int
 	Addrs        []netip.Prefix // its addresses with their prefixes
 }
 
 // Usable returns the addresses of ifaces that a rank publishes as its
-// candidates: those of interfaces that are up; loopback ones only when
-// every rank of the job is on this host (oneHost); no IPv6 link-local
-// address (it needs its interface's zone, which a peer cannot name); and,
-// when restrict is not empty (GASNET_WORKERIP), only addresses inside one
-// of its prefixes. The order is ifaces' order, then each one's.
-func Usable(ifaces []Iface, oneHost bool, restrict []netip.Prefix) []netip.Prefix {
-	var out []netip.Prefix
+// candidates, with their interfaces' MTUs: those of interfaces that are
+// up; loopback ones only when every rank of the job is on this host
+// (oneHost); no IPv6 link-local address (it needs its interface's zone,
+// which a peer cannot name); and, when keep is not nil (GASNET_WORKERIP),
+// only addresses it keeps. The order is ifaces' order, then each one's.
+func Usable(ifaces []Iface, oneHost bool, keep func(netip.Addr) bool) []Net {
+	var out []Net
 	for _, f := range ifaces {
 		if !f.Up || f.Loopback && !oneHost {
 			continue
@@ -30,22 +31,13 @@ func Usable(ifaces []Iface, oneHost bool, restrict []netip.Prefix) []netip.Prefi
 			if a.Is6() && a.IsLinkLocalUnicast() || a.IsLoopback() && !oneHost {
 				continue
 			}
-			if len(restrict) > 0 && !inAny(restrict, a) {
+			if keep != nil && !keep(a) {
 				continue
 			}
-			out = append(out, netip.PrefixFrom(a, min(p.Bits(), a.BitLen())))
+			out = append(out, Net{netip.PrefixFrom(a, min(p.Bits(), a.BitLen())), f.MTU})
 		}
 	}
 	return out
-}
-
-func inAny(ps []netip.Prefix, a netip.Addr) bool {
-	for _, p := range ps {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 // Interfaces reads this host's interfaces and their addresses.
@@ -56,7 +48,7 @@ func Interfaces() ([]Iface, error) {
 	}
 	out := make([]Iface, 0, len(nifs))
 	for _, n := range nifs {
-		f := Iface{Name: n.Name, Up: n.Flags&net.FlagUp != 0, Loopback: n.Flags&net.FlagLoopback != 0}
+		f := Iface{Name: n.Name, Up: n.Flags&net.FlagUp != 0, Loopback: n.Flags&net.FlagLoopback != 0, MTU: n.MTU}
 		addrs, err := n.Addrs()
 		if err != nil {
 			return nil, fmt.Errorf("addresses of interface %s: %w", n.Name, err)

@@ -39,6 +39,28 @@ type Pair struct {
 	Weight        Weight
 }
 
+// Net is an address of a host with its interface's prefix and MTU (0:
+// unknown), as ranks publish them.
+type Net struct {
+	Prefix netip.Prefix
+	MTU    int
+}
+
+// maxMTU bounds the MTUs that score compares.
+const maxMTU = 1<<20 - 1
+
+// score orders the pairs of one weight by the smaller of their MTUs: a
+// network of jumbo frames (a data network; with IP over InfiniBand, 65520)
+// carries a 65000-byte datagram in fewer fragments than one of Ethernet
+// frames. None stays 0.
+func score(a, b Net) int {
+	w := Between(a.Prefix, b.Prefix)
+	if w == None {
+		return 0
+	}
+	return int(w)<<20 | min(max(a.MTU, 0), max(b.MTU, 0), maxMTU)
+}
+
 // Between returns the weight of a pair of addresses, each with the prefix
 // of its interface. It is symmetric.
 func Between(a, b netip.Prefix) Weight {
@@ -63,15 +85,16 @@ func Between(a, b netip.Prefix) Weight {
 // Candidates returns the address pairs that may carry the traffic between
 // rank local, whose host has the addresses mine, and rank remote, whose
 // host has theirs, best first: the pairs of a maximum-weight matching of
-// the two hosts' addresses (each address in at most one), heavier first,
-// those of one weight in an order rotated by the ranks so that the pairs
-// of ranks of two hosts spread over the matched pairs; then every other
-// pair of weight above None, heavier first. An address that both hosts
-// have (the same container bridge on every host, say) is in no pair,
-// unless the lists are one host's (ranks of one host): then each address
-// pairs with itself. Rank remote, calling it with the arguments swapped,
-// gets the same pairs, mirrored.
-func Candidates(mine, theirs []netip.Prefix, local, remote int) []Pair {
+// the two hosts' addresses (each address in at most one), heavier first
+// and, of one weight, those of larger MTU (score) first, those of one
+// weight and MTU in an order rotated by the ranks so that the pairs of
+// ranks of two hosts spread over the matched pairs; then every other pair
+// of weight above None, in the same order. An address that both hosts have
+// (the same container bridge on every host, say) is in no pair, unless the
+// lists are one host's (ranks of one host): then each address pairs with
+// itself. Rank remote, calling it with the arguments swapped, gets the same
+// pairs, mirrored.
+func Candidates(mine, theirs []Net, local, remote int) []Pair {
 	if slices.Equal(mine, theirs) {
 		out := make([]Pair, len(mine))
 		for i := range out {
@@ -88,28 +111,30 @@ func Candidates(mine, theirs []netip.Prefix, local, remote int) []Pair {
 	if flip {
 		left, right = theirs, mine
 	}
-	w := make([][]Weight, len(left))
+	w := make([][]int, len(left))
 	for i, a := range left {
-		w[i] = make([]Weight, len(right))
+		w[i] = make([]int, len(right))
 		for j, b := range right {
-			if !has(right, a.Addr()) && !has(left, b.Addr()) {
-				w[i][j] = Between(a, b)
+			if !has(right, a.Prefix.Addr()) && !has(left, b.Prefix.Addr()) {
+				w[i][j] = score(a, b)
 			}
 		}
 	}
+	pair := func(i, j int) Pair { return Pair{i, j, Between(left[i].Prefix, right[j].Prefix)} }
+	byScore := func(x, y Pair) int { return w[y.Local][y.Remote] - w[x.Local][x.Remote] }
 	matched := maxMatching(w)
 	var out []Pair
 	inMatch := make(map[[2]int]bool, len(matched))
 	for _, m := range matched {
 		inMatch[m] = true
-		out = append(out, Pair{m[0], m[1], w[m[0]][m[1]]})
+		out = append(out, pair(m[0], m[1]))
 	}
-	// Heavier first, then by index; then each weight's run rotated.
-	slices.SortStableFunc(out, func(x, y Pair) int { return int(y.Weight) - int(x.Weight) })
+	// Heavier first, then by index; then each score's run rotated.
+	slices.SortStableFunc(out, byScore)
 	spread := spreadOf(local, remote)
 	for lo := 0; lo < len(out); {
 		hi := lo
-		for hi < len(out) && out[hi].Weight == out[lo].Weight {
+		for hi < len(out) && byScore(out[hi], out[lo]) == 0 {
 			hi++
 		}
 		rotate(out[lo:hi], spread)
@@ -118,12 +143,12 @@ func Candidates(mine, theirs []netip.Prefix, local, remote int) []Pair {
 	var rest []Pair
 	for i := range left {
 		for j := range right {
-			if w[i][j] != None && !inMatch[[2]int{i, j}] {
-				rest = append(rest, Pair{i, j, w[i][j]})
+			if w[i][j] != 0 && !inMatch[[2]int{i, j}] {
+				rest = append(rest, pair(i, j))
 			}
 		}
 	}
-	slices.SortStableFunc(rest, func(x, y Pair) int { return int(y.Weight) - int(x.Weight) })
+	slices.SortStableFunc(rest, byScore)
 	out = append(out, rest...)
 	if flip {
 		for k := range out {
@@ -145,9 +170,9 @@ func rotate(run []Pair, spread uint64) {
 }
 
 // has reports whether one of l's addresses is a.
-func has(l []netip.Prefix, a netip.Addr) bool {
-	for _, p := range l {
-		if p.Addr().Unmap() == a.Unmap() {
+func has(l []Net, a netip.Addr) bool {
+	for _, n := range l {
+		if n.Prefix.Addr().Unmap() == a.Unmap() {
 			return true
 		}
 	}
@@ -165,14 +190,14 @@ func spreadOf(a, b int) uint64 {
 }
 
 // compareLists orders two address lists by their sorted addresses.
-func compareLists(a, b []netip.Prefix) int {
-	key := func(l []netip.Prefix) []byte {
+func compareLists(a, b []Net) int {
+	key := func(l []Net) []byte {
 		var k []byte
 		s := slices.Clone(l)
-		slices.SortFunc(s, func(x, y netip.Prefix) int { return x.Addr().Compare(y.Addr()) })
-		for _, p := range s {
-			k = append(k, p.Addr().AsSlice()...)
-			k = append(k, byte(p.Bits()), 0xff)
+		slices.SortFunc(s, func(x, y Net) int { return x.Prefix.Addr().Compare(y.Prefix.Addr()) })
+		for _, n := range s {
+			k = append(k, n.Prefix.Addr().AsSlice()...)
+			k = append(k, byte(n.Prefix.Bits()), 0xff)
 		}
 		return k
 	}
@@ -180,19 +205,19 @@ func compareLists(a, b []netip.Prefix) int {
 }
 
 // maxMatching returns a maximum-weight matching of the bipartite graph
-// whose edge (i, j) weighs w[i][j] (None: no edge), as (i, j) pairs in
-// increasing i: the Hungarian algorithm on the costs max−w, over the
-// smaller side, O(n²m). It is deterministic.
-func maxMatching(w [][]Weight) [][2]int {
+// whose edge (i, j) weighs w[i][j] (0: no edge; weights below 1<<22), as
+// (i, j) pairs in increasing i: the Hungarian algorithm on the costs
+// max−w, over the smaller side, O(n²m). It is deterministic.
+func maxMatching(w [][]int) [][2]int {
 	n := len(w)
 	if n == 0 || len(w[0]) == 0 {
 		return nil
 	}
 	m := len(w[0])
 	if n > m {
-		t := make([][]Weight, m)
+		t := make([][]int, m)
 		for j := range t {
-			t[j] = make([]Weight, n)
+			t[j] = make([]int, n)
 			for i := range n {
 				t[j][i] = w[i][j]
 			}
@@ -204,11 +229,11 @@ func maxMatching(w [][]Weight) [][2]int {
 		slices.SortFunc(out, func(x, y [2]int) int { return x[0] - y[0] })
 		return out
 	}
-	// Rows 1..n, columns 1..m (n <= m); cost = Subnet − weight.
-	const inf = 1 << 30
+	// Rows 1..n, columns 1..m (n <= m); cost = top − weight.
+	const inf, top = 1 << 62, 1 << 22
 	u, v := make([]int, n+1), make([]int, m+1)
 	p, way := make([]int, m+1), make([]int, m+1) // p[j]: row matched to column j
-	cost := func(i, j int) int { return int(Subnet) - int(w[i-1][j-1]) }
+	cost := func(i, j int) int { return top - w[i-1][j-1] }
 	minv, used := make([]int, m+1), make([]bool, m+1)
 	for i := 1; i <= n; i++ {
 		p[0] = i
@@ -251,7 +276,7 @@ func maxMatching(w [][]Weight) [][2]int {
 	}
 	var out [][2]int
 	for j := 1; j <= m; j++ {
-		if i := p[j]; i != 0 && w[i-1][j-1] != None {
+		if i := p[j]; i != 0 && w[i-1][j-1] != 0 {
 			out = append(out, [2]int{i - 1, j - 1})
 		}
 	}

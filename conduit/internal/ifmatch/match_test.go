@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,11 +20,25 @@ func prefixes(s string) []netip.Prefix {
 	return out
 }
 
+// nets parses "addr/bits" or "addr/bits@mtu" fields.
+func nets(s string) []Net {
+	var out []Net
+	for _, f := range strings.Fields(s) {
+		p, m, _ := strings.Cut(f, "@")
+		n := Net{Prefix: netip.MustParsePrefix(p)}
+		if m != "" {
+			n.MTU, _ = strconv.Atoi(m)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
 // show writes candidates as "local-remote" addresses, best first.
-func show(c []Pair, mine, theirs []netip.Prefix) []string {
+func show(c []Pair, mine, theirs []Net) []string {
 	var out []string
 	for _, p := range c {
-		out = append(out, fmt.Sprintf("%v-%v", mine[p.Local].Addr(), theirs[p.Remote].Addr()))
+		out = append(out, fmt.Sprintf("%v-%v", mine[p.Local].Prefix.Addr(), theirs[p.Remote].Prefix.Addr()))
 	}
 	return out
 }
@@ -60,8 +75,14 @@ func TestCandidates(t *testing.T) {
 		{"loopback only to itself", "127.0.0.1/8", "10.0.0.2/24", nil},
 		{"link-local only on its subnet", "fe80::1/64 fd00::1/64", "fe80::2/64", []string{"fe80::1-fe80::2"}},
 		{"one host", "10.0.0.1/24 10.1.0.1/24", "10.0.0.1/24 10.1.0.1/24", []string{"10.1.0.1-10.1.0.1", "10.0.0.1-10.0.0.1"}},
+		{"jumbo frames first", "10.1.0.1/24@1500 10.2.0.1/24@9000 172.17.0.1/16@1500", "10.2.0.2/24@9000 10.1.0.2/24@1500 172.17.0.1/16@1500",
+			[]string{"10.2.0.1-10.2.0.2", "10.1.0.1-10.1.0.2", "10.1.0.1-10.2.0.2", "10.2.0.1-10.1.0.2"}},
+		// Each shared subnet has an end of 1500: a tie, rotated; of the
+		// pairs across subnets, the one of jumbo frames at both ends first.
+		{"jumbo frames on one side only", "10.1.0.1/24@1500 10.2.0.1/24@9000", "10.1.0.2/24@9000 10.2.0.2/24@1500",
+			[]string{"10.2.0.1-10.2.0.2", "10.1.0.1-10.1.0.2", "10.2.0.1-10.1.0.2", "10.1.0.1-10.2.0.2"}},
 	} {
-		mine, theirs := prefixes(tc.mine), prefixes(tc.theirs)
+		mine, theirs := nets(tc.mine), nets(tc.theirs)
 		got := Candidates(mine, theirs, 0, 1)
 		if d := cmp.Diff(tc.want, show(got, mine, theirs)); d != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, d)
@@ -75,7 +96,7 @@ func TestCandidates(t *testing.T) {
 // TestSpread: between two hosts with two shared networks, the pairs of
 // their ranks spread over both, evenly enough.
 func TestSpread(t *testing.T) {
-	h1, h2 := prefixes("10.1.0.1/24 10.2.0.1/24"), prefixes("10.1.0.2/24 10.2.0.2/24")
+	h1, h2 := nets("10.1.0.1/24 10.2.0.1/24"), nets("10.1.0.2/24 10.2.0.2/24")
 	first := map[int]int{}
 	for a := range 32 {
 		for b := 32; b < 64; b++ {
@@ -87,6 +108,19 @@ func TestSpread(t *testing.T) {
 	}
 }
 
+// TestJumboFirst: between two hosts whose shared networks differ in MTU,
+// every pair of their ranks takes the network of jumbo frames first.
+func TestJumboFirst(t *testing.T) {
+	h1, h2 := nets("10.1.0.1/24@1500 10.2.0.1/24@9000"), nets("10.1.0.2/24@1500 10.2.0.2/24@9000")
+	for a := range 16 {
+		for b := 16; b < 32; b++ {
+			if c := Candidates(h1, h2, a, b); h1[c[0].Local].MTU != 9000 || h2[c[0].Remote].MTU != 9000 {
+				t.Fatalf("ranks %d and %d: first %v", a, b, show(c, h1, h2))
+			}
+		}
+	}
+}
+
 // TestMaxMatchingOptimal: on random small graphs the matching weighs as
 // much as the best one found by trying every assignment, and uses each
 // address once.
@@ -94,22 +128,25 @@ func TestMaxMatchingOptimal(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 2000 {
 		n, m := 1+r.IntN(5), 1+r.IntN(5)
-		w := make([][]Weight, n)
+		w := make([][]int, n)
 		for i := range w {
-			w[i] = make([]Weight, m)
+			w[i] = make([]int, m)
 			for j := range w[i] {
-				w[i][j] = Weight(r.IntN(3))
+				if r.IntN(3) > 0 {
+					w[i][j] = score(Net{netip.MustParsePrefix("10.0.0.1/24"), r.IntN(3) * 4000},
+						Net{netip.MustParsePrefix(fmt.Sprintf("10.0.%d.2/24", r.IntN(2))), 9000})
+				}
 			}
 		}
 		got := maxMatching(w)
 		total := 0
 		rows, cols := map[int]bool{}, map[int]bool{}
 		for _, e := range got {
-			if rows[e[0]] || cols[e[1]] || w[e[0]][e[1]] == None {
+			if rows[e[0]] || cols[e[1]] || w[e[0]][e[1]] == 0 {
 				t.Fatalf("%v: matching %v reuses an address or takes a missing edge", w, got)
 			}
 			rows[e[0]], cols[e[1]] = true, true
-			total += int(w[e[0]][e[1]])
+			total += w[e[0]][e[1]]
 		}
 		if best := bruteBest(w, 0, map[int]bool{}); total != best {
 			t.Fatalf("%v: matching %v weighs %d, the best %d", w, got, total, best)
@@ -117,15 +154,15 @@ func TestMaxMatchingOptimal(t *testing.T) {
 	}
 }
 
-func bruteBest(w [][]Weight, i int, used map[int]bool) int {
+func bruteBest(w [][]int, i int, used map[int]bool) int {
 	if i == len(w) {
 		return 0
 	}
 	best := bruteBest(w, i+1, used) // row i unmatched
 	for j := range w[i] {
-		if !used[j] && w[i][j] != None {
+		if !used[j] && w[i][j] != 0 {
 			used[j] = true
-			best = max(best, int(w[i][j])+bruteBest(w, i+1, used))
+			best = max(best, w[i][j]+bruteBest(w, i+1, used))
 			used[j] = false
 		}
 	}
@@ -140,10 +177,10 @@ func bruteBest(w [][]Weight, i int, used map[int]bool) int {
 func FuzzCandidatesAgree(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5}, []byte{3, 4, 7, 8}, 0, 1)
 	f.Add([]byte{9, 9, 1}, []byte{1, 2}, 5, 5)
-	pool := prefixes("10.1.0.1/24 10.1.0.2/24 10.2.0.1/24 10.2.0.2/24 172.17.0.1/16 10.3.0.7/16 " +
-		"127.0.0.1/8 fd00::1/64 fd00::2/64 fd00:9::1/48 fe80::1/64 fe80::2/64 192.168.1.1/32 10.1.0.3/25 ::1/128 10.2.7.7/8")
-	pick := func(b []byte) []netip.Prefix {
-		var out []netip.Prefix
+	pool := nets("10.1.0.1/24 10.1.0.2/24@9000 10.2.0.1/24 10.2.0.2/24@1500 172.17.0.1/16 10.3.0.7/16@9000 " +
+		"127.0.0.1/8 fd00::1/64 fd00::2/64@1500 fd00:9::1/48 fe80::1/64 fe80::2/64 192.168.1.1/32 10.1.0.3/25 ::1/128 10.2.7.7/8")
+	pick := func(b []byte) []Net {
+		var out []Net
 		for _, c := range b[:min(len(b), 12)] {
 			if p := pool[int(c)%len(pool)]; !slices.Contains(out, p) {
 				out = append(out, p)
@@ -171,10 +208,10 @@ func FuzzCandidatesAgree(f *testing.F) {
 // on as many shared subnets.
 func BenchmarkCandidates(b *testing.B) {
 	for _, n := range []int{2, 8, 32} {
-		var h1, h2 []netip.Prefix
+		var h1, h2 []Net
 		for i := range n {
-			h1 = append(h1, netip.MustParsePrefix(fmt.Sprintf("10.%d.0.1/24", i)))
-			h2 = append(h2, netip.MustParsePrefix(fmt.Sprintf("10.%d.0.2/24", n-1-i)))
+			h1 = append(h1, Net{netip.MustParsePrefix(fmt.Sprintf("10.%d.0.1/24", i)), 1500})
+			h2 = append(h2, Net{netip.MustParsePrefix(fmt.Sprintf("10.%d.0.2/24", n-1-i)), 1500})
 		}
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for b.Loop() {
@@ -210,7 +247,13 @@ func TestUsable(t *testing.T) {
 		{Name: "eth1", Up: false, Addrs: prefixes("192.168.9.5/24")},
 		{Name: "docker0", Up: true, Addrs: prefixes("172.17.0.1/16")},
 	}
-	str := func(ps []netip.Prefix) string { return fmt.Sprint(ps) }
+	str := func(ns []Net) string {
+		var ps []netip.Prefix
+		for _, n := range ns {
+			ps = append(ps, n.Prefix)
+		}
+		return fmt.Sprint(ps)
+	}
 	for _, tc := range []struct {
 		name     string
 		oneHost  bool
@@ -223,7 +266,14 @@ func TestUsable(t *testing.T) {
 		{"restricted to one address", false, "10.1.0.5/32", "[10.1.0.5/24]"},
 		{"restricted to nothing here", false, "10.99.0.0/16", "[]"},
 	} {
-		if got := str(Usable(ifaces, tc.oneHost, prefixes(tc.restrict))); got != tc.want {
+		var keep func(netip.Addr) bool
+		if tc.restrict != "" {
+			in := prefixes(tc.restrict)
+			keep = func(a netip.Addr) bool {
+				return slices.ContainsFunc(in, func(p netip.Prefix) bool { return p.Contains(a) })
+			}
+		}
+		if got := str(Usable(ifaces, tc.oneHost, keep)); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}

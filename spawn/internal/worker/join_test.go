@@ -49,7 +49,7 @@ func TestJoinSaysWhetherTheEnvironmentChanged(t *testing.T) {
 				ctl.WriteFrame(cc, ctl.FrameWelcome, ctl.Welcome{Rank: 1, Size: 2, Env: tc.env})
 			}()
 			w := &Worker{conn: wc, r: bufio.NewReader(wc)}
-			if err := w.Join(&envconf.Config{}, netip.MustParseAddrPort("127.0.0.1:9"), "/proc/1/fd/3"); err != nil {
+			if err := w.Join(&envconf.Config{}, netip.MustParseAddrPort("127.0.0.1:9"), "/proc/1/fd/3", nil); err != nil {
 				t.Fatal(err)
 			}
 			if jn := <-joined; jn.Inbox != "/proc/1/fd/3" || jn.UDP != "127.0.0.1:9" {
@@ -82,7 +82,7 @@ func TestJoinAfterTheJobEnded(t *testing.T) {
 		ctl.WriteFrame(cc, ctl.FrameTerminate, ctl.Code{Code: 7})
 	}()
 	w := &Worker{conn: wc, r: bufio.NewReader(wc)}
-	err := w.Join(&envconf.Config{}, netip.MustParseAddrPort("127.0.0.1:9"), "")
+	err := w.Join(&envconf.Config{}, netip.MustParseAddrPort("127.0.0.1:9"), "", nil)
 	var ended *EndedError
 	if !errors.As(err, &ended) || ended.Code != 7 || ExitCode(err) != 7 {
 		t.Errorf("Join: %v (exit code %d), want an EndedError of code 7", err, ExitCode(err))

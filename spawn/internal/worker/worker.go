@@ -56,6 +56,9 @@ type Worker struct {
 	// default (ctl.ShmCrowded, ctl.EnvNoInbox): a guess of what Host will
 	// say, for what must be decided before Join (whether to make an inbox).
 	SpawnedCrowded bool
+	// SpawnedLocal says that the L spawner started this worker, on the
+	// console's host like every other: it needs no address but LocalIP.
+	SpawnedLocal bool
 
 	conn    net.Conn
 	wmu     sync.Mutex
@@ -247,7 +250,7 @@ func inherited(fd string) (*Worker, *envconf.Config, map[string]envconf.Source, 
 	case local == netip.IPv6Unspecified():
 		local = netip.IPv6Loopback()
 	}
-	w := &Worker{conn: c, r: bufio.NewReader(c), SpawnedCrowded: os.Getenv(ctl.EnvNoInbox) != "", LocalIP: local}
+	w := &Worker{conn: c, r: bufio.NewReader(c), SpawnedCrowded: os.Getenv(ctl.EnvNoInbox) != "", SpawnedLocal: true, LocalIP: local}
 	fail := func(err error) (*Worker, *envconf.Config, map[string]envconf.Source, error) {
 		c.Close()
 		return nil, nil, nil, fmt.Errorf("reading the control connection from the console: %w", err)
