@@ -194,7 +194,7 @@ func (j *Job) describe(r Returned) string {
 		return fmt.Sprintf("a %s from rank %d%s (%v) cannot run here: %s (handler %d)", r.Kind, r.Dest, host, r.Addr, r.Reason, r.Handler)
 	case r.Reason == amudp.ReasonTimeout || r.Reason == amudp.ReasonClosed:
 		from := ""
-		if len(r.Tried) > 0 && j.rank < len(j.hosts) {
+		if j.rank < len(j.hosts) {
 			from = " from " + j.hosts[j.rank]
 		}
 		return fmt.Sprintf("rank %d%s (%s) is unreachable%s: a %s to it (handler %d) is undeliverable: %s", r.Dest, host, r.Where(), from, r.Kind, r.Handler, r.Reason)

@@ -50,8 +50,25 @@ func needNetns(t *testing.T) {
 
 // startHosts makes n namespace hosts with an sshd each, and removes them
 // (with every process left in them) when the test ends.
-func startHosts(t *testing.T, n int) *netHosts {
+func startHosts(t *testing.T, n int) *netHosts { return startHostsOn(t, n, false) }
+
+// IPv6-only hosts (startHostsOn): uchI is fd00:77::I/64, the console
+// fd00:77::fe.
+const (
+	net6Prefix = "fd00:77::"
+	console6IP = net6Prefix + "fe"
+)
+
+// startHostsOn makes n namespace hosts as startHost does, on IPv6 alone
+// when v6 is true (no IPv4 address but loopback's, anywhere).
+func startHostsOn(t *testing.T, n int, v6 bool) *netHosts {
 	t.Helper()
+	addrOf := func(i int) (string, string) { return fmt.Sprintf("%s%d", netPrefix, i), "/24" }
+	consoleAddr := consoleIP + "/24"
+	if v6 {
+		addrOf = func(i int) (string, string) { return fmt.Sprintf("%s%x", net6Prefix, i), "/64" }
+		consoleAddr = console6IP + "/64"
+	}
 	needNetns(t)
 	removeHosts() // what a killed earlier run left
 	t.Cleanup(removeHosts)
@@ -61,17 +78,18 @@ func startHosts(t *testing.T, n int) *netHosts {
 	ip(t, "-n", switchNS, "link", "set", "br0", "up")
 	ip(t, "link", "add", consoleDev, "type", "veth", "peer", "name", "con", "netns", switchNS)
 	ip(t, "-n", switchNS, "link", "set", "con", "master", "br0", "up")
-	ip(t, "addr", "add", consoleIP+"/24", "dev", consoleDev)
+	ip(t, "addr", "add", consoleAddr, "dev", consoleDev, "nodad")
 	ip(t, "link", "set", consoleDev, "up")
 	h := &netHosts{}
 	var known []string
 	var cfg strings.Builder
 	for i := 1; i <= n; i++ {
-		name, addr := fmt.Sprintf("uch%d", i), fmt.Sprintf("%s%d", netPrefix, i)
+		name := fmt.Sprintf("uch%d", i)
+		addr, bits := addrOf(i)
 		ip(t, "netns", "add", name)
 		ip(t, "link", "add", "eth0", "netns", name, "type", "veth", "peer", "name", name, "netns", switchNS)
 		ip(t, "-n", switchNS, "link", "set", name, "master", "br0", "up")
-		ip(t, "-n", name, "addr", "add", addr+"/24", "dev", "eth0")
+		ip(t, "-n", name, "addr", "add", addr+bits, "dev", "eth0", "nodad")
 		ip(t, "-n", name, "link", "set", "lo", "up")
 		ip(t, "-n", name, "link", "set", "eth0", "up")
 		d := startSSHD(t, sshdOptions{netns: name, hostname: name, addr: addr})

@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // Hosts of several networks (DESIGN.md §7.2): on top of startHosts'
@@ -128,4 +131,64 @@ func TestMultiHomed(t *testing.T) {
 			t.Errorf("stderr lacks %s:\n%s", want, r.stderr)
 		}
 	}
+}
+
+// TestIPv6Only runs hello and testcore over ssh on two namespace hosts
+// whose only network is IPv6 (fd00:77::/64, the console fd00:77::fe): the
+// console listens, the workers join and exchange datagrams on IPv6 alone,
+// with GASNET_MASTERIP given as an IPv6 address and without.
+func TestIPv6Only(t *testing.T) {
+	h := startHostsOn(t, 2, true)
+	servers := strings.Join(h.names, " ")
+	for _, env := range [][]string{nil, {"GASNET_MASTERIP=" + console6IP}} {
+		t.Run("hello"+strings.Join(env, ""), func(t *testing.T) {
+			r := run(t, t.Name(), sshEnv(servers, h.config, env...), "hello", "2", "x")
+			if r.code != 0 {
+				t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+			}
+			if d := cmp.Diff(helloLines(h.names, `["x"]`), sortedLines(r.stdout)); d != "" {
+				t.Errorf("output (-want +got):\n%s\nstderr:\n%s", d, r.stderr)
+			}
+		})
+	}
+	t.Run("testcore", func(t *testing.T) {
+		r := run(t, t.Name(), sshEnv(servers, h.config, "GASNET_VERBOSE_ROUTES=1"), "testcore", "2", "-msgs", "500")
+		if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "every request and reply ran exactly once, every checksum matched") {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		// Each worker is known by its IPv6 address, which it binds.
+		for i := range 2 {
+			want := fmt.Sprintf("rank %d publishes its table address alone (bound to %s%d)", i, net6Prefix, i+1)
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+			}
+		}
+	})
+}
+
+// TestRouteBrokenAfterStart: while ranks 0 and 1 (h1, h2) send requests to
+// rank 2 (h3), every datagram between h1 and h3 is dropped from then on:
+// rank 0 names the pair (rank 2, its host and address, and its own host),
+// and the job ends with code 1, the console's summary naming rank 2.
+func TestRouteBrokenAfterStart(t *testing.T) {
+	needCommand("nft", "nftables")(t)
+	h := startHosts(t, 3)
+	t.Cleanup(func() { exec.Command("ip", "netns", "exec", "uch3", "nft", "flush", "ruleset").Run() })
+	env := sshEnv(strings.Join(h.names, " "), h.config, "LINES=0", "GASNET_LIVENESS_TIMEOUT=0",
+		"GASNET_REQUESTTIMEOUT_INITIAL=1000", "GASNET_REQUESTTIMEOUT_MAX=500000", "GASNET_FORWARD_ENV=UDPCONDUIT_TEST_MARKER,LINES")
+	cmd, out := startPrinter(t, t.Name(), 3, "flood", "ready rank", env...)
+	nftRules(t, "uch3", "table inet ucbreak {\n chain in {\n  type filter hook input priority -10; policy accept;\n  ip saddr "+netPrefix+"1 meta l4proto udp drop\n }\n chain out {\n  type filter hook output priority -10; policy accept;\n  ip daddr "+netPrefix+"1 meta l4proto udp drop\n }\n}\n")
+	waitEnd(t, cmd, out, 30*time.Second)
+	s := out.String()
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("exit %d, want 1:\n%s", code, s)
+	}
+	line := regexp.MustCompile(`printer: rank 0: rank 2 on uch3 \(` + regexp.QuoteMeta(netPrefix) + `3:\d+\) is unreachable from uch1: `)
+	if !line.MatchString(s) {
+		t.Errorf("no line of rank 0 naming rank 2 on uch3 and itself on uch1:\n%s", s)
+	}
+	if !strings.Contains(s, " aborted the job (code 1): rank 2 on uch3") {
+		t.Errorf("the console's summary does not name rank 2 on uch3:\n%s", s)
+	}
+	checkNoSurvivors(t, t.Name(), 3*time.Second)
 }

@@ -58,7 +58,8 @@ const FlagDirect uint8 = 4
 // FlagRouted marks a datagram of a rank that knows every rank's published
 // addresses and takes datagrams from any of them (amudp's Router): its
 // peers may then send to it at any of its addresses, not only the one of
-// the address table. It may be set on any kind.
+// the address table. It may be set on any kind. With it the four flag
+// bits are all in use: another flag needs another protocol version.
 const FlagRouted uint8 = 8
 
 // Message is a decoded datagram. Payload aliases the decoded buffer.

@@ -228,6 +228,9 @@ func (c *Config) validate(src map[string]Source) error {
 	default:
 		return bad("GASNET_HOST_DETECT", c.HostDetect, "conduit, hostid or hostname")
 	}
+	if a, err := netip.ParseAddr(c.MasterIP); c.MasterIP != "" && (err != nil || a.Zone() != "") {
+		return bad("GASNET_MASTERIP", c.MasterIP, "an IPv4 or IPv6 address of this host, such as 10.77.0.254 or fd00:77::fe (0.0.0.0 or :: for all)")
+	}
 	if c.WorkerIP != "" && !validSubnets(c.WorkerIP) {
 		return bad("GASNET_WORKERIP", c.WorkerIP, "CIDRs such as 10.77.0.0/24 or fd00::/64, addresses, or address prefixes such as 10.77., separated by commas")
 	}

@@ -35,6 +35,8 @@ func TestConfigRanges(t *testing.T) {
 		{"GASNET_HANG_WARN=5ms", `GASNET_HANG_WARN=5ms: accepted: a duration from 100ms to 24h, such as "250ms" or "5s"; or 0 (never)`},
 		{"GASNET_ROUTE_OUTPUT=maybe", `GASNET_ROUTE_OUTPUT="maybe": accepted: 1, 0, true or false`},
 		{"GASNET_WORKERIP=zz", "GASNET_WORKERIP=zz: accepted: CIDRs"},
+		{"GASNET_MASTERIP=console", "GASNET_MASTERIP=console: accepted: an IPv4 or IPv6 address"},
+		{"GASNET_MASTERIP=fe80::1%eth0", "GASNET_MASTERIP=fe80::1%eth0: accepted: an IPv4 or IPv6 address"},
 		{"GASNET_WORKERIP=10.0.0.0/8,zz", "GASNET_WORKERIP=10.0.0.0/8,zz: accepted: CIDRs"},
 		{"GASNET_WORKERIP= , ", "GASNET_WORKERIP= , : accepted: CIDRs"},
 		{"GASNET_WORKER_RANK=1x", "GASNET_WORKER_RANK=1x: accepted: an integer >= 0 or the name of a variable"},
@@ -49,6 +51,7 @@ func TestConfigRanges(t *testing.T) {
 	}
 	for _, ok := range []string{"GASNET_POLL_SPIN=-1ns", "GASNET_POLL_SPIN=0", "GASNET_LINEBUFFERSZ=0", "GASNET_REQUESTTIMEOUT_MAX=0",
 		"GASNET_SENDDEPTH=-1", "GASNET_HANG_WARN=0", "GASNET_WORKERIP=10.77.", "GASNET_WORKERIP=fd00::/8", "GASNET_WORKERIP=10.1.0.0/16, fd00::/8,127.", "GASNET_WORKER_RANK=SLURM_PROCID",
+		"GASNET_MASTERIP=fd00:77::fe", "GASNET_MASTERIP=::", "GASNET_MASTERIP=10.77.0.254",
 		"GASNET_SOCKETBUFFER_INITIAL=0", "GASNET_EXIT_TIMEOUT=1h", "GASNET_BARRIER=amtree", "GASNET_BARRIER=DISSEM",
 		"GASNET_REQUESTTIMEOUT_MAX=500000\x00GASNET_REQUESTTIMEOUT_INITIAL=1000"} {
 		if _, _, err := LoadEnv(strings.Split(ok, "\x00")); err != nil {
