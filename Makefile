@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all build demo test unit e2e bench net-bench shm-bench atomic-bench vis-bench hier-bench loss scale fuzz deps lint vet cross fmt clean
+.PHONY: all build demo test unit e2e bench net-bench shm-bench atomic-bench vis-bench hier-bench routes-bench loss scale fuzz deps lint vet cross fmt clean
 
 all: build
 
@@ -65,6 +65,11 @@ vis-bench:
 # in two levels, in one, and over UDP alone (figures, not a test).
 hier-bench: build
 	$(GO) test -tags hierbench -count=1 -run TestHierBench -v ./tests/ | grep -v '^=== '
+
+# Choosing each pair's addresses on namespace hosts of two networks, against
+# workers pinned to one (ROUTES_BENCH_ROUNDS; root, iproute2, sshd).
+routes-bench: build
+	ROUTES_BENCH_ROUNDS=$(or $(ROUNDS),5) $(GO) test -tags routesbench -count=1 -run TestRoutesBench -v ./tests/ | grep -v '^=== '
 
 # testcore at 0%, 10% and 30% UDP loss in a network namespace (root, nftables).
 loss:

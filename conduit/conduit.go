@@ -430,8 +430,10 @@ func start() (*Job, int, error) {
 			fmt.Fprintf(os.Stderr, "%s: rank %d stats: %s\n", progName(), w.Rank(), line)
 		})
 	}
-	if cfg.VerboseRoute {
+	if cfg.VerboseRoute || cfg.VerboseEnv && len(nets) > 0 {
 		fmt.Fprintf(os.Stderr, "%s: %s\n", progName(), describeNets(w.Rank(), bind, nets))
+	}
+	if cfg.VerboseRoute {
 		atExit = append(atExit, func() {
 			if r := j.router.Load(); r != nil {
 				fmt.Fprintf(os.Stderr, "%s: %s\n", progName(), r.report(ep))

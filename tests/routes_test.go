@@ -131,6 +131,35 @@ func TestMultiHomed(t *testing.T) {
 			t.Errorf("stderr lacks %s:\n%s", want, r.stderr)
 		}
 	}
+	t.Run("GASNET_VERBOSEENV", func(t *testing.T) {
+		r := run(t, t.Name(), sshEnv(strings.Join(h.names, " "), h.config, "GASNET_VERBOSEENV=1"), "hello", "3")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+		want := `rank 2 publishes ` + netPrefix + `3/24 \(MTU 1500\), 172.17.0.1/16 \(MTU 1500\) \(bound to 0.0.0.0\)`
+		if !regexp.MustCompile(want).MatchString(r.stderr) {
+			t.Errorf("stderr lacks %s:\n%s", want, r.stderr)
+		}
+	})
+	t.Run("GASNET_WORKERIP on A", func(t *testing.T) {
+		for _, ns := range h.names { // counters from 0
+			inNS(t, ns, "", "nft", "flush", "ruleset")
+			nftRules(t, ns, countRules(3))
+		}
+		r := run(t, t.Name(), sshEnv(strings.Join(h.names, " "), h.config, "GASNET_WORKERIP=10.99.0.0/16,"+netPrefix+"0/24", "GASNET_VERBOSE_ROUTES=1"), "testcore", "3", "-msgs", "300")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		for i, ns := range h.names {
+			if c := counters(t, ns); c["b"] != 0 || c["bridge"] != 0 {
+				t.Errorf("h%d sent %d datagrams over B and %d to the bridge address", i+1, c["b"], c["bridge"])
+			}
+			want := fmt.Sprintf("rank %d publishes its table address alone (bound to %s%d)", i, netPrefix, i+1)
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+			}
+		}
+	})
 }
 
 // TestIPv6Only runs hello and testcore over ssh on two namespace hosts
