@@ -96,21 +96,19 @@ func (e *Endpoint) returned(r Returned) {
 	}
 }
 
-// Where is Addr, followed by the addresses tried when there were several:
-// "10.78.0.2:4000 (tried 10.78.0.2:4000, 10.77.0.2:4000)".
+// Where is Addr, or, when several addresses were tried, all of them:
+// "10.78.0.2:4000 or 10.77.0.2:4000, tried in turn".
 func (r Returned) Where() string {
 	if len(r.Tried) == 0 {
 		return r.Addr.String()
 	}
 	var b strings.Builder
-	b.WriteString(r.Addr.String())
-	b.WriteString(" (tried ")
 	for i, a := range r.Tried {
 		if i > 0 {
-			b.WriteString(", ")
+			b.WriteString(" or ")
 		}
 		b.WriteString(a.String())
 	}
-	b.WriteString(")")
+	b.WriteString(", tried in turn")
 	return b.String()
 }

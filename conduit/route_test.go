@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/conduit/internal/ifmatch"
 	"github.com/udpconduit/udpconduit/spawn"
 )
@@ -132,5 +133,18 @@ func TestRouterKnows(t *testing.T) {
 		if got := r.Knows(tc.rank, netip.MustParseAddrPort(tc.addr)); got != tc.want {
 			t.Errorf("rank %d at %s: %v, want %v", tc.rank, tc.addr, got, tc.want)
 		}
+	}
+}
+
+// TestDescribeTried: the line of a rank that gave up on a peer after
+// several addresses names both ranks' hosts and every address tried.
+func TestDescribeTried(t *testing.T) {
+	j := &Job{rank: 0, hosts: []string{"uch1", "uch2"}}
+	r := amudp.Returned{Reason: amudp.ReasonTimeout, Dest: 1, Kind: amudp.KindShortRequest, Handler: 130,
+		Addr:  netip.MustParseAddrPort("10.77.0.2:5001"),
+		Tried: []netip.AddrPort{netip.MustParseAddrPort("10.78.0.2:5001"), netip.MustParseAddrPort("10.77.0.2:5001")}}
+	want := "rank 1 on uch2 (10.78.0.2:5001 or 10.77.0.2:5001, tried in turn) is unreachable from uch1: a short-request to it (handler 130) is undeliverable: the peer sent nothing for the give-up time"
+	if got := j.describe(r); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }
