@@ -411,3 +411,42 @@ func TestBoundRanksAreNotCrowded(t *testing.T) {
 		}
 	}
 }
+
+// TestPMIProbe: package pmi's client under the launchers that serve PMI
+// over a descriptor, srun --mpi=pmi2 (PMI-2 wire) and mpiexec.hydra (PMI-1
+// wire): at 4 and 8 tasks every task reads every task's value, of every
+// byte and past the servers' value length, after one fence.
+func TestPMIProbe(t *testing.T) {
+	for _, l := range []struct {
+		name    string
+		cmd     []string
+		version int
+		setup   func(t *testing.T)
+	}{
+		{"srun", []string{"srun", "--mpi=pmi2", "-O", "-s", "-n"}, 2, needSlurm},
+		{"mpich", []string{"mpiexec.hydra", "-n"}, 1, needCommand("mpiexec.hydra", "mpich")},
+	} {
+		t.Run(l.name, func(t *testing.T) {
+			l.setup(t)
+			for _, n := range []int{4, 8} {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				args := append(append([]string{}, l.cmd[1:]...), fmt.Sprint(n), filepath.Join(bin, "pmiprobe"))
+				out, err := exec.CommandContext(ctx, l.cmd[0], args...).CombinedOutput()
+				cancel()
+				if err != nil {
+					t.Fatalf("%d tasks: %v\n%s", n, err, out)
+				}
+				var want []string
+				for r := range n {
+					want = append(want, fmt.Sprintf("pmi rank %d of %d: v%d ok", r, n, l.version))
+				}
+				sort.Strings(want)
+				got := strings.Split(strings.TrimSpace(string(out)), "\n")
+				sort.Strings(got)
+				if d := cmp.Diff(want, got); d != "" {
+					t.Errorf("%d tasks (-want +got):\n%s", n, d)
+				}
+			}
+		})
+	}
+}
