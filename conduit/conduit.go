@@ -272,7 +272,18 @@ func initOnce() {
 // nothing to say): the console's job ended, -h was asked for, or the
 // process could not take its part.
 func start() (*Job, int, error) {
-	if !spawn.IsWorker() {
+	direct, isDirect, err := spawn.LauncherPMI(os.Getenv)
+	if err != nil {
+		return nil, 1, err
+	}
+	if isDirect {
+		cfg, _, err := spawn.LoadConfig()
+		if err != nil {
+			return nil, 1, err
+		}
+		isDirect = cfg.DirectLaunch // else the trap below
+	}
+	if !spawn.IsWorker() && !isDirect {
 		cfg, src, err := spawn.LoadConfig()
 		if err != nil {
 			return nil, 1, err
@@ -299,7 +310,14 @@ func start() (*Job, int, error) {
 		}
 		return nil, spawn.Console(cfg, src, n, prog, os.Args[2:]), nil
 	}
-	w, cfg, src, err := spawn.Connect()
+	// A worker of the console, or one of the tasks that a launcher serving
+	// PMI started directly: then it has no console, and the launcher gives
+	// its rank and carries the ranks' addresses (DESIGN.md §9).
+	connect := spawn.Connect
+	if isDirect {
+		connect = func() (*spawn.Worker, *spawn.Config, map[string]spawn.Source, error) { return spawn.DialPMI(direct) }
+	}
+	w, cfg, src, err := connect()
 	if err != nil {
 		return nil, 1, err
 	}
@@ -466,7 +484,13 @@ func start() (*Job, int, error) {
 		ep.SetRouter(r)
 		return nil
 	}
-	if err := j.relayTable(w); err != nil {
+	if w.Direct() {
+		// Every rank has the whole table from the launcher.
+		if err := j.tableHere(); err != nil {
+			return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
+		}
+		j.directExit(w)
+	} else if err := j.relayTable(w); err != nil {
 		return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
 	}
 	j.setHosts(w.Hosts())

@@ -4,6 +4,7 @@ import (
 	"github.com/udpconduit/udpconduit/spawn/internal/console"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 	"github.com/udpconduit/udpconduit/spawn/internal/launch"
+	"github.com/udpconduit/udpconduit/spawn/internal/pmi"
 	"github.com/udpconduit/udpconduit/spawn/internal/worker"
 )
 
@@ -27,6 +28,31 @@ type Net = ctl.Net
 
 // MaxNets bounds the addresses a worker publishes.
 const MaxNets = ctl.MaxNets
+
+// PMIEnv is what a launcher that serves PMI gives its tasks (package
+// spawn/internal/pmi).
+type PMIEnv = pmi.Env
+
+// LauncherPMI reports whether this process is one of several tasks that a
+// launcher serving PMI started directly, without a console (srun
+// --mpi=pmi2, mpiexec.hydra): not a worker of a console, with the
+// launcher's PMI variables and at least two tasks. A variable that is
+// malformed is an error naming it.
+func LauncherPMI(getenv func(string) string) (PMIEnv, bool, error) {
+	if getenv(ctl.EnvMaster) != "" {
+		return PMIEnv{}, false, nil
+	}
+	e, ok, err := pmi.FromEnv(getenv)
+	if err != nil || !ok || e.Size < 2 {
+		return PMIEnv{}, false, err
+	}
+	return e, true, nil
+}
+
+// DialPMI makes this task a worker of the job its launcher started
+// directly (LauncherPMI), with its configuration from its environment;
+// Worker.Join then exchanges the ranks' addresses through the launcher.
+func DialPMI(e PMIEnv) (*Worker, *Config, map[string]Source, error) { return worker.DialPMI(e) }
 
 // Connect reads a worker's configuration and connects it to the console
 // named by the worker marker (over TCP, retrying until the configuration's

@@ -450,3 +450,60 @@ func TestPMIProbe(t *testing.T) {
 		})
 	}
 }
+
+// directLaunchers are the launchers that serve PMI over a descriptor,
+// under which GASNET_DIRECT_LAUNCH=1 runs a program's tasks as the job's
+// ranks without a console.
+var directLaunchers = []struct {
+	name  string
+	cmd   []string // followed by the task count and the command
+	setup func(t *testing.T)
+}{
+	{"srun", []string{"srun", "--mpi=pmi2", "-O", "-s", "-n"}, needSlurm},
+	{"mpich", []string{"mpiexec.hydra", "-n"}, needCommand("mpiexec.hydra", "mpich")},
+}
+
+// TestDirectLaunch: under srun --mpi=pmi2 and mpiexec.hydra directly, with
+// GASNET_DIRECT_LAUNCH=1: hello with arguments a shell or a launcher could
+// mangle (and no N: the launcher gave the count), testcore at 4 and 8
+// tasks, and conduit.Exit(3) on one rank while the others wait in a
+// barrier, and Exit(14) while peers are blocked in requests to it, which
+// end the job with their code; nothing of the job is left.
+func TestDirectLaunch(t *testing.T) {
+	args := []string{"a b", `it's "q"`, "$HOME", `back\slash`, "*"}
+	for _, l := range directLaunchers {
+		t.Run(l.name, func(t *testing.T) {
+			l.setup(t)
+			launch := func(t *testing.T, n int, prog string, args ...string) result {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				argv := append(append(append([]string{}, l.cmd[1:]...), fmt.Sprint(n), filepath.Join(bin, prog)), args...)
+				return runCmd(t, ctx, exec.CommandContext(ctx, l.cmd[0], argv...), t.Name(), []string{"GASNET_DIRECT_LAUNCH=1"}, prog, args)
+			}
+			r := launch(t, 4, "hello", args...)
+			host, _ := os.Hostname()
+			var want []string
+			for i := range 4 {
+				want = append(want, fmt.Sprintf(`hello from rank %d of 4 on %s args=["a b" "it's \"q\"" "$HOME" "back\\slash" "*"]`, i, host))
+			}
+			got := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			sort.Strings(got)
+			if d := cmp.Diff(want, got); d != "" || r.code != 0 {
+				t.Errorf("hello: exit %d, output (-want +got):\n%s\nstderr:\n%s", r.code, d, r.stderr)
+			}
+			for _, n := range []int{4, 8} {
+				r := launch(t, n, "testcore", "-msgs", "300")
+				if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "every request and reply ran exactly once, every checksum matched") {
+					t.Errorf("testcore on %d tasks: exit %d\nstdout:\n%s\nstderr:\n%s", n, r.code, r.stdout, r.stderr)
+				}
+			}
+			for _, k := range []int{3, 14} {
+				if r := launch(t, 3, "testexit", fmt.Sprint(k)); r.code != k {
+					t.Errorf("testexit %d: exit %d, want %d\nstderr:\n%s", k, r.code, k, r.stderr)
+				}
+			}
+			checkNoSurvivors(t, t.Name(), 3*time.Second)
+		})
+	}
+}

@@ -1,8 +1,6 @@
 package console
 
 import (
-	"slices"
-
 	"github.com/udpconduit/udpconduit/spawn/binomial"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
@@ -18,31 +16,17 @@ import (
 // relay's wire form, and for the others only the addresses of their tree
 // neighbours. cpus and masks
 // hold the CPUs each rank may use, as a count (0: unknown) and as its
-// affinity mask (see hostCPUs).
+// affinity mask (see ctl.HostCPUs).
 //
 // A rank whose host does not share memory (shares, ctl.SharesMemory of its
 // ranks and CPUs) has its inbox left out of the table: it releases it.
 func welcomes(tab ctl.Table, cpus []int, masks []string, env map[string]string, shares func(ranks, cpus int) bool) []ctl.Welcome {
 	n := len(tab.Addrs)
 	out := make([]ctl.Welcome, n)
-	onHost := map[string]int{}
-	for _, h := range tab.Hosts {
-		onHost[h]++
-	}
-	hc := hostCPUs(tab.Hosts, masks, cpus)
-	crowded := false
-	for h, k := range onHost {
-		crowded = crowded || ctl.Oversubscribed(k, hc[h])
-	}
-	tab.Inboxes = slices.Clone(tab.Inboxes)
-	for r := range tab.Inboxes {
-		if h := tab.Hosts[r]; !shares(onHost[h], hc[h]) {
-			tab.Inboxes[r] = ""
-		}
-	}
+	tab, place := ctl.Place(tab, cpus, masks, shares)
 	for r := range out {
 		h := tab.Hosts[r]
-		w := ctl.Welcome{Rank: r, Size: n, Env: env, HostCount: onHost[h], HostCPUs: hc[h], Crowded: crowded}
+		w := ctl.Welcome{Rank: r, Size: n, Env: env, HostCount: place.OnHost[h], HostCPUs: place.CPUs[h], Crowded: place.Crowded}
 		if r == 0 {
 			w.Table = ctl.EncodeTable(tab)
 		} else {

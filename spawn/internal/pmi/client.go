@@ -322,6 +322,10 @@ func (c *Client) Abort(code int, msg string) error {
 	return c.send(Msg{Cmd: "abort", Attrs: []Attr{{"exitcode", strconv.Itoa(code)}}})
 }
 
+// AbortHasCode reports whether Abort passes its code to the launcher
+// (PMI-1's does; PMI-2's carries a message alone).
+func (c *Client) AbortHasCode() bool { return !c.v2 }
+
 // Finalize ends the session: the launcher then takes the task's exit as
 // its end, not as a failure.
 func (c *Client) Finalize() error {

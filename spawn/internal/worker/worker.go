@@ -20,6 +20,7 @@ import (
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
 	"github.com/udpconduit/udpconduit/spawn/internal/launch"
+	"github.com/udpconduit/udpconduit/spawn/internal/pmi"
 )
 
 // IsWorker reports whether this process was started as a worker of a job
@@ -60,6 +61,13 @@ type Worker struct {
 	// console's host like every other: it needs no address but LocalIP.
 	SpawnedLocal bool
 
+	// Under direct launch (DialPMI): the launcher's PMI session, whether
+	// GASNET_SUPERNODE_MAXSIZE was set, and how an ending rank tells the
+	// others (SetPeerExit).
+	pmi      *pmi.Client
+	shmSet   bool
+	peerExit atomic.Pointer[func(code int, grace time.Duration) bool]
+
 	conn    net.Conn
 	wmu     sync.Mutex
 	r       *bufio.Reader
@@ -97,11 +105,16 @@ func (w *Worker) Crowded() bool { return w.wel.Crowded }
 // calls Exit, or the console tells it to exit), before the process exits.
 func (w *Worker) AtExit(f func()) { w.atExit.Store(&f) }
 
-// exit runs the AtExit function and exits the process with code.
+// exit runs the AtExit function and exits the process with code; a
+// directly launched rank ending with 0 ends its PMI session first, so that
+// the launcher takes its end as the job's.
 func (w *Worker) exit(code int) {
 	w.exitOnce.Do(func() {
 		if f := w.atExit.Load(); f != nil {
 			(*f)()
+		}
+		if w.pmi != nil && code == 0 {
+			w.pmi.Finalize()
 		}
 	})
 	os.Stdout.Sync()
@@ -127,8 +140,14 @@ func (w *Worker) SetLiveness(d time.Duration) { w.liveness.Store(int64(d)) }
 // prints them; a rank that makes no call is ended after the grace period.
 func (w *Worker) Terminating() bool { return w.terminating.Load() }
 
-// ExitNow ends a terminating rank's process with the job's code.
-func (w *Worker) ExitNow() { w.exit(int(w.termCode.Load())) }
+// ExitNow ends a terminating rank's process with the job's code; under
+// direct launch, after it told the other ranks (see Abort).
+func (w *Worker) ExitNow() {
+	if w.pmi != nil {
+		w.Abort(int(w.termCode.Load()), "", time.Duration(w.grace.Load()))
+	}
+	w.exit(int(w.termCode.Load()))
+}
 
 // terminate handles the console's Terminate.
 func (w *Worker) terminate(code int) {
@@ -408,6 +427,9 @@ func hostIdentity(mode string, udp netip.Addr) string {
 // and waits for the Welcome. Afterwards the console's settings are in this process's
 // environment.
 func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort, inbox string, nets []ctl.Net) error {
+	if w.pmi != nil {
+		return w.joinPMI(cfg, udp, inbox, nets)
+	}
 	rank, err := requestedRank(cfg)
 	if err != nil {
 		return err
@@ -579,7 +601,12 @@ func (w *Worker) send(typ byte, v ctl.Body) error {
 
 // Report tells the console that this rank waits in a collective (c.In),
 // or no longer does (see Coll).
-func (w *Worker) Report(c ctl.Coll) error { return w.send(ctl.FrameColl, c) }
+func (w *Worker) Report(c ctl.Coll) error {
+	if w.pmi != nil {
+		return nil // no console to tell
+	}
+	return w.send(ctl.FrameColl, c)
+}
 
 // Exit reports code to the console, which ends the job with the first code
 // reported; it waits briefly for the console's word, then exits the process.
@@ -591,11 +618,39 @@ func (w *Worker) Exit(code int, grace time.Duration) { w.Abort(code, "", grace) 
 // the moment it is called, the rank's other goroutines end at their next
 // call into the library (Terminating).
 func (w *Worker) Abort(code int, why string, grace time.Duration) {
+	if w.pmi != nil && w.exiting.Swap(true) {
+		select {} // another goroutine is ending the rank
+	}
 	w.exiting.Store(true)
 	w.termCode.Store(int32(code))
 	w.terminating.Store(true)
 	w.event()
 	os.Stdout.Sync()
+	if w.pmi != nil {
+		// Direct launch: every rank that ends tells the others its code
+		// and waits, at most the grace, until each has taken it or told
+		// its own; a job ending with a code other than 0 that some rank
+		// did not take is ended by the launcher.
+		//
+		// A code other than 0 under Hydra (PMI-1) is its abort's, which
+		// ends every task and the job with it; Hydra would kill the
+		// others at this task's end anyway, and report their signal or
+		// the code by chance. SLURM's abort (PMI-2) has no code: under
+		// srun the ranks end with the code they took, and the abort
+		// ends those that did not take it.
+		if code != 0 && w.pmi.AbortHasCode() {
+			w.pmi.Abort(code, why)
+			w.exit(code)
+		}
+		told := false
+		if f := w.peerExit.Load(); f != nil {
+			told = (*f)(code, grace)
+		}
+		if code != 0 && !told {
+			w.pmi.Abort(code, why)
+		}
+		w.exit(code)
+	}
 	if w.send(ctl.FrameExit, ctl.Code{Code: code, Why: why}) == nil {
 		time.Sleep(grace) // the console's Terminate normally ends us first
 	}
