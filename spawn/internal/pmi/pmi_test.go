@@ -280,18 +280,11 @@ func TestMalformed(t *testing.T) {
 		{true, "cmd=response_to_init rc=0\n" + v2("cmd=fullinit-response;rc=0;rank=1;size=2;"), "the server has this task as rank 1 of 2"},
 		{true, "cmd=response_to_init rc=-2\n", "rc=-2"},
 	} {
-		a, b := net.Pipe()
-		go func() {
-			io.Copy(io.Discard, io.LimitReader(b, 0))
-			b.Write([]byte(tc.reply))
-			b.Close()
-		}()
-		go io.Copy(io.Discard, b)
 		env := Env{Rank: 0, Size: 2}
 		if tc.v2 {
 			env.JobID = "1.0"
 		}
-		_, err := NewClient(readWriter{a}, env)
+		_, err := NewClient(replay{strings.NewReader(tc.reply)}, env)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("reply %.40q: %v, want an error with %q", tc.reply, err, tc.want)
 		}
@@ -300,14 +293,6 @@ func TestMalformed(t *testing.T) {
 
 // v2 frames a PMI-2 body.
 func v2(body string) string { return fmt.Sprintf("%-6d%s", len(body), body) }
-
-// readWriter lets the client write to a pipe whose reader may be gone.
-type readWriter struct{ net.Conn }
-
-func (r readWriter) Write(b []byte) (int, error) {
-	go r.Conn.Write(b)
-	return len(b), nil
-}
 
 // TestFromEnv: the launcher's variables, absent, valid and malformed.
 func TestFromEnv(t *testing.T) {
