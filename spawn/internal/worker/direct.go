@@ -14,14 +14,14 @@ import (
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
 	"github.com/udpconduit/udpconduit/spawn/internal/pmi"
+	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
 // DialPMI makes this task a worker of a job that a launcher serving PMI
-// started directly (srun --mpi=pmi2, mpiexec.hydra; DESIGN.md §9, direct
-// launch): there is no console. Its rank and the job's size are the
-// launcher's; Join exchanges the ranks' joins (and rank 0's secret)
-// through the launcher's key-value store, with one fence, and every rank
-// then has the whole address table. Its configuration is its environment,
+// started directly (srun --mpi=pmi2, mpiexec.hydra; DESIGN.md §9.1): there
+// is no console. Its rank and the job's size are the launcher's; Join
+// exchanges the ranks' joins (and rank 0's secret) through the launcher's
+// key-value store, and every rank then has the whole address table. Its configuration is its environment,
 // which the launcher passes on.
 func DialPMI(e pmi.Env) (*Worker, *envconf.Config, map[string]envconf.Source, error) {
 	cfg, src, err := envconf.Load()
@@ -92,6 +92,30 @@ func (w *Worker) PeerExit(code int) {
 	w.terminate(code)
 }
 
+// readJoins reads every rank's Join from the launcher's store: the
+// table, and each rank's CPU count and affinity mask.
+func readJoins(c *pmi.Client, size int) (ctl.Table, []int, []string, error) {
+	tab := ctl.Table{Addrs: make([]netip.AddrPort, size), Hosts: make([]string, size), Inboxes: make([]string, size), Nets: make([][]ctl.Net, size)}
+	cpus, masks := make([]int, size), make([]string, size)
+	for r := range size {
+		b, err := c.Get("j" + strconv.Itoa(r))
+		if err != nil {
+			return ctl.Table{}, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher: %w", r, err)
+		}
+		var o ctl.Join
+		if err := ctl.DecodeBody(b, &o); err != nil {
+			return ctl.Table{}, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher is malformed: %w", r, err)
+		}
+		a, err := netip.ParseAddrPort(o.UDP)
+		if err != nil || a.Port() == 0 || o.Rank != r {
+			return ctl.Table{}, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher is malformed (%q, rank %d)", r, o.UDP, o.Rank)
+		}
+		tab.Addrs[r], tab.Hosts[r], tab.Inboxes[r], tab.Nets[r] = a, o.Host, o.Inbox, o.Nets
+		cpus[r], masks[r] = o.CPUs, o.Mask
+	}
+	return tab, cpus, masks, nil
+}
+
 // joinPMI is Join under direct launch.
 func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, nets []ctl.Net) error {
 	c := w.pmi
@@ -116,23 +140,44 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	if err != nil || len(secret) == 0 {
 		return fmt.Errorf("rank %d: reading the job secret from the launcher: %v", rank, err)
 	}
-	tab := ctl.Table{Addrs: make([]netip.AddrPort, size), Hosts: make([]string, size), Inboxes: make([]string, size), Nets: make([][]ctl.Net, size)}
-	cpus, masks := make([]int, size), make([]string, size)
-	for r := range size {
-		b, err := c.Get("j" + strconv.Itoa(r))
+	// Rank 0 reads every Join and publishes the table with the ranks'
+	// CPUs; the others read that once, after a second fence: N reads of
+	// the launcher's store and one value per rank, instead of N² reads.
+	var tab ctl.Table
+	var cpus []int
+	var masks []string
+	if rank == 0 {
+		if tab, cpus, masks, err = readJoins(c, size); err != nil {
+			return err
+		}
+		b := varenc.AppendBytes(nil, ctl.EncodeTable(tab))
+		for r := range size {
+			b = varenc.AppendString(varenc.AppendInt(b, cpus[r]), masks[r])
+		}
+		if err := c.Put("table", b); err != nil {
+			return fmt.Errorf("rank 0: publishing the address table through the launcher: %w", err)
+		}
+	}
+	if err := c.Fence(); err != nil {
+		return fmt.Errorf("rank %d of %d: waiting for rank 0's table at the launcher's fence (GASNET_CONNECT_TIMEOUT=%v): %w", rank, size, cfg.ConnectTimeout, err)
+	}
+	if rank != 0 {
+		b, err := c.Get("table")
 		if err != nil {
-			return fmt.Errorf("rank %d: rank %d's address from the launcher: %w", rank, r, err)
+			return fmt.Errorf("rank %d: the address table from the launcher: %w", rank, err)
 		}
-		var o ctl.Join
-		if err := ctl.DecodeBody(b, &o); err != nil {
-			return fmt.Errorf("rank %d: rank %d's address from the launcher is malformed: %w", rank, r, err)
+		d := varenc.Decoder{B: b}
+		blob := d.Bytes()
+		cpus, masks = make([]int, size), make([]string, size)
+		for r := range size {
+			cpus[r], masks[r] = d.Int(), d.String()
 		}
-		a, err := netip.ParseAddrPort(o.UDP)
-		if err != nil || a.Port() == 0 || o.Rank != r {
-			return fmt.Errorf("rank %d: rank %d's address from the launcher is malformed (%q, rank %d)", rank, r, o.UDP, o.Rank)
+		if d.Bad || len(d.B) != 0 {
+			return fmt.Errorf("rank %d: the address table from the launcher is malformed", rank)
 		}
-		tab.Addrs[r], tab.Hosts[r], tab.Inboxes[r], tab.Nets[r] = a, o.Host, o.Inbox, o.Nets
-		cpus[r], masks[r] = o.CPUs, o.Mask
+		if tab, err = ctl.DecodeTable(blob, size); err != nil {
+			return fmt.Errorf("rank %d: %w", rank, err)
+		}
 	}
 	tab, place := ctl.Place(tab, cpus, masks, func(ranks, cpus int) bool {
 		return ctl.SharesMemory(cfg.SupernodeMax, w.shmSet, ranks, cpus)
