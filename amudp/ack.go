@@ -97,6 +97,8 @@ func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, nonce uint64, now r
 	s.replyNonce, p.heard = nonce, now
 	if s.epoch == p.epoch {
 		p.confirmed = true // every copy of the request went to dst
+	} else if s.epoch == 0 {
+		e.restartLocked(p) // copies went to several addresses
 	}
 	if d, ok := e.tracker.Ack(s.h, now); ok {
 		p.rtt.Sample(d)

@@ -105,6 +105,7 @@ type peerState struct {
 	movedAt   retransmit.Time // when dst last moved along the route
 	routed    bool            // the router was asked
 	adopted   bool            // dst is where the peer's requests came from
+	restarts  int             // restartLocked's restarts of the walk
 	hasRouter bool            // the peer's datagrams are flagged wire.FlagRouted
 	confirmed bool            // a reply came back: dst carries traffic
 	epoch     uint32          // counts dst's changes, from 1
@@ -191,6 +192,8 @@ type Endpoint struct {
 	window  int                                   // byte window per peer (0: unlimited)
 	views   atomic.Pointer[func(rank int) []byte] // SetPeerSegments
 	closed  bool
+	router  Router
+	routing atomic.Bool // router set: datagrams flagged wire.FlagRouted (read without a lock)
 
 	pollMu  sync.Mutex // held by the poller; guards the fields below
 	rbuf    []byte
@@ -198,8 +201,6 @@ type Endpoint struct {
 	tok     Token
 	pass    uint64
 	resends []slotRef
-	router  Router      // mu
-	routing atomic.Bool // router set: datagrams flagged wire.FlagRouted
 	gaveUp  []Returned
 	drained int
 	bufSize int
@@ -347,7 +348,10 @@ func (e *Endpoint) SetPeers(addrs []netip.AddrPort) error {
 // addrs' values, and known ones must agree. Until then a request to a rank
 // whose address is unknown is refused (ErrNoAddress), and a datagram from
 // one is taken, its source address becoming the rank's (see learnLocked),
-// which addrs must then confirm.
+// which addrs must then confirm: either the same address, or one of the
+// rank's that the Router knows, in which case the table's address replaces
+// it (datagrams already going to the learned one keep going there until
+// a route moves them).
 func (e *Endpoint) FillPeers(addrs []netip.AddrPort) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -358,7 +362,10 @@ func (e *Endpoint) FillPeers(addrs []netip.AddrPort) error {
 		switch {
 		case !e.addrs[i].IsValid():
 			e.addrs[i] = a
-		case e.addrs[i] != a && !(e.router != nil && e.router.Knows(i, e.addrs[i])):
+		case e.addrs[i] == a:
+		case e.router != nil && e.router.Knows(i, e.addrs[i]):
+			e.addrs[i] = a // learned at another of i's addresses
+		default:
 			return fmt.Errorf("amudp: rank %d is at %v, not %v", i, e.addrs[i], a)
 		}
 	}

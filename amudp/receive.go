@@ -88,15 +88,15 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort, shm bool) {
 	if m.Flags&wire.FlagRouted != 0 {
 		e.peerLocked(src).hasRouter = true
 	}
-	if m.Kind.IsRequest() {
-		e.adoptLocked(src, from)
-	}
 	// A datagram sealed after any the peer sent before shows it alive
 	// (see fireTimers), as does a reply that completes a request
 	// (ackLocked); a copy of an old one, which anyone who saw it can send
-	// again, does not.
+	// again, does not, and moves nothing (adoptLocked).
 	if p := e.peerLocked(src); m.Nonce > p.maxNonce {
 		p.maxNonce, p.heard = m.Nonce, e.clock
+		if m.Kind.IsRequest() {
+			e.adoptLocked(p, from)
+		}
 	}
 	if m.Kind.IsRequest() {
 		e.handleRequest(m, src)

@@ -10,8 +10,9 @@ import (
 // A Router tells an endpoint more about where its peers are than the one
 // address each that SetPeers gives (DESIGN.md §7.2): on hosts with several
 // networks, every address a peer publishes, and the order in which to try
-// them. The endpoint asks it for a peer's route before its first request
-// to the peer, without its locks held, and whether an address is a peer's
+// them. The endpoint asks it for a peer's route once, at its first request
+// to the peer after a datagram of the peer showed that the peer has a
+// Router too (wire.FlagRouted), without its locks held, and whether an address is a peer's
 // when a datagram comes from one that its table does not give, with them
 // held: Knows must be cheap and must not call the endpoint.
 type Router interface {
@@ -58,15 +59,13 @@ func (p *peerState) setDst(a netip.AddrPort) {
 	}
 }
 
-// routeLocked asks the router for p's route once, before a request to p,
-// as soon as p has shown that it has a router too (its datagrams are
-// flagged wire.FlagRouted: it takes datagrams from any of this rank's
-// addresses); until then p's datagrams go to the table's address, which p
-// knows. It starts them on the route's first address, unless p's own
-// requests have already shown one that works (adoptLocked); an address
-// that carried a reply stays confirmed. It releases mu while the router
-// works (a route lookup is a system call) and holds it again when it
-// returns.
+// routeLocked asks the router for p's route once, at the first request to
+// p after p has shown that it has a router too (its datagrams are flagged
+// wire.FlagRouted: it takes datagrams from any of this rank's addresses);
+// until then p's datagrams go to the table's address, which p knows. It
+// starts them on the route's first address, unconfirmed unless they were
+// there already. It releases mu while the router works (a route lookup is
+// a system call) and holds it again when it returns.
 func (e *Endpoint) routeLocked(p *peerState) {
 	r := e.router
 	if r == nil || p.routed || !p.hasRouter {
@@ -77,10 +76,10 @@ func (e *Endpoint) routeLocked(p *peerState) {
 	route := r.Route(p.rank)
 	e.mu.Lock()
 	p.route = route
-	if len(route) == 0 || p.adopted || p.to() == route[0] {
+	if len(route) == 0 || p.to() == route[0] {
 		return
 	}
-	p.try, p.movedAt, p.confirmed = 0, 0, false
+	p.try, p.movedAt, p.confirmed, p.adopted = 0, 0, false, false
 	p.setDst(route[0])
 }
 
@@ -88,7 +87,10 @@ func (e *Endpoint) routeLocked(p *peerState) {
 // reply has come from p yet and a request to it is due again: the
 // retransmission is the probe of the next address, authenticated like any
 // request, and the peer runs it once whichever address brings it. One move
-// per round-trip timeout, however many requests are due. mu held.
+// per round-trip timeout, however many requests are due. A peer that only
+// did not poll for a while looks the same as a dead address, so a walk
+// that ends with a reply to a request sent to several addresses starts
+// again at the first (restartLocked). mu held.
 func (e *Endpoint) moveLocked(p *peerState, now retransmit.Time, rto time.Duration) {
 	if p.confirmed || len(p.route) < 2 || p.movedAt != 0 && now.Sub(p.movedAt) < rto {
 		return
@@ -100,8 +102,29 @@ func (e *Endpoint) moveLocked(p *peerState, now retransmit.Time, rto time.Durati
 	e.stats.routeMoves.Add(1)
 }
 
+// maxRestarts bounds restartLocked's restarts of a peer's walk: a first
+// address that is dead costs a round-trip timeout at each.
+const maxRestarts = 2
+
+// restartLocked takes p's datagrams back to its route's first address
+// when a reply came to a request whose copies went to several of them
+// (which one carried it is unknown) and none is confirmed yet: what looked
+// like a dead address may have been a peer busy for a moment, and the
+// next request, all of whose copies go to one address, confirms it. At
+// most maxRestarts times a peer, so that a first address that is dead
+// does not cost every request a timeout. mu held.
+func (e *Endpoint) restartLocked(p *peerState) {
+	if p.confirmed || len(p.route) < 2 || p.restarts >= maxRestarts || p.to() == p.route[0] {
+		return
+	}
+	p.restarts++
+	p.try, p.movedAt = 0, 0
+	p.setDst(p.route[0])
+}
+
 // tried returns the addresses a request to p may have gone to while no
-// reply came from p: its route, when it has several; else nil. mu held.
+// reply came from p: its route, when it has several (a walk that lasts
+// until the give-up goes round it); else nil. mu held.
 func (p *peerState) tried() []netip.AddrPort {
 	if p.confirmed || len(p.route) < 2 {
 		return nil
@@ -122,14 +145,15 @@ func (e *Endpoint) knownLocked(src int, from netip.AddrPort) bool {
 	return true
 }
 
-// adoptLocked sends p's datagrams to from, where a request of src came
-// from, until a reply to this endpoint's own requests shows that the
-// address they go to works: a peer that reached this one from an address
-// is reached back there (and the replies to its requests go there). mu
-// held.
-func (e *Endpoint) adoptLocked(src int, from netip.AddrPort) {
-	p := e.peerLocked(src)
-	if p.confirmed || !from.IsValid() || p.to() == from {
+// adoptLocked sends p's datagrams to from, where a fresh request of src
+// came from (the caller checks its nonce), while p is not routed yet and no
+// reply has confirmed an address: a peer that reached this one from an
+// address is reached back there (and the replies to its requests go
+// there). Once routed, the route decides, mirrored on both sides: adopting
+// each other's source there made crossing requests swap both sides'
+// addresses every round, no request confirming any. mu held.
+func (e *Endpoint) adoptLocked(p *peerState, from netip.AddrPort) {
+	if p.routed || p.confirmed || !from.IsValid() || p.to() == from {
 		return
 	}
 	p.adopted = true
