@@ -108,7 +108,9 @@ func TestRouteWalksCandidates(t *testing.T) {
 
 func walkCandidates(t *testing.T, warm bool) {
 	lnet := amudptest.New(1, 0, 0, 0)
-	rc := retransmit.Config{Initial: 2 * time.Millisecond, Backoff: 2, Max: 8 * time.Millisecond, MinRTO: time.Millisecond}
+	// Timeouts far above a round trip under -race on a loaded host: a
+	// move is for the dead address, not for a slow reply.
+	rc := retransmit.Config{Initial: 20 * time.Millisecond, Backoff: 2, Max: 80 * time.Millisecond, MinRTO: 20 * time.Millisecond}
 	eps, routers := routedPair(t, lnet, rc)
 	if warm {
 		introduce(t, eps)
@@ -242,20 +244,20 @@ func TestRouteWaitsForPeer(t *testing.T) {
 func TestRouteBusyPeer(t *testing.T) {
 	for run := range 4 {
 		lnet := amudptest.New(uint64(run), 0, 0, 0)
-		rc := retransmit.Config{Initial: 2 * time.Millisecond, Backoff: 2, Max: 32 * time.Millisecond, MinRTO: time.Millisecond}
+		rc := retransmit.Config{Initial: 20 * time.Millisecond, Backoff: 2, Max: 160 * time.Millisecond, MinRTO: 20 * time.Millisecond}
 		eps, _ := routedPair(t, lnet, rc)
 		introduce(t, eps)
 		replies := 0
 		eps[1].Register(130, func(tk *amudp.Token, args []uint32, _ []byte) { tk.ReplyShort(131, args[0]) })
 		eps[0].Register(131, func(*amudp.Token, []uint32, []byte) { replies++ })
-		// Rank 1 is busy for 30 ms while rank 0's requests wait (they
-		// would be given up after 94 ms).
+		// Rank 1 is busy for 100 ms while rank 0's requests wait (they
+		// would be given up after 460 ms).
 		for i := range 4 {
 			if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for end := time.Now().Add(30 * time.Millisecond); time.Now().Before(end); {
+		for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
 			eps[0].Poll()
 		}
 		var stop atomic.Bool
