@@ -489,7 +489,6 @@ func start() (*Job, int, error) {
 		if err := j.tableHere(); err != nil {
 			return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
 		}
-		j.directExit(w)
 	} else if err := j.relayTable(w); err != nil {
 		return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
 	}

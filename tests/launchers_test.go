@@ -451,37 +451,46 @@ func TestPMIProbe(t *testing.T) {
 	}
 }
 
-// directLaunchers are the launchers that serve PMI over a descriptor,
-// under which GASNET_DIRECT_LAUNCH=1 runs a program's tasks as the job's
-// ranks without a console.
-var directLaunchers = []struct {
+// directLauncher is a launcher that serves PMI.
+type directLauncher struct {
 	name  string
 	cmd   []string // followed by the task count and the command
 	setup func(t *testing.T)
-}{
+}
+
+// directLaunchers are the launchers that serve PMI over a descriptor,
+// under which GASNET_DIRECT_LAUNCH=1 runs a program's tasks as the job's
+// ranks without a console.
+var directLaunchers = []directLauncher{
 	{"srun", []string{"srun", "--mpi=pmi2", "-O", "-s", "-n"}, needSlurm},
 	{"mpich", []string{"mpiexec.hydra", "-n"}, needCommand("mpiexec.hydra", "mpich")},
 }
 
+// directLaunch runs prog with args as n tasks of launcher l directly
+// (GASNET_DIRECT_LAUNCH=1), through wrap (a command that runs the rest of
+// its arguments) when it is not empty.
+func directLaunch(t *testing.T, l directLauncher, n int, env []string, wrap, prog string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	argv := append(append([]string{}, l.cmd[1:]...), fmt.Sprint(n))
+	if wrap != "" {
+		argv = append(argv, wrap)
+	}
+	argv = append(append(argv, filepath.Join(bin, prog)), args...)
+	return runCmd(t, ctx, exec.CommandContext(ctx, l.cmd[0], argv...), t.Name(), append([]string{"GASNET_DIRECT_LAUNCH=1"}, env...), prog, args)
+}
+
 // TestDirectLaunch: under srun --mpi=pmi2 and mpiexec.hydra directly, with
 // GASNET_DIRECT_LAUNCH=1: hello with arguments a shell or a launcher could
-// mangle (and no N: the launcher gave the count), testcore at 4 and 8
-// tasks, and conduit.Exit(3) on one rank while the others wait in a
-// barrier, and Exit(14) while peers are blocked in requests to it, which
-// end the job with their code; nothing of the job is left.
+// mangle (and no N: the launcher gave the count), and testcore at 4 and 8
+// tasks; nothing of the job is left.
 func TestDirectLaunch(t *testing.T) {
 	args := []string{"a b", `it's "q"`, "$HOME", `back\slash`, "*"}
 	for _, l := range directLaunchers {
 		t.Run(l.name, func(t *testing.T) {
 			l.setup(t)
-			launch := func(t *testing.T, n int, prog string, args ...string) result {
-				t.Helper()
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				defer cancel()
-				argv := append(append(append([]string{}, l.cmd[1:]...), fmt.Sprint(n), filepath.Join(bin, prog)), args...)
-				return runCmd(t, ctx, exec.CommandContext(ctx, l.cmd[0], argv...), t.Name(), []string{"GASNET_DIRECT_LAUNCH=1"}, prog, args)
-			}
-			r := launch(t, 4, "hello", args...)
+			r := directLaunch(t, l, 4, nil, "", "hello", args...)
 			host, _ := os.Hostname()
 			var want []string
 			for i := range 4 {
@@ -493,15 +502,104 @@ func TestDirectLaunch(t *testing.T) {
 				t.Errorf("hello: exit %d, output (-want +got):\n%s\nstderr:\n%s", r.code, d, r.stderr)
 			}
 			for _, n := range []int{4, 8} {
-				r := launch(t, n, "testcore", "-msgs", "300")
+				r := directLaunch(t, l, n, nil, "", "testcore", "-msgs", "300")
 				if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "every request and reply ran exactly once, every checksum matched") {
 					t.Errorf("testcore on %d tasks: exit %d\nstdout:\n%s\nstderr:\n%s", n, r.code, r.stdout, r.stderr)
 				}
 			}
-			for _, k := range []int{3, 14} {
-				if r := launch(t, 3, "testexit", fmt.Sprint(k)); r.code != k {
-					t.Errorf("testexit %d: exit %d, want %d\nstderr:\n%s", k, r.code, k, r.stderr)
+			checkNoSurvivors(t, t.Name(), 3*time.Second)
+		})
+	}
+}
+
+// TestDirectLaunchExits: testexit scenarios on 3 tasks under each
+// launcher directly. Every Exit code is the job's, from a handler, from
+// one goroutine while another spins, while peers are blocked in requests
+// to the rank; all ranks returning from main is 0; rank 0 returning from
+// main or os.Exit(0) while the others wait is 1. A crash (SIGINT to rank 2,
+// a panic and kill -9 of rank 0, which holds the job's end) is named by
+// rank and ends the job with its status under srun, which reports the
+// highest of the tasks' statuses; Hydra reports the bitwise OR of them, so
+// there a crash is only checked to end the job non-zero. Nothing of the
+// job is left.
+func TestDirectLaunchExits(t *testing.T) {
+	for _, l := range directLaunchers {
+		t.Run(l.name, func(t *testing.T) {
+			l.setup(t)
+			for _, tc := range []struct {
+				k, want int
+				crash   bool
+				named   string
+			}{
+				{k: 2, want: 0}, {k: 3, want: 3}, {k: 5, want: 5}, {k: 8, want: 1, named: "rank 1: rank 0 ended without calling conduit.Exit"},
+				{k: 11, want: 11}, {k: 14, want: 14}, {k: 21, want: 1}, {k: 25, want: 25}, {k: 26, want: 26},
+				{k: 4, want: 130, crash: true}, {k: 15, want: 2, crash: true, named: "rank 2: rank 0 ended without calling conduit.Exit"},
+				{k: 17, want: 137, crash: true},
+			} {
+				r := directLaunch(t, l, 3, nil, "", "testexit", fmt.Sprint(tc.k))
+				switch {
+				case tc.crash && l.name == "mpich" && r.code == 0:
+					t.Errorf("testexit %d: exit 0, want non-zero\nstderr:\n%s", tc.k, r.stderr)
+				case (!tc.crash || l.name != "mpich") && r.code != tc.want:
+					t.Errorf("testexit %d: exit %d, want %d\nstderr:\n%s", tc.k, r.code, tc.want, r.stderr)
+				case tc.named != "" && !strings.Contains(r.stderr, tc.named):
+					t.Errorf("testexit %d: stderr does not say %q:\n%s", tc.k, tc.named, r.stderr)
+				case tc.k == 4 && l.name == "srun" && !strings.Contains(r.stderr, "rank 2 ended (its status is the launcher's to tell) without calling conduit.Exit"):
+					t.Errorf("testexit 4: rank 2's end is not named:\n%s", r.stderr)
 				}
+			}
+			checkNoSurvivors(t, t.Name(), 3*time.Second)
+		})
+	}
+}
+
+// TestDirectLaunchMissingTask: a task that never starts the program (a
+// wrapper that exits on rank 2) ends the others within
+// GASNET_CONNECT_TIMEOUT, non-zero, saying so; and an interrupt of the
+// launcher (twice for srun, as a user's Ctrl-C Ctrl-C; once for Hydra)
+// ends a running job non-zero. Nothing of the job is left.
+func TestDirectLaunchMissingTask(t *testing.T) {
+	wrap := filepath.Join(t.TempDir(), "skip2.sh")
+	if err := os.WriteFile(wrap, []byte("#!/bin/sh\nr=${PMI_RANK:-$SLURM_PROCID}\n[ \"$r\" = 2 ] && exit 0\nexec \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range directLaunchers {
+		t.Run(l.name, func(t *testing.T) {
+			l.setup(t)
+			r := directLaunch(t, l, 3, []string{"GASNET_CONNECT_TIMEOUT=3s"}, wrap, "hello")
+			if r.code == 0 || !strings.Contains(r.stderr, "a task of the job did not start, or did not reach conduit.Init") || strings.Contains(r.stdout, "hello from") {
+				t.Errorf("a task missing: exit %d, want non-zero, a line about the missing task and no job\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			checkNoSurvivors(t, t.Name(), 3*time.Second)
+		})
+		t.Run(l.name+"-interrupt", func(t *testing.T) {
+			l.setup(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			argv := append(append([]string{}, l.cmd[1:]...), "3", filepath.Join(bin, "testam"), "-iters", "100000000")
+			cmd := exec.CommandContext(ctx, l.cmd[0], argv...)
+			cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name(), "GASNET_DIRECT_LAUNCH=1")
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Interrupt once the launcher and the tasks run.
+			for deadline := time.Now().Add(30 * time.Second); len(survivors(t.Name())) < 4 && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+			}
+			time.Sleep(time.Second)
+			cmd.Process.Signal(syscall.SIGINT)
+			if l.name == "srun" {
+				// srun reports the tasks' states at the first, and ends
+				// the step at a second within a second. (Hydra forwards
+				// the first, and at a second exits with 0 at once.)
+				time.Sleep(300 * time.Millisecond)
+				cmd.Process.Signal(syscall.SIGINT)
+			}
+			err := cmd.Wait()
+			if ctx.Err() != nil || err == nil {
+				t.Errorf("interrupted: %v (timed out: %v), want a non-zero end\nstderr:\n%s", err, ctx.Err() != nil, errb.String())
 			}
 			checkNoSurvivors(t, t.Name(), 3*time.Second)
 		})

@@ -53,7 +53,7 @@ func FuzzControlFrame(f *testing.F) {
 			case ctl.FrameWelcome:
 				roundTrip[ctl.Welcome](t, body)
 			case ctl.FrameExit:
-				if c := exitCode(body); c.Code < 0 || c.Code > 255 {
+				if c := ctl.DecodeExit(body); c.Code < 0 || c.Code > 255 {
 					t.Fatalf("exit code %d read from %q", c.Code, body)
 				}
 				roundTrip[ctl.Code](t, body)

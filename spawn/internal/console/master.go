@@ -808,7 +808,7 @@ func (j *job) serve(events <-chan event, exits <-chan launch.ProcExit) int {
 					j.coll.note(ev.rank, c)
 				}
 			case ctl.FrameExit:
-				c := exitCode(ev.body)
+				c := ctl.DecodeExit(ev.body)
 				j.step(verdict.Exit{Rank: ev.rank, Code: c.Code, Why: c.Why})
 			}
 		case e, ok := <-exits:
@@ -841,7 +841,7 @@ func (j *job) serve(events <-chan event, exits <-chan launch.ProcExit) int {
 			if ev.err != nil {
 				j.step(verdict.Closed{Rank: ev.rank})
 			} else if ev.typ == ctl.FrameExit {
-				c := exitCode(ev.body)
+				c := ctl.DecodeExit(ev.body)
 				j.step(verdict.Exit{Rank: ev.rank, Code: c.Code, Why: c.Why})
 			}
 		case <-deadline:
@@ -882,17 +882,6 @@ func (j *job) act(a any) {
 	case verdict.WaitReturns:
 		j.returnTimer = time.After(j.cfg.ExitTimeout)
 	}
-}
-
-// exitCode reads an Exit frame's body. A code outside a process's 0..255
-// (the library refuses them; a foreign client might not) is 1: it cannot be
-// mistaken for success, nor for the console's own "still running".
-func exitCode(body []byte) ctl.Code {
-	var c ctl.Code
-	if ctl.DecodeBody(body, &c) != nil || c.Code < 0 || c.Code > 255 {
-		c.Code = 1
-	}
-	return c
 }
 
 func (j *job) broadcast(typ byte, v ctl.Body) {

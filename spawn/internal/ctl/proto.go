@@ -178,6 +178,17 @@ type Code struct {
 	Why string
 }
 
+// DecodeExit reads an Exit frame's body. A code outside a process's
+// 0..255 (the library refuses them; a foreign client might not) is 1: it
+// cannot be mistaken for success, nor for a job still running.
+func DecodeExit(body []byte) Code {
+	var c Code
+	if DecodeBody(body, &c) != nil || c.Code < 0 || c.Code > 255 {
+		c.Code = 1
+	}
+	return c
+}
+
 func WriteFrame(w io.Writer, typ byte, v Body) error {
 	_, err := w.Write(EncodeFrame(typ, v))
 	return err

@@ -1,12 +1,14 @@
 package worker
 
 import (
+	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"time"
@@ -71,49 +73,33 @@ func defaultAddr() netip.Addr {
 
 // Direct reports whether the worker runs without a console, started by a
 // launcher that serves PMI: every rank has the whole table from Join, and
-// the job's end is the ranks' own (SetPeerExit).
+// rank 0 keeps the job's end (hub.go).
 func (w *Worker) Direct() bool { return w.pmi != nil }
 
-// SetPeerExit sets the function by which a directly launched rank that
-// calls Exit or aborts tells the other ranks the job's code before it
-// ends (the console does it otherwise), waiting at most grace for them to
-// take it; it reports whether every one did. They end with it (PeerExit).
-func (w *Worker) SetPeerExit(f func(code int, grace time.Duration) bool) { w.peerExit.Store(&f) }
-
-// PeerExit ends this rank with code, which another rank of a directly
-// launched job exited with, as the console's Terminate does: at the
-// program's next call into the library, or after the grace period (ExitNow,
-// which tells the others in turn). A rank whose own Exit is under way goes
-// on with it.
-func (w *Worker) PeerExit(code int) {
-	if w.exiting.Load() {
-		return
-	}
-	w.terminate(code)
-}
-
 // readJoins reads every rank's Join from the launcher's store: the
-// table, and each rank's CPU count and affinity mask.
-func readJoins(c *pmi.Client, size int) (ctl.Table, []int, []string, error) {
-	tab := ctl.Table{Addrs: make([]netip.AddrPort, size), Hosts: make([]string, size), Inboxes: make([]string, size), Nets: make([][]ctl.Net, size)}
-	cpus, masks := make([]int, size), make([]string, size)
+// table, each rank's CPU count and affinity mask, and how the job's
+// messages name it (rank, pid and host name) with its host name.
+func readJoins(c *pmi.Client, size int) (tab ctl.Table, cpus []int, masks, who, names []string, err error) {
+	tab = ctl.Table{Addrs: make([]netip.AddrPort, size), Hosts: make([]string, size), Inboxes: make([]string, size), Nets: make([][]ctl.Net, size)}
+	cpus, masks, who, names = make([]int, size), make([]string, size), make([]string, size), make([]string, size)
 	for r := range size {
 		b, err := c.Get("j" + strconv.Itoa(r))
 		if err != nil {
-			return ctl.Table{}, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher: %w", r, err)
+			return ctl.Table{}, nil, nil, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher: %w", r, err)
 		}
 		var o ctl.Join
 		if err := ctl.DecodeBody(b, &o); err != nil {
-			return ctl.Table{}, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher is malformed: %w", r, err)
+			return ctl.Table{}, nil, nil, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher is malformed: %w", r, err)
 		}
 		a, err := netip.ParseAddrPort(o.UDP)
 		if err != nil || a.Port() == 0 || o.Rank != r {
-			return ctl.Table{}, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher is malformed (%q, rank %d)", r, o.UDP, o.Rank)
+			return ctl.Table{}, nil, nil, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher is malformed (%q, rank %d)", r, o.UDP, o.Rank)
 		}
 		tab.Addrs[r], tab.Hosts[r], tab.Inboxes[r], tab.Nets[r] = a, o.Host, o.Inbox, o.Nets
 		cpus[r], masks[r] = o.CPUs, o.Mask
+		who[r], names[r] = fmt.Sprintf("rank %d (pid %d on %s)", r, o.PID, o.Name), o.Name
 	}
-	return tab, cpus, masks, nil
+	return tab, cpus, masks, who, names, nil
 }
 
 // joinPMI is Join under direct launch.
@@ -126,19 +112,35 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	if err := c.Put("j"+strconv.Itoa(rank), jn.AppendBody(nil)); err != nil {
 		return fmt.Errorf("rank %d: publishing its address through the launcher: %w", rank, err)
 	}
+	var ln net.Listener
 	if rank == 0 {
 		var sb [16]byte
 		rand.Read(sb[:])
 		if err := c.Put("secret", []byte(hex.EncodeToString(sb[:]))); err != nil {
 			return fmt.Errorf("rank 0: publishing the job secret through the launcher: %w", err)
 		}
+		var err error
+		if ln, err = net.Listen("tcp", netip.AddrPortFrom(w.LocalIP, 0).String()); err != nil {
+			return fmt.Errorf("rank 0: listening for the ranks' connections on %v: %w", w.LocalIP, err)
+		}
+		if err := c.Put("hub", []byte(ln.Addr().String())); err != nil {
+			ln.Close()
+			return fmt.Errorf("rank 0: publishing its address through the launcher: %w", err)
+		}
 	}
 	if err := c.Fence(); err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		return fmt.Errorf("rank %d of %d: waiting for every task at the launcher's fence (GASNET_CONNECT_TIMEOUT=%v): %w; a task of the job did not start, or did not reach conduit.Init", rank, size, cfg.ConnectTimeout, err)
 	}
 	secret, err := c.Get("secret")
 	if err != nil || len(secret) == 0 {
 		return fmt.Errorf("rank %d: reading the job secret from the launcher: %v", rank, err)
+	}
+	hubAddr, err := c.Get("hub")
+	if err != nil {
+		return fmt.Errorf("rank %d: reading rank 0's address from the launcher: %w", rank, err)
 	}
 	// Rank 0 reads every Join and publishes the table with the ranks'
 	// CPUs; the others read that once, after a second fence: N reads of
@@ -147,9 +149,16 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	var cpus []int
 	var masks []string
 	if rank == 0 {
-		if tab, cpus, masks, err = readJoins(c, size); err != nil {
+		var who, names []string
+		if tab, cpus, masks, who, names, err = readJoins(c, size); err != nil {
+			ln.Close()
 			return err
 		}
+		w.hub = newHub(ln, secret, who, names, cfg.ExitTimeout, cfg.ConnectTimeout, say, func(code int) {
+			w.pmi.Abort(code, "the job's end")
+			exitProcess(code)
+		})
+		go w.hub.serve()
 		b := varenc.AppendBytes(nil, ctl.EncodeTable(tab))
 		for r := range size {
 			b = varenc.AppendString(varenc.AppendInt(b, cpus[r]), masks[r])
@@ -189,5 +198,58 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 		return err
 	}
 	w.Secret = secret
+	w.exitTimeout = cfg.ExitTimeout
+	if err := w.dialHub(string(hubAddr), cfg.ConnectTimeout, udp); err != nil {
+		return fmt.Errorf("rank %d: %w", rank, err)
+	}
+	go w.readLoop()
+	if w.pmi.AbortHasCode() {
+		// Hydra kills every task at the first that closes its PMI
+		// session without finalizing it, whatever its status: a rank
+		// returning from main, which no library call sees, would end
+		// the job. The hub judges the ranks' ends from here on.
+		w.pmi.Finalize()
+		w.finalized = true
+	}
 	return nil
+}
+
+// say prints a line of a directly launched job's own, as the console
+// does, prefixed with the program's name.
+func say(text string) {
+	fmt.Fprintf(os.Stderr, "%s: %s\n", filepath.Base(os.Args[0]), text)
+}
+
+// dialHub connects this rank to rank 0's hub at addr: a Hello that proves
+// the job secret, then, sealed, a Join that names the rank.
+func (w *Worker) dialHub(addr string, timeout time.Duration, udp netip.AddrPort) error {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return fmt.Errorf("connecting to rank 0 at %s: %w", addr, err)
+	}
+	hello := ctl.NewHello(w.Secret)
+	if err := ctl.WriteFrame(c, ctl.FrameHello, hello); err != nil {
+		c.Close()
+		return fmt.Errorf("greeting rank 0 at %s: %w", addr, err)
+	}
+	c = ctl.Seal(c, c, w.Secret, hello.Nonce, false)
+	rank := w.wel.Rank
+	if err := ctl.WriteFrame(c, ctl.FrameJoin, ctl.Join{Rank: rank, Index: rank, PID: os.Getpid(), UDP: udp.String()}); err != nil {
+		c.Close()
+		return fmt.Errorf("greeting rank 0 at %s: %w", addr, err)
+	}
+	w.conn, w.r = c, bufio.NewReader(c)
+	return nil
+}
+
+// hubLost ends a directly launched rank whose connection to rank 0 ended
+// without the job's Terminate: rank 0 ended by itself (a crash, a signal,
+// a return from main). Unless this rank ends too within
+// GASNET_EXIT_TIMEOUT (every rank returning from main), it aborts the job
+// with 1 (each rank sees its own connection end, and the launcher's code
+// is then rank 0's status or 1: an abort would make it SLURM's kill).
+func (w *Worker) hubLost(err error) {
+	time.Sleep(w.exitTimeout)
+	say(fmt.Sprintf("rank %d: rank 0 ended without calling conduit.Exit (%v) while this rank still runs (GASNET_EXIT_TIMEOUT=%v later); ending with 1", w.wel.Rank, err, w.exitTimeout))
+	exitProcess(1)
 }

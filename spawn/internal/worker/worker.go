@@ -31,7 +31,9 @@ func IsWorker() bool { return os.Getenv(ctl.EnvMaster) != "" }
 // welcome; the rest of the address table comes down the relay tree, see
 // conduit's relayTable), output, hang reports, liveness and the end of the
 // job (DESIGN.md §7); the program's collectives run among the workers
-// (package conduit).
+// (package conduit). Under direct launch (DialPMI) the launcher's PMI
+// does the bootstrap, and the connection is to rank 0's hub, which keeps
+// the end of the job.
 type Worker struct {
 	wel ctl.Welcome // the console's welcome
 	// tab is the address table once it is complete (SetTable), and blob
@@ -62,11 +64,13 @@ type Worker struct {
 	SpawnedLocal bool
 
 	// Under direct launch (DialPMI): the launcher's PMI session, whether
-	// GASNET_SUPERNODE_MAXSIZE was set, and how an ending rank tells the
-	// others (SetPeerExit).
-	pmi      *pmi.Client
-	shmSet   bool
-	peerExit atomic.Pointer[func(code int, grace time.Duration) bool]
+	// GASNET_SUPERNODE_MAXSIZE was set, rank 0's hub (the others' is at
+	// the other end of conn) and GASNET_EXIT_TIMEOUT.
+	pmi         *pmi.Client
+	shmSet      bool
+	hub         *hub
+	exitTimeout time.Duration
+	finalized   bool // the PMI session ended at startup (Hydra)
 
 	conn    net.Conn
 	wmu     sync.Mutex
@@ -105,15 +109,28 @@ func (w *Worker) Crowded() bool { return w.wel.Crowded }
 // calls Exit, or the console tells it to exit), before the process exits.
 func (w *Worker) AtExit(f func()) { w.atExit.Store(&f) }
 
-// exit runs the AtExit function and exits the process with code; a
-// directly launched rank ending with 0 ends its PMI session first, so that
-// the launcher takes its end as the job's.
+// exit runs the AtExit function and exits the process with code. A
+// directly launched rank 0 first waits, at most GASNET_EXIT_TIMEOUT, until
+// the other ranks have taken the job's end from its hub; a directly
+// launched rank ending with 0 ends its PMI session, so that the launcher
+// takes its end as the job's, and one ending with another code under a
+// launcher whose abort carries a code (Hydra) aborts with it: Hydra kills
+// the other tasks at the first that ends with a code other than 0, and
+// would report their signals.
 func (w *Worker) exit(code int) {
 	w.exitOnce.Do(func() {
 		if f := w.atExit.Load(); f != nil {
 			(*f)()
 		}
-		if w.pmi != nil && code == 0 {
+		if w.hub != nil {
+			select {
+			case <-w.hub.Drained():
+			case <-time.After(w.exitTimeout):
+			}
+		}
+		switch {
+		case w.pmi == nil || w.finalized:
+		case code == 0:
 			w.pmi.Finalize()
 		}
 	})
@@ -140,14 +157,8 @@ func (w *Worker) SetLiveness(d time.Duration) { w.liveness.Store(int64(d)) }
 // prints them; a rank that makes no call is ended after the grace period.
 func (w *Worker) Terminating() bool { return w.terminating.Load() }
 
-// ExitNow ends a terminating rank's process with the job's code; under
-// direct launch, after it told the other ranks (see Abort).
-func (w *Worker) ExitNow() {
-	if w.pmi != nil {
-		w.Abort(int(w.termCode.Load()), "", time.Duration(w.grace.Load()))
-	}
-	w.exit(int(w.termCode.Load()))
-}
+// ExitNow ends a terminating rank's process with the job's code.
+func (w *Worker) ExitNow() { w.exit(int(w.termCode.Load())) }
 
 // terminate handles the console's Terminate.
 func (w *Worker) terminate(code int) {
@@ -557,13 +568,16 @@ func (w *Worker) event() {
 func (w *Worker) readLoop() {
 	for {
 		live := time.Duration(w.liveness.Load())
-		if live > 0 {
+		if live > 0 && w.pmi == nil { // rank 0's hub does not ping
 			w.conn.SetReadDeadline(time.Now().Add(live))
 		}
 		typ, body, err := ctl.ReadFrame(w.r)
 		if err != nil {
 			if w.exiting.Load() {
 				select {} // Exit is about to end the process
+			}
+			if w.pmi != nil {
+				w.hubLost(err)
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				err = fmt.Errorf("no word from it for %v, GASNET_LIVENESS_TIMEOUT", live)
@@ -618,39 +632,11 @@ func (w *Worker) Exit(code int, grace time.Duration) { w.Abort(code, "", grace) 
 // the moment it is called, the rank's other goroutines end at their next
 // call into the library (Terminating).
 func (w *Worker) Abort(code int, why string, grace time.Duration) {
-	if w.pmi != nil && w.exiting.Swap(true) {
-		select {} // another goroutine is ending the rank
-	}
 	w.exiting.Store(true)
 	w.termCode.Store(int32(code))
 	w.terminating.Store(true)
 	w.event()
 	os.Stdout.Sync()
-	if w.pmi != nil {
-		// Direct launch: every rank that ends tells the others its code
-		// and waits, at most the grace, until each has taken it or told
-		// its own; a job ending with a code other than 0 that some rank
-		// did not take is ended by the launcher.
-		//
-		// A code other than 0 under Hydra (PMI-1) is its abort's, which
-		// ends every task and the job with it; Hydra would kill the
-		// others at this task's end anyway, and report their signal or
-		// the code by chance. SLURM's abort (PMI-2) has no code: under
-		// srun the ranks end with the code they took, and the abort
-		// ends those that did not take it.
-		if code != 0 && w.pmi.AbortHasCode() {
-			w.pmi.Abort(code, why)
-			w.exit(code)
-		}
-		told := false
-		if f := w.peerExit.Load(); f != nil {
-			told = (*f)(code, grace)
-		}
-		if code != 0 && !told {
-			w.pmi.Abort(code, why)
-		}
-		w.exit(code)
-	}
 	if w.send(ctl.FrameExit, ctl.Code{Code: code, Why: why}) == nil {
 		time.Sleep(grace) // the console's Terminate normally ends us first
 	}

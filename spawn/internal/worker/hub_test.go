@@ -1,0 +1,183 @@
+package worker
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
+)
+
+// hubRun is a hub of n ranks on loopback, with what it said and the code
+// it killed the job with.
+type hubRun struct {
+	h      *hub
+	secret []byte
+	mu     sync.Mutex
+	said   []string
+	killed int
+}
+
+func startHub(t *testing.T, n int, exitTimeout, connectTimeout time.Duration) *hubRun {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &hubRun{secret: []byte("0123456789abcdef"), killed: -1}
+	who, hosts := make([]string, n), make([]string, n)
+	for i := range n {
+		who[i], hosts[i] = fmt.Sprintf("rank %d (pid %d on h)", i, 100+i), "h"
+	}
+	r.h = newHub(ln, r.secret, who, hosts, exitTimeout, connectTimeout,
+		func(s string) { r.mu.Lock(); r.said = append(r.said, s); r.mu.Unlock() },
+		func(code int) { r.mu.Lock(); r.killed = code; r.mu.Unlock() })
+	go r.h.serve()
+	t.Cleanup(func() { ln.Close() })
+	return r
+}
+
+func (r *hubRun) lines() ([]string, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.said...), r.killed
+}
+
+// fakeRank is a rank's end of its connection to the hub.
+type fakeRank struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+func (r *hubRun) connect(t *testing.T, rank int, secret []byte) *fakeRank {
+	t.Helper()
+	c, err := net.Dial("tcp", r.h.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	hello := ctl.NewHello(secret)
+	if err := ctl.WriteFrame(c, ctl.FrameHello, hello); err != nil {
+		t.Fatal(err)
+	}
+	c = ctl.Seal(c, c, secret, hello.Nonce, false)
+	if err := ctl.WriteFrame(c, ctl.FrameJoin, ctl.Join{Rank: rank, Index: rank, UDP: "127.0.0.1:9"}); err != nil {
+		t.Fatal(err)
+	}
+	return &fakeRank{c: c, r: bufio.NewReader(c)}
+}
+
+// terminated returns the code of the Terminate that came within d, or -1
+// when none did and the connection is still open, or -2 when it ended. A
+// timeout spoils the connection's reader: a test's last read.
+func (f *fakeRank) terminated(d time.Duration) int {
+	f.c.SetReadDeadline(time.Now().Add(d))
+	typ, body, err := ctl.ReadFrame(f.r)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "timeout"):
+		return -1
+	case err != nil:
+		return -2
+	case typ != ctl.FrameTerminate:
+		return -3
+	}
+	return ctl.DecodeExit(body).Code
+}
+
+func waitDrained(t *testing.T, h *hub) {
+	t.Helper()
+	select {
+	case <-h.Drained():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hub did not drain within 10 s")
+	}
+}
+
+// TestHubExit: the first Exit is every rank's code; once the others have
+// closed their connections the hub drains, and it says nothing.
+func TestHubExit(t *testing.T) {
+	r := startHub(t, 3, time.Second, 5*time.Second)
+	ranks := []*fakeRank{r.connect(t, 0, r.secret), r.connect(t, 1, r.secret), r.connect(t, 2, r.secret)}
+	if err := ctl.WriteFrame(ranks[2].c, ctl.FrameExit, ctl.Code{Code: 3}); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, f := range ranks {
+		got = append(got, f.terminated(5*time.Second))
+	}
+	if d := cmp.Diff([]int{3, 3, 3}, got); d != "" {
+		t.Errorf("Terminate codes (-want +got):\n%s", d)
+	}
+	ranks[1].c.Close()
+	ranks[2].c.Close()
+	waitDrained(t, r.h)
+	if said, killed := r.lines(); len(said) != 0 || killed != -1 {
+		t.Errorf("said %q, killed with %d; want nothing", said, killed)
+	}
+}
+
+// TestHubRankGone: a rank whose connection ends without Exit while the
+// others run (a crash, a return from main) aborts the job with 1 after
+// the exit timeout, named in one line; one that is not heard from after
+// its Terminate is killed through the launcher.
+func TestHubRankGone(t *testing.T) {
+	r := startHub(t, 3, 200*time.Millisecond, 5*time.Second)
+	ranks := []*fakeRank{r.connect(t, 0, r.secret), r.connect(t, 1, r.secret), r.connect(t, 2, r.secret)}
+	start := time.Now()
+	ranks[1].c.Close()
+	for _, i := range []int{0, 2} {
+		if got := ranks[i].terminated(5 * time.Second); got != 1 {
+			t.Errorf("rank %d: Terminate %d, want 1", i, got)
+		}
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("the others told %v after rank 1 ended, before the exit timeout of 200ms", d)
+	}
+	waitDrained(t, r.h) // rank 2 stays: killed after the exit timeout
+	said, killed := r.lines()
+	if len(said) != 1 || !strings.Contains(said[0], "rank 1 ended (its status is the launcher's to tell) without calling conduit.Exit while 2 other ranks still run") {
+		t.Errorf("said %q; want one line naming rank 1", said)
+	}
+	if killed != 1 {
+		t.Errorf("rank 2, not gone after its Terminate, killed with %d; want 1", killed)
+	}
+}
+
+// TestHubAllReturn: every rank ending without Exit at once (all return
+// from main) is no abort.
+func TestHubAllReturn(t *testing.T) {
+	r := startHub(t, 2, 200*time.Millisecond, 5*time.Second)
+	a, b := r.connect(t, 0, r.secret), r.connect(t, 1, r.secret)
+	b.c.Close()
+	a.c.Close()
+	time.Sleep(500 * time.Millisecond)
+	if said, killed := r.lines(); len(said) != 0 || killed != -1 {
+		t.Errorf("said %q, killed with %d; want nothing", said, killed)
+	}
+}
+
+// TestHubNeverConnects: a rank that has not connected within the connect
+// timeout aborts the job with 1, named; a connection without the job's
+// secret, or a second one for a rank, does not count.
+func TestHubNeverConnects(t *testing.T) {
+	r := startHub(t, 3, time.Second, 300*time.Millisecond)
+	a := r.connect(t, 0, r.secret)
+	r.connect(t, 1, []byte("not the secret"))
+	r.connect(t, 2, r.secret)
+	dup := r.connect(t, 0, r.secret)
+	if got := a.terminated(5 * time.Second); got != 1 {
+		t.Errorf("rank 0: Terminate %d, want 1", got)
+	}
+	if got := dup.terminated(time.Second); got != -2 {
+		t.Errorf("a second connection of rank 0: %d, want it closed (-2)", got)
+	}
+	said, _ := r.lines()
+	if len(said) != 1 || !strings.Contains(said[0], "rank 1 (pid 101 on h) did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=300ms") {
+		t.Errorf("said %q; want one line naming rank 1", said)
+	}
+}
