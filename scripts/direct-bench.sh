@@ -2,7 +2,7 @@
 # direct-bench.sh [ROUNDS] [NS]: startup and exit of hello at N tasks under
 # srun --mpi=pmi2 and mpiexec.hydra, three ways in turn each round: the
 # launcher running `true` alone (the floor), hello launched directly
-# (GASNET_DIRECT_LAUNCH=1, DESIGN.md §9.1), and hello through the console
+# (the default, DESIGN.md §9.1), and hello through the console
 # with the C spawner and the same launcher. Prints the median of each, in
 # ms, and the ratios to the floor. Needs SLURM up (scripts/slurm-local.sh up)
 # and MPICH. Figures, not a test.
@@ -20,7 +20,7 @@ for r in $(seq "$rounds"); do
   for l in srun hydra; do
     for n in $ns; do
       echo "$l $n floor $(ms ${cmd[$l]} "$n" true)" >>"$tmp/t"
-      echo "$l $n direct $(GASNET_DIRECT_LAUNCH=1 ms ${cmd[$l]} "$n" ./bin/hello)" >>"$tmp/t"
+      echo "$l $n direct $(ms ${cmd[$l]} "$n" ./bin/hello)" >>"$tmp/t"
       echo "$l $n console $(GASNET_SPAWNFN=C GASNET_CSPAWN_CMD="${tmpl[$l]}" ms ./bin/hello "$n")" >>"$tmp/t"
     done
   done

@@ -310,13 +310,18 @@ func TestSlurmAllocation(t *testing.T) {
 }
 
 // TestDirectLaunchTrap: a program started by a launcher as several tasks,
-// without a console, stops with one line saying what to run instead.
+// without a console and without PMI (srun without --mpi=pmi2 here, Open
+// MPI's mpirun, which speaks PMIx), or with GASNET_DIRECT_LAUNCH=0 (Hydra),
+// stops with one line saying what to run instead.
 func TestDirectLaunchTrap(t *testing.T) {
 	forEachLauncher(t, func(t *testing.T, l launcher) {
 		line := strings.Replace(strings.Replace(l.template, "%N", "3", 1), "%C", bin+"/hello 3", 1)
 		f := strings.Fields(line)
 		cmd := exec.Command(f[0], f[1:]...)
 		cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name()), l.env...)
+		if l.name == "mpich" {
+			cmd.Env = append(cmd.Env, "GASNET_DIRECT_LAUNCH=0")
+		}
 		out, err := cmd.CombinedOutput()
 		if err == nil {
 			t.Fatalf("the launch succeeded:\n%s", out)
@@ -459,15 +464,15 @@ type directLauncher struct {
 }
 
 // directLaunchers are the launchers that serve PMI over a descriptor,
-// under which GASNET_DIRECT_LAUNCH=1 runs a program's tasks as the job's
-// ranks without a console.
+// under which a program's tasks are the job's ranks, without a console
+// (GASNET_DIRECT_LAUNCH, on by default).
 var directLaunchers = []directLauncher{
 	{"srun", []string{"srun", "--mpi=pmi2", "-O", "-s", "-n"}, needSlurm},
 	{"mpich", []string{"mpiexec.hydra", "-n"}, needCommand("mpiexec.hydra", "mpich")},
 }
 
 // directLaunch runs prog with args as n tasks of launcher l directly
-// (GASNET_DIRECT_LAUNCH=1), through wrap (a command that runs the rest of
+// (GASNET_DIRECT_LAUNCH's default), through wrap (a command that runs the rest of
 // its arguments) when it is not empty.
 func directLaunch(t *testing.T, l directLauncher, n int, env []string, wrap, prog string, args ...string) result {
 	t.Helper()
@@ -478,11 +483,11 @@ func directLaunch(t *testing.T, l directLauncher, n int, env []string, wrap, pro
 		argv = append(argv, wrap)
 	}
 	argv = append(append(argv, filepath.Join(bin, prog)), args...)
-	return runCmd(t, ctx, exec.CommandContext(ctx, l.cmd[0], argv...), t.Name(), append([]string{"GASNET_DIRECT_LAUNCH=1"}, env...), prog, args)
+	return runCmd(t, ctx, exec.CommandContext(ctx, l.cmd[0], argv...), t.Name(), env, prog, args)
 }
 
-// TestDirectLaunch: under srun --mpi=pmi2 and mpiexec.hydra directly, with
-// GASNET_DIRECT_LAUNCH=1: hello with arguments a shell or a launcher could
+// TestDirectLaunch: under srun --mpi=pmi2 and mpiexec.hydra directly (the
+// default): hello with arguments a shell or a launcher could
 // mangle (and no N: the launcher gave the count), and testcore at 4 and 8
 // tasks; nothing of the job is left.
 func TestDirectLaunch(t *testing.T) {
@@ -578,7 +583,7 @@ func TestDirectLaunchMissingTask(t *testing.T) {
 			defer cancel()
 			argv := append(append([]string{}, l.cmd[1:]...), "3", filepath.Join(bin, "testam"), "-iters", "100000000")
 			cmd := exec.CommandContext(ctx, l.cmd[0], argv...)
-			cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name(), "GASNET_DIRECT_LAUNCH=1")
+			cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name())
 			var errb bytes.Buffer
 			cmd.Stderr = &errb
 			if err := cmd.Start(); err != nil {

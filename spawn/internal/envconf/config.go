@@ -72,7 +72,7 @@ type Config struct {
 	VerboseEnv   bool   `envconfig:"GASNET_VERBOSEENV" default:"false"`
 	Stats        bool   `envconfig:"GASNET_STATS" default:"false"`
 	VerboseRoute bool   `envconfig:"GASNET_VERBOSE_ROUTES" default:"false"`
-	DirectLaunch bool   `envconfig:"GASNET_DIRECT_LAUNCH" default:"false"`
+	DirectLaunch bool   `envconfig:"GASNET_DIRECT_LAUNCH" default:"true"`
 
 	RcvThread       bool          `envconfig:"GASNET_RCV_THREAD" default:"false"`
 	ConnectTimeout  time.Duration `envconfig:"GASNET_CONNECT_TIMEOUT" default:"60s" range:"100ms..24h"`

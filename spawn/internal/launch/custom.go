@@ -233,7 +233,7 @@ func DirectLaunch(getenv func(string) string, prog string) (msg string, speak, o
 		if v.size == "" || err1 != nil || err2 != nil || size < 2 {
 			continue
 		}
-		msg = fmt.Sprintf("started by %s as task %d of %d without a console: a udpconduit program starts its own workers, so run it once, not under the launcher: GASNET_SPAWNFN=C GASNET_CSPAWN_CMD='%s' %s N args (inside a SLURM allocation plain `%s N args` uses srun by itself; or, experimental, GASNET_DIRECT_LAUNCH=1 under srun --mpi=pmi2 or mpiexec.hydra)",
+		msg = fmt.Sprintf("started by %s as task %d of %d without a console: a udpconduit program starts its own workers, so run it once, not under the launcher: GASNET_SPAWNFN=C GASNET_CSPAWN_CMD='%s' %s N args (inside a SLURM allocation plain `%s N args` uses srun by itself); or start it directly, without N, under a launcher that serves PMI: srun --mpi=pmi2, mpiexec.hydra",
 			v.launcher, rank, size, v.template, prog, prog)
 		return msg, rank == 0, true
 	}
