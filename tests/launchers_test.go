@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -558,12 +559,14 @@ func TestDirectLaunchExits(t *testing.T) {
 	}
 }
 
-// TestDirectLaunchMissingTask: a task that never starts the program (a
+// TestDirectLaunchFaults: a task that never starts the program (a
 // wrapper that exits on rank 2) ends the others within
-// GASNET_CONNECT_TIMEOUT, non-zero, saying so; and an interrupt of the
-// launcher (twice for srun, as a user's Ctrl-C Ctrl-C; once for Hydra)
+// GASNET_CONNECT_TIMEOUT, non-zero, saying so; a rank stopped (SIGSTOP)
+// while the job runs, rank 1 or rank 0, which keeps the job's end, ends
+// the job non-zero within GASNET_LIVENESS_TIMEOUT, named; and an
+// interrupt of the launcher (twice for srun, as a user's Ctrl-C Ctrl-C; once for Hydra)
 // ends a running job non-zero. Nothing of the job is left.
-func TestDirectLaunchMissingTask(t *testing.T) {
+func TestDirectLaunchFaults(t *testing.T) {
 	wrap := filepath.Join(t.TempDir(), "skip2.sh")
 	if err := os.WriteFile(wrap, []byte("#!/bin/sh\nr=${PMI_RANK:-$SLURM_PROCID}\n[ \"$r\" = 2 ] && exit 0\nexec \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -577,6 +580,9 @@ func TestDirectLaunchMissingTask(t *testing.T) {
 			}
 			checkNoSurvivors(t, t.Name(), 3*time.Second)
 		})
+		for _, stopped := range []int{1, 0} {
+			t.Run(fmt.Sprintf("%s-stopped-%d", l.name, stopped), func(t *testing.T) { directStopped(t, l, stopped) })
+		}
 		t.Run(l.name+"-interrupt", func(t *testing.T) {
 			l.setup(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -609,4 +615,59 @@ func TestDirectLaunchMissingTask(t *testing.T) {
 			checkNoSurvivors(t, t.Name(), 3*time.Second)
 		})
 	}
+}
+
+// directStopped stops rank `stopped` of a running job of 3 tasks under l
+// and checks that the job ends non-zero, saying why, with nothing left.
+func directStopped(t *testing.T, l directLauncher, stopped int) {
+	l.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	argv := append(append([]string{}, l.cmd[1:]...), "3", filepath.Join(bin, "testam"), "-iters", "100000000")
+	cmd := exec.CommandContext(ctx, l.cmd[0], argv...)
+	cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name(), "GASNET_LIVENESS_TIMEOUT=2s")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := 0
+	for deadline := time.Now().Add(30 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		pid = taskPID(t.Name(), stopped)
+	}
+	if pid == 0 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("rank %d's process never appeared", stopped)
+	}
+	time.Sleep(time.Second) // the job runs
+	syscall.Kill(pid, syscall.SIGSTOP)
+	err := cmd.Wait()
+	syscall.Kill(pid, syscall.SIGKILL) // if the job left it
+	want := "has not answered rank 0 for"
+	if stopped == 0 {
+		want = "no word from rank 0 for"
+	}
+	if ctx.Err() != nil || err == nil || !strings.Contains(errb.String(), want) {
+		t.Errorf("rank %d stopped: %v (timed out: %v), want a non-zero end saying %q\nstderr:\n%s", stopped, err, ctx.Err() != nil, want, errb.String())
+	}
+	checkNoSurvivors(t, t.Name(), 3*time.Second)
+}
+
+// taskPID returns the pid of the task of rank whose environment holds
+// marker (PMI_RANK, which both launchers set), or 0.
+func taskPID(marker string, rank int) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte("UDPCONDUIT_TEST_MARKER="+marker+"\x00")) || !bytes.Contains(b, []byte("\x00PMI_RANK="+strconv.Itoa(rank)+"\x00")) {
+			continue
+		}
+		if cmdline, _ := os.ReadFile(filepath.Dir(p) + "/cmdline"); !bytes.Contains(cmdline, []byte("testam")) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		return pid
+	}
+	return 0
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -23,7 +24,10 @@ type Client struct {
 	maxVal  int    // the longest value the server takes
 	timeout time.Duration
 	setDL   func(time.Time) error // the connection's deadline, when it has one
-	buf     []byte
+	// mu makes each exchange whole: the job's end may abort from one
+	// goroutine while another finalizes.
+	mu  sync.Mutex
+	buf []byte
 }
 
 // Env is what a launcher that serves PMI puts in its tasks' environment.
@@ -222,6 +226,8 @@ func (c *Client) read() (Msg, error) {
 // Any bytes may be stored: values are encoded (base64, URL alphabet) and
 // split over several keys when longer than the server takes.
 func (c *Client) Put(key string, value []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	enc := base64.RawURLEncoding.EncodeToString(value)
 	max := c.maxVal - 8 // room for the part count
 	if len(enc) <= max {
@@ -248,6 +254,8 @@ func (c *Client) put(key, value string) error {
 // Fence returns once every task has called it: every Put before it, by any
 // task, is then visible to Get.
 func (c *Client) Fence() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.v2 {
 		_, err := c.call(Msg{Cmd: "kvs-fence"}, "kvs-fence-response")
 		return err
@@ -258,6 +266,8 @@ func (c *Client) Fence() error {
 
 // Get returns the value a task put under key before the last Fence.
 func (c *Client) Get(key string) ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	v, err := c.get(key)
 	if err != nil {
 		return nil, err
@@ -316,6 +326,8 @@ func (c *Client) get(key string) (string, error) {
 // protocol carries one (PMI-1; under PMI-2 the launcher chooses), and msg
 // for its log. It does not wait for an answer.
 func (c *Client) Abort(code int, msg string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.v2 {
 		return c.send(Msg{Cmd: "abort", Attrs: []Attr{{"isworld", "TRUE"}, {"msg", msg}}})
 	}
@@ -329,6 +341,8 @@ func (c *Client) AbortHasCode() bool { return !c.v2 }
 // Finalize ends the session: the launcher then takes the task's exit as
 // its end, not as a failure.
 func (c *Client) Finalize() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.v2 {
 		_, err := c.call(Msg{Cmd: "finalize"}, "finalize-response")
 		return err

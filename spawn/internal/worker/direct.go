@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -11,6 +12,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
@@ -77,29 +80,28 @@ func defaultAddr() netip.Addr {
 func (w *Worker) Direct() bool { return w.pmi != nil }
 
 // readJoins reads every rank's Join from the launcher's store: the
-// table, each rank's CPU count and affinity mask, and how the job's
-// messages name it (rank, pid and host name) with its host name.
-func readJoins(c *pmi.Client, size int) (tab ctl.Table, cpus []int, masks, who, names []string, err error) {
+// table, each rank's CPU count and affinity mask, and the Joins.
+func readJoins(c *pmi.Client, size int) (tab ctl.Table, cpus []int, masks []string, joins []ctl.Join, err error) {
 	tab = ctl.Table{Addrs: make([]netip.AddrPort, size), Hosts: make([]string, size), Inboxes: make([]string, size), Nets: make([][]ctl.Net, size)}
-	cpus, masks, who, names = make([]int, size), make([]string, size), make([]string, size), make([]string, size)
+	cpus, masks, joins = make([]int, size), make([]string, size), make([]ctl.Join, size)
 	for r := range size {
 		b, err := c.Get("j" + strconv.Itoa(r))
 		if err != nil {
-			return ctl.Table{}, nil, nil, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher: %w", r, err)
+			return ctl.Table{}, nil, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher: %w", r, err)
 		}
 		var o ctl.Join
 		if err := ctl.DecodeBody(b, &o); err != nil {
-			return ctl.Table{}, nil, nil, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher is malformed: %w", r, err)
+			return ctl.Table{}, nil, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher is malformed: %w", r, err)
 		}
 		a, err := netip.ParseAddrPort(o.UDP)
 		if err != nil || a.Port() == 0 || o.Rank != r {
-			return ctl.Table{}, nil, nil, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher is malformed (%q, rank %d)", r, o.UDP, o.Rank)
+			return ctl.Table{}, nil, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher is malformed (%q, rank %d)", r, o.UDP, o.Rank)
 		}
 		tab.Addrs[r], tab.Hosts[r], tab.Inboxes[r], tab.Nets[r] = a, o.Host, o.Inbox, o.Nets
 		cpus[r], masks[r] = o.CPUs, o.Mask
-		who[r], names[r] = fmt.Sprintf("rank %d (pid %d on %s)", r, o.PID, o.Name), o.Name
+		joins[r] = o
 	}
-	return tab, cpus, masks, who, names, nil
+	return tab, cpus, masks, joins, nil
 }
 
 // joinPMI is Join under direct launch.
@@ -123,7 +125,8 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 		if ln, err = net.Listen("tcp", netip.AddrPortFrom(w.LocalIP, 0).String()); err != nil {
 			return fmt.Errorf("rank 0: listening for the ranks' connections on %v: %w", w.LocalIP, err)
 		}
-		if err := c.Put("hub", []byte(ln.Addr().String())); err != nil {
+		host, _ := os.Hostname()
+		if err := c.Put("hub", []byte(ln.Addr().String()+" "+strconv.Itoa(os.Getpid())+" "+host)); err != nil {
 			ln.Close()
 			return fmt.Errorf("rank 0: publishing its address through the launcher: %w", err)
 		}
@@ -138,10 +141,16 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	if err != nil || len(secret) == 0 {
 		return fmt.Errorf("rank %d: reading the job secret from the launcher: %v", rank, err)
 	}
-	hubAddr, err := c.Get("hub")
+	hubVal, err := c.Get("hub")
+	hub := strings.Fields(string(hubVal))
+	if err == nil && len(hub) != 3 {
+		err = fmt.Errorf("malformed: %q", hubVal)
+	}
 	if err != nil {
 		return fmt.Errorf("rank %d: reading rank 0's address from the launcher: %w", rank, err)
 	}
+	w.hubPID, _ = strconv.Atoi(hub[1])
+	w.hubHost = hub[2]
 	// Rank 0 reads every Join and publishes the table with the ranks'
 	// CPUs; the others read that once, after a second fence: N reads of
 	// the launcher's store and one value per rank, instead of N² reads.
@@ -149,16 +158,18 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	var cpus []int
 	var masks []string
 	if rank == 0 {
-		var who, names []string
-		if tab, cpus, masks, who, names, err = readJoins(c, size); err != nil {
+		var joins []ctl.Join
+		if tab, cpus, masks, joins, err = readJoins(c, size); err != nil {
 			ln.Close()
 			return err
 		}
-		w.hub = newHub(ln, secret, who, names, cfg.ExitTimeout, cfg.ConnectTimeout, say, func(code int) {
-			w.pmi.Abort(code, "the job's end")
-			exitProcess(code)
+		who, names := make([]string, size), make([]string, size)
+		for r, o := range joins {
+			who[r], names[r] = fmt.Sprintf("rank %d (pid %d on %s)", r, o.PID, o.Name), o.Name
+		}
+		w.hub = newHub(ln, secret, who, names, cfg.ExitTimeout, cfg.ConnectTimeout, cfg.Liveness, say, func(code int, left []int) {
+			w.killJob(code, left, joins)
 		})
-		go w.hub.serve()
 		b := varenc.AppendBytes(nil, ctl.EncodeTable(tab))
 		for r := range size {
 			b = varenc.AppendString(varenc.AppendInt(b, cpus[r]), masks[r])
@@ -168,7 +179,13 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 		}
 	}
 	if err := c.Fence(); err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		return fmt.Errorf("rank %d of %d: waiting for rank 0's table at the launcher's fence (GASNET_CONNECT_TIMEOUT=%v): %w", rank, size, cfg.ConnectTimeout, err)
+	}
+	if w.hub != nil {
+		go w.hub.serve() // the ranks connect from here on
 	}
 	if rank != 0 {
 		b, err := c.Get("table")
@@ -199,10 +216,9 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	}
 	w.Secret = secret
 	w.exitTimeout = cfg.ExitTimeout
-	if err := w.dialHub(string(hubAddr), cfg.ConnectTimeout, udp); err != nil {
+	if err := w.dialHub(hub[0], cfg.ConnectTimeout, udp); err != nil {
 		return fmt.Errorf("rank %d: %w", rank, err)
 	}
-	go w.readLoop()
 	if w.pmi.AbortHasCode() {
 		// Hydra kills every task at the first that closes its PMI
 		// session without finalizing it, whatever its status: a rank
@@ -211,7 +227,29 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 		w.pmi.Finalize()
 		w.finalized = true
 	}
+	go w.readLoop()
 	return nil
+}
+
+// killJob is rank 0's hub's last resort, for the ranks left (whose
+// connections have not ended) GASNET_EXIT_TIMEOUT after the job's end
+// (stopped, or stuck in an AtExit function) or not answering pings: under
+// srun the PMI abort, which ends every task of the step; under Hydra,
+// whose PMI session each rank ended at startup, SIGKILL to those on rank
+// 0's host (their connections are open: the pids are theirs), and rank 0
+// ends with code; one stopped on another host stays until mpiexec is
+// interrupted.
+func (w *Worker) killJob(code int, left []int, joins []ctl.Join) {
+	if !w.finalized {
+		w.pmi.Abort(code, "udpconduit: the job's end")
+	} else if host, err := os.Hostname(); err == nil {
+		for _, r := range left {
+			if r != 0 && joins[r].Name == host && joins[r].PID > 0 {
+				syscall.Kill(joins[r].PID, syscall.SIGKILL)
+			}
+		}
+	}
+	exitProcess(code)
 }
 
 // say prints a line of a directly launched job's own, as the console
@@ -249,6 +287,20 @@ func (w *Worker) dialHub(addr string, timeout time.Duration, udp netip.AddrPort)
 // with 1 (each rank sees its own connection end, and the launcher's code
 // is then rank 0's status or 1: an abort would make it SLURM's kill).
 func (w *Worker) hubLost(err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// Rank 0 lives but does not answer: end the job, not just this
+		// rank, or the launcher waits for rank 0 for ever. Under srun the
+		// PMI abort; under Hydra (sessions ended at startup) SIGKILL to
+		// rank 0 when it is on this host (its connection is open: the
+		// pid is its own).
+		say(fmt.Sprintf("rank %d: no word from rank 0 for %v (GASNET_LIVENESS_TIMEOUT): its process is stopped or its host is unreachable; aborting the job", w.wel.Rank, time.Duration(w.liveness.Load())))
+		if !w.finalized {
+			w.pmi.Abort(1, "udpconduit: rank 0 does not answer")
+		} else if host, _ := os.Hostname(); host == w.hubHost && w.hubPID > 0 {
+			syscall.Kill(w.hubPID, syscall.SIGKILL)
+		}
+		exitProcess(1)
+	}
 	time.Sleep(w.exitTimeout)
 	say(fmt.Sprintf("rank %d: rank 0 ended without calling conduit.Exit (%v) while this rank still runs (GASNET_EXIT_TIMEOUT=%v later); ending with 1", w.wel.Rank, err, w.exitTimeout))
 	exitProcess(1)

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -14,36 +15,42 @@ import (
 // A hub is what rank 0 of a directly launched job (DESIGN.md §9.1) keeps
 // of the console: every rank, rank 0 included, holds a TCP connection to
 // it, authenticated and sealed with the job secret as a connection to the
-// console is, over which it sends its Exit and takes the job's Terminate.
-// The job's end follows the console's rules (package verdict, as for a
-// launcher's tasks whose statuses the console never sees): the first Exit
-// sets the job's code and every rank is told it; a connection that ends
-// without Exit is a rank that ended by itself (a crash, a signal, a return
-// from main), which aborts the job if others still run GASNET_EXIT_TIMEOUT
-// later; a rank that never connects within GASNET_CONNECT_TIMEOUT aborts it
-// at once. Ranks left GASNET_EXIT_TIMEOUT after the end are ended by the
-// launcher (kill, the PMI abort).
+// console is, over which it sends its Exit, takes the job's Terminate and
+// answers pings. The job's end follows the console's rules (package
+// verdict, as for a launcher's tasks whose statuses the console never
+// sees): the first Exit sets the job's code and every rank is told it; a
+// connection that ends without Exit is a rank that ended by itself (a
+// crash, a signal, a return from main), which aborts the job if others
+// still run GASNET_EXIT_TIMEOUT later; a rank that has not connected
+// within GASNET_CONNECT_TIMEOUT, or has not answered a ping for
+// GASNET_LIVENESS_TIMEOUT, aborts it at once. Ranks left
+// GASNET_EXIT_TIMEOUT after the end are handed to kill.
 type hub struct {
-	ln      net.Listener
-	secret  []byte
-	who     []string
-	m       *verdict.Machine
-	timeout time.Duration // GASNET_EXIT_TIMEOUT
-	connect time.Duration // GASNET_CONNECT_TIMEOUT
-	say     func(string)
-	kill    func(code int)
-	events  chan hubEvent
-	conns   []net.Conn // by rank; loop only
-	wmu     sync.Mutex // serializes writes to conns
-	// drained is closed once the job has ended and every rank but 0 has
-	// closed its connection, or the ranks left were killed: rank 0 may
-	// end without cutting a Terminate short.
-	drained  chan struct{}
+	ln       net.Listener
+	secret   []byte
+	who      []string
+	m        *verdict.Machine
+	timeout  time.Duration // GASNET_EXIT_TIMEOUT
+	connect  time.Duration // GASNET_CONNECT_TIMEOUT
+	liveness time.Duration // GASNET_LIVENESS_TIMEOUT (0: no pings)
+	say      func(string)
+	kill     func(code int, left []int)
+	events   chan hubEvent
+	quit     chan struct{}
+	// Loop only: each rank's connection, whether it ended, when it was
+	// last heard, and how many ranks but 0 are still connected or to
+	// connect.
+	conns    []net.Conn
 	closedAt []bool
-	left     int // ranks but 0 whose connection has not ended
-	nonces   ctl.Nonces
-	tmu      sync.Mutex
-	taken    []bool // ranks that have a connection (greet); tmu
+	heard    []time.Time
+	left     int
+	// drained is closed once the job has ended and every rank but 0 has
+	// closed its connection, or the ranks left were handed to kill:
+	// rank 0 may end without cutting a Terminate short.
+	drained chan struct{}
+	nonces  ctl.Nonces
+	tmu     sync.Mutex
+	taken   []bool // ranks that have a connection (take); tmu
 }
 
 // hubEvent is what a connection's reader hands the hub's loop: a rank's
@@ -56,36 +63,55 @@ type hubEvent struct {
 	err  error
 }
 
-// newHub returns rank 0's hub for a job whose ranks who names, listening
-// on ln; Serve runs it. say prints a line of the job's; kill ends every
-// task through the launcher with a code.
-func newHub(ln net.Listener, secret []byte, who, hosts []string, exitTimeout, connectTimeout time.Duration, say func(string), kill func(int)) *hub {
+// hubAuth bounds the wait for a new connection's Hello.
+const hubAuth = 10 * time.Second
+
+// newHub returns rank 0's hub for a job whose ranks who names (hosts:
+// their host names), listening on ln; serve runs it. say prints a line of
+// the job's; kill ends what is left of the job with a code, given the
+// ranks whose connections have not ended.
+func newHub(ln net.Listener, secret []byte, who, hosts []string, exitTimeout, connectTimeout, liveness time.Duration, say func(string), kill func(code int, left []int)) *hub {
 	n := len(who)
-	return &hub{ln: ln, secret: secret, who: who, timeout: exitTimeout, connect: connectTimeout, say: say, kill: kill,
+	return &hub{ln: ln, secret: secret, who: who, timeout: exitTimeout, connect: connectTimeout, liveness: liveness, say: say, kill: kill,
 		m:      verdict.New(verdict.Config{Who: who, Host: hosts}),
-		events: make(chan hubEvent, 4*n), conns: make([]net.Conn, n), drained: make(chan struct{}),
-		closedAt: make([]bool, n), left: n - 1, taken: make([]bool, n)}
+		events: make(chan hubEvent, 4*n), quit: make(chan struct{}), drained: make(chan struct{}),
+		conns: make([]net.Conn, n), closedAt: make([]bool, n), heard: make([]time.Time, n), left: n - 1, taken: make([]bool, n)}
 }
 
 // Addr returns where the hub listens.
 func (h *hub) Addr() string { return h.ln.Addr().String() }
 
 // Drained returns a channel closed once the job has ended and every other
-// rank has ended its connection, or the ranks left were killed.
+// rank has ended its connection, or the ranks left were handed to kill.
 func (h *hub) Drained() <-chan struct{} { return h.drained }
 
-// serve accepts the ranks' connections and runs the job's end until
-// every rank but 0 is gone; it closes the listener when no rank is left
-// to connect.
+// close stops the hub (a test's; a job's hub serves until rank 0 ends).
+func (h *hub) close() {
+	close(h.quit)
+	h.ln.Close()
+}
+
+// serve accepts the ranks' connections and runs the job's end. It serves
+// until rank 0's process ends (or close): a rank that connects after the
+// job ended, rank 0 itself included, is told the job's code.
 func (h *hub) serve() {
 	go h.accept()
 	connectBy := time.NewTimer(h.connect)
 	defer connectBy.Stop()
+	var liveC <-chan time.Time
+	if h.liveness > 0 {
+		t := time.NewTicker(h.liveness / 4)
+		defer t.Stop()
+		liveC = t.C
+	}
 	var returnC, killC <-chan time.Time
 	drained := false
-	for !drained {
+	for {
 		select {
+		case <-h.quit:
+			return
 		case ev := <-h.events:
+			h.heard[ev.rank] = time.Now()
 			switch {
 			case ev.conn != nil:
 				h.joined(ev.rank, ev.conn)
@@ -109,20 +135,46 @@ func (h *hub) serve() {
 					break
 				}
 			}
+		case now := <-liveC:
+			returnC, killC = h.checkLive(now, returnC, killC)
 		case <-returnC:
 			returnC = nil
 			returnC, killC = h.step(verdict.ReturnTimeout{}, returnC, killC)
 		case <-killC:
 			killC = nil
 			h.step(verdict.KillTimeout{}, returnC, killC)
-			drained = true
+			if !drained {
+				drained = true
+				close(h.drained)
+			}
 		}
-		if h.m.Ended() && h.left == 0 {
+		if !drained && h.m.Ended() && h.left == 0 {
 			drained = true
+			close(h.drained)
 		}
 	}
-	h.ln.Close()
-	close(h.drained)
+}
+
+// checkLive pings every connected rank, and aborts the job for the first
+// one not heard from (a frame, a Pong) for GASNET_LIVENESS_TIMEOUT: its
+// process is stopped or its host is gone, and no end of its connection
+// will come.
+func (h *hub) checkLive(now time.Time, returnC, killC <-chan time.Time) (<-chan time.Time, <-chan time.Time) {
+	if h.m.Ended() {
+		return returnC, killC
+	}
+	ping := ctl.EncodeFrame(ctl.FramePing, ctl.NoBody{})
+	for r, c := range h.conns {
+		if c == nil || h.closedAt[r] || !h.m.Heard(r) {
+			continue
+		}
+		if d := now.Sub(h.heard[r]); d >= h.liveness {
+			return h.step(verdict.Abort{Code: 1, Kill: true, Why: fmt.Sprintf("%s has not answered rank 0 for %v (GASNET_LIVENESS_TIMEOUT=%v): its process is stopped or its host is unreachable; aborting the job",
+				h.who[r], d.Round(time.Millisecond), h.liveness)}, returnC, killC)
+		}
+		h.write(c, ping)
+	}
+	return returnC, killC
 }
 
 // step passes ev to the job's verdict and carries out its actions; it
@@ -141,7 +193,13 @@ func (h *hub) step(ev any, returnC, killC <-chan time.Time) (<-chan time.Time, <
 		case verdict.Answer:
 			h.write(h.conns[a.Rank], ctl.EncodeFrame(ctl.FrameTerminate, ctl.Code{Code: a.Code}))
 		case verdict.Kill:
-			h.kill(max(h.m.Code(), 1))
+			var left []int
+			for r, closed := range h.closedAt {
+				if !closed {
+					left = append(left, r)
+				}
+			}
+			h.kill(max(h.m.Code(), 1), left)
 		case verdict.WaitReturns:
 			returnC = time.After(h.timeout)
 		}
@@ -149,16 +207,15 @@ func (h *hub) step(ev any, returnC, killC <-chan time.Time) (<-chan time.Time, <
 	return returnC, killC
 }
 
-// write sends frame f on c, if c is a connection; a rank whose
-// connection fails is judged by its end.
+// write sends frame f on c, if c is a connection, within the exit
+// timeout; a rank whose connection fails is judged by its end. Only the
+// loop writes.
 func (h *hub) write(c net.Conn, f []byte) {
 	if c == nil {
 		return
 	}
-	h.wmu.Lock()
 	c.SetWriteDeadline(time.Now().Add(h.timeout))
 	c.Write(f)
-	h.wmu.Unlock()
 }
 
 // joined takes rank's connection. A rank that connects after the job
@@ -170,23 +227,31 @@ func (h *hub) joined(rank int, c net.Conn) {
 	}
 }
 
-// accept takes connections until the listener closes: each must open
-// with a Hello that proves the job secret (a fresh nonce) and a Join that
-// names its rank; anything else is closed.
+// accept takes connections until the listener closes, retrying after
+// other errors (out of descriptors, say) as the console does.
 func (h *hub) accept() {
+	delay := 5 * time.Millisecond
 	for {
 		c, err := h.ln.Accept()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return
 		}
+		if err != nil {
+			time.Sleep(delay)
+			delay = min(2*delay, time.Second)
+			continue
+		}
+		delay = 5 * time.Millisecond
 		go h.greet(c)
 	}
 }
 
-// greet checks a new connection's Hello and Join and reads its frames
-// into the loop until it ends.
+// greet checks a new connection: a Hello that proves the job secret (a
+// fresh nonce) within hubAuth, then, sealed, a Join that names a rank
+// that has no connection yet; anything else is closed. It then reads the
+// rank's frames into the loop until the connection ends.
 func (h *hub) greet(c net.Conn) {
-	c.SetReadDeadline(time.Now().Add(h.connect))
+	c.SetReadDeadline(time.Now().Add(min(hubAuth, h.connect)))
 	r := bufio.NewReader(c)
 	typ, body, err := ctl.ReadFrameMax(r, ctl.MaxFirstFrame)
 	var hello ctl.Hello
@@ -198,22 +263,36 @@ func (h *hub) greet(c net.Conn) {
 	r = bufio.NewReader(c)
 	var jn ctl.Join
 	typ, body, err = ctl.ReadFrameMax(r, ctl.MaxJoinFrame)
-	if err != nil || typ != ctl.FrameJoin || ctl.DecodeBody(body, &jn) != nil || jn.Rank < 0 || jn.Rank >= len(h.conns) || !h.take(jn.Rank) {
+	if err != nil || typ != ctl.FrameJoin || ctl.DecodeBody(body, &jn) != nil || jn.Rank < 0 || jn.Rank >= len(h.taken) || !h.take(jn.Rank) {
 		c.Close()
 		return
 	}
 	c.SetReadDeadline(time.Time{})
-	h.events <- hubEvent{rank: jn.Rank, conn: c}
+	if !h.send(hubEvent{rank: jn.Rank, conn: c}) {
+		c.Close()
+		return
+	}
 	for {
 		typ, body, err := ctl.ReadFrame(r)
 		if err != nil {
-			h.events <- hubEvent{rank: jn.Rank, err: err}
+			h.send(hubEvent{rank: jn.Rank, err: err})
 			c.Close()
 			return
 		}
-		if typ == ctl.FrameExit {
-			h.events <- hubEvent{rank: jn.Rank, typ: typ, body: body}
+		if (typ == ctl.FrameExit || typ == ctl.FramePong) && !h.send(hubEvent{rank: jn.Rank, typ: typ, body: body}) {
+			c.Close()
+			return
 		}
+	}
+}
+
+// send hands ev to the loop, unless the hub was closed.
+func (h *hub) send(ev hubEvent) bool {
+	select {
+	case h.events <- ev:
+		return true
+	case <-h.quit:
+		return false
 	}
 }
 

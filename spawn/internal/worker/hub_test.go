@@ -21,9 +21,10 @@ type hubRun struct {
 	mu     sync.Mutex
 	said   []string
 	killed int
+	left   []int // the ranks handed to kill
 }
 
-func startHub(t *testing.T, n int, exitTimeout, connectTimeout time.Duration) *hubRun {
+func startHub(t *testing.T, n int, exitTimeout, connectTimeout, liveness time.Duration) *hubRun {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -34,12 +35,19 @@ func startHub(t *testing.T, n int, exitTimeout, connectTimeout time.Duration) *h
 	for i := range n {
 		who[i], hosts[i] = fmt.Sprintf("rank %d (pid %d on h)", i, 100+i), "h"
 	}
-	r.h = newHub(ln, r.secret, who, hosts, exitTimeout, connectTimeout,
+	r.h = newHub(ln, r.secret, who, hosts, exitTimeout, connectTimeout, liveness,
 		func(s string) { r.mu.Lock(); r.said = append(r.said, s); r.mu.Unlock() },
-		func(code int) { r.mu.Lock(); r.killed = code; r.mu.Unlock() })
+		func(code int, left []int) { r.mu.Lock(); r.killed, r.left = code, left; r.mu.Unlock() })
 	go r.h.serve()
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(r.h.close)
 	return r
+}
+
+// taken reports whether a connection of rank has been taken.
+func (r *hubRun) taken(rank int) bool {
+	r.h.tmu.Lock()
+	defer r.h.tmu.Unlock()
+	return r.h.taken[rank]
 }
 
 func (r *hubRun) lines() ([]string, int) {
@@ -101,7 +109,7 @@ func waitDrained(t *testing.T, h *hub) {
 // TestHubExit: the first Exit is every rank's code; once the others have
 // closed their connections the hub drains, and it says nothing.
 func TestHubExit(t *testing.T) {
-	r := startHub(t, 3, time.Second, 5*time.Second)
+	r := startHub(t, 3, 5*time.Second, 5*time.Second, 0)
 	ranks := []*fakeRank{r.connect(t, 0, r.secret), r.connect(t, 1, r.secret), r.connect(t, 2, r.secret)}
 	if err := ctl.WriteFrame(ranks[2].c, ctl.FrameExit, ctl.Code{Code: 3}); err != nil {
 		t.Fatal(err)
@@ -126,7 +134,7 @@ func TestHubExit(t *testing.T) {
 // the exit timeout, named in one line; one that is not heard from after
 // its Terminate is killed through the launcher.
 func TestHubRankGone(t *testing.T) {
-	r := startHub(t, 3, 200*time.Millisecond, 5*time.Second)
+	r := startHub(t, 3, 200*time.Millisecond, 5*time.Second, 0)
 	ranks := []*fakeRank{r.connect(t, 0, r.secret), r.connect(t, 1, r.secret), r.connect(t, 2, r.secret)}
 	start := time.Now()
 	ranks[1].c.Close()
@@ -151,7 +159,7 @@ func TestHubRankGone(t *testing.T) {
 // TestHubAllReturn: every rank ending without Exit at once (all return
 // from main) is no abort.
 func TestHubAllReturn(t *testing.T) {
-	r := startHub(t, 2, 200*time.Millisecond, 5*time.Second)
+	r := startHub(t, 2, 200*time.Millisecond, 5*time.Second, 0)
 	a, b := r.connect(t, 0, r.secret), r.connect(t, 1, r.secret)
 	b.c.Close()
 	a.c.Close()
@@ -165,10 +173,13 @@ func TestHubAllReturn(t *testing.T) {
 // timeout aborts the job with 1, named; a connection without the job's
 // secret, or a second one for a rank, does not count.
 func TestHubNeverConnects(t *testing.T) {
-	r := startHub(t, 3, time.Second, 300*time.Millisecond)
+	r := startHub(t, 3, time.Second, 300*time.Millisecond, 0)
 	a := r.connect(t, 0, r.secret)
 	r.connect(t, 1, []byte("not the secret"))
 	r.connect(t, 2, r.secret)
+	for !r.taken(0) { // a's Join first, so that dup is the second
+		time.Sleep(time.Millisecond)
+	}
 	dup := r.connect(t, 0, r.secret)
 	if got := a.terminated(5 * time.Second); got != 1 {
 		t.Errorf("rank 0: Terminate %d, want 1", got)
@@ -179,5 +190,72 @@ func TestHubNeverConnects(t *testing.T) {
 	said, _ := r.lines()
 	if len(said) != 1 || !strings.Contains(said[0], "rank 1 (pid 101 on h) did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=300ms") {
 		t.Errorf("said %q; want one line naming rank 1", said)
+	}
+}
+
+// TestHubLateJoin: a rank that connects after the job ended, and after
+// every other rank had gone (rank 0 itself, slow to reach its hub), is
+// told the job's code.
+func TestHubLateJoin(t *testing.T) {
+	r := startHub(t, 3, 5*time.Second, 5*time.Second, 0)
+	b, c := r.connect(t, 1, r.secret), r.connect(t, 2, r.secret)
+	if err := ctl.WriteFrame(c.c, ctl.FrameExit, ctl.Code{Code: 4}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []*fakeRank{b, c} {
+		if got := f.terminated(5 * time.Second); got != 4 {
+			t.Fatalf("Terminate %d, want 4", got)
+		}
+		f.c.Close()
+	}
+	waitDrained(t, r.h)
+	if got := r.connect(t, 0, r.secret).terminated(5 * time.Second); got != 4 {
+		t.Errorf("rank 0, connecting after the end: Terminate %d, want 4", got)
+	}
+}
+
+// TestHubLiveness: a rank that answers no ping (stopped, its host gone)
+// aborts the job after GASNET_LIVENESS_TIMEOUT, named, and is handed to
+// kill; the ranks that answer are told 1.
+func TestHubLiveness(t *testing.T) {
+	r := startHub(t, 2, 5*time.Second, 5*time.Second, 400*time.Millisecond)
+	a, b := r.connect(t, 0, r.secret), r.connect(t, 1, r.secret)
+	// Rank 0 answers each ping; rank 1 reads them and answers none.
+	go func() {
+		for {
+			typ, _, err := ctl.ReadFrame(a.r)
+			if err != nil {
+				return
+			}
+			if typ == ctl.FramePing {
+				ctl.WriteFrame(a.c, ctl.FramePong, ctl.NoBody{})
+			}
+		}
+	}()
+	b.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		typ, body, err := ctl.ReadFrame(b.r)
+		if err != nil {
+			t.Fatalf("rank 1: %v before its Terminate", err)
+		}
+		if typ == ctl.FrameTerminate {
+			if c := ctl.DecodeExit(body).Code; c != 1 {
+				t.Errorf("rank 1: Terminate %d, want 1", c)
+			}
+			break
+		}
+	}
+	said, killed := r.lines()
+	for deadline := time.Now().Add(5 * time.Second); killed == -1 && time.Now().Before(deadline); said, killed = r.lines() {
+		time.Sleep(10 * time.Millisecond) // the kill follows the Terminates
+	}
+	r.mu.Lock()
+	left := r.left
+	r.mu.Unlock()
+	if d := cmp.Diff([]int{0, 1}, left); d != "" {
+		t.Errorf("ranks handed to kill (-want +got):\n%s", d)
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "rank 1 (pid 101 on h) has not answered rank 0 for") || killed != 1 {
+		t.Errorf("said %q, killed with %d; want one line naming rank 1, and 1", said, killed)
 	}
 }

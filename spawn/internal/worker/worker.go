@@ -71,6 +71,8 @@ type Worker struct {
 	hub         *hub
 	exitTimeout time.Duration
 	finalized   bool // the PMI session ended at startup (Hydra)
+	hubPID      int  // rank 0's pid, and its host's name (hubLost)
+	hubHost     string
 
 	conn    net.Conn
 	wmu     sync.Mutex
@@ -110,13 +112,11 @@ func (w *Worker) Crowded() bool { return w.wel.Crowded }
 func (w *Worker) AtExit(f func()) { w.atExit.Store(&f) }
 
 // exit runs the AtExit function and exits the process with code. A
-// directly launched rank 0 first waits, at most GASNET_EXIT_TIMEOUT, until
-// the other ranks have taken the job's end from its hub; a directly
-// launched rank ending with 0 ends its PMI session, so that the launcher
-// takes its end as the job's, and one ending with another code under a
-// launcher whose abort carries a code (Hydra) aborts with it: Hydra kills
-// the other tasks at the first that ends with a code other than 0, and
-// would report their signals.
+// directly launched rank 0 first waits until the other ranks have taken
+// the job's end from its hub, or its hub handed them to killJob
+// (GASNET_EXIT_TIMEOUT after the end; the wait is bounded by twice that);
+// a directly launched rank ending with 0 whose PMI session is still open
+// (srun) ends it, so that the launcher takes its end as the job's.
 func (w *Worker) exit(code int) {
 	w.exitOnce.Do(func() {
 		if f := w.atExit.Load(); f != nil {
@@ -125,7 +125,7 @@ func (w *Worker) exit(code int) {
 		if w.hub != nil {
 			select {
 			case <-w.hub.Drained():
-			case <-time.After(w.exitTimeout):
+			case <-time.After(2 * w.exitTimeout):
 			}
 		}
 		switch {
@@ -568,7 +568,7 @@ func (w *Worker) event() {
 func (w *Worker) readLoop() {
 	for {
 		live := time.Duration(w.liveness.Load())
-		if live > 0 && w.pmi == nil { // rank 0's hub does not ping
+		if live > 0 {
 			w.conn.SetReadDeadline(time.Now().Add(live))
 		}
 		typ, body, err := ctl.ReadFrame(w.r)
