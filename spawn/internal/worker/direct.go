@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -38,6 +39,7 @@ func DialPMI(e pmi.Env) (*Worker, *envconf.Config, map[string]envconf.Source, er
 		return nil, nil, nil, fmt.Errorf("rank %d of %d: the launcher's PMI: %w", e.Rank, e.Size, err)
 	}
 	w := &Worker{pmi: c, shmSet: src["GASNET_SUPERNODE_MAXSIZE"].Var != ""}
+	go w.stopOnSignal()
 	if cfg.WorkerIP != "" {
 		if w.LocalIP, err = envconf.AddrOnSubnet(cfg.WorkerIP); err != nil {
 			return nil, nil, nil, err
@@ -227,8 +229,28 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 		w.pmi.Finalize()
 		w.finalized = true
 	}
+	w.hubbed.Store(true)
 	go w.readLoop()
 	return nil
+}
+
+// stopOnSignal ends the job when the launcher passes this rank a stop
+// signal (srun's Ctrl-C Ctrl-C, scancel's SIGTERM, mpiexec's Ctrl-C), as
+// the console ends a job it is signalled to stop: the rank aborts with
+// 128+the signal's number, which the hub makes every rank's code. A rank
+// killed by the signal instead would leave the code to the launcher,
+// which Hydra gives as 0 for a task that finalized its PMI session at
+// startup, one run in three. Before the rank is connected to rank 0's
+// hub it just ends with that code: the others then end at their fence or
+// at the hub.
+func (w *Worker) stopOnSignal() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	s := (<-sigs).(syscall.Signal)
+	if !w.hubbed.Load() {
+		exitProcess(128 + int(s))
+	}
+	w.Abort(128+int(s), fmt.Sprintf("rank %d was signalled to stop (%v)", w.wel.Rank, s), time.Duration(w.grace.Load()))
 }
 
 // killJob is rank 0's hub's last resort, for the ranks left (whose

@@ -73,6 +73,7 @@ type Worker struct {
 	finalized   bool // the PMI session ended at startup (Hydra)
 	hubPID      int  // rank 0's pid, and its host's name (hubLost)
 	hubHost     string
+	hubbed      atomic.Bool // connected to rank 0's hub, its reader started
 
 	conn    net.Conn
 	wmu     sync.Mutex
