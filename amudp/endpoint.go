@@ -104,7 +104,6 @@ type peerState struct {
 	try       int
 	movedAt   retransmit.Time // when dst last moved along the route
 	routed    bool            // the router was asked
-	adopted   bool            // dst is where the peer's requests came from
 	restarts  int             // restartLocked's restarts of the walk
 	hasRouter bool            // the peer's datagrams are flagged wire.FlagRouted
 	confirmed bool            // a reply came back: dst carries traffic

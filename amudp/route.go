@@ -12,9 +12,10 @@ import (
 // networks, every address a peer publishes, and the order in which to try
 // them. The endpoint asks it for a peer's route once, at its first request
 // to the peer after a datagram of the peer showed that the peer has a
-// Router too (wire.FlagRouted), without its locks held, and whether an address is a peer's
-// when a datagram comes from one that its table does not give, with them
-// held: Knows must be cheap and must not call the endpoint.
+// Router too (wire.FlagRouted), without its locks held; and whether an
+// address is a peer's when a datagram comes from one that its table does
+// not give, with them held: Knows must be cheap and must not call the
+// endpoint.
 type Router interface {
 	// Route returns the addresses to send to rank at, best first; none
 	// keeps the table's address.
@@ -79,7 +80,7 @@ func (e *Endpoint) routeLocked(p *peerState) {
 	if len(route) == 0 || p.to() == route[0] {
 		return
 	}
-	p.try, p.movedAt, p.confirmed, p.adopted = 0, 0, false, false
+	p.try, p.movedAt, p.confirmed = 0, 0, false
 	p.setDst(route[0])
 }
 
@@ -97,7 +98,6 @@ func (e *Endpoint) moveLocked(p *peerState, now retransmit.Time, rto time.Durati
 	}
 	p.movedAt = now
 	p.try++
-	p.adopted = false
 	p.setDst(p.route[p.try%len(p.route)])
 	e.stats.routeMoves.Add(1)
 }
@@ -156,6 +156,5 @@ func (e *Endpoint) adoptLocked(p *peerState, from netip.AddrPort) {
 	if p.routed || p.confirmed || !from.IsValid() || p.to() == from {
 		return
 	}
-	p.adopted = true
 	p.setDst(from)
 }

@@ -151,8 +151,8 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	if err != nil {
 		return fmt.Errorf("rank %d: reading rank 0's address from the launcher: %w", rank, err)
 	}
-	w.hubPID, _ = strconv.Atoi(hub[1])
-	w.hubHost = hub[2]
+	w.hub0.PID, _ = strconv.Atoi(hub[1])
+	w.hub0.Name = hub[2]
 	// Rank 0 reads every Join and publishes the table with the ranks'
 	// CPUs; the others read that once, after a second fence: N reads of
 	// the launcher's store and one value per rank, instead of N² reads.
@@ -262,12 +262,27 @@ func (w *Worker) stopOnSignal() {
 // ends with code; one stopped on another host stays until mpiexec is
 // interrupted.
 func (w *Worker) killJob(code int, left []int, joins []ctl.Join) {
+	var procs []ctl.Join
+	for _, r := range left {
+		if r != 0 {
+			procs = append(procs, joins[r])
+		}
+	}
+	w.endJob(code, "udpconduit: the job's end", procs)
+}
+
+// endJob ends what is left of a directly launched job, this rank last,
+// with code: through the PMI abort while this rank's session is open
+// (srun), else (Hydra) by SIGKILL to those of procs (their Name and PID)
+// that run on this host: their connections to the hub are open, so the
+// pids are still theirs.
+func (w *Worker) endJob(code int, why string, procs []ctl.Join) {
 	if !w.finalized {
-		w.pmi.Abort(code, "udpconduit: the job's end")
+		w.pmi.Abort(code, why)
 	} else if host, err := os.Hostname(); err == nil {
-		for _, r := range left {
-			if r != 0 && joins[r].Name == host && joins[r].PID > 0 {
-				syscall.Kill(joins[r].PID, syscall.SIGKILL)
+		for _, p := range procs {
+			if p.Name == host && p.PID > 0 {
+				syscall.Kill(p.PID, syscall.SIGKILL)
 			}
 		}
 	}
@@ -311,17 +326,9 @@ func (w *Worker) dialHub(addr string, timeout time.Duration, udp netip.AddrPort)
 func (w *Worker) hubLost(err error) {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// Rank 0 lives but does not answer: end the job, not just this
-		// rank, or the launcher waits for rank 0 for ever. Under srun the
-		// PMI abort; under Hydra (sessions ended at startup) SIGKILL to
-		// rank 0 when it is on this host (its connection is open: the
-		// pid is its own).
+		// rank, or the launcher waits for rank 0 for ever.
 		say(fmt.Sprintf("rank %d: no word from rank 0 for %v (GASNET_LIVENESS_TIMEOUT): its process is stopped or its host is unreachable; aborting the job", w.wel.Rank, time.Duration(w.liveness.Load())))
-		if !w.finalized {
-			w.pmi.Abort(1, "udpconduit: rank 0 does not answer")
-		} else if host, _ := os.Hostname(); host == w.hubHost && w.hubPID > 0 {
-			syscall.Kill(w.hubPID, syscall.SIGKILL)
-		}
-		exitProcess(1)
+		w.endJob(1, "udpconduit: rank 0 does not answer", []ctl.Join{w.hub0})
 	}
 	time.Sleep(w.exitTimeout)
 	say(fmt.Sprintf("rank %d: rank 0 ended without calling conduit.Exit (%v) while this rank still runs (GASNET_EXIT_TIMEOUT=%v later); ending with 1", w.wel.Rank, err, w.exitTimeout))

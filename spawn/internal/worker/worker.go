@@ -70,9 +70,8 @@ type Worker struct {
 	shmSet      bool
 	hub         *hub
 	exitTimeout time.Duration
-	finalized   bool // the PMI session ended at startup (Hydra)
-	hubPID      int  // rank 0's pid, and its host's name (hubLost)
-	hubHost     string
+	finalized   bool        // the PMI session ended at startup (Hydra)
+	hub0        ctl.Join    // rank 0's pid and host name, from its hub's key (hubLost)
 	hubbed      atomic.Bool // connected to rank 0's hub, its reader started
 
 	conn    net.Conn
@@ -129,9 +128,7 @@ func (w *Worker) exit(code int) {
 			case <-time.After(2 * w.exitTimeout):
 			}
 		}
-		switch {
-		case w.pmi == nil || w.finalized:
-		case code == 0:
+		if w.pmi != nil && !w.finalized && code == 0 {
 			w.pmi.Finalize()
 		}
 	})
