@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all build demo test unit e2e bench net-bench shm-bench atomic-bench vis-bench hier-bench routes-bench loss scale fuzz deps lint vet cross fmt clean
+.PHONY: all build demo test unit e2e bench net-bench shm-bench atomic-bench vis-bench hier-bench routes-bench wire-bench loss scale fuzz deps lint vet cross fmt clean
 
 all: build
 
@@ -70,6 +70,11 @@ hier-bench: build
 # workers pinned to one (ROUTES_BENCH_ROUNDS; root, iproute2, sshd).
 routes-bench: build
 	ROUTES_BENCH_ROUNDS=$(or $(ROUNDS),5) $(GO) test -tags routesbench -count=1 -run TestRoutesBench -v ./tests/ | grep -v '^=== '
+
+# The network path between two namespace hosts over veth links of MTU
+# 1500 and 9000, next to the raw-UDP floors (tests/wire_bench_test.go; ROUNDS).
+wire-bench: build
+	WIRE_BENCH_ROUNDS=$(or $(ROUNDS),3) $(GO) test -tags wirebench -count=1 -timeout 30m -run TestWireBench -v ./tests/ | grep -v '^=== '
 
 # testcore at 0%, 10% and 30% UDP loss in a network namespace (root, nftables).
 loss:

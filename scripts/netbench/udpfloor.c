@@ -10,9 +10,17 @@
 //       use sendmmsg/recvmmsg on up to BATCH datagrams a call; prints
 //       "stream SIZE BATCH us_per_msg MB_per_s".
 //
+// Either form takes three more arguments, ADDR_A NETNS_B ADDR_B, to run
+// between two network namespaces instead of on loopback: the first
+// process's socket is bound to ADDR_A in the namespace udpfloor starts in
+// (under ip netns exec), the second's to ADDR_B in the namespace named
+// NETNS_B (/run/netns/NETNS_B; root).
+//
 // Written for udpconduit; figures, not a test.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -34,20 +42,48 @@ static double now(void) {
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int sock(struct sockaddr_in *a) {
+// The two sockets' addresses and, when not loopback, the second one's
+// namespace (the two-namespace form).
+static const char *addr_a = "127.0.0.1", *addr_b = "127.0.0.1", *netns_b;
+
+static int sock1(struct sockaddr_in *a, const char *ip) {
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
 	int buf = 8 << 20;
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
 	memset(a, 0, sizeof *a);
 	a->sin_family = AF_INET;
-	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	socklen_t l = sizeof *a;
-	if (fd < 0 || bind(fd, (struct sockaddr *)a, l) || getsockname(fd, (struct sockaddr *)a, &l)) {
-		perror("socket");
+	if (fd < 0 || inet_pton(AF_INET, ip, &a->sin_addr) != 1 || bind(fd, (struct sockaddr *)a, l) ||
+	    getsockname(fd, (struct sockaddr *)a, &l)) {
+		perror(ip);
 		exit(1);
 	}
 	return fd;
+}
+
+// socks opens the two sockets: the second in namespace netns_b when set (a
+// socket stays in the namespace it was made in).
+static void socks(int *fa, struct sockaddr_in *a, int *fb, struct sockaddr_in *b) {
+	*fa = sock1(a, addr_a);
+	if (!netns_b) {
+		*fb = sock1(b, addr_b);
+		return;
+	}
+	char path[256];
+	snprintf(path, sizeof path, "/run/netns/%s", netns_b);
+	int self = open("/proc/self/ns/net", O_RDONLY), other = open(path, O_RDONLY);
+	if (self < 0 || other < 0 || setns(other, CLONE_NEWNET)) {
+		perror(path);
+		exit(1);
+	}
+	*fb = sock1(b, addr_b);
+	if (setns(self, CLONE_NEWNET)) {
+		perror("setns back");
+		exit(1);
+	}
+	close(self);
+	close(other);
 }
 
 // recv1 busy-polls fd for one datagram.
@@ -69,7 +105,8 @@ static char buf[MAXBATCH][MAXSIZE];
 
 static int pp(int size, long iters) {
 	struct sockaddr_in a, b;
-	int fa = sock(&a), fb = sock(&b);
+	int fa, fb;
+	socks(&fa, &a, &fb, &b);
 	pid_t child = fork();
 	if (child == 0) {
 		for (;;) {
@@ -97,7 +134,8 @@ static int pp(int size, long iters) {
 
 static int stream(int size, long count, long window, long every, int batch) {
 	struct sockaddr_in a, b;
-	int fa = sock(&a), fb = sock(&b);
+	int fa, fb;
+	socks(&fa, &a, &fb, &b);
 	struct mmsghdr msgs[MAXBATCH];
 	struct iovec iov[MAXBATCH];
 	for (int i = 0; i < MAXBATCH; i++) {
@@ -161,6 +199,12 @@ static int stream(int size, long count, long window, long every, int batch) {
 }
 
 int main(int argc, char **argv) {
+	if ((argc == 7 && !strcmp(argv[1], "pp")) || (argc == 10 && !strcmp(argv[1], "stream"))) {
+		addr_a = argv[argc - 3];
+		netns_b = argv[argc - 2];
+		addr_b = argv[argc - 1];
+		argc -= 3;
+	}
 	if (argc == 4 && !strcmp(argv[1], "pp"))
 		return pp(atoi(argv[2]), atol(argv[3]));
 	if (argc == 7 && !strcmp(argv[1], "stream")) {
@@ -169,6 +213,6 @@ int main(int argc, char **argv) {
 			batch = 1;
 		return stream(atoi(argv[2]), atol(argv[3]), atol(argv[4]), atol(argv[5]), batch);
 	}
-	fprintf(stderr, "usage: udpfloor pp SIZE ITERS | udpfloor stream SIZE COUNT WINDOW ACKEVERY BATCH\n");
+	fprintf(stderr, "usage: udpfloor pp SIZE ITERS | udpfloor stream SIZE COUNT WINDOW ACKEVERY BATCH; either [ADDR_A NETNS_B ADDR_B]\n");
 	return 2;
 }
