@@ -86,6 +86,10 @@ func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, nonce uint64, now r
 	s := p.req(slot)
 	if s == nil || !s.inflight || s.seq != seq {
 		e.stats.dupReplies.Add(1)
+		// A second reply: a copy went out though the first arrived
+		// (or the reply was replayed, which can back the timer off up
+		// to GASNET_REQUESTTIMEOUT_INITIAL, no further).
+		p.rtt.Backoff(now, e.rcfg)
 		return false
 	}
 	if nonce <= s.replyNonce {

@@ -275,12 +275,18 @@ func pair(t *testing.T, lnet *amudptest.Network, cfg amudp.Config, wrap func(amu
 // transport is wrapped by wrap when it is set.
 func newPair(t *testing.T, lnet *amudptest.Network, cfg amudp.Config, wrap func(amudp.Transport) amudp.Transport) (eps [2]*amudp.Endpoint) {
 	t.Helper()
+	return newPairWrapped(t, lnet, cfg, 0, wrap)
+}
+
+// newPairWrapped is newPair with rank wrapped's transport wrapped.
+func newPairWrapped(t *testing.T, lnet *amudptest.Network, cfg amudp.Config, wrapped int, wrap func(amudp.Transport) amudp.Transport) (eps [2]*amudp.Endpoint) {
+	t.Helper()
 	var addrs [2]netip.AddrPort
 	for i := range eps {
 		c := lnet.Listen(i)
 		cfg.Rank, cfg.Secret, cfg.Polite = i, []byte("pair"), true
 		var tr amudp.Transport = c
-		if i == 0 && wrap != nil {
+		if i == wrapped && wrap != nil {
 			tr = wrap(c)
 		}
 		var err error

@@ -232,6 +232,49 @@ func TestRTTConvergence(t *testing.T) {
 	}
 }
 
+// TestRTTBackoff: a timeout shown to be too short doubles the timer, at
+// most once per backed-off timeout, up to Initial; a sample within the
+// estimate ends the backoff, a longer one keeps it.
+func TestRTTBackoff(t *testing.T) {
+	cfg := DefaultConfig()
+	var r, plain RTT // plain takes the same samples, never backed off
+	sample := func(d time.Duration) { r.Sample(d); plain.Sample(d) }
+	r.Backoff(0, cfg) // no sample yet: the timeout is Initial already
+	for range 50 {
+		sample(2 * ms)
+	}
+	base := r.Timeout(cfg)
+	if base < 2*ms || base > 3*ms {
+		t.Fatalf("timeout = %v after constant 2 ms samples", base)
+	}
+	now := Time(0).Add(time.Second)
+	var got []time.Duration
+	for _, step := range []time.Duration{0, 0, base, 2 * base, 4*base - 1, 1, 8 * base} {
+		now = now.Add(step)
+		r.Backoff(now, cfg)
+		got = append(got, r.Timeout(cfg))
+	}
+	want := []time.Duration{2 * base, 2 * base, 2 * base, 4 * base, 4 * base, 8 * base, 16 * base}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("timeouts after each Backoff (-want +got):\n%s", d)
+	}
+	sample(10 * ms) // beyond the estimate: the queue is still long
+	if to, est := r.Timeout(cfg), plain.Timeout(cfg); to != min(16*est, cfg.Initial) {
+		t.Errorf("timeout %v after a long sample; want the backoff kept: 16 x %v, at most Initial", to, est)
+	}
+	sample(2 * ms) // within it: back to the estimate
+	if to, est := r.Timeout(cfg), plain.Timeout(cfg); to != est {
+		t.Errorf("timeout %v after a sample within the estimate; want the estimate %v", to, est)
+	}
+	for range 40 {
+		now = now.Add(time.Second)
+		r.Backoff(now, cfg)
+	}
+	if to := r.Timeout(cfg); to != cfg.Initial {
+		t.Errorf("timeout %v after many backoffs; want Initial %v", to, cfg.Initial)
+	}
+}
+
 // TestHeapOrder checks the tracker against a naive model: many requests with
 // random timeouts, random acks, and expiry always in deadline order.
 func TestHeapOrder(t *testing.T) {
