@@ -31,12 +31,12 @@ for pct in 0 1 10 30; do
   fi
   start=$(date +%s%N)
   code=0
-  ip netns exec "$NS" env GASNET_SPAWNFN=L GASNET_STATS=1 ./bin/testcore "$N" -msgs "$MSGS" -threads 2 >/tmp/loss-bench.$$ 2>&1 || code=$?
+  ip netns exec "$NS" env GASNET_SPAWNFN=L GASNET_SUPERNODE_MAXSIZE=1 GASNET_STATS=1 ./bin/testcore "$N" -msgs "$MSGS" -threads 2 >/tmp/loss-bench.$$ 2>&1 || code=$?
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
   [ -z "$base" ] && base=$ms
   resent=$(sum retransmits)
   if [ "$code" -ne 0 ]; then echo "testcore at $pct% exited $code:"; tail -3 /tmp/loss-bench.$$; fi
-  ip netns exec "$NS" env GASNET_SPAWNFN=L GASNET_STATS=1 ./bin/testam 2 -iters 300 -sizes 65000 >/tmp/loss-bench.$$ 2>&1 || echo "testam at $pct% failed"
+  ip netns exec "$NS" env GASNET_SPAWNFN=L GASNET_SUPERNODE_MAXSIZE=1 GASNET_STATS=1 ./bin/testam 2 -iters 300 -sizes 65000 >/tmp/loss-bench.$$ 2>&1 || echo "testam at $pct% failed"
   bw=$(awk '/^medium_flood/ {print $(NF-1), $NF}' /tmp/loss-bench.$$)
   printf '%4d%% %-26s %9d %6d %8s %8d %-22s %8d\n' "$pct" "exit $code" "$ms" \
     "$(( N * MSGS * 1000 / (ms > 0 ? ms : 1) ))" "$(awk -v a="$ms" -v b="$base" 'BEGIN{printf "%.2f", a/b}')" \
