@@ -30,3 +30,10 @@ func aesEncrypt(rk *[11][16]byte, dst, src *[16]byte)
 //
 //go:noescape
 func ghashCopy(acc *[16]byte, tbl *[16][16]byte, dst, src *byte, nblocks int)
+
+// gmacShort writes to out the GMAC tag of the nblocks blocks (1..16) at
+// data, the last of them the lengths block, with j0 the nonce's first
+// counter block (ghash_amd64.s).
+//
+//go:noescape
+func gmacShort(out *[16]byte, rk *[11][16]byte, tbl *[16][16]byte, data *byte, nblocks int, j0 *[16]byte)

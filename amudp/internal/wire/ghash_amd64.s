@@ -238,3 +238,59 @@ TEXT ·aesEncrypt(SB), NOSPLIT, $0-24
 	AESENCLAST X1, X0
 	MOVOU  X0, (BX)
 	RET
+
+// func gmacShort(out *[16]byte, rk *[11][16]byte, tbl *[16][16]byte, data *byte, nblocks int, j0 *[16]byte)
+// writes the GMAC tag of the nblocks (1..16) blocks at data, the last of
+// them the lengths block: GHASH by H^nblocks .. H^1 from tbl's end, one
+// reduction, byte-reversed, XOR the encryption of j0 under rk, which the
+// processor overlaps with the products.
+TEXT ·gmacShort(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ rk+8(FP), R8
+	MOVQ tbl+16(FP), SI
+	MOVQ data+24(FP), DX
+	MOVQ nblocks+32(FP), CX
+	MOVQ j0+40(FP), R9
+	VMOVDQU (R9), X10
+	VPXOR   0(R8), X10, X10
+	VAESENC 16(R8), X10, X10
+	VAESENC 32(R8), X10, X10
+	VAESENC 48(R8), X10, X10
+	VAESENC 64(R8), X10, X10
+	VAESENC 80(R8), X10, X10
+	VAESENC 96(R8), X10, X10
+	VAESENC 112(R8), X10, X10
+	VAESENC 128(R8), X10, X10
+	VAESENC 144(R8), X10, X10
+	VAESENCLAST 160(R8), X10, X10
+	VMOVDQU bswapMask<>(SB), X14
+	VMOVDQU polyConst<>(SB), X9
+	MOVQ    $16, AX
+	SUBQ    CX, AX
+	SHLQ    $4, AX
+	ADDQ    AX, SI
+	VPXOR   X4, X4, X4
+	VPXOR   X6, X6, X6
+	VPXOR   X7, X7, X7
+
+loopshort:
+	VMOVDQU    (DX), X0
+	VPSHUFB    X14, X0, X0
+	VMOVDQU    (SI), X8
+	VPCLMULQDQ $0x00, X8, X0, X5
+	VPXOR      X5, X4, X4
+	VPCLMULQDQ $0x11, X8, X0, X5
+	VPXOR      X5, X6, X6
+	VPCLMULQDQ $0x01, X8, X0, X5
+	VPXOR      X5, X7, X7
+	VPCLMULQDQ $0x10, X8, X0, X5
+	VPXOR      X5, X7, X7
+	ADDQ       $16, DX
+	ADDQ       $16, SI
+	DECQ       CX
+	JNZ        loopshort
+	REDUCE(X0)
+	VPSHUFB X14, X0, X0
+	VPXOR   X10, X0, X0
+	VMOVDQU X0, (DI)
+	RET

@@ -93,10 +93,10 @@ func BenchmarkGMAC(b *testing.B) {
 	}
 }
 
-// TestSealedLargeDatagrams: datagrams long enough for the fast GMAC open
-// under a key without it (a CPU without AVX-512) and the other way round,
-// and fail to open with any of 300 random bits flipped that the mode
-// protects.
+// TestSealedLargeDatagrams: datagrams short and long enough for the fast
+// GMAC's two paths open under a key without it (a CPU without AVX-512)
+// and the other way round, and fail to open with any of 300 random bits
+// flipped that the mode protects.
 func TestSealedLargeDatagrams(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	payload := make([]byte, MaxMedium)
@@ -107,7 +107,9 @@ func TestSealedLargeDatagrams(t *testing.T) {
 		fast := NewKey([]byte("job secret"), md.mode)
 		slow := *fast
 		slow.g = nil
-		for _, size := range []int{fastMin, 4096, MaxMedium} {
+		// 0 to 192: the datagrams tagShort covers (up to shortMax
+		// bytes with the 48 of header and arguments), and one over.
+		for _, size := range []int{0, 1, 15, 16, 100, 191, 192, 193, fastMin, 4096, MaxMedium} {
 			m := Message{Header: Header{Kind: KindMediumRequest, Handler: 130, NArgs: 3, Src: 2, Slot: 1, Seq: 4}, Payload: payload[:size]}
 			plain := encode(t, m)
 			for _, dir := range []struct {

@@ -44,9 +44,10 @@ const (
 type Key struct {
 	aead cipher.AEAD
 	mode Mode
-	// g computes AuthPayload tags (GMAC) of fastMin bytes or more where
-	// the CPU runs the fast GHASH (gmac.go), nil elsewhere: aead does
-	// then, and the rest.
+	// g computes the tags (GMAC) of AuthHeader and AuthPayload that
+	// cover fastMin bytes or more, or shortMax or fewer, where the CPU
+	// runs the fast GHASH (gmac.go), nil elsewhere: aead does then, and
+	// the rest.
 	g *gmac
 }
 
@@ -111,6 +112,12 @@ func (k *Key) SealPayload(b []byte, dest uint32, ctr uint64, payload []byte) []b
 	if end < 0 {
 		return b
 	}
+	if k.g != nil && end <= shortMax {
+		n := len(b)
+		b = slices.Grow(b, TagLen)[:n+TagLen]
+		k.g.tagShort(b[n:], nonce(b), b[:end])
+		return b
+	}
 	return k.aead.Seal(b, nonce(b), nil, b[:end])
 }
 
@@ -147,7 +154,7 @@ func (k *Key) Open(b []byte, dest uint32) (body []byte, ok bool) {
 	if end < 0 {
 		return nil, false
 	}
-	if k.g != nil && end >= fastMin {
+	if k.g != nil && (end >= fastMin || end <= shortMax) {
 		var t [TagLen]byte
 		k.g.tag(t[:], nonce(b), b[:end])
 		if subtle.ConstantTimeCompare(t[:], b[n:]) != 1 {
