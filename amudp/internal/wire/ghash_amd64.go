@@ -31,9 +31,10 @@ func aesEncrypt(rk *[11][16]byte, dst, src *[16]byte)
 //go:noescape
 func ghashCopy(acc *[16]byte, tbl *[16][16]byte, dst, src *byte, nblocks int)
 
-// gmacShort writes to out the GMAC tag of the nblocks blocks (1..16) at
-// data, the last of them the lengths block, with j0 the nonce's first
-// counter block (ghash_amd64.s).
+// gmacShort writes to out the GMAC tag of the nfull blocks at data
+// followed by the ntail blocks at tail, the last of them the lengths block
+// (1..16 blocks in all), with j0 the nonce's first counter block
+// (ghash_amd64.s).
 //
 //go:noescape
-func gmacShort(out *[16]byte, rk *[11][16]byte, tbl *[16][16]byte, data *byte, nblocks int, j0 *[16]byte)
+func gmacShort(out *[16]byte, rk *[11][16]byte, tbl *[16][16]byte, data *byte, nfull int, tail *byte, ntail int, j0 *[16]byte)

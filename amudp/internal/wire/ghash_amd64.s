@@ -239,18 +239,37 @@ TEXT ·aesEncrypt(SB), NOSPLIT, $0-24
 	MOVOU  X0, (BX)
 	RET
 
-// func gmacShort(out *[16]byte, rk *[11][16]byte, tbl *[16][16]byte, data *byte, nblocks int, j0 *[16]byte)
-// writes the GMAC tag of the nblocks (1..16) blocks at data, the last of
-// them the lengths block: GHASH by H^nblocks .. H^1 from tbl's end, one
-// reduction, byte-reversed, XOR the encryption of j0 under rk, which the
-// processor overlaps with the products.
-TEXT ·gmacShort(SB), NOSPLIT, $0-48
+// SHORTMUL adds the products of the block in X0 (loaded, not swapped) by
+// the power of H at SI to the low (X4), high (X6) and middle (X7) sums,
+// and moves SI to the next power; X5 and X8 are clobbered.
+#define SHORTMUL \
+	VPSHUFB    X14, X0, X0; \
+	VMOVDQU    (SI), X8; \
+	VPCLMULQDQ $0x00, X8, X0, X5; \
+	VPXOR      X5, X4, X4; \
+	VPCLMULQDQ $0x11, X8, X0, X5; \
+	VPXOR      X5, X6, X6; \
+	VPCLMULQDQ $0x01, X8, X0, X5; \
+	VPXOR      X5, X7, X7; \
+	VPCLMULQDQ $0x10, X8, X0, X5; \
+	VPXOR      X5, X7, X7; \
+	ADDQ       $16, SI
+
+// func gmacShort(out *[16]byte, rk *[11][16]byte, tbl *[16][16]byte, data *byte, nfull int, tail *byte, ntail int, j0 *[16]byte)
+// writes the GMAC tag of the nfull blocks at data followed by the ntail
+// blocks at tail, the last of them the lengths block (1..16 blocks in
+// all): GHASH by H^n .. H^1 from tbl's end, one reduction, byte-reversed,
+// XOR the encryption of j0 under rk, which the processor overlaps with
+// the products.
+TEXT ·gmacShort(SB), NOSPLIT, $0-64
 	MOVQ out+0(FP), DI
 	MOVQ rk+8(FP), R8
 	MOVQ tbl+16(FP), SI
 	MOVQ data+24(FP), DX
-	MOVQ nblocks+32(FP), CX
-	MOVQ j0+40(FP), R9
+	MOVQ nfull+32(FP), CX
+	MOVQ tail+40(FP), R10
+	MOVQ ntail+48(FP), R11
+	MOVQ j0+56(FP), R9
 	VMOVDQU (R9), X10
 	VPXOR   0(R8), X10, X10
 	VAESENC 16(R8), X10, X10
@@ -267,28 +286,28 @@ TEXT ·gmacShort(SB), NOSPLIT, $0-48
 	VMOVDQU polyConst<>(SB), X9
 	MOVQ    $16, AX
 	SUBQ    CX, AX
+	SUBQ    R11, AX
 	SHLQ    $4, AX
 	ADDQ    AX, SI
 	VPXOR   X4, X4, X4
 	VPXOR   X6, X6, X6
 	VPXOR   X7, X7, X7
+	TESTQ   CX, CX
+	JZ      tailshort
 
-loopshort:
-	VMOVDQU    (DX), X0
-	VPSHUFB    X14, X0, X0
-	VMOVDQU    (SI), X8
-	VPCLMULQDQ $0x00, X8, X0, X5
-	VPXOR      X5, X4, X4
-	VPCLMULQDQ $0x11, X8, X0, X5
-	VPXOR      X5, X6, X6
-	VPCLMULQDQ $0x01, X8, X0, X5
-	VPXOR      X5, X7, X7
-	VPCLMULQDQ $0x10, X8, X0, X5
-	VPXOR      X5, X7, X7
-	ADDQ       $16, DX
-	ADDQ       $16, SI
-	DECQ       CX
-	JNZ        loopshort
+fullshort:
+	VMOVDQU (DX), X0
+	SHORTMUL
+	ADDQ    $16, DX
+	DECQ    CX
+	JNZ     fullshort
+
+tailshort:
+	VMOVDQU (R10), X0
+	SHORTMUL
+	ADDQ    $16, R10
+	DECQ    R11
+	JNZ     tailshort
 	REDUCE(X0)
 	VPSHUFB X14, X0, X0
 	VPXOR   X10, X0, X0

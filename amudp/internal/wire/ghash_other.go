@@ -18,6 +18,6 @@ func ghashCopy(acc *[16]byte, tbl *[16][16]byte, dst, src *byte, nblocks int) {
 	panic("wire: no fast GHASH")
 }
 
-func gmacShort(out *[16]byte, rk *[11][16]byte, tbl *[16][16]byte, data *byte, nblocks int, j0 *[16]byte) {
+func gmacShort(out *[16]byte, rk *[11][16]byte, tbl *[16][16]byte, data *byte, nfull int, tail *byte, ntail int, j0 *[16]byte) {
 	panic("wire: no fast GHASH")
 }
