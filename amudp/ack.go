@@ -105,7 +105,7 @@ func (e *Endpoint) ackLocked(p *peerState, slot, seq uint16, nonce uint64, now r
 		e.restartLocked(p) // copies went to several addresses
 	}
 	if d, ok := e.tracker.Ack(s.h, now); ok {
-		p.rtt.Sample(d)
+		p.rtt.Sample(d, now)
 	}
 	e.completeLocked(p, slot)
 	return true

@@ -226,7 +226,7 @@ type Endpoint struct {
 	closedFlag atomic.Bool
 	retPending atomic.Bool
 	deadline   atomic.Int64
-	lastPass   atomic.Int64 // when the last poll pass ended (e.now)
+	lastPass   atomic.Int64 // the clock of the last poll pass at its end: read then, or at its start when nothing needed it again (e.now)
 	// clock is the poller's reading of e.now(), taken when a poll pass
 	// starts and after each datagram it handles: the pass's timestamps
 	// (a peer heard, a round-trip sample, acks' ages, due timers) use it

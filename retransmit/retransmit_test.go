@@ -147,7 +147,7 @@ func TestFastLinkRetransmitsAfterAboutAMillisecond(t *testing.T) {
 		if !ok {
 			t.Fatalf("first-transmission ack not a sample")
 		}
-		rtt.Sample(d)
+		rtt.Sample(d, 0)
 	}
 	to := rtt.Timeout(cfg)
 	if to < cfg.MinRTO || to > 2*ms {
@@ -208,7 +208,7 @@ func TestRTTConvergence(t *testing.T) {
 		t.Errorf("timeout without sample = %v, want Initial", r.Timeout(cfg))
 	}
 	for i := 0; i < 100; i++ {
-		r.Sample(3 * ms)
+		r.Sample(3*ms, 0)
 	}
 	s, _ := r.Smoothed()
 	if s < 2900*time.Microsecond || s > 3100*time.Microsecond {
@@ -219,13 +219,13 @@ func TestRTTConvergence(t *testing.T) {
 		t.Errorf("timeout = %v, want slightly above 3ms", to)
 	}
 	// A jump in RTT raises the variance and so the timeout at once.
-	r.Sample(20 * ms)
+	r.Sample(20*ms, 0)
 	if r.Timeout(cfg) <= to+10*ms {
 		t.Errorf("timeout %v did not react to a 20ms sample", r.Timeout(cfg))
 	}
 	// Never above Initial.
 	for i := 0; i < 20; i++ {
-		r.Sample(10 * time.Second)
+		r.Sample(10*time.Second, 0)
 	}
 	if r.Timeout(cfg) != cfg.Initial {
 		t.Errorf("timeout %v above Initial", r.Timeout(cfg))
@@ -234,11 +234,13 @@ func TestRTTConvergence(t *testing.T) {
 
 // TestRTTBackoff: a timeout shown to be too short doubles the timer, at
 // most once per backed-off timeout, up to Initial; a sample within the
-// estimate ends the backoff, a longer one keeps it.
+// estimate of a request sent since ends the backoff; a longer one, or one
+// of a request sent before, keeps it.
 func TestRTTBackoff(t *testing.T) {
 	cfg := DefaultConfig()
 	var r, plain RTT // plain takes the same samples, never backed off
-	sample := func(d time.Duration) { r.Sample(d); plain.Sample(d) }
+	now := Time(0).Add(time.Second)
+	sample := func(d time.Duration) { r.Sample(d, now); plain.Sample(d, now) }
 	r.Backoff(0, cfg) // no sample yet: the timeout is Initial already
 	for range 50 {
 		sample(2 * ms)
@@ -247,7 +249,6 @@ func TestRTTBackoff(t *testing.T) {
 	if base < 2*ms || base > 3*ms {
 		t.Fatalf("timeout = %v after constant 2 ms samples", base)
 	}
-	now := Time(0).Add(time.Second)
 	var got []time.Duration
 	for _, step := range []time.Duration{0, 0, base, 2 * base, 4*base - 1, 1, 8 * base} {
 		now = now.Add(step)
@@ -262,7 +263,14 @@ func TestRTTBackoff(t *testing.T) {
 	if to, est := r.Timeout(cfg), plain.Timeout(cfg); to != min(16*est, cfg.Initial) {
 		t.Errorf("timeout %v after a long sample; want the backoff kept: 16 x %v, at most Initial", to, est)
 	}
-	sample(2 * ms) // within it: back to the estimate
+	// A quick answer to a request sent before the last backoff: kept.
+	r.Sample(2*ms, now.Add(ms))
+	plain.Sample(2*ms, now.Add(ms))
+	if to, est := r.Timeout(cfg), plain.Timeout(cfg); to != min(16*est, cfg.Initial) {
+		t.Errorf("timeout %v after a sample of a request sent before the backoff; want it kept: 16 x %v, at most Initial", to, est)
+	}
+	now = now.Add(10 * ms)
+	sample(2 * ms) // within it, sent since: back to the estimate
 	if to, est := r.Timeout(cfg), plain.Timeout(cfg); to != est {
 		t.Errorf("timeout %v after a sample within the estimate; want the estimate %v", to, est)
 	}

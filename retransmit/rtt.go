@@ -22,14 +22,16 @@ const maxShift = 10
 // clockGranularity is the G of RFC 6298: the smallest variance term.
 const clockGranularity = 10 * time.Microsecond
 
-// Sample adds one round-trip measurement. A sample within the estimate
-// taken before it ends a backoff; a longer one keeps it (the peer's queue
-// is still longer than the estimate says).
-func (r *RTT) Sample(d time.Duration) {
+// Sample adds one round-trip measurement, d, of a request sent once at
+// now-d. A sample of a request sent since the backoff began (Backoff)
+// and within the estimate taken before it ends the backoff; an earlier
+// request's says nothing of the timer backed off after it, and a longer
+// sample says the peer's queue is still longer than the estimate.
+func (r *RTT) Sample(d time.Duration, now Time) {
 	if d < 0 {
 		d = 0
 	}
-	if r.shift > 0 && d <= r.estimate() {
+	if r.shift > 0 && now.Add(-d) >= r.backedAt && d <= r.estimate() {
 		r.shift = 0
 	}
 	if r.samples == 0 {
@@ -56,7 +58,7 @@ func (r *RTT) estimate() time.Duration {
 // sent again although the first copy arrived (a second reply shows it).
 // The timer doubles, at most once per backed-off timeout (the copies sent
 // in one late round show up together), and stays so until a sample within
-// the estimate. A peer slower than the estimate (its queue grew: a slow
+// the estimate of a request sent since. A peer slower than the estimate (its queue grew: a slow
 // receiver, a loaded host) is then not sent a copy of every request in
 // its queue, each copy lengthening it, which had made floods to it take
 // two to three times as long (amudp's TestSlowReceiver). Timeouts of lost
@@ -83,9 +85,9 @@ func (r *RTT) Timeout(c Config) time.Duration {
 	if r.samples == 0 {
 		return c.Initial
 	}
-	rto := max(r.estimate(), c.MinRTO) << r.shift
-	if rto > c.Initial || rto <= 0 {
-		rto = c.Initial
+	rto := max(r.estimate(), c.MinRTO)
+	if rto > c.Initial>>r.shift {
+		return c.Initial
 	}
-	return rto
+	return rto << r.shift
 }

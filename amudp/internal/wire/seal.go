@@ -96,8 +96,9 @@ func (k *Key) SealPayload(b []byte, dest uint32, ctr uint64, payload []byte) []b
 	}
 	binary.LittleEndian.PutUint32(b[4:], dest)
 	binary.LittleEndian.PutUint64(b[8:], ctr)
-	// AuthHeader's tag covers under fastMin bytes: the fast GMAC serves
-	// AuthPayload alone.
+	// A payload of fastMin bytes or more is copied and authenticated in
+	// one pass (AuthPayload); AuthHeader's tags, and short ones, are
+	// tagShort's, below.
 	if k.g != nil && k.mode == AuthPayload && len(b)+len(payload) >= fastMin {
 		n := len(b)
 		b = slices.Grow(b, len(payload)+TagLen)[:n+len(payload)+TagLen]
