@@ -3,6 +3,7 @@ package pmi
 import (
 	"bufio"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -203,6 +204,12 @@ func (c *Client) read() (Msg, error) {
 			return Msg{}, err
 		}
 		n, err := v2Length(head[:])
+		if errors.Is(err, ErrLong) {
+			// Skipped, so that the next reply is read whole.
+			if _, derr := io.CopyN(io.Discard, c.r, int64(n)); derr != nil {
+				return Msg{}, derr
+			}
+		}
 		if err != nil {
 			return Msg{}, err
 		}
@@ -214,6 +221,13 @@ func (c *Client) read() (Msg, error) {
 	}
 	line, err := c.r.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
+		// Skipped to its end, so that the next reply is read whole.
+		for err == bufio.ErrBufferFull {
+			_, err = c.r.ReadSlice('\n')
+		}
+		if err != nil {
+			return Msg{}, err
+		}
 		return Msg{}, ErrLong
 	}
 	if err != nil {
@@ -349,4 +363,109 @@ func (c *Client) Finalize() error {
 	}
 	_, err := c.call(Msg{Cmd: "finalize"}, "finalize_ack")
 	return err
+}
+
+// SetTimeout bounds each exchange with the launcher from now on to d (0:
+// unbounded), as Dial's timeout does.
+func (c *Client) SetTimeout(d time.Duration) {
+	c.mu.Lock()
+	c.timeout = d
+	c.mu.Unlock()
+}
+
+// NodeAttrs reports whether the launcher keeps attributes per node
+// (PMI-2; Hydra's PMI-1 has none): PutNodeAttr and NodeAttr work then, and
+// their values are visible to the tasks of the node at once, without a
+// fence.
+func (c *Client) NodeAttrs() bool { return c.v2 }
+
+// PutNodeAttr stores value (no ';' or '=') under key for the tasks of this
+// task's node (PMI-2 info-putnodeattr).
+func (c *Client) PutNodeAttr(key, value string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.v2 {
+		return fmt.Errorf("pmi: node attributes need PMI-2")
+	}
+	_, err := c.call(Msg{Cmd: "info-putnodeattr", Attrs: []Attr{{"key", key}, {"value", value}}}, "info-putnodeattr-response")
+	return err
+}
+
+// NodeAttr returns the value a task of this node stored under key, and
+// whether one did, without waiting for it (PMI-2 info-getnodeattr).
+func (c *Client) NodeAttr(key string) (string, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.v2 {
+		return "", false, fmt.Errorf("pmi: node attributes need PMI-2")
+	}
+	return c.found(c.call(Msg{Cmd: "info-getnodeattr", Attrs: []Attr{{"key", key}, {"wait", "FALSE"}}}, "info-getnodeattr-response"))
+}
+
+// JobAttr returns the launcher's job attribute key and whether it has one
+// (PMI-2 info-getjobattr).
+func (c *Client) JobAttr(key string) (string, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.v2 {
+		return "", false, fmt.Errorf("pmi: job attributes need PMI-2")
+	}
+	return c.found(c.call(Msg{Cmd: "info-getjobattr", Attrs: []Attr{{"key", key}}}, "info-getjobattr-response"))
+}
+
+// found reads a PMI-2 reply with found=TRUE|FALSE and a value.
+func (c *Client) found(r Msg, err error) (string, bool, error) {
+	if err != nil {
+		return "", false, err
+	}
+	if f, _ := r.Get("found"); f != "TRUE" {
+		return "", false, nil
+	}
+	v, _ := r.Get("value")
+	return v, true, nil
+}
+
+// ParseMapping returns the node index of each of size ranks from a
+// PMI_process_mapping value: "(vector,(start,nodes,per),...)", each
+// triple giving per ranks to each of nodes nodes from start on, the list
+// repeated until every rank has a node (a cyclic placement), as MPICH
+// reads it. SLURM and Hydra publish it.
+func ParseMapping(s string, size int) ([]int, error) {
+	bad := func() ([]int, error) {
+		return nil, fmt.Errorf("pmi: process mapping %q: want (vector,(start,nodes,per),...)", s)
+	}
+	s = strings.ReplaceAll(s, " ", "")
+	if !strings.HasPrefix(s, "(vector,") || !strings.HasSuffix(s, ")") {
+		return bad()
+	}
+	var blocks [][3]int
+	for _, t := range strings.Split(strings.TrimSuffix(strings.TrimPrefix(s, "(vector,"), ")"), "),") {
+		f := strings.Split(strings.Trim(t, "()"), ",")
+		if len(f) != 3 {
+			return bad()
+		}
+		var b [3]int
+		for i, x := range f {
+			v, err := strconv.Atoi(x)
+			if err != nil || v < 0 || v > 1<<29 || (i > 0 && v == 0) {
+				return bad()
+			}
+			b[i] = v
+		}
+		blocks = append(blocks, b)
+	}
+	if size < 0 || len(blocks) == 0 {
+		return bad()
+	}
+	nodes := make([]int, 0, size)
+	for len(nodes) < size {
+		for _, b := range blocks {
+			for n := b[0]; n < b[0]+b[1] && len(nodes) < size; n++ {
+				for k := 0; k < b[2] && len(nodes) < size; k++ {
+					nodes = append(nodes, n)
+				}
+			}
+		}
+	}
+	return nodes, nil
 }

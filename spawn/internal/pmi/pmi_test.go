@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -29,10 +30,11 @@ type fakeServer struct {
 	in     int // tasks in the current fence
 	gen    int
 	puts   int
+	attrs  map[string]string // node attributes: every task on one node
 }
 
 func newFakeServer(n int, v2 bool) *fakeServer {
-	s := &fakeServer{v2: v2, n: n, maxVal: 256, kvs: map[string]string{}, staged: map[string]string{}}
+	s := &fakeServer{v2: v2, n: n, maxVal: 256, kvs: map[string]string{}, staged: map[string]string{}, attrs: map[string]string{}}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
@@ -141,6 +143,26 @@ func (s *fakeServer) serve(c io.ReadWriter, rank int) {
 				write(rc("get_result", Attr{"msg", "success"}, Attr{"value", v}))
 			default:
 				write(Msg{Cmd: "get_result", Attrs: []Attr{{"rc", "-1"}, {"msg", "key_" + k + "_not_found"}}})
+			}
+		case "info-putnodeattr":
+			k, _ := m.Get("key")
+			v, _ := m.Get("value")
+			s.mu.Lock()
+			s.attrs[k] = v
+			s.mu.Unlock()
+			write(rc("info-putnodeattr-response"))
+		case "info-getnodeattr", "info-getjobattr":
+			k, _ := m.Get("key")
+			s.mu.Lock()
+			v, ok := s.attrs[k]
+			s.mu.Unlock()
+			if m.Cmd == "info-getjobattr" {
+				v, ok = map[string]string{"PMI_process_mapping": fmt.Sprintf("(vector,(0,1,%d))", s.n), "long": strings.Repeat("x", MaxLine+10)}[k]
+			}
+			if ok {
+				write(rc(m.Cmd+"-response", Attr{"found", "TRUE"}, Attr{"value", v}))
+			} else {
+				write(rc(m.Cmd+"-response", Attr{"found", "FALSE"}))
 			}
 		case "finalize":
 			if s.v2 {
@@ -366,5 +388,109 @@ func FuzzClientReplies(f *testing.F) {
 			return
 		}
 		c.Get("k")
+	})
+}
+
+// TestNodeAttrs: under PMI-2 a task's node attribute is visible to the
+// others at once, with no fence, and a missing one is reported as such;
+// the job's process mapping is the launcher's. PMI-1 has none.
+func TestNodeAttrs(t *testing.T) {
+	s := newFakeServer(2, true)
+	var cs [2]*Client
+	for r := range cs {
+		a, b := net.Pipe()
+		a.SetDeadline(time.Now().Add(10 * time.Second)) // a client out of step fails, not hangs
+		go s.serve(b, r)
+		c, err := NewClient(a, Env{Rank: r, Size: 2, JobID: "7.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs[r] = c
+	}
+	if !cs[0].NodeAttrs() {
+		t.Fatal("a PMI-2 client says it has no node attributes")
+	}
+	if _, ok, err := cs[1].NodeAttr("up0"); ok || err != nil {
+		t.Fatalf("an attribute nobody stored: found %v, %v", ok, err)
+	}
+	if err := cs[0].PutNodeAttr("up0", "12"); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := cs[1].NodeAttr("up0"); !ok || err != nil || v != "12" {
+		t.Fatalf("rank 0's attribute read by rank 1: %q, %v, %v", v, ok, err)
+	}
+	if v, ok, err := cs[1].JobAttr("PMI_process_mapping"); !ok || err != nil || v != "(vector,(0,1,2))" {
+		t.Fatalf("the process mapping: %q, %v, %v", v, ok, err)
+	}
+	// A reply longer than MaxLine is an error, skipped whole: the
+	// next exchange reads its own reply.
+	if _, _, err := cs[1].JobAttr("long"); !errors.Is(err, ErrLong) {
+		t.Errorf("a reply of %d bytes: %v, want ErrLong", MaxLine+10, err)
+	}
+	if v, ok, err := cs[1].NodeAttr("up0"); !ok || err != nil || v != "12" {
+		t.Fatalf("after a long reply: %q, %v, %v", v, ok, err)
+	}
+	s1 := newFakeServer(1, false)
+	s1.kvs["long"] = strings.Repeat("y", 5000) // past the reader's 4096 bytes
+	s1.kvs["short"] = "vc2hvcnQ"
+	a, b := net.Pipe()
+	a.SetDeadline(time.Now().Add(10 * time.Second))
+	go s1.serve(b, 0)
+	c, err := NewClient(a, Env{Rank: 0, Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeAttrs() || c.PutNodeAttr("k", "v") == nil {
+		t.Error("a PMI-1 client offers node attributes")
+	}
+	if _, err := c.Get("long"); !errors.Is(err, ErrLong) {
+		t.Errorf("a PMI-1 reply of 5000 bytes: %v, want ErrLong", err)
+	}
+	if v, err := c.Get("short"); err != nil || string(v) != "short" {
+		t.Errorf("after a long PMI-1 reply: %q, %v", v, err)
+	}
+}
+
+// TestParseMapping: SLURM's and Hydra's placements as MPICH reads them.
+func TestParseMapping(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		size int
+		want []int
+	}{
+		{"(vector,(0,1,4))", 4, []int{0, 0, 0, 0}},
+		{"(vector,(0,2,2))", 4, []int{0, 0, 1, 1}},
+		{"(vector,(0,2,1))", 5, []int{0, 1, 0, 1, 0}},         // cyclic: the list repeats
+		{"(vector,(0,2,2),(2,1,1))", 5, []int{0, 0, 1, 1, 2}}, // uneven
+		{"(vector, (0,3,1))", 2, []int{0, 1}},                 // more room than ranks
+		{"(vector,(1,1,2),(0,1,2))", 4, []int{1, 1, 0, 0}},    // nodes out of order
+		{"(vector,(0,1,536870912))", 3, []int{0, 0, 0}},       // large counts stop at size
+	} {
+		got, err := ParseMapping(c.in, c.size)
+		if err != nil {
+			t.Errorf("%q: %v", c.in, err)
+			continue
+		}
+		if d := cmp.Diff(c.want, got); d != "" {
+			t.Errorf("%q, %d ranks (-want +got):\n%s", c.in, c.size, d)
+		}
+	}
+	for _, in := range []string{"", "(vector)", "(vector,(0,0,1))", "(vector,(0,1,0))", "(vector,(0,1))", "(vector,(-1,1,1))", "(vector,(0,1,x))", "vector,(0,1,1)", "(vector,(0,1,1073741825))"} {
+		if got, err := ParseMapping(in, 4); err == nil {
+			t.Errorf("%q: %v, want an error", in, got)
+		}
+	}
+}
+
+// FuzzParseMapping: any value gives size nodes or an error, at once.
+func FuzzParseMapping(f *testing.F) {
+	f.Add("(vector,(0,2,2))", 4)
+	f.Add("(vector,(0,2,1),(3,1,5))", 9)
+	f.Fuzz(func(t *testing.T, s string, size int) {
+		size = size & 0xffff
+		got, err := ParseMapping(s, size)
+		if err == nil && len(got) != size {
+			t.Fatalf("%q: %d nodes for %d ranks", s, len(got), size)
+		}
 	})
 }

@@ -122,14 +122,16 @@ func appendV2(b []byte, m Msg) []byte {
 
 func escapeV2(s string) string { return strings.ReplaceAll(s, ";", ";;") }
 
-// v2Length parses the 6-character length of a PMI-2 message.
+// v2Length parses the 6-character length of a PMI-2 message. Past
+// MaxLine it returns the length with ErrLong, for the reader to skip the
+// body and stay in step with the stream.
 func v2Length(head []byte) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(string(head)))
 	if err != nil || n <= 0 {
 		return 0, fmt.Errorf("%w: length %q", ErrFormat, head)
 	}
 	if n > MaxLine {
-		return 0, fmt.Errorf("%w: %d bytes", ErrLong, n)
+		return n, fmt.Errorf("%w: %d bytes", ErrLong, n)
 	}
 	return n, nil
 }

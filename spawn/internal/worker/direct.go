@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -115,6 +116,14 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 		UDP: udp.String(), CPUs: runtime.NumCPU(), Mask: cpuMask(), Inbox: inbox, Nets: nets[:min(len(nets), ctl.MaxNets)]}
 	if err := c.Put("j"+strconv.Itoa(rank), jn.AppendBody(nil)); err != nil {
 		return fmt.Errorf("rank %d: publishing its address through the launcher: %w", rank, err)
+	}
+	extra, err := w.watchNode(cfg, rank, size)
+	if err != nil {
+		return err
+	}
+	if extra > 0 {
+		c.SetTimeout(cfg.ConnectTimeout + extra)
+		defer c.SetTimeout(cfg.ConnectTimeout)
 	}
 	var ln net.Listener
 	if rank == 0 {
@@ -232,6 +241,123 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	w.hubbed.Store(true)
 	go w.readLoop()
 	return nil
+}
+
+// watchNode names the ranks of this node that never reach Init, where
+// the launcher keeps node attributes (PMI-2, srun). A task missing stops
+// every other at the first fence, where none can tell which is missing
+// (the launcher shows a task's puts only after a fence that every task
+// joined); a node attribute is visible to the node's tasks at once. Each
+// rank says it is up in its node's attributes; the lowest rank of the node
+// (the launcher's PMI_process_mapping places them) waits for its node's
+// others before the fence, which it could not pass without them, and when
+// GASNET_CONNECT_TIMEOUT passes without some, names them and ends the job;
+// the node's other ranks wait extra longer at the first fence, so that the
+// line naming the rank comes first. A node whose lowest rank is the
+// missing one, and Hydra, leave the fence's own timeout to say that a task
+// is missing, unnamed.
+func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Duration, err error) {
+	c := w.pmi
+	if !c.NodeAttrs() || size < 2 {
+		return 0, nil
+	}
+	key := func(r int) string { return "udpc-up-" + strconv.Itoa(r) }
+	if err := c.PutNodeAttr(key(rank), "1"); err != nil {
+		// Left out, this rank would be named missing by its node's lowest.
+		return 0, fmt.Errorf("rank %d: saying it is up in its node's attributes (PMI-2): %w", rank, err)
+	}
+	local := nodeRanks(c, rank, size)
+	var others []int
+	for _, r := range local {
+		if r < rank {
+			// Not the node's lowest rank: its fence waits a second
+			// longer than the lowest's watch, whose line then comes
+			// first when a task is missing.
+			return time.Second, nil
+		}
+		if r != rank {
+			others = append(others, r)
+		}
+	}
+	missing := waitRanks(others, cfg.ConnectTimeout, func(r int) bool {
+		_, up, err := c.NodeAttr(key(r))
+		return up || err != nil
+	})
+	if len(missing) == 0 {
+		return 0, nil
+	}
+	host, _ := os.Hostname()
+	names := make([]string, len(missing))
+	for i, r := range missing {
+		names[i] = strconv.Itoa(r)
+	}
+	what := "rank " + names[0]
+	if len(names) > 1 {
+		what = "ranks " + strings.Join(names, ", ")
+	}
+	msg := fmt.Sprintf("rank %d of %d: %s on this host (%s) did not start, or did not reach conduit.Init, within GASNET_CONNECT_TIMEOUT=%v; aborting the job", rank, size, what, host, cfg.ConnectTimeout)
+	say(msg)
+	w.endJob(1, msg, nil)
+	return 0, nil
+}
+
+// nodeRanks returns the ranks on this task's node: SLURM_GTIDS, the task
+// ids slurmstepd started on the node, where set; else those the launcher's
+// PMI_process_mapping places with rank; nil when neither says.
+func nodeRanks(c *pmi.Client, rank, size int) []int {
+	if g := os.Getenv("SLURM_GTIDS"); g != "" {
+		var local []int
+		for _, f := range strings.Split(g, ",") {
+			r, err := strconv.Atoi(f)
+			if err != nil || r < 0 || r >= size {
+				return nil
+			}
+			local = append(local, r)
+		}
+		if !slices.Contains(local, rank) {
+			return nil
+		}
+		return local
+	}
+	m, ok, err := c.JobAttr("PMI_process_mapping")
+	if err != nil || !ok {
+		return nil
+	}
+	nodes, err := pmi.ParseMapping(m, size)
+	if err != nil {
+		return nil
+	}
+	var local []int
+	for r, n := range nodes {
+		if n == nodes[rank] {
+			local = append(local, r)
+		}
+	}
+	return local
+}
+
+// waitRanks asks up about the ranks in order, each until it is up, and
+// when timeout passes returns those not up then, asked once more each. It
+// asks again about the same rank after 1 ms, then twice as long each time
+// up to 64 ms: one question at a time, however many are missing.
+func waitRanks(ranks []int, timeout time.Duration, up func(int) bool) []int {
+	deadline := time.Now().Add(timeout)
+	wait := time.Millisecond
+	for len(ranks) > 0 && time.Now().Before(deadline) {
+		if up(ranks[0]) {
+			ranks, wait = ranks[1:], time.Millisecond
+			continue
+		}
+		time.Sleep(min(wait, time.Until(deadline)))
+		wait = min(2*wait, 64*time.Millisecond)
+	}
+	var missing []int
+	for _, r := range ranks {
+		if !up(r) {
+			missing = append(missing, r)
+		}
+	}
+	return missing
 }
 
 // stopOnSignal ends the job when the launcher passes this rank a stop

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -258,4 +259,33 @@ func TestHubLiveness(t *testing.T) {
 	if len(said) != 1 || !strings.Contains(said[0], "rank 1 (pid 101 on h) has not answered rank 0 for") || killed != 1 {
 		t.Errorf("said %q, killed with %d; want one line naming rank 1, and 1", said, killed)
 	}
+}
+
+// TestWaitRanks: waitRanks returns the ranks not up when the timeout
+// passes, asking about one rank at a time (the first not up yet, then
+// each once more at the end), and returns at once when every rank is up.
+func TestWaitRanks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		asked := map[int]int{}
+		missing := waitRanks([]int{1, 2, 3, 5}, time.Second, func(r int) bool {
+			asked[r]++
+			return r == 1 || r == 3 && time.Since(start) >= 100*time.Millisecond
+		})
+		if d := cmp.Diff([]int{2, 5}, missing); d != "" {
+			t.Errorf("missing (-want +got):\n%s", d)
+		}
+		if el := time.Since(start); el != time.Second {
+			t.Errorf("returned after %v, want the timeout, 1s", el)
+		}
+		// Rank 2, never up, is asked after 1, 2, 4 ... 64 ms, then every
+		// 64 ms: about 20 times in a second; the others once each.
+		if asked[1] != 1 || asked[3] != 1 || asked[5] != 1 || asked[2] < 15 || asked[2] > 25 {
+			t.Errorf("asked %v times; want rank 2 about 20 times, the others once", asked)
+		}
+		start = time.Now()
+		if missing := waitRanks([]int{4, 6}, time.Minute, func(int) bool { return true }); len(missing) != 0 || time.Since(start) != 0 {
+			t.Errorf("all up: %v missing after %v", missing, time.Since(start))
+		}
+	})
 }
