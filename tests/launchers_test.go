@@ -559,7 +559,7 @@ func TestDirectLaunchExits(t *testing.T) {
 
 // TestDirectLaunchFaults: a task that never starts the program (a
 // wrapper that exits on rank 2) ends the others within
-// GASNET_CONNECT_TIMEOUT, non-zero, saying so (naming it under srun); a rank stopped (SIGSTOP)
+// GASNET_CONNECT_TIMEOUT, non-zero, naming it; a rank stopped (SIGSTOP)
 // while the job runs, rank 1 or rank 0, which keeps the job's end, ends
 // the job non-zero within GASNET_LIVENESS_TIMEOUT, named, and so does rank
 // 1 killed (SIGKILL); and an
@@ -574,14 +574,10 @@ func TestDirectLaunchFaults(t *testing.T) {
 		t.Run(l.name, func(t *testing.T) {
 			l.setup(t)
 			r := directLaunch(t, l, 3, []string{"GASNET_CONNECT_TIMEOUT=3s"}, wrap, "hello")
-			// srun's PMI-2 keeps node attributes, through which rank 0,
-			// the lowest of the node, names the rank missing; Hydra's
-			// PMI-1 has none, and the fence's timeout says a task is.
-			want := "a task of the job did not start, or did not reach conduit.Init"
-			if l.name == "srun" {
-				host, _ := os.Hostname()
-				want = "rank 0 of 3: rank 2 on this host (" + host + ") did not start, or did not reach conduit.Init, within GASNET_CONNECT_TIMEOUT=3s"
-			}
+			// Both launchers' PMI-2 keep node attributes, through which
+			// rank 0, the lowest of the node, names the rank missing.
+			host, _ := os.Hostname()
+			want := "rank 0 of 3: rank 2 on this host (" + host + ") did not start, or did not reach conduit.Init, within GASNET_CONNECT_TIMEOUT=3s"
 			if r.code == 0 || !strings.Contains(r.stderr, want) || strings.Contains(r.stdout, "hello from") {
 				t.Errorf("a task missing: exit %d, want non-zero, %q and no job\nstdout:\n%s\nstderr:\n%s", r.code, want, r.stdout, r.stderr)
 			}

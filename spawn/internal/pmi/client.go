@@ -348,10 +348,6 @@ func (c *Client) Abort(code int, msg string) error {
 	return c.send(Msg{Cmd: "abort", Attrs: []Attr{{"exitcode", strconv.Itoa(code)}}})
 }
 
-// AbortHasCode reports whether Abort passes its code to the launcher
-// (PMI-1's does; PMI-2's carries a message alone).
-func (c *Client) AbortHasCode() bool { return !c.v2 }
-
 // Finalize ends the session: the launcher then takes the task's exit as
 // its end, not as a failure.
 func (c *Client) Finalize() error {
@@ -373,8 +369,8 @@ func (c *Client) SetTimeout(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// NodeAttrs reports whether the launcher keeps attributes per node
-// (PMI-2; Hydra's PMI-1 has none): PutNodeAttr and NodeAttr work then, and
+// NodeAttrs reports whether the session keeps attributes per node
+// (PMI-2; PMI-1 has none): PutNodeAttr and NodeAttr work then, and
 // their values are visible to the tasks of the node at once, without a
 // fence.
 func (c *Client) NodeAttrs() bool { return c.v2 }

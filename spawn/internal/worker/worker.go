@@ -71,6 +71,7 @@ type Worker struct {
 	hub         *hub
 	exitTimeout time.Duration
 	finalized   bool        // the PMI session ended at startup (Hydra)
+	hydra       bool        // started by mpiexec.hydra (no PMI_JOBID), not srun
 	hub0        ctl.Join    // rank 0's pid and host name, from its hub's key (hubLost)
 	hubbed      atomic.Bool // connected to rank 0's hub, its reader started
 
