@@ -558,7 +558,7 @@ func TestDirectLaunchExits(t *testing.T) {
 }
 
 // TestDirectLaunchFaults: a task that never starts the program (a
-// wrapper that exits on rank 2) ends the others within
+// wrapper that exits on rank 2, or on rank 0) ends the others within
 // GASNET_CONNECT_TIMEOUT, non-zero, naming it; a rank stopped (SIGSTOP)
 // while the job runs, rank 1 or rank 0, which keeps the job's end, ends
 // the job non-zero within GASNET_LIVENESS_TIMEOUT, named, and so does rank
@@ -566,23 +566,29 @@ func TestDirectLaunchExits(t *testing.T) {
 // interrupt of the launcher (twice for srun, as a user's Ctrl-C Ctrl-C; once for Hydra)
 // ends a running job non-zero. Nothing of the job is left.
 func TestDirectLaunchFaults(t *testing.T) {
-	wrap := filepath.Join(t.TempDir(), "skip2.sh")
-	if err := os.WriteFile(wrap, []byte("#!/bin/sh\nr=${PMI_RANK:-$SLURM_PROCID}\n[ \"$r\" = 2 ] && exit 0\nexec \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
+	skip := func(rank int) string {
+		wrap := filepath.Join(t.TempDir(), fmt.Sprintf("skip%d.sh", rank))
+		if err := os.WriteFile(wrap, []byte(fmt.Sprintf("#!/bin/sh\nr=${PMI_RANK:-$SLURM_PROCID}\n[ \"$r\" = %d ] && exit 0\nexec \"$@\"\n", rank)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return wrap
 	}
 	for _, l := range directLaunchers {
-		t.Run(l.name, func(t *testing.T) {
-			l.setup(t)
-			r := directLaunch(t, l, 3, []string{"GASNET_CONNECT_TIMEOUT=3s"}, wrap, "hello")
-			// Both launchers' PMI-2 keep node attributes, through which
-			// rank 0, the lowest of the node, names the rank missing.
-			host, _ := os.Hostname()
-			want := "rank 0 of 3: rank 2 on this host (" + host + ") did not start, or did not reach conduit.Init, within GASNET_CONNECT_TIMEOUT=3s"
-			if r.code == 0 || !strings.Contains(r.stderr, want) || strings.Contains(r.stdout, "hello from") {
-				t.Errorf("a task missing: exit %d, want non-zero, %q and no job\nstdout:\n%s\nstderr:\n%s", r.code, want, r.stdout, r.stderr)
-			}
-			checkNoSurvivors(t, t.Name(), 3*time.Second)
-		})
+		// Both launchers' PMI-2 keep node attributes, through which the
+		// node's lowest rank names a rank missing, and its second the
+		// lowest.
+		for _, c := range []struct{ missing, namer int }{{2, 0}, {0, 1}} {
+			t.Run(fmt.Sprintf("%s-missing-%d", l.name, c.missing), func(t *testing.T) {
+				l.setup(t)
+				r := directLaunch(t, l, 3, []string{"GASNET_CONNECT_TIMEOUT=3s"}, skip(c.missing), "hello")
+				host, _ := os.Hostname()
+				want := fmt.Sprintf("rank %d of 3: rank %d on this host (%s) did not start, or did not reach conduit.Init, within GASNET_CONNECT_TIMEOUT=3s", c.namer, c.missing, host)
+				if r.code == 0 || !strings.Contains(r.stderr, want) || strings.Contains(r.stdout, "hello from") {
+					t.Errorf("a task missing: exit %d, want non-zero, %q and no job\nstdout:\n%s\nstderr:\n%s", r.code, want, r.stdout, r.stderr)
+				}
+				checkNoSurvivors(t, t.Name(), 3*time.Second)
+			})
+		}
 		for _, stopped := range []int{1, 0} {
 			t.Run(fmt.Sprintf("%s-stopped-%d", l.name, stopped), func(t *testing.T) { directStopped(t, l, stopped, syscall.SIGSTOP) })
 		}

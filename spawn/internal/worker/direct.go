@@ -258,11 +258,12 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 // rank says it is up in its node's attributes; the lowest rank of the node
 // (the launcher's PMI_process_mapping places them) waits for its node's
 // others before the fence, which it could not pass without them, and when
-// GASNET_CONNECT_TIMEOUT passes without some, names them and ends the job;
-// the node's other ranks wait extra longer at the first fence, so that the
-// line naming the rank comes first. A node whose lowest rank is the
-// missing one leaves the fence's own timeout to say that a task is
-// missing, unnamed.
+// GASNET_CONNECT_TIMEOUT passes without some, names them and ends the job.
+// The second rank of the node watches the first the same way, and when the
+// first never comes, names it with the node's others missing. The rest
+// wait extra longer at the first fence, so that the line naming a rank
+// comes first. A node whose two lowest ranks are both missing leaves the
+// fence's own timeout to say that a task is missing, unnamed.
 func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Duration, err error) {
 	c := w.pmi
 	if !c.NodeAttrs() || size < 2 {
@@ -273,23 +274,36 @@ func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Dura
 		// Left out, this rank would be named missing by its node's lowest.
 		return 0, fmt.Errorf("rank %d: saying it is up in its node's attributes (PMI-2): %w", rank, err)
 	}
-	local := nodeRanks(c, rank, size)
-	var others []int
-	for _, r := range local {
-		if r < rank {
-			// Not the node's lowest rank: its fence waits a second
-			// longer than the lowest's watch, whose line then comes
-			// first when a task is missing.
-			return time.Second, nil
-		}
-		if r != rank {
-			others = append(others, r)
-		}
-	}
-	missing := waitRanks(others, cfg.ConnectTimeout, func(r int) bool {
+	up := func(r int) bool {
 		_, up, err := c.NodeAttr(key(r))
 		return up || err != nil
-	})
+	}
+	local := nodeRanks(c, rank, size)
+	i := slices.Index(local, rank)
+	var missing []int
+	switch {
+	case i < 0 || len(local) < 2:
+		return 0, nil
+	case i == 0:
+		missing = waitRanks(local[1:], cfg.ConnectTimeout, up)
+	case i == 1:
+		// The second rank of the node watches the first, and names
+		// the node's missing ranks when the first is one of them.
+		if len(waitRanks(local[:1], cfg.ConnectTimeout, up)) == 0 {
+			return time.Second, nil
+		}
+		missing = []int{local[0]}
+		for _, r := range local[2:] {
+			if !up(r) {
+				missing = append(missing, r)
+			}
+		}
+	default:
+		// The node's watchers name a missing task GASNET_CONNECT_TIMEOUT
+		// after they start: the others' fence waits a second longer,
+		// so that the line naming it comes first.
+		return time.Second, nil
+	}
 	if len(missing) == 0 {
 		return 0, nil
 	}
@@ -324,6 +338,7 @@ func nodeRanks(c *pmi.Client, rank, size int) []int {
 		if !slices.Contains(local, rank) {
 			return nil
 		}
+		slices.Sort(local)
 		return local
 	}
 	m, ok, err := c.JobAttr("PMI_process_mapping")
