@@ -73,17 +73,18 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 	VPSHUFB Z14, Z2, Z2; \
 	VPSHUFB Z14, Z3, Z3
 
-// MULADD adds the products of four blocks (x) by four powers of H (h) to
-// the low (Z4), high (Z6) and middle (Z7) sums; Z5 is clobbered.
-#define MULADD(h, x) \
-	VPCLMULQDQ $0x00, h, x, Z5; \
-	VPXORQ     Z5, Z4, Z4; \
-	VPCLMULQDQ $0x11, h, x, Z5; \
-	VPXORQ     Z5, Z6, Z6; \
-	VPCLMULQDQ $0x01, h, x, Z5; \
-	VPXORQ     Z5, Z7, Z7; \
-	VPCLMULQDQ $0x10, h, x, Z5; \
-	VPXORQ     Z5, Z7, Z7
+// MULADD adds the products of the blocks of x by the powers of H in h
+// (four of each in Z registers, one in X) to the low (lo), high (hi) and
+// middle (mid) sums; t is clobbered.
+#define MULADD(h, x, t, lo, hi, mid) \
+	VPCLMULQDQ $0x00, h, x, t; \
+	VPXORQ     t, lo, lo; \
+	VPCLMULQDQ $0x11, h, x, t; \
+	VPXORQ     t, hi, hi; \
+	VPCLMULQDQ $0x01, h, x, t; \
+	VPXORQ     t, mid, mid; \
+	VPCLMULQDQ $0x10, h, x, t; \
+	VPXORQ     t, mid, mid
 
 // LANES sums the four lanes of z (whose low halves are y and x) into x;
 // Y5 is clobbered.
@@ -100,9 +101,9 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 	VPCLMULQDQ $0x01, Z10, Z0, Z7; \
 	VPCLMULQDQ $0x10, Z10, Z0, Z5; \
 	VPXORQ     Z5, Z7, Z7; \
-	MULADD(Z11, Z1); \
-	MULADD(Z12, Z2); \
-	MULADD(Z13, Z3); \
+	MULADD(Z11, Z1, Z5, Z4, Z6, Z7); \
+	MULADD(Z12, Z2, Z5, Z4, Z6, Z7); \
+	MULADD(Z13, Z3, Z5, Z4, Z6, Z7); \
 	LANES(Z4, Y4, X4); \
 	LANES(Z6, Y6, X6); \
 	LANES(Z7, Y7, X7); \
@@ -243,17 +244,10 @@ TEXT ·aesEncrypt(SB), NOSPLIT, $0-24
 // the power of H at SI to the low (X4), high (X6) and middle (X7) sums,
 // and moves SI to the next power; X5 and X8 are clobbered.
 #define SHORTMUL \
-	VPSHUFB    X14, X0, X0; \
-	VMOVDQU    (SI), X8; \
-	VPCLMULQDQ $0x00, X8, X0, X5; \
-	VPXOR      X5, X4, X4; \
-	VPCLMULQDQ $0x11, X8, X0, X5; \
-	VPXOR      X5, X6, X6; \
-	VPCLMULQDQ $0x01, X8, X0, X5; \
-	VPXOR      X5, X7, X7; \
-	VPCLMULQDQ $0x10, X8, X0, X5; \
-	VPXOR      X5, X7, X7; \
-	ADDQ       $16, SI
+	VPSHUFB X14, X0, X0; \
+	VMOVDQU (SI), X8; \
+	MULADD(X8, X0, X5, X4, X6, X7); \
+	ADDQ    $16, SI
 
 // func gmacShort(out *[16]byte, rk *[11][16]byte, tbl *[16][16]byte, data *byte, nfull int, tail *byte, ntail int, j0 *[16]byte)
 // writes the GMAC tag of the nfull blocks at data followed by the ntail
