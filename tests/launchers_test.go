@@ -558,7 +558,7 @@ func TestDirectLaunchExits(t *testing.T) {
 }
 
 // TestDirectLaunchFaults: a task that never starts the program (a
-// wrapper that exits on rank 2, or on rank 0) ends the others within
+// wrapper that exits on rank 2, on rank 0, or on ranks 0 and 1) ends the others within
 // GASNET_CONNECT_TIMEOUT, non-zero, naming it; a rank stopped (SIGSTOP)
 // while the job runs, rank 1 or rank 0, which keeps the job's end, ends
 // the job non-zero within GASNET_LIVENESS_TIMEOUT, named, and so does rank
@@ -566,23 +566,27 @@ func TestDirectLaunchExits(t *testing.T) {
 // interrupt of the launcher (twice for srun, as a user's Ctrl-C Ctrl-C; once for Hydra)
 // ends a running job non-zero. Nothing of the job is left.
 func TestDirectLaunchFaults(t *testing.T) {
-	skip := func(rank int) string {
-		wrap := filepath.Join(t.TempDir(), fmt.Sprintf("skip%d.sh", rank))
-		if err := os.WriteFile(wrap, []byte(fmt.Sprintf("#!/bin/sh\nr=${PMI_RANK:-$SLURM_PROCID}\n[ \"$r\" = %d ] && exit 0\nexec \"$@\"\n", rank)), 0o755); err != nil {
+	// skip is a wrapper that exits at once on the ranks named (as "0 1").
+	skip := func(ranks string) string {
+		wrap := filepath.Join(t.TempDir(), "skip.sh")
+		script := fmt.Sprintf("#!/bin/sh\nr=${PMI_RANK:-$SLURM_PROCID}\nfor s in %s; do [ \"$r\" = \"$s\" ] && exit 0; done\nexec \"$@\"\n", ranks)
+		if err := os.WriteFile(wrap, []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		return wrap
 	}
 	for _, l := range directLaunchers {
 		// Both launchers' PMI-2 keep node attributes, through which the
-		// node's lowest rank names a rank missing, and its second the
-		// lowest.
-		for _, c := range []struct{ missing, namer int }{{2, 0}, {0, 1}} {
-			t.Run(fmt.Sprintf("%s-missing-%d", l.name, c.missing), func(t *testing.T) {
+		// node's lowest rank up names the ranks missing.
+		for _, c := range []struct {
+			missing, named string
+			namer          int
+		}{{"2", "rank 2", 0}, {"0", "rank 0", 1}, {"0 1", "ranks 0, 1", 2}} {
+			t.Run(fmt.Sprintf("%s-missing-%s", l.name, strings.ReplaceAll(c.missing, " ", "-")), func(t *testing.T) {
 				l.setup(t)
 				r := directLaunch(t, l, 3, []string{"GASNET_CONNECT_TIMEOUT=3s"}, skip(c.missing), "hello")
 				host, _ := os.Hostname()
-				want := fmt.Sprintf("rank %d of 3: rank %d on this host (%s) did not start, or did not reach conduit.Init, within GASNET_CONNECT_TIMEOUT=3s", c.namer, c.missing, host)
+				want := fmt.Sprintf("rank %d of 3: %s on this host (%s) did not start, or did not reach conduit.Init, within GASNET_CONNECT_TIMEOUT=3s", c.namer, c.named, host)
 				if r.code == 0 || !strings.Contains(r.stderr, want) || strings.Contains(r.stdout, "hello from") {
 					t.Errorf("a task missing: exit %d, want non-zero, %q and no job\nstdout:\n%s\nstderr:\n%s", r.code, want, r.stdout, r.stderr)
 				}

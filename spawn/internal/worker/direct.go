@@ -255,15 +255,11 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 // every other at the first fence, where none can tell which is missing
 // (the launcher shows a task's puts only after a fence that every task
 // joined); a node attribute is visible to the node's tasks at once. Each
-// rank says it is up in its node's attributes; the lowest rank of the node
-// (the launcher's PMI_process_mapping places them) waits for its node's
-// others before the fence, which it could not pass without them, and when
-// GASNET_CONNECT_TIMEOUT passes without some, names them and ends the job.
-// The second rank of the node watches the first the same way, and when the
-// first never comes, names it with the node's others missing. The rest
-// wait extra longer at the first fence, so that the line naming a rank
-// comes first. A node whose two lowest ranks are both missing leaves the
-// fence's own timeout to say that a task is missing, unnamed.
+// rank says it is up in its node's attributes and, before the fence, which
+// it could not pass without the missing, watches its node (nodeMissing):
+// the lowest rank up on the node names the missing ones when
+// GASNET_CONNECT_TIMEOUT passes, and ends the job. The others wait extra
+// longer at the first fence, so that the line naming a rank comes first.
 func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Duration, err error) {
 	c := w.pmi
 	if !c.NodeAttrs() || size < 2 {
@@ -271,7 +267,7 @@ func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Dura
 	}
 	key := func(r int) string { return "udpc-up-" + strconv.Itoa(r) }
 	if err := c.PutNodeAttr(key(rank), "1"); err != nil {
-		// Left out, this rank would be named missing by its node's lowest.
+		// Left out, this rank would be named missing by its node's lowest rank up.
 		return 0, fmt.Errorf("rank %d: saying it is up in its node's attributes (PMI-2): %w", rank, err)
 	}
 	up := func(r int) bool {
@@ -280,28 +276,14 @@ func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Dura
 	}
 	local := nodeRanks(c, rank, size)
 	i := slices.Index(local, rank)
-	var missing []int
-	switch {
-	case i < 0 || len(local) < 2:
+	if i < 0 || len(local) < 2 {
 		return 0, nil
-	case i == 0:
-		missing = waitRanks(local[1:], cfg.ConnectTimeout, up)
-	case i == 1:
-		// The second rank of the node watches the first, and names
-		// the node's missing ranks when the first is one of them.
-		if len(waitRanks(local[:1], cfg.ConnectTimeout, up)) == 0 {
-			return time.Second, nil
-		}
-		missing = []int{local[0]}
-		for _, r := range local[2:] {
-			if !up(r) {
-				missing = append(missing, r)
-			}
-		}
-	default:
-		// The node's watchers name a missing task GASNET_CONNECT_TIMEOUT
-		// after they start: the others' fence waits a second longer,
-		// so that the line naming it comes first.
+	}
+	missing := nodeMissing(local, i, cfg.ConnectTimeout, up)
+	if len(missing) == 0 && i > 0 {
+		// The node's lowest rank up names a missing task
+		// GASNET_CONNECT_TIMEOUT after it starts: the others' fence
+		// waits a second longer, so that the line naming it comes first.
 		return time.Second, nil
 	}
 	if len(missing) == 0 {
@@ -320,6 +302,34 @@ func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Dura
 	say(msg)
 	w.endJob(1, msg, nil)
 	return 0, nil
+}
+
+// nodeMissing returns the ranks of a node (local, in order) that its rank
+// local[i] is to name missing, nil when it names none. The node's lowest
+// rank waits for all the others, one at a time (waitRanks). Any other
+// waits for the rank just below it, and when that one is not up within
+// timeout names the node's ranks not up then, unless a rank below it is
+// up: the lowest rank up on the node is the one to name them, so that a
+// node missing its lowest ranks, however many, has them named once.
+func nodeMissing(local []int, i int, timeout time.Duration, up func(int) bool) []int {
+	if i == 0 {
+		return waitRanks(local[1:], timeout, up)
+	}
+	if len(waitRanks(local[i-1:i], timeout, up)) == 0 {
+		return nil
+	}
+	for _, r := range local[:i-1] {
+		if up(r) {
+			return nil
+		}
+	}
+	missing := slices.Clone(local[:i])
+	for _, r := range local[i+1:] {
+		if !up(r) {
+			missing = append(missing, r)
+		}
+	}
+	return missing
 }
 
 // nodeRanks returns the ranks on this task's node: SLURM_GTIDS, the task

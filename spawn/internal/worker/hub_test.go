@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -288,4 +289,51 @@ func TestWaitRanks(t *testing.T) {
 			t.Errorf("all up: %v missing after %v", missing, time.Since(start))
 		}
 	})
+}
+
+// TestNodeMissing: the lowest rank up on a node names the node's missing
+// ranks, however many of its lowest are missing, and no other rank names
+// them; a rank other than the lowest asks only about the one below it
+// while it waits.
+func TestNodeMissing(t *testing.T) {
+	local := []int{3, 5, 7, 9}
+	for _, c := range []struct {
+		down []int // never up
+		i    int   // the watcher, local[i]
+		want []int // what it names
+	}{
+		{down: []int{7}, i: 0, want: []int{7}},
+		{down: []int{7}, i: 1},
+		{down: []int{7}, i: 3},
+		{down: []int{3}, i: 1, want: []int{3}},
+		{down: []int{3, 9}, i: 1, want: []int{3, 9}},
+		{down: []int{3}, i: 2},
+		{down: []int{3, 5}, i: 2, want: []int{3, 5}},
+		{down: []int{3, 5}, i: 3},
+		{down: []int{5}, i: 2}, // 3, up, names 5
+		{down: []int{3, 5, 7}, i: 3, want: []int{3, 5, 7}},
+		{down: []int{5, 7}, i: 3},
+		{i: 2},
+	} {
+		t.Run(fmt.Sprintf("%v-down-%d-watches", c.down, local[c.i]), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				asked := map[int]int{}
+				got := nodeMissing(local, c.i, time.Second, func(r int) bool {
+					asked[r]++
+					return !slices.Contains(c.down, r)
+				})
+				if d := cmp.Diff(c.want, got); d != "" {
+					t.Errorf("ranks %v down, watched by %d: named (-want +got):\n%s", c.down, local[c.i], d)
+				}
+				if below := local[max(c.i-1, 0)]; c.i > 0 && slices.Contains(c.down, below) && asked[below] < 400 {
+					t.Errorf("ranks %v down, watched by %d: asked %v; want %d asked until the timeout", c.down, local[c.i], asked, below)
+				}
+				for r, n := range asked {
+					if c.i > 0 && r != local[c.i-1] && n > 1 {
+						t.Errorf("ranks %v down, watched by %d: asked about %d %d times, want at most once", c.down, local[c.i], r, n)
+					}
+				}
+			})
+		})
+	}
 }
