@@ -21,15 +21,14 @@ import (
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
 	"github.com/udpconduit/udpconduit/spawn/internal/pmi"
-	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
 // DialPMI makes this task a worker of a job that a launcher serving PMI
 // started directly (srun --mpi=pmi2, mpiexec.hydra; DESIGN.md §9.1): there
 // is no console. Its rank and the job's size are the launcher's; Join
-// exchanges the ranks' joins (and rank 0's secret) through the launcher's
-// key-value store, and every rank then has the whole address table. Its configuration is its environment,
-// which the launcher passes on.
+// finds rank 0's hub (and the job secret) through the launcher's
+// key-value store and takes the whole address table from it. Its
+// configuration is its environment, which the launcher passes on.
 func DialPMI(e pmi.Env) (*Worker, *envconf.Config, map[string]envconf.Source, error) {
 	cfg, src, err := envconf.Load()
 	if err != nil {
@@ -89,41 +88,15 @@ func defaultAddr() netip.Addr {
 // rank 0 keeps the job's end (hub.go).
 func (w *Worker) Direct() bool { return w.pmi != nil }
 
-// readJoins reads every rank's Join from the launcher's store: the
-// table, each rank's CPU count and affinity mask, and the Joins.
-func readJoins(c *pmi.Client, size int) (tab ctl.Table, cpus []int, masks []string, joins []ctl.Join, err error) {
-	tab = ctl.Table{Addrs: make([]netip.AddrPort, size), Hosts: make([]string, size), Inboxes: make([]string, size), Nets: make([][]ctl.Net, size)}
-	cpus, masks, joins = make([]int, size), make([]string, size), make([]ctl.Join, size)
-	for r := range size {
-		b, err := c.Get("j" + strconv.Itoa(r))
-		if err != nil {
-			return ctl.Table{}, nil, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher: %w", r, err)
-		}
-		var o ctl.Join
-		if err := ctl.DecodeBody(b, &o); err != nil {
-			return ctl.Table{}, nil, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher is malformed: %w", r, err)
-		}
-		a, err := netip.ParseAddrPort(o.UDP)
-		if err != nil || a.Port() == 0 || o.Rank != r {
-			return ctl.Table{}, nil, nil, nil, fmt.Errorf("rank 0: rank %d's address from the launcher is malformed (%q, rank %d)", r, o.UDP, o.Rank)
-		}
-		tab.Addrs[r], tab.Hosts[r], tab.Inboxes[r], tab.Nets[r] = a, o.Host, o.Inbox, o.Nets
-		cpus[r], masks[r] = o.CPUs, o.Mask
-		joins[r] = o
-	}
-	return tab, cpus, masks, joins, nil
-}
-
-// joinPMI is Join under direct launch.
+// joinPMI is Join under direct launch. Rank 0 publishes, through the
+// launcher's store, where its hub listens and the job secret; after the
+// launcher's fence every rank reads that one value, connects to the hub
+// and sends it its Join, and the hub, once every rank has joined, sends
+// each its Welcome with the whole table (DESIGN.md §9.1): one fence and
+// one read of the store a rank, the joins and the table over TCP.
 func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, nets []ctl.Net) error {
 	c := w.pmi
 	rank, size := c.Rank(), c.Size()
-	name, _ := os.Hostname()
-	jn := ctl.Join{Rank: rank, Index: rank, Host: hostIdentity(cfg.HostDetect, udp.Addr()), Name: name, PID: os.Getpid(),
-		UDP: udp.String(), CPUs: runtime.NumCPU(), Mask: cpuMask(), Inbox: inbox, Nets: nets[:min(len(nets), ctl.MaxNets)]}
-	if err := c.Put("j"+strconv.Itoa(rank), jn.AppendBody(nil)); err != nil {
-		return fmt.Errorf("rank %d: publishing its address through the launcher: %w", rank, err)
-	}
 	extra, err := w.watchNode(cfg, rank, size)
 	if err != nil {
 		return err
@@ -136,18 +109,18 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	if rank == 0 {
 		var sb [16]byte
 		rand.Read(sb[:])
-		if err := c.Put("secret", []byte(hex.EncodeToString(sb[:]))); err != nil {
-			return fmt.Errorf("rank 0: publishing the job secret through the launcher: %w", err)
-		}
-		var err error
+		secret := []byte(hex.EncodeToString(sb[:]))
 		if ln, err = net.Listen("tcp", netip.AddrPortFrom(w.LocalIP, 0).String()); err != nil {
 			return fmt.Errorf("rank 0: listening for the ranks' connections on %v: %w", w.LocalIP, err)
 		}
 		host, _ := os.Hostname()
-		if err := c.Put("hub", []byte(ln.Addr().String()+" "+strconv.Itoa(os.Getpid())+" "+host)); err != nil {
+		if err := c.Put("hub", []byte(ln.Addr().String()+" "+strconv.Itoa(os.Getpid())+" "+host+" "+string(secret))); err != nil {
 			ln.Close()
 			return fmt.Errorf("rank 0: publishing its address through the launcher: %w", err)
 		}
+		w.hub = newHub(ln, secret, size, cfg.ExitTimeout, cfg.ConnectTimeout, cfg.Liveness, say,
+			func(joins []ctl.Join) ([]ctl.Welcome, error) { return w.welcomes(cfg, joins) },
+			w.killJob)
 	}
 	if err := c.Fence(); err != nil {
 		if ln != nil {
@@ -155,13 +128,12 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 		}
 		return fmt.Errorf("rank %d of %d: waiting for every task at the launcher's fence (GASNET_CONNECT_TIMEOUT=%v): %w; a task of the job did not start, or did not reach conduit.Init", rank, size, cfg.ConnectTimeout, err)
 	}
-	secret, err := c.Get("secret")
-	if err != nil || len(secret) == 0 {
-		return fmt.Errorf("rank %d: reading the job secret from the launcher: %v", rank, err)
+	if w.hub != nil {
+		go w.hub.serve() // the ranks connect from here on
 	}
 	hubVal, err := c.Get("hub")
 	hub := strings.Fields(string(hubVal))
-	if err == nil && len(hub) != 3 {
+	if err == nil && len(hub) != 4 {
 		err = fmt.Errorf("malformed: %q", hubVal)
 	}
 	if err != nil {
@@ -169,73 +141,30 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	}
 	w.hub0.PID, _ = strconv.Atoi(hub[1])
 	w.hub0.Name = hub[2]
-	// Rank 0 reads every Join and publishes the table with the ranks'
-	// CPUs; the others read that once, after a second fence: N reads of
-	// the launcher's store and one value per rank, instead of N² reads.
-	var tab ctl.Table
-	var cpus []int
-	var masks []string
-	if rank == 0 {
-		var joins []ctl.Join
-		if tab, cpus, masks, joins, err = readJoins(c, size); err != nil {
-			ln.Close()
-			return err
-		}
-		who, names := make([]string, size), make([]string, size)
-		for r, o := range joins {
-			who[r], names[r] = fmt.Sprintf("rank %d (pid %d on %s)", r, o.PID, o.Name), o.Name
-		}
-		w.hub = newHub(ln, secret, who, names, cfg.ExitTimeout, cfg.ConnectTimeout, cfg.Liveness, say, func(code int, left []int) {
-			w.killJob(code, left, joins)
-		})
-		b := varenc.AppendBytes(nil, ctl.EncodeTable(tab))
-		for r := range size {
-			b = varenc.AppendString(varenc.AppendInt(b, cpus[r]), masks[r])
-		}
-		if err := c.Put("table", b); err != nil {
-			return fmt.Errorf("rank 0: publishing the address table through the launcher: %w", err)
-		}
-	}
-	if err := c.Fence(); err != nil {
-		if ln != nil {
-			ln.Close()
-		}
-		return fmt.Errorf("rank %d of %d: waiting for rank 0's table at the launcher's fence (GASNET_CONNECT_TIMEOUT=%v): %w", rank, size, cfg.ConnectTimeout, err)
-	}
-	if w.hub != nil {
-		go w.hub.serve() // the ranks connect from here on
-	}
-	if rank != 0 {
-		b, err := c.Get("table")
-		if err != nil {
-			return fmt.Errorf("rank %d: the address table from the launcher: %w", rank, err)
-		}
-		d := varenc.Decoder{B: b}
-		blob := d.Bytes()
-		cpus, masks = make([]int, size), make([]string, size)
-		for r := range size {
-			cpus[r], masks[r] = d.Int(), d.String()
-		}
-		if d.Bad || len(d.B) != 0 {
-			return fmt.Errorf("rank %d: the address table from the launcher is malformed", rank)
-		}
-		if tab, err = ctl.DecodeTable(blob, size); err != nil {
-			return fmt.Errorf("rank %d: %w", rank, err)
-		}
-	}
-	tab, place := ctl.Place(tab, cpus, masks, func(ranks, cpus int) bool {
-		return ctl.SharesMemory(cfg.SupernodeMax, w.shmSet, ranks, cpus)
-	})
-	h := tab.Hosts[rank]
-	w.wel = ctl.Welcome{Rank: rank, Size: size, HostCount: place.OnHost[h], HostCPUs: place.CPUs[h], Crowded: place.Crowded}
-	w.blob = ctl.EncodeTable(tab)
-	if w.tab, err = ctl.DecodeTable(w.blob, size); err != nil { // the form every rank of a relayed table has
-		return err
-	}
-	w.Secret = secret
+	w.Secret = []byte(hub[3])
 	w.exitTimeout = cfg.ExitTimeout
-	if err := w.dialHub(hub[0], cfg.ConnectTimeout, udp); err != nil {
+	name, _ := os.Hostname()
+	jn := ctl.Join{Rank: rank, Index: rank, Host: hostIdentity(cfg.HostDetect, udp.Addr()), Name: name, PID: os.Getpid(),
+		UDP: udp.String(), CPUs: runtime.NumCPU(), Mask: cpuMask(), Inbox: inbox, Nets: nets[:min(len(nets), ctl.MaxNets)]}
+	if err := w.dialHub(hub[0], cfg.ConnectTimeout, jn); err != nil {
 		return fmt.Errorf("rank %d: %w", rank, err)
+	}
+	// The hub sends the welcome once every rank has joined, or ends the
+	// job GASNET_CONNECT_TIMEOUT after the fence when one has not.
+	w.conn.SetReadDeadline(time.Now().Add(2*cfg.ConnectTimeout + cfg.ExitTimeout))
+	typ, body, err := ctl.ReadFrame(w.r)
+	w.conn.SetReadDeadline(time.Time{})
+	switch {
+	case err != nil:
+		return fmt.Errorf("rank %d: waiting for the address table from rank 0 at %s: %w", rank, hub[0], err)
+	case typ == ctl.FrameTerminate:
+		return &EndedError{Code: ctl.DecodeExit(body).Code}
+	case typ != ctl.FrameWelcome || ctl.DecodeBody(body, &w.wel) != nil || w.wel.Rank != rank || w.wel.Size != size:
+		return fmt.Errorf("rank %d: malformed welcome from rank 0 at %s", rank, hub[0])
+	}
+	w.blob = w.wel.Table
+	if w.tab, err = ctl.DecodeTable(w.blob, size); err != nil {
+		return fmt.Errorf("rank %d: the address table from rank 0: %w", rank, err)
 	}
 	if w.hydra {
 		// Hydra kills every task at the first that closes its PMI
@@ -248,6 +177,34 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	w.hubbed.Store(true)
 	go w.readLoop()
 	return nil
+}
+
+// welcomes is rank 0's hub's table, once every rank has joined: each
+// rank's Welcome, with the whole table placed by host (ctl.Place, with
+// this rank's GASNET_SUPERNODE_MAXSIZE for all, as the console's), or an
+// error naming the first rank whose Join is malformed.
+func (w *Worker) welcomes(cfg *envconf.Config, joins []ctl.Join) ([]ctl.Welcome, error) {
+	size := len(joins)
+	tab := ctl.Table{Addrs: make([]netip.AddrPort, size), Hosts: make([]string, size), Inboxes: make([]string, size), Nets: make([][]ctl.Net, size)}
+	cpus, masks := make([]int, size), make([]string, size)
+	for r, o := range joins {
+		a, err := netip.ParseAddrPort(o.UDP)
+		if err != nil || a.Port() == 0 {
+			return nil, fmt.Errorf("rank %d (pid %d on %s) sent rank 0 a malformed UDP address %q; aborting the job", r, o.PID, o.Name, o.UDP)
+		}
+		tab.Addrs[r], tab.Hosts[r], tab.Inboxes[r], tab.Nets[r] = a, o.Host, o.Inbox, o.Nets
+		cpus[r], masks[r] = o.CPUs, o.Mask
+	}
+	tab, place := ctl.Place(tab, cpus, masks, func(ranks, cpus int) bool {
+		return ctl.SharesMemory(cfg.SupernodeMax, w.shmSet, ranks, cpus)
+	})
+	blob := ctl.EncodeTable(tab)
+	wels := make([]ctl.Welcome, size)
+	for r := range wels {
+		h := tab.Hosts[r]
+		wels[r] = ctl.Welcome{Rank: r, Size: size, Table: blob, HostCount: place.OnHost[h], HostCPUs: place.CPUs[h], Crowded: place.Crowded}
+	}
+	return wels, nil
 }
 
 // watchNode names the ranks of this node that never reach Init, where
@@ -415,19 +372,19 @@ func (w *Worker) stopOnSignal() {
 	w.Abort(128+int(s), fmt.Sprintf("rank %d was signalled to stop (%v)", w.wel.Rank, s), time.Duration(w.grace.Load()))
 }
 
-// killJob is rank 0's hub's last resort, for the ranks left (whose
-// connections have not ended) GASNET_EXIT_TIMEOUT after the job's end
+// killJob is rank 0's hub's last resort, for the ranks left (the Joins of
+// those whose connections have not ended) GASNET_EXIT_TIMEOUT after the job's end
 // (stopped, or stuck in an AtExit function) or not answering pings: under
 // srun the PMI abort, which ends every task of the step; under Hydra,
 // whose PMI session each rank ended at startup, SIGKILL to those on rank
 // 0's host (their connections are open: the pids are theirs), and rank 0
 // ends with code; one stopped on another host stays until mpiexec is
 // interrupted.
-func (w *Worker) killJob(code int, left []int, joins []ctl.Join) {
+func (w *Worker) killJob(code int, left []ctl.Join) {
 	var procs []ctl.Join
-	for _, r := range left {
-		if r != 0 {
-			procs = append(procs, joins[r])
+	for _, j := range left {
+		if j.Rank != 0 {
+			procs = append(procs, j)
 		}
 	}
 	w.endJob(code, "udpconduit: the job's end", procs)
@@ -467,8 +424,8 @@ func say(text string) {
 }
 
 // dialHub connects this rank to rank 0's hub at addr: a Hello that proves
-// the job secret, then, sealed, a Join that names the rank.
-func (w *Worker) dialHub(addr string, timeout time.Duration, udp netip.AddrPort) error {
+// the job secret, then, sealed, its Join.
+func (w *Worker) dialHub(addr string, timeout time.Duration, jn ctl.Join) error {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return fmt.Errorf("connecting to rank 0 at %s: %w", addr, err)
@@ -479,8 +436,7 @@ func (w *Worker) dialHub(addr string, timeout time.Duration, udp netip.AddrPort)
 		return fmt.Errorf("greeting rank 0 at %s: %w", addr, err)
 	}
 	c = ctl.Seal(c, c, w.Secret, hello.Nonce, false)
-	rank := w.wel.Rank
-	if err := ctl.WriteFrame(c, ctl.FrameJoin, ctl.Join{Rank: rank, Index: rank, PID: os.Getpid(), UDP: udp.String()}); err != nil {
+	if err := ctl.WriteFrame(c, ctl.FrameJoin, jn); err != nil {
 		c.Close()
 		return fmt.Errorf("greeting rank 0 at %s: %w", addr, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,32 +16,37 @@ import (
 // A hub is what rank 0 of a directly launched job (DESIGN.md §9.1) keeps
 // of the console: every rank, rank 0 included, holds a TCP connection to
 // it, authenticated and sealed with the job secret as a connection to the
-// console is, over which it sends its Exit, takes the job's Terminate and
-// answers pings. The job's end follows the console's rules (package
+// console is, over which it sends its Join, takes its Welcome with the
+// job's table once every rank has joined, sends its Exit, takes the job's
+// Terminate and answers pings. The job's end follows the console's rules (package
 // verdict, as for a launcher's tasks whose statuses the console never
 // sees): the first Exit sets the job's code and every rank is told it; a
 // connection that ends without Exit is a rank that ended by itself (a
 // crash, a signal, a return from main), which aborts the job if others
 // still run GASNET_EXIT_TIMEOUT later; a rank that has not connected
-// within GASNET_CONNECT_TIMEOUT, or has not answered a ping for
+// within GASNET_CONNECT_TIMEOUT of the launcher's fence, or has not answered a ping for
 // GASNET_LIVENESS_TIMEOUT, aborts it at once. Ranks left
 // GASNET_EXIT_TIMEOUT after the end are handed to kill.
 type hub struct {
 	ln       net.Listener
 	secret   []byte
-	who      []string
+	who      []string // each rank, for messages; "rank 3 (pid 1234 on h)" once it joined
+	hosts    []string // each rank's host name, once it joined
 	m        *verdict.Machine
 	timeout  time.Duration // GASNET_EXIT_TIMEOUT
 	connect  time.Duration // GASNET_CONNECT_TIMEOUT
 	liveness time.Duration // GASNET_LIVENESS_TIMEOUT (0: no pings)
 	say      func(string)
-	kill     func(code int, left []int)
+	welcomes func(joins []ctl.Join) ([]ctl.Welcome, error)
+	kill     func(code int, left []ctl.Join)
 	events   chan hubEvent
 	quit     chan struct{}
-	// Loop only: each rank's connection, whether it ended, when it was
-	// last heard, and how many ranks but 0 are still connected or to
-	// connect.
+	// Loop only: each rank's connection and Join, how many have joined,
+	// whether each connection ended, when it was last heard, and how
+	// many ranks but 0 are still connected or to connect.
 	conns    []net.Conn
+	joins    []ctl.Join
+	joined   int
 	closedAt []bool
 	heard    []time.Time
 	left     int
@@ -54,10 +60,11 @@ type hub struct {
 }
 
 // hubEvent is what a connection's reader hands the hub's loop: a rank's
-// new connection, a frame, or the connection's end (err).
+// new connection with its Join, a frame, or the connection's end (err).
 type hubEvent struct {
 	rank int
 	conn net.Conn // a new connection
+	join ctl.Join // its Join
 	typ  byte
 	body []byte
 	err  error
@@ -66,16 +73,24 @@ type hubEvent struct {
 // hubAuth bounds the wait for a new connection's Hello.
 const hubAuth = 10 * time.Second
 
-// newHub returns rank 0's hub for a job whose ranks who names (hosts:
-// their host names), listening on ln; serve runs it. say prints a line of
-// the job's; kill ends what is left of the job with a code, given the
+// newHub returns rank 0's hub for a job of n ranks, listening on ln;
+// serve runs it. say prints a line of the job's; welcomes makes each
+// rank's Welcome from every rank's Join, or says why the job cannot run;
+// kill ends what is left of the job with a code, given the Joins of the
 // ranks whose connections have not ended.
-func newHub(ln net.Listener, secret []byte, who, hosts []string, exitTimeout, connectTimeout, liveness time.Duration, say func(string), kill func(code int, left []int)) *hub {
-	n := len(who)
-	return &hub{ln: ln, secret: secret, who: who, timeout: exitTimeout, connect: connectTimeout, liveness: liveness, say: say, kill: kill,
+func newHub(ln net.Listener, secret []byte, n int, exitTimeout, connectTimeout, liveness time.Duration, say func(string),
+	welcomes func(joins []ctl.Join) ([]ctl.Welcome, error), kill func(code int, left []ctl.Join)) *hub {
+	who, hosts := make([]string, n), make([]string, n)
+	for r := range n {
+		who[r] = "rank " + strconv.Itoa(r)
+	}
+	return &hub{ln: ln, secret: secret, who: who, hosts: hosts, timeout: exitTimeout, connect: connectTimeout, liveness: liveness,
+		say: say, welcomes: welcomes, kill: kill,
+		// The machine names ranks through who and hosts, which join fills in.
 		m:      verdict.New(verdict.Config{Who: who, Host: hosts}),
 		events: make(chan hubEvent, 4*n), quit: make(chan struct{}), drained: make(chan struct{}),
-		conns: make([]net.Conn, n), closedAt: make([]bool, n), heard: make([]time.Time, n), left: n - 1, taken: make([]bool, n)}
+		conns: make([]net.Conn, n), joins: make([]ctl.Join, n), closedAt: make([]bool, n), heard: make([]time.Time, n),
+		left: n - 1, taken: make([]bool, n)}
 }
 
 // Addr returns where the hub listens.
@@ -114,7 +129,7 @@ func (h *hub) serve() {
 			h.heard[ev.rank] = time.Now()
 			switch {
 			case ev.conn != nil:
-				h.joined(ev.rank, ev.conn)
+				returnC, killC = h.join(ev.rank, ev.conn, ev.join, returnC, killC)
 			case ev.err != nil:
 				if !h.closedAt[ev.rank] {
 					h.closedAt[ev.rank] = true
@@ -131,7 +146,7 @@ func (h *hub) serve() {
 			for r, c := range h.conns {
 				if c == nil && !h.closedAt[r] {
 					returnC, killC = h.step(verdict.Abort{Code: 1, Why: fmt.Sprintf(
-						"%s did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=%v of the table; aborting the job", h.who[r], h.connect)}, returnC, killC)
+						"%s did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=%v of the launcher's fence; aborting the job", h.who[r], h.connect)}, returnC, killC)
 					break
 				}
 			}
@@ -193,10 +208,10 @@ func (h *hub) step(ev any, returnC, killC <-chan time.Time) (<-chan time.Time, <
 		case verdict.Answer:
 			h.write(h.conns[a.Rank], ctl.EncodeFrame(ctl.FrameTerminate, ctl.Code{Code: a.Code}))
 		case verdict.Kill:
-			var left []int
+			var left []ctl.Join
 			for r, closed := range h.closedAt {
 				if !closed {
-					left = append(left, r)
+					left = append(left, h.joins[r])
 				}
 			}
 			h.kill(max(h.m.Code(), 1), left)
@@ -218,13 +233,28 @@ func (h *hub) write(c net.Conn, f []byte) {
 	c.Write(f)
 }
 
-// joined takes rank's connection. A rank that connects after the job
-// ended is told its code at once.
-func (h *hub) joined(rank int, c net.Conn) {
-	h.conns[rank] = c
+// join takes rank's connection and Join. A rank that connects after the
+// job ended is told its code at once; once every rank has joined, each is
+// sent its Welcome, or the job is aborted when welcomes says it cannot
+// run.
+func (h *hub) join(rank int, c net.Conn, jn ctl.Join, returnC, killC <-chan time.Time) (<-chan time.Time, <-chan time.Time) {
+	h.conns[rank], h.joins[rank] = c, jn
+	h.who[rank], h.hosts[rank] = fmt.Sprintf("rank %d (pid %d on %s)", rank, jn.PID, jn.Name), jn.Name
 	if h.m.Ended() {
 		h.write(c, ctl.EncodeFrame(ctl.FrameTerminate, ctl.Code{Code: h.m.Code()}))
+		return returnC, killC
 	}
+	if h.joined++; h.joined < len(h.conns) {
+		return returnC, killC
+	}
+	wels, err := h.welcomes(h.joins)
+	if err != nil {
+		return h.step(verdict.Abort{Code: 1, Why: err.Error()}, returnC, killC)
+	}
+	for r, c := range h.conns {
+		h.write(c, ctl.EncodeFrame(ctl.FrameWelcome, wels[r]))
+	}
+	return returnC, killC
 }
 
 // accept takes connections until the listener closes, retrying after
@@ -247,8 +277,8 @@ func (h *hub) accept() {
 }
 
 // greet checks a new connection: a Hello that proves the job secret (a
-// fresh nonce) within hubAuth, then, sealed, a Join that names a rank
-// that has no connection yet; anything else is closed. It then reads the
+// fresh nonce) within hubAuth, then, sealed, the Join of a rank that has
+// no connection yet; anything else is closed. It then reads the
 // rank's frames into the loop until the connection ends.
 func (h *hub) greet(c net.Conn) {
 	c.SetReadDeadline(time.Now().Add(min(hubAuth, h.connect)))
@@ -268,7 +298,7 @@ func (h *hub) greet(c net.Conn) {
 		return
 	}
 	c.SetReadDeadline(time.Time{})
-	if !h.send(hubEvent{rank: jn.Rank, conn: c}) {
+	if !h.send(hubEvent{rank: jn.Rank, conn: c, join: jn}) {
 		c.Close()
 		return
 	}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -24,6 +25,8 @@ type hubRun struct {
 	said   []string
 	killed int
 	left   []int // the ranks handed to kill
+	// welcomeErr, when set, is what the hub's welcomes returns.
+	welcomeErr error
 }
 
 func startHub(t *testing.T, n int, exitTimeout, connectTimeout, liveness time.Duration) *hubRun {
@@ -33,13 +36,32 @@ func startHub(t *testing.T, n int, exitTimeout, connectTimeout, liveness time.Du
 		t.Fatal(err)
 	}
 	r := &hubRun{secret: []byte("0123456789abcdef"), killed: -1}
-	who, hosts := make([]string, n), make([]string, n)
-	for i := range n {
-		who[i], hosts[i] = fmt.Sprintf("rank %d (pid %d on h)", i, 100+i), "h"
-	}
-	r.h = newHub(ln, r.secret, who, hosts, exitTimeout, connectTimeout, liveness,
+	r.h = newHub(ln, r.secret, n, exitTimeout, connectTimeout, liveness,
 		func(s string) { r.mu.Lock(); r.said = append(r.said, s); r.mu.Unlock() },
-		func(code int, left []int) { r.mu.Lock(); r.killed, r.left = code, left; r.mu.Unlock() })
+		func(joins []ctl.Join) ([]ctl.Welcome, error) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.welcomeErr != nil {
+				return nil, r.welcomeErr
+			}
+			var udp []string
+			for _, j := range joins {
+				udp = append(udp, j.UDP)
+			}
+			wels := make([]ctl.Welcome, len(joins))
+			for i := range joins {
+				wels[i] = ctl.Welcome{Rank: i, Size: len(joins), Table: []byte(strings.Join(udp, " "))}
+			}
+			return wels, nil
+		},
+		func(code int, left []ctl.Join) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.killed = code
+			for _, j := range left {
+				r.left = append(r.left, j.Rank)
+			}
+		})
 	go r.h.serve()
 	t.Cleanup(r.h.close)
 	return r
@@ -76,18 +98,22 @@ func (r *hubRun) connect(t *testing.T, rank int, secret []byte) *fakeRank {
 		t.Fatal(err)
 	}
 	c = ctl.Seal(c, c, secret, hello.Nonce, false)
-	if err := ctl.WriteFrame(c, ctl.FrameJoin, ctl.Join{Rank: rank, Index: rank, UDP: "127.0.0.1:9"}); err != nil {
+	if err := ctl.WriteFrame(c, ctl.FrameJoin, ctl.Join{Rank: rank, Index: rank, PID: 100 + rank, Name: "h", UDP: fmt.Sprintf("127.0.0.1:%d", 9000+rank)}); err != nil {
 		t.Fatal(err)
 	}
 	return &fakeRank{c: c, r: bufio.NewReader(c)}
 }
 
-// terminated returns the code of the Terminate that came within d, or -1
-// when none did and the connection is still open, or -2 when it ended. A
-// timeout spoils the connection's reader: a test's last read.
+// terminated returns the code of the Terminate that came within d (after
+// the Welcome, if one came), or -1 when none did and the connection is
+// still open, or -2 when it ended. A timeout spoils the connection's
+// reader: a test's last read.
 func (f *fakeRank) terminated(d time.Duration) int {
 	f.c.SetReadDeadline(time.Now().Add(d))
 	typ, body, err := ctl.ReadFrame(f.r)
+	if err == nil && typ == ctl.FrameWelcome {
+		typ, body, err = ctl.ReadFrame(f.r)
+	}
 	switch {
 	case err != nil && strings.Contains(err.Error(), "timeout"):
 		return -1
@@ -128,6 +154,45 @@ func TestHubExit(t *testing.T) {
 	waitDrained(t, r.h)
 	if said, killed := r.lines(); len(said) != 0 || killed != -1 {
 		t.Errorf("said %q, killed with %d; want nothing", said, killed)
+	}
+}
+
+// TestHubWelcome: the hub sends each rank its Welcome, made from every
+// rank's Join, once the last has joined; when the Joins cannot make a job
+// (welcomes fails) it aborts the job with 1, saying why, and the ranks are
+// told 1 instead.
+func TestHubWelcome(t *testing.T) {
+	r := startHub(t, 3, 5*time.Second, 5*time.Second, 0)
+	ranks := make([]*fakeRank, 3)
+	for _, i := range []int{2, 0, 1} {
+		ranks[i] = r.connect(t, i, r.secret)
+		time.Sleep(20 * time.Millisecond) // in this order
+	}
+	for i, f := range ranks {
+		f.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		typ, body, err := ctl.ReadFrame(f.r)
+		var w ctl.Welcome
+		if err != nil || typ != ctl.FrameWelcome || ctl.DecodeBody(body, &w) != nil {
+			t.Fatalf("rank %d: frame %d (%v), want a Welcome", i, typ, err)
+		}
+		want := ctl.Welcome{Rank: i, Size: 3, Table: []byte("127.0.0.1:9000 127.0.0.1:9001 127.0.0.1:9002"), Env: map[string]string{}}
+		if d := cmp.Diff(want, w); d != "" {
+			t.Errorf("rank %d's Welcome (-want +got):\n%s", i, d)
+		}
+	}
+
+	r = startHub(t, 2, 5*time.Second, 5*time.Second, 0)
+	r.mu.Lock()
+	r.welcomeErr = errors.New("rank 1 (pid 101 on h) sent rank 0 a malformed UDP address")
+	r.mu.Unlock()
+	a, b := r.connect(t, 0, r.secret), r.connect(t, 1, r.secret)
+	for i, f := range []*fakeRank{a, b} {
+		if got := f.terminated(5 * time.Second); got != 1 {
+			t.Errorf("rank %d: Terminate %d, want 1", i, got)
+		}
+	}
+	if said, _ := r.lines(); len(said) != 1 || !strings.Contains(said[0], "rank 1 (pid 101 on h) sent rank 0 a malformed UDP address") {
+		t.Errorf("said %q; want the welcomes' error", said)
 	}
 }
 
@@ -190,7 +255,7 @@ func TestHubNeverConnects(t *testing.T) {
 		t.Errorf("a second connection of rank 0: %d, want it closed (-2)", got)
 	}
 	said, _ := r.lines()
-	if len(said) != 1 || !strings.Contains(said[0], "rank 1 (pid 101 on h) did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=300ms") {
+	if len(said) != 1 || !strings.Contains(said[0], "rank 1 did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=300ms of the launcher's fence") {
 		t.Errorf("said %q; want one line naming rank 1", said)
 	}
 }
