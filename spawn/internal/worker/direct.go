@@ -214,7 +214,7 @@ func (w *Worker) welcomes(cfg *envconf.Config, joins []ctl.Join) ([]ctl.Welcome,
 // joined); a node attribute is visible to the node's tasks at once. Each
 // rank says it is up in its node's attributes and, before the fence, which
 // it could not pass without the missing, watches its node (nodeMissing):
-// the lowest rank up on the node names the missing ones when
+// the rank up just above a run of missing ranks names them when
 // GASNET_CONNECT_TIMEOUT passes, and ends the job. The others wait extra
 // longer at the first fence, so that the line naming a rank comes first.
 func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Duration, err error) {
@@ -224,7 +224,7 @@ func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Dura
 	}
 	key := func(r int) string { return "udpc-up-" + strconv.Itoa(r) }
 	if err := c.PutNodeAttr(key(rank), "1"); err != nil {
-		// Left out, this rank would be named missing by its node's lowest rank up.
+		// Left out, this rank would be named missing.
 		return 0, fmt.Errorf("rank %d: saying it is up in its node's attributes (PMI-2): %w", rank, err)
 	}
 	up := func(r int) bool {
@@ -237,14 +237,11 @@ func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Dura
 		return 0, nil
 	}
 	missing := nodeMissing(local, i, cfg.ConnectTimeout, up)
-	if len(missing) == 0 && i > 0 {
-		// The node's lowest rank up names a missing task
-		// GASNET_CONNECT_TIMEOUT after it starts: the others' fence
-		// waits a second longer, so that the line naming it comes first.
-		return time.Second, nil
-	}
 	if len(missing) == 0 {
-		return 0, nil
+		// A rank of the node names a missing task GASNET_CONNECT_TIMEOUT
+		// after it starts: the others' fence waits a second longer, so
+		// that the line naming it comes first.
+		return time.Second, nil
 	}
 	host, _ := os.Hostname()
 	names := make([]string, len(missing))
@@ -262,31 +259,39 @@ func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Dura
 }
 
 // nodeMissing returns the ranks of a node (local, in order) that its rank
-// local[i] is to name missing, nil when it names none. The node's lowest
-// rank waits for all the others, one at a time (waitRanks). Any other
-// waits for the rank just below it, and when that one is not up within
-// timeout names the node's ranks not up then, unless a rank below it is
-// up: the lowest rank up on the node is the one to name them, so that a
-// node missing its lowest ranks, however many, has them named once.
+// local[i] is to name missing, nil when it names none. Each rank but the
+// node's lowest waits for the rank just below it, and the lowest for the
+// node's last: one question at a time (waitRanks), which the rank asked
+// about usually answers at once. When the one waited for is not up within
+// timeout, the rank names the run of missing ranks that ends there (below
+// it, or the node's last ranks): each gap is named once, by the rank up
+// just above it. The lowest rank up also names the node's last ranks
+// missing: when the node's lowest is missing, no one else would.
 func nodeMissing(local []int, i int, timeout time.Duration, up func(int) bool) []int {
+	last := len(local) - 1
+	// run returns the ranks not up from local[j] down, stopping at the
+	// first up or at local[stop].
+	run := func(j, stop int) []int {
+		var gap []int
+		for ; j >= stop && !up(local[j]); j-- {
+			gap = append([]int{local[j]}, gap...)
+		}
+		return gap
+	}
 	if i == 0 {
-		return waitRanks(local[1:], timeout, up)
+		if last == 0 || len(waitRanks(local[last:], timeout, up)) == 0 {
+			return nil
+		}
+		return run(last, 1)
 	}
 	if len(waitRanks(local[i-1:i], timeout, up)) == 0 {
 		return nil
 	}
-	for _, r := range local[:i-1] {
-		if up(r) {
-			return nil
-		}
+	gap := run(i-1, 0)
+	if len(gap) == i && i < last { // the lowest rank up
+		gap = append(gap, run(last, i+1)...)
 	}
-	missing := slices.Clone(local[:i])
-	for _, r := range local[i+1:] {
-		if !up(r) {
-			missing = append(missing, r)
-		}
-	}
-	return missing
+	return gap
 }
 
 // nodeRanks returns the ranks on this task's node: SLURM_GTIDS, the task

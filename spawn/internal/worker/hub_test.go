@@ -356,10 +356,10 @@ func TestWaitRanks(t *testing.T) {
 	})
 }
 
-// TestNodeMissing: the lowest rank up on a node names the node's missing
-// ranks, however many of its lowest are missing, and no other rank names
-// them; a rank other than the lowest asks only about the one below it
-// while it waits.
+// TestNodeMissing: each run of a node's missing ranks is named once, by
+// the rank up just above it, and a run at the node's end by its lowest
+// rank up; a rank asks only about the one it waits for (the rank below
+// it; for the lowest, the last) while it waits.
 func TestNodeMissing(t *testing.T) {
 	local := []int{3, 5, 7, 9}
 	for _, c := range []struct {
@@ -367,18 +367,25 @@ func TestNodeMissing(t *testing.T) {
 		i    int   // the watcher, local[i]
 		want []int // what it names
 	}{
-		{down: []int{7}, i: 0, want: []int{7}},
+		{down: []int{7}, i: 0},
 		{down: []int{7}, i: 1},
-		{down: []int{7}, i: 3},
+		{down: []int{7}, i: 3, want: []int{7}},
+		{down: []int{9}, i: 0, want: []int{9}},
+		{down: []int{7, 9}, i: 0, want: []int{7, 9}},
 		{down: []int{3}, i: 1, want: []int{3}},
 		{down: []int{3, 9}, i: 1, want: []int{3, 9}},
+		{down: []int{3, 7, 9}, i: 1, want: []int{3, 7, 9}},
 		{down: []int{3}, i: 2},
 		{down: []int{3, 5}, i: 2, want: []int{3, 5}},
 		{down: []int{3, 5}, i: 3},
-		{down: []int{5}, i: 2}, // 3, up, names 5
+		{down: []int{5}, i: 2, want: []int{5}},
+		{down: []int{5}, i: 0},
+		{down: []int{5, 9}, i: 0, want: []int{9}},
+		{down: []int{5, 9}, i: 2, want: []int{5}},
 		{down: []int{3, 5, 7}, i: 3, want: []int{3, 5, 7}},
-		{down: []int{5, 7}, i: 3},
+		{down: []int{5, 7}, i: 3, want: []int{5, 7}},
 		{i: 2},
+		{i: 0},
 	} {
 		t.Run(fmt.Sprintf("%v-down-%d-watches", c.down, local[c.i]), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -390,15 +397,43 @@ func TestNodeMissing(t *testing.T) {
 				if d := cmp.Diff(c.want, got); d != "" {
 					t.Errorf("ranks %v down, watched by %d: named (-want +got):\n%s", c.down, local[c.i], d)
 				}
-				if below := local[max(c.i-1, 0)]; c.i > 0 && slices.Contains(c.down, below) && asked[below] < 400 {
-					t.Errorf("ranks %v down, watched by %d: asked %v; want %d asked until the timeout", c.down, local[c.i], asked, below)
+				waited := local[len(local)-1]
+				if c.i > 0 {
+					waited = local[c.i-1]
+				}
+				if slices.Contains(c.down, waited) && asked[waited] < 400 {
+					t.Errorf("ranks %v down, watched by %d: asked %v; want %d asked until the timeout", c.down, local[c.i], asked, waited)
 				}
 				for r, n := range asked {
-					if c.i > 0 && r != local[c.i-1] && n > 1 {
+					if r != waited && n > 1 {
 						t.Errorf("ranks %v down, watched by %d: asked about %d %d times, want at most once", c.down, local[c.i], r, n)
 					}
 				}
 			})
 		})
+	}
+}
+
+// TestNodeMissingOnce: for every set of missing ranks of a node of 5 but
+// all of them, the ranks up together name each missing rank exactly once.
+func TestNodeMissingOnce(t *testing.T) {
+	local := []int{0, 1, 2, 3, 4}
+	for set := 1; set < 1<<len(local)-1; set++ {
+		down := func(r int) bool { return set&(1<<r) != 0 }
+		named := map[int]int{}
+		synctest.Test(t, func(t *testing.T) {
+			for i, r := range local {
+				if !down(r) {
+					for _, m := range nodeMissing(local, i, time.Second, func(q int) bool { return !down(q) }) {
+						named[m]++
+					}
+				}
+			}
+		})
+		for _, r := range local {
+			if want := map[bool]int{true: 1}[down(r)]; named[r] != want {
+				t.Errorf("missing set %05b: rank %d named %d times, want %d", set, r, named[r], want)
+			}
+		}
 	}
 }
