@@ -485,7 +485,7 @@ func start() (*Job, int, error) {
 		return nil
 	}
 	if w.Direct() {
-		// Every rank has the whole table from the launcher.
+		// Every rank has the whole table from rank 0's hub.
 		if err := j.tableHere(); err != nil {
 			return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
 		}

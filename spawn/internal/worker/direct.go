@@ -153,14 +153,19 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	// job GASNET_CONNECT_TIMEOUT after the fence when one has not.
 	w.conn.SetReadDeadline(time.Now().Add(2*cfg.ConnectTimeout + cfg.ExitTimeout))
 	typ, body, err := ctl.ReadFrame(w.r)
+	for err == nil && typ == ctl.FramePing {
+		if err = ctl.WriteFrame(w.conn, ctl.FramePong, ctl.NoBody{}); err == nil {
+			typ, body, err = ctl.ReadFrame(w.r)
+		}
+	}
 	w.conn.SetReadDeadline(time.Time{})
 	switch {
 	case err != nil:
-		return fmt.Errorf("rank %d: waiting for the address table from rank 0 at %s: %w", rank, hub[0], err)
+		return w.endBeforeWelcome(fmt.Errorf("rank %d: waiting for the address table from rank 0 at %s: %w", rank, hub[0], err))
 	case typ == ctl.FrameTerminate:
-		return &EndedError{Code: ctl.DecodeExit(body).Code}
+		return w.endBeforeWelcome(&EndedError{Code: ctl.DecodeExit(body).Code})
 	case typ != ctl.FrameWelcome || ctl.DecodeBody(body, &w.wel) != nil || w.wel.Rank != rank || w.wel.Size != size:
-		return fmt.Errorf("rank %d: malformed welcome from rank 0 at %s", rank, hub[0])
+		return w.endBeforeWelcome(fmt.Errorf("rank %d: malformed welcome from rank 0 at %s", rank, hub[0]))
 	}
 	w.blob = w.wel.Table
 	if w.tab, err = ctl.DecodeTable(w.blob, size); err != nil {
@@ -177,6 +182,20 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	w.hubbed.Store(true)
 	go w.readLoop()
 	return nil
+}
+
+// endBeforeWelcome returns err, on rank 0 once its hub has ended the job
+// (a rank never joined, or one ended before the table): the others told
+// its code and gone, or handed to killJob GASNET_EXIT_TIMEOUT after the
+// end (which ends this process), as exit waits for them.
+func (w *Worker) endBeforeWelcome(err error) error {
+	if w.hub != nil {
+		select {
+		case <-w.hub.Drained():
+		case <-time.After(2 * w.exitTimeout):
+		}
+	}
+	return err
 }
 
 // welcomes is rank 0's hub's table, once every rank has joined: each

@@ -170,12 +170,14 @@ func (h *hub) serve() {
 	}
 }
 
-// checkLive pings every connected rank, and aborts the job for the first
+// checkLive pings every connected rank, once every rank has joined, and aborts the job for the first
 // one not heard from (a frame, a Pong) for GASNET_LIVENESS_TIMEOUT: its
 // process is stopped or its host is gone, and no end of its connection
 // will come.
 func (h *hub) checkLive(now time.Time, returnC, killC <-chan time.Time) (<-chan time.Time, <-chan time.Time) {
-	if h.m.Ended() {
+	if h.m.Ended() || h.joined < len(h.conns) {
+		// Until every rank has its Welcome, GASNET_CONNECT_TIMEOUT
+		// bounds the wait: a rank waiting for it reads no ping.
 		return returnC, killC
 	}
 	ping := ctl.EncodeFrame(ctl.FramePing, ctl.NoBody{})
@@ -210,7 +212,7 @@ func (h *hub) step(ev any, returnC, killC <-chan time.Time) (<-chan time.Time, <
 		case verdict.Kill:
 			var left []ctl.Join
 			for r, closed := range h.closedAt {
-				if !closed {
+				if !closed && h.conns[r] != nil {
 					left = append(left, h.joins[r])
 				}
 			}

@@ -196,6 +196,21 @@ func TestHubWelcome(t *testing.T) {
 	}
 }
 
+// TestHubNoPingBeforeWelcome: a rank waiting for its Welcome, the others
+// not all joined, is sent no ping (it would take one for a malformed
+// Welcome): the connect timeout, not liveness, ends the wait, naming the
+// rank that did not connect.
+func TestHubNoPingBeforeWelcome(t *testing.T) {
+	r := startHub(t, 2, 5*time.Second, time.Second, 100*time.Millisecond)
+	a := r.connect(t, 0, r.secret)
+	if got := a.terminated(5 * time.Second); got != 1 {
+		t.Errorf("rank 0: %d, want Terminate 1 as its first frame", got)
+	}
+	if said, _ := r.lines(); len(said) != 1 || !strings.Contains(said[0], "rank 1 did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=1s") {
+		t.Errorf("said %q; want one line naming rank 1", said)
+	}
+}
+
 // TestHubRankGone: a rank whose connection ends without Exit while the
 // others run (a crash, a return from main) aborts the job with 1 after
 // the exit timeout, named in one line; one that is not heard from after
