@@ -121,6 +121,10 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 		w.hub = newHub(ln, secret, size, cfg.ExitTimeout, cfg.ConnectTimeout, cfg.Liveness, say,
 			func(joins []ctl.Join) ([]ctl.Welcome, error) { return w.welcomes(cfg, joins) },
 			w.killJob)
+		// Hydra's PMI-2 fence waits for the node's tasks only: the
+		// hub may start while another node's ranks still watch for
+		// one that never started, and leaves them the time to name it.
+		w.hub.margin = watchMargin
 	}
 	if err := c.Fence(); err != nil {
 		if ln != nil {
@@ -260,7 +264,7 @@ func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Dura
 		// A rank of the node names a missing task GASNET_CONNECT_TIMEOUT
 		// after it starts: the others' fence waits a second longer, so
 		// that the line naming it comes first.
-		return time.Second, nil
+		return watchMargin, nil
 	}
 	host, _ := os.Hostname()
 	names := make([]string, len(missing))
@@ -276,6 +280,11 @@ func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Dura
 	w.endJob(1, msg, nil)
 	return 0, nil
 }
+
+// watchMargin is how much longer than GASNET_CONNECT_TIMEOUT the ranks
+// that name no missing task wait at the fence, and rank 0's hub for the
+// ranks' connections, so that the line naming a missing task comes first.
+const watchMargin = time.Second
 
 // nodeMissing returns the ranks of a node (local, in order) that its rank
 // local[i] is to name missing, nil when it names none. Each rank but the
@@ -402,8 +411,8 @@ func (w *Worker) stopOnSignal() {
 // srun the PMI abort, which ends every task of the step; under Hydra,
 // whose PMI session each rank ended at startup, SIGKILL to those on rank
 // 0's host (their connections are open: the pids are theirs), and rank 0
-// ends with code; one stopped on another host stays until mpiexec is
-// interrupted.
+// ends with code, never 0, on which Hydra ends every task left, on any
+// host.
 func (w *Worker) killJob(code int, left []ctl.Join) {
 	var procs []ctl.Join
 	for _, j := range left {

@@ -24,7 +24,7 @@ import (
 // connection that ends without Exit is a rank that ended by itself (a
 // crash, a signal, a return from main), which aborts the job if others
 // still run GASNET_EXIT_TIMEOUT later; a rank that has not connected
-// within GASNET_CONNECT_TIMEOUT of the launcher's fence, or has not answered a ping for
+// within GASNET_CONNECT_TIMEOUT (and margin) of the launcher's fence, or has not answered a ping for
 // GASNET_LIVENESS_TIMEOUT, aborts it at once. Ranks left
 // GASNET_EXIT_TIMEOUT after the end are handed to kill.
 type hub struct {
@@ -35,6 +35,7 @@ type hub struct {
 	m        *verdict.Machine
 	timeout  time.Duration // GASNET_EXIT_TIMEOUT
 	connect  time.Duration // GASNET_CONNECT_TIMEOUT
+	margin   time.Duration // how much longer than connect the hub waits for a rank
 	liveness time.Duration // GASNET_LIVENESS_TIMEOUT (0: no pings)
 	say      func(string)
 	welcomes func(joins []ctl.Join) ([]ctl.Welcome, error)
@@ -111,7 +112,7 @@ func (h *hub) close() {
 // job ended, rank 0 itself included, is told the job's code.
 func (h *hub) serve() {
 	go h.accept()
-	connectBy := time.NewTimer(h.connect)
+	connectBy := time.NewTimer(h.connect + h.margin)
 	defer connectBy.Stop()
 	var liveC <-chan time.Time
 	if h.liveness > 0 {

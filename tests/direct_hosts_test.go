@@ -1,0 +1,60 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestDirectLaunchHosts: mpiexec.hydra starting the tasks directly on two
+// network-namespace hosts (uch1, uch2, each with its own address and
+// host name), its proxies reached over ssh: hello and testcore across the
+// hosts; a task that never starts, named by a rank of its own host; and a
+// rank stopped (SIGSTOP) on the host other than rank 0's, which ends the
+// job within GASNET_LIVENESS_TIMEOUT with nothing left.
+func TestDirectLaunchHosts(t *testing.T) {
+	h := startHosts(t, 2)
+	wrap := filepath.Join(t.TempDir(), "ssh.sh")
+	if err := os.WriteFile(wrap, []byte("#!/bin/sh\nexec ssh -F "+h.config+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l := directLauncher{"mpich-hosts", []string{"mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", wrap, "-iface", consoleDev, "-hosts", "uch1,uch2", "-n"},
+		needCommand("mpiexec.hydra", "mpich")}
+	t.Run("hello", func(t *testing.T) {
+		r := directLaunch(t, l, 4, nil, "", "hello", "a b")
+		var want []string
+		for i := range 4 {
+			want = append(want, fmt.Sprintf(`hello from rank %d of 4 on uch%d args=["a b"]`, i, 1+i%2))
+		}
+		got := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		sort.Strings(got)
+		if d := cmp.Diff(want, got); d != "" || r.code != 0 {
+			t.Errorf("hello: exit %d, output (-want +got):\n%s\nstderr:\n%s", r.code, d, r.stderr)
+		}
+		r = directLaunch(t, l, 4, nil, "", "testcore", "-msgs", "300")
+		if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "every request and reply ran exactly once, every checksum matched") {
+			t.Errorf("testcore on 4 tasks: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		checkNoSurvivors(t, t.Name(), 3*time.Second)
+	})
+	t.Run("missing-3", func(t *testing.T) {
+		skip := filepath.Join(t.TempDir(), "skip.sh")
+		if err := os.WriteFile(skip, []byte("#!/bin/sh\n[ \"$PMI_RANK\" = 3 ] && exit 0\nexec \"$@\"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := directLaunch(t, l, 4, []string{"GASNET_CONNECT_TIMEOUT=3s"}, skip, "hello")
+		want := "rank 1 of 4: rank 3 on this host (uch2) did not start, or did not reach conduit.Init, within GASNET_CONNECT_TIMEOUT=3s"
+		if r.code == 0 || !strings.Contains(r.stderr, want) || strings.Contains(r.stdout, "hello from") {
+			t.Errorf("a task missing: exit %d, want non-zero, %q and no job\nstdout:\n%s\nstderr:\n%s", r.code, want, r.stdout, r.stderr)
+		}
+		checkNoSurvivors(t, t.Name(), 3*time.Second)
+	})
+	t.Run("stopped-1", func(t *testing.T) { directStopped(t, l, 1, syscall.SIGSTOP) })
+}
