@@ -16,7 +16,8 @@ import (
 // TestDirectLaunchHosts: mpiexec.hydra starting the tasks directly on two
 // network-namespace hosts (uch1, uch2, each with its own address and
 // host name), its proxies reached over ssh: hello and testcore across the
-// hosts; a task that never starts, named by a rank of its own host; and a
+// hosts; a task that never starts, named by a rank of its own host, and a
+// host none of whose tasks starts, named by rank 0; and a
 // rank stopped (SIGSTOP) on the host other than rank 0's, which ends the
 // job within GASNET_LIVENESS_TIMEOUT with nothing left.
 func TestDirectLaunchHosts(t *testing.T) {
@@ -44,17 +45,24 @@ func TestDirectLaunchHosts(t *testing.T) {
 		}
 		checkNoSurvivors(t, t.Name(), 3*time.Second)
 	})
-	t.Run("missing-3", func(t *testing.T) {
-		skip := filepath.Join(t.TempDir(), "skip.sh")
-		if err := os.WriteFile(skip, []byte("#!/bin/sh\n[ \"$PMI_RANK\" = 3 ] && exit 0\nexec \"$@\"\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		r := directLaunch(t, l, 4, []string{"GASNET_CONNECT_TIMEOUT=3s"}, skip, "hello")
-		want := "rank 1 of 4: rank 3 on this host (uch2) did not start, or did not reach conduit.Init, within GASNET_CONNECT_TIMEOUT=3s"
-		if r.code == 0 || !strings.Contains(r.stderr, want) || strings.Contains(r.stdout, "hello from") {
-			t.Errorf("a task missing: exit %d, want non-zero, %q and no job\nstdout:\n%s\nstderr:\n%s", r.code, want, r.stdout, r.stderr)
-		}
-		checkNoSurvivors(t, t.Name(), 3*time.Second)
-	})
+	// A task missing on the second host is named by a rank there; a
+	// host none of whose tasks starts, by rank 0's hub, which Hydra's
+	// PMI-2 fence, waiting for a node's own tasks only, lets start.
+	for _, c := range []struct{ skip, want string }{
+		{"3", "rank 1 of 4: rank 3 on this host (uch2) did not start, or did not reach conduit.Init, within GASNET_CONNECT_TIMEOUT=3s"},
+		{"1 3", "rank 1, rank 3 did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=3s of the launcher's fence"},
+	} {
+		t.Run("missing-"+strings.ReplaceAll(c.skip, " ", "-"), func(t *testing.T) {
+			skip := filepath.Join(t.TempDir(), "skip.sh")
+			if err := os.WriteFile(skip, []byte("#!/bin/sh\nfor s in "+c.skip+"; do [ \"$PMI_RANK\" = \"$s\" ] && exit 0; done\nexec \"$@\"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			r := directLaunch(t, l, 4, []string{"GASNET_CONNECT_TIMEOUT=3s"}, skip, "hello")
+			if r.code == 0 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stdout, "hello from") {
+				t.Errorf("tasks %s missing: exit %d, want non-zero, %q and no job\nstdout:\n%s\nstderr:\n%s", c.skip, r.code, c.want, r.stdout, r.stderr)
+			}
+			checkNoSurvivors(t, t.Name(), 3*time.Second)
+		})
+	}
 	t.Run("stopped-1", func(t *testing.T) { directStopped(t, l, 1, syscall.SIGSTOP) })
 }

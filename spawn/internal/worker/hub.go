@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -144,12 +145,19 @@ func (h *hub) serve() {
 				returnC, killC = h.step(verdict.Exit{Rank: ev.rank, Code: c.Code, Why: c.Why}, returnC, killC)
 			}
 		case <-connectBy.C:
+			var missing []string
 			for r, c := range h.conns {
 				if c == nil && !h.closedAt[r] {
-					returnC, killC = h.step(verdict.Abort{Code: 1, Why: fmt.Sprintf(
-						"%s did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=%v of the launcher's fence; aborting the job", h.who[r], h.connect)}, returnC, killC)
-					break
+					missing = append(missing, h.who[r])
 				}
+			}
+			if len(missing) > 0 {
+				if len(missing) > 8 {
+					missing = append(missing[:8], fmt.Sprintf("and %d more", len(missing)-8))
+				}
+				returnC, killC = h.step(verdict.Abort{Code: 1, Why: fmt.Sprintf(
+					"%s did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=%v of the launcher's fence; aborting the job",
+					strings.Join(missing, ", "), h.connect)}, returnC, killC)
 			}
 		case now := <-liveC:
 			returnC, killC = h.checkLive(now, returnC, killC)

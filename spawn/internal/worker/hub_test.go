@@ -252,14 +252,14 @@ func TestHubAllReturn(t *testing.T) {
 }
 
 // TestHubNeverConnects: a rank that has not connected within the connect
-// timeout aborts the job with 1, named; a connection without the job's
+// timeout aborts the job with 1, named with every other such rank; a connection without the job's
 // secret, or a second one for a rank, does not count.
 func TestHubNeverConnects(t *testing.T) {
-	r := startHub(t, 3, time.Second, 300*time.Millisecond, 0)
+	r := startHub(t, 4, time.Second, 300*time.Millisecond, 0)
 	a := r.connect(t, 0, r.secret)
 	r.connect(t, 1, []byte("not the secret"))
-	r.connect(t, 2, r.secret)
-	for !r.taken(0) { // a's Join first, so that dup is the second
+	r.connect(t, 2, r.secret) // rank 3 never connects
+	for !r.taken(0) {         // a's Join first, so that dup is the second
 		time.Sleep(time.Millisecond)
 	}
 	dup := r.connect(t, 0, r.secret)
@@ -270,7 +270,7 @@ func TestHubNeverConnects(t *testing.T) {
 		t.Errorf("a second connection of rank 0: %d, want it closed (-2)", got)
 	}
 	said, _ := r.lines()
-	if len(said) != 1 || !strings.Contains(said[0], "rank 1 did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=300ms of the launcher's fence") {
+	if len(said) != 1 || !strings.Contains(said[0], "rank 1, rank 3 did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=300ms of the launcher's fence") {
 		t.Errorf("said %q; want one line naming rank 1", said)
 	}
 }
