@@ -111,7 +111,7 @@ fuzz:
 # (mpiexec.hydra), and libopenmpi-dev for make scale's MPI reference;
 # nftables for the loss script; OpenSSH (sshd, ssh,
 # ssh-keygen) for the S spawner's tests, which start their own sshd.
-DEB_PKGS := gcc slurmctld slurmd slurm-client munge openmpi-bin libopenmpi-dev mpich nftables iproute2 openssh-server openssh-client
+DEB_PKGS := gcc slurmctld slurmd slurm-client munge openmpi-bin libopenmpi-dev mpich libmpich-dev nftables iproute2 openssh-server openssh-client
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
