@@ -15,8 +15,8 @@ import (
 
 // TestDirectLaunchHosts: mpiexec.hydra starting the tasks directly on two
 // network-namespace hosts (uch1, uch2, each with its own address and
-// host name), its proxies reached over ssh: hello and testcore across the
-// hosts; a task that never starts, named by a rank of its own host, and a
+// host name), its proxies reached over ssh: hello, testcore and three
+// exit scenarios of testexit across the hosts; a task that never starts, named by a rank of its own host, and a
 // host none of whose tasks starts, named by rank 0; and a
 // rank stopped (SIGSTOP) on the host other than rank 0's, which ends the
 // job within GASNET_LIVENESS_TIMEOUT with nothing left.
@@ -42,6 +42,15 @@ func TestDirectLaunchHosts(t *testing.T) {
 		r = directLaunch(t, l, 4, nil, "", "testcore", "-msgs", "300")
 		if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "every request and reply ran exactly once, every checksum matched") {
 			t.Errorf("testcore on 4 tasks: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		// The job's end crosses the hosts: Exit on rank 0 reaches ranks
+		// computing without polling, an Exit in a handler of a rank on
+		// the other host ends the job with its code, and so does a
+		// SIGINT to the last rank, there.
+		for _, c := range []struct{ k, want int }{{5, 5}, {11, 11}, {4, 130}} {
+			if r := directLaunch(t, l, 4, nil, "", "testexit", fmt.Sprint(c.k)); r.code != c.want {
+				t.Errorf("testexit %d: exit %d, want %d\nstderr:\n%s", c.k, r.code, c.want, r.stderr)
+			}
 		}
 		checkNoSurvivors(t, t.Name(), 3*time.Second)
 	})
