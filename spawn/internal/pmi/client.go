@@ -338,11 +338,14 @@ func (c *Client) get(key string) (string, error) {
 
 // Abort asks the launcher to end the whole job, with code where the
 // protocol carries one (PMI-1; under PMI-2 the launcher chooses), and msg
-// for its log. It does not wait for an answer.
+// for its log (each ";" a "," under PMI-2). It does not wait for an answer.
 func (c *Client) Abort(code int, msg string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.v2 {
+		// SLURM's mpi_pmi2 reads ";;" in a value as the end of the
+		// value, not as an escaped ";".
+		msg = strings.ReplaceAll(msg, ";", ",")
 		return c.send(Msg{Cmd: "abort", Attrs: []Attr{{"isworld", "TRUE"}, {"msg", msg}}})
 	}
 	return c.send(Msg{Cmd: "abort", Attrs: []Attr{{"exitcode", strconv.Itoa(code)}}})

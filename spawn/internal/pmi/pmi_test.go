@@ -31,6 +31,7 @@ type fakeServer struct {
 	gen    int
 	puts   int
 	attrs  map[string]string // node attributes: every task on one node
+	abort  chan string       // the body of a PMI-2 abort, as it came
 }
 
 func newFakeServer(n int, v2 bool) *fakeServer {
@@ -64,6 +65,10 @@ func (s *fakeServer) serve(c io.ReadWriter, rank int) {
 			}
 			body := make([]byte, n)
 			if _, err = io.ReadFull(r, body); err != nil {
+				return
+			}
+			if strings.HasPrefix(string(body), "cmd=abort;") && s.abort != nil {
+				s.abort <- string(body)
 				return
 			}
 			m, err = parseV2(string(body))
@@ -448,6 +453,32 @@ func TestNodeAttrs(t *testing.T) {
 	}
 	if v, err := c.Get("short"); err != nil || string(v) != "short" {
 		t.Errorf("after a long PMI-1 reply: %q, %v", v, err)
+	}
+}
+
+// TestAbortMessage: a PMI-2 abort's message carries no semicolon, which
+// SLURM's mpi_pmi2 does not unescape (";;" made slurmstepd say "no value
+// for key ; aborting the job; in req").
+func TestAbortMessage(t *testing.T) {
+	s := newFakeServer(1, true)
+	s.abort = make(chan string, 1)
+	a, b := net.Pipe()
+	a.SetDeadline(time.Now().Add(10 * time.Second))
+	go s.serve(b, 0)
+	c, err := NewClient(a, Env{Rank: 0, Size: 1, JobID: "7.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Abort(1, "rank 2 did not start; aborting the job"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case body := <-s.abort:
+		if want := "cmd=abort;isworld=TRUE;msg=rank 2 did not start, aborting the job;"; body != want {
+			t.Errorf("abort sent %q, want %q", body, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no abort reached the server")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -164,6 +165,9 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	}
 	w.conn.SetReadDeadline(time.Time{})
 	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		// Rank 0 ended first: it says why, if it could.
+		return w.endBeforeWelcome(fmt.Errorf("rank %d: rank 0 (pid %s on %s) ended before it sent the address table", rank, hub[1], hub[2]))
 	case err != nil:
 		return w.endBeforeWelcome(fmt.Errorf("rank %d: waiting for the address table from rank 0 at %s: %w", rank, hub[0], err))
 	case typ == ctl.FrameTerminate:
