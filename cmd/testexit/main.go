@@ -399,6 +399,9 @@ func main() {
 		for i, s := range Scenarios {
 			fmt.Printf("%2d %4d  %s\n", i+1, s.Want, s.Name)
 		}
+		// The legend goes to stderr: stdout is the table alone, which
+		// the tests read.
+		fmt.Fprintln(os.Stderr, "columns: K, the exit code the job must end with, the scenario; code -1: any of the codes the ranks pass to Exit; -2: 2 when a panic trace reached the console, else 0")
 		return
 	}
 	conduit.Usage = fmt.Sprintf("K  (K: the scenario, 1..%d; -list shows them)", len(Scenarios))
