@@ -495,6 +495,10 @@ func (w *Worker) hubLost(err error) {
 		w.endJob(1, "udpconduit: rank 0 does not answer", []ctl.Join{w.hub0})
 	}
 	time.Sleep(w.exitTimeout)
-	say(fmt.Sprintf("rank %d: rank 0 ended without calling conduit.Exit (%v) while this rank still runs (GASNET_EXIT_TIMEOUT=%v later); ending with 1", w.wel.Rank, err, w.exitTimeout))
+	how := "a crash, a signal or a return from main"
+	if !errors.Is(err, io.EOF) {
+		how = err.Error()
+	}
+	say(fmt.Sprintf("rank %d: rank 0 ended without calling conduit.Exit (%s), and this rank still ran GASNET_EXIT_TIMEOUT=%v later; ending with 1", w.wel.Rank, how, w.exitTimeout))
 	exitProcess(1)
 }
