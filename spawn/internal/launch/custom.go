@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -227,14 +228,22 @@ func DirectLaunch(getenv func(string) string, prog string) (msg string, speak, o
 	if getenv(ctl.EnvMaster) != "" {
 		return "", false, false
 	}
+	if filepath.IsAbs(prog) {
+		prog = filepath.Clean(prog) // srun passes ./prog as /cwd/./prog
+	}
 	for _, v := range launcherVars {
 		rank, err1 := strconv.Atoi(getenv(v.rank))
 		size, err2 := strconv.Atoi(getenv(v.size))
 		if v.size == "" || err1 != nil || err2 != nil || size < 2 {
 			continue
 		}
-		msg = fmt.Sprintf("started by %s as task %d of %d without a console: a udpconduit program starts its own workers, so run it once, not under the launcher: GASNET_SPAWNFN=C GASNET_CSPAWN_CMD='%s' %s N args (inside a SLURM allocation plain `%s N args` uses srun by itself); or start it directly, without N, under a launcher that serves PMI: srun --mpi=pmi2, mpiexec.hydra",
-			v.launcher, rank, size, v.template, prog, prog)
+		direct := fmt.Sprintf("or start it directly, without N, under a launcher that serves PMI: srun --mpi=pmi2 -n %d %s args, or mpiexec.hydra -n %d %s args", size, prog, size, prog)
+		if getenv("PMI_FD") != "" || getenv("PMI_PORT") != "" {
+			// The launcher serves PMI: the user turned direct launch off.
+			direct = "or unset GASNET_DIRECT_LAUNCH (and AMUDP_DIRECT_LAUNCH), set to 0 here, to run these tasks as the job's ranks"
+		}
+		msg = fmt.Sprintf("started by %s as task %d of %d without a console: a udpconduit program starts its own workers, so run it once, not under the launcher: GASNET_SPAWNFN=C GASNET_CSPAWN_CMD='%s' %s N args (inside a SLURM allocation plain `%s N args` uses srun by itself); %s",
+			v.launcher, rank, size, v.template, prog, prog, direct)
 		return msg, rank == 0, true
 	}
 	return "", false, false
