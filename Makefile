@@ -108,7 +108,8 @@ fuzz:
 # System packages the tests need on a fresh Debian machine (root).
 # The launchers of the C spawner's tests: SLURM (srun, started by the tests
 # with scripts/slurm-local.sh), Open MPI (mpirun.openmpi), MPICH
-# (mpiexec.hydra), and libopenmpi-dev for make scale's MPI reference;
+# (mpiexec.hydra), libopenmpi-dev for make scale's MPI reference and
+# libmpich-dev for scripts/direct-bench.sh's (MPICH's hello);
 # nftables for the loss script; OpenSSH (sshd, ssh,
 # ssh-keygen) for the S spawner's tests, which start their own sshd.
 DEB_PKGS := gcc slurmctld slurmd slurm-client munge openmpi-bin libopenmpi-dev mpich libmpich-dev nftables iproute2 openssh-server openssh-client

@@ -276,12 +276,13 @@ func start() (*Job, int, error) {
 	if err != nil {
 		return nil, 1, err
 	}
+	directOff := false // the launcher serves PMI, and GASNET_DIRECT_LAUNCH=0
 	if isDirect {
 		cfg, _, err := spawn.LoadConfig()
 		if err != nil {
 			return nil, 1, err
 		}
-		isDirect = cfg.DirectLaunch // else the trap below
+		isDirect, directOff = cfg.DirectLaunch, !cfg.DirectLaunch // else the trap below
 	}
 	if !spawn.IsWorker() && !isDirect {
 		cfg, src, err := spawn.LoadConfig()
@@ -290,7 +291,7 @@ func start() (*Job, int, error) {
 		}
 		// srun -n 4 ./prog 4 would start four consoles of four workers
 		// each: stop every task, with one line from the first.
-		if msg, speak, ok := spawn.DirectLaunch(os.Getenv, os.Args[0]); ok {
+		if msg, speak, ok := spawn.DirectLaunch(os.Getenv, os.Args[0], directOff); ok {
 			if speak {
 				return nil, 1, errors.New(msg)
 			}

@@ -72,9 +72,10 @@ func ExitCode(err error) int { return worker.ExitCode(err) }
 // DirectLaunch recognises a program that a launcher started as several
 // tasks without a console (`srun -n 4 ./prog 4`). It returns the one-line
 // explanation, and whether this task should print it (only the launcher's
-// rank 0 does).
-func DirectLaunch(getenv func(string) string, prog string) (msg string, speak, ok bool) {
-	return launch.DirectLaunch(getenv, prog)
+// rank 0 does). off says that the launcher serves PMI and
+// GASNET_DIRECT_LAUNCH turned direct launch off.
+func DirectLaunch(getenv func(string) string, prog string, off bool) (msg string, speak, ok bool) {
+	return launch.DirectLaunch(getenv, prog, off)
 }
 
 // Coll says that a rank waits long in a collective, or has left it (see

@@ -223,8 +223,9 @@ func LauncherRank(getenv func(string) string) int {
 // tasks without a console (`srun -n 4 ./prog 4`): no worker marker, and a
 // launcher's rank and task count (more than one) in the environment. It
 // returns the one-line explanation, and whether this task should print it
-// (only the launcher's rank 0 does).
-func DirectLaunch(getenv func(string) string, prog string) (msg string, speak, ok bool) {
+// (only the launcher's rank 0 does); off says that the launcher serves PMI
+// and GASNET_DIRECT_LAUNCH turned direct launch off.
+func DirectLaunch(getenv func(string) string, prog string, off bool) (msg string, speak, ok bool) {
 	if getenv(ctl.EnvMaster) != "" {
 		return "", false, false
 	}
@@ -238,8 +239,7 @@ func DirectLaunch(getenv func(string) string, prog string) (msg string, speak, o
 			continue
 		}
 		direct := fmt.Sprintf("or start it directly, without N, under a launcher that serves PMI: srun --mpi=pmi2 -n %d %s args, or mpiexec.hydra -n %d %s args", size, prog, size, prog)
-		if getenv("PMI_FD") != "" || getenv("PMI_PORT") != "" {
-			// The launcher serves PMI: the user turned direct launch off.
+		if off {
 			direct = "or unset GASNET_DIRECT_LAUNCH (and AMUDP_DIRECT_LAUNCH), set to 0 here, to run these tasks as the job's ranks"
 		}
 		msg = fmt.Sprintf("started by %s as task %d of %d without a console: a udpconduit program starts its own workers, so run it once, not under the launcher: GASNET_SPAWNFN=C GASNET_CSPAWN_CMD='%s' %s N args (inside a SLURM allocation plain `%s N args` uses srun by itself); %s",

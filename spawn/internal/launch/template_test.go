@@ -53,26 +53,28 @@ func TestDirectLaunch(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		getenv    func(string) string
+		off       bool
 		ok, speak bool
 		contains  string
 	}{
-		{"srun task 0", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "4"), true, true, "started by srun as task 0 of 4"},
-		{"srun task 2", env("SLURM_PROCID", "2", "SLURM_STEP_NUM_TASKS", "4"), true, false, "task 2 of 4"},
-		{"mpirun", env("OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "3"), true, true, "GASNET_CSPAWN_CMD='mpirun -np %N %C'"},
-		{"mpiexec", env("PMI_RANK", "0", "PMI_SIZE", "2"), true, true, "mpiexec -n %N %C"},
-		{"srun, no PMI", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "4"), true, true, "srun --mpi=pmi2 -n 4 ./prog args, or mpiexec.hydra -n 4 ./prog args"},
-		{"srun with PMI, direct launch off", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "4", "PMI_FD", "5"), true, true, "or unset GASNET_DIRECT_LAUNCH"},
-		{"console as a single srun task", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "1"), false, false, ""},
-		{"inside salloc", env("SLURM_JOB_ID", "7", "SLURM_NTASKS", "4"), false, false, ""},
-		{"a worker", env(ctl.EnvMaster, "127.0.0.1:1", "SLURM_PROCID", "1", "SLURM_STEP_NUM_TASKS", "4"), false, false, ""},
+		{"srun task 0", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "4"), false, true, true, "started by srun as task 0 of 4"},
+		{"srun task 2", env("SLURM_PROCID", "2", "SLURM_STEP_NUM_TASKS", "4"), false, true, false, "task 2 of 4"},
+		{"mpirun", env("OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "3"), false, true, true, "GASNET_CSPAWN_CMD='mpirun -np %N %C'"},
+		{"mpiexec", env("PMI_RANK", "0", "PMI_SIZE", "2"), false, true, true, "mpiexec -n %N %C"},
+		{"PMI_FD alone is not GASNET_DIRECT_LAUNCH=0", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "4", "PMI_FD", "5"), false, true, true, "srun --mpi=pmi2 -n 4"},
+		{"srun, no PMI", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "4"), false, true, true, "srun --mpi=pmi2 -n 4 ./prog args, or mpiexec.hydra -n 4 ./prog args"},
+		{"srun with PMI, direct launch off", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "4"), true, true, true, "or unset GASNET_DIRECT_LAUNCH"},
+		{"console as a single srun task", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "1"), false, false, false, ""},
+		{"inside salloc", env("SLURM_JOB_ID", "7", "SLURM_NTASKS", "4"), false, false, false, ""},
+		{"a worker", env(ctl.EnvMaster, "127.0.0.1:1", "SLURM_PROCID", "1", "SLURM_STEP_NUM_TASKS", "4"), false, false, false, ""},
 	} {
-		msg, speak, ok := DirectLaunch(tc.getenv, "./prog")
+		msg, speak, ok := DirectLaunch(tc.getenv, "./prog", tc.off)
 		if ok != tc.ok || speak != tc.speak || !strings.Contains(msg, tc.contains) {
 			t.Errorf("%s: DirectLaunch = %q, %v, %v", tc.name, msg, speak, ok)
 		}
 	}
 	// srun passes ./prog as /cwd/./prog: the hint names it cleanly.
-	if msg, _, _ := DirectLaunch(env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "2"), "/cwd/./prog"); !strings.Contains(msg, "'srun -n %N %C' /cwd/prog N args") {
+	if msg, _, _ := DirectLaunch(env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "2"), "/cwd/./prog", false); !strings.Contains(msg, "'srun -n %N %C' /cwd/prog N args") {
 		t.Errorf("srun's path: %q", msg)
 	}
 }

@@ -122,10 +122,11 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 		w.hub = newHub(ln, secret, size, cfg.ExitTimeout, cfg.ConnectTimeout, cfg.Liveness, say,
 			func(joins []ctl.Join) ([]ctl.Welcome, error) { return w.welcomes(cfg, joins) },
 			w.killJob)
-		// Hydra's PMI-2 fence waits for the node's tasks only: the
-		// hub may start while another node's ranks still watch for
-		// one that never started, and leaves them the time to name it.
-		w.hub.margin = watchMargin
+		// Hydra's PMI-2 fence does not wait for the other tasks (a
+		// get waits for its key instead): the hub may start while
+		// another node's ranks still watch for one that never
+		// started, and leaves them the time to name it.
+		w.hub.margin = watchMargin(cfg.ConnectTimeout)
 	}
 	if err := c.Fence(); err != nil {
 		if ln != nil {
@@ -156,7 +157,7 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	}
 	// The hub sends the welcome once every rank has joined, or ends the
 	// job GASNET_CONNECT_TIMEOUT after the fence when one has not.
-	w.conn.SetReadDeadline(time.Now().Add(2*cfg.ConnectTimeout + cfg.ExitTimeout))
+	w.conn.SetReadDeadline(time.Now().Add(2*cfg.ConnectTimeout + watchMargin(cfg.ConnectTimeout) + cfg.ExitTimeout))
 	typ, body, err := ctl.ReadFrame(w.r)
 	for err == nil && typ == ctl.FramePing {
 		if err = ctl.WriteFrame(w.conn, ctl.FramePong, ctl.NoBody{}); err == nil {
@@ -165,7 +166,7 @@ func (w *Worker) joinPMI(cfg *envconf.Config, udp netip.AddrPort, inbox string, 
 	}
 	w.conn.SetReadDeadline(time.Time{})
 	switch {
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+	case rank != 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
 		// Rank 0 ended first: it says why, if it could.
 		return w.endBeforeWelcome(fmt.Errorf("rank %d: rank 0 (pid %s on %s) ended before it sent the address table", rank, hub[1], hub[2]))
 	case err != nil:
@@ -268,7 +269,7 @@ func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Dura
 		// A rank of the node names a missing task GASNET_CONNECT_TIMEOUT
 		// after it starts: the others' fence waits a second longer, so
 		// that the line naming it comes first.
-		return watchMargin, nil
+		return watchMargin(cfg.ConnectTimeout), nil
 	}
 	host, _ := os.Hostname()
 	names := make([]string, len(missing))
@@ -285,10 +286,12 @@ func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Dura
 	return 0, nil
 }
 
-// watchMargin is how much longer than GASNET_CONNECT_TIMEOUT the ranks
-// that name no missing task wait at the fence, and rank 0's hub for the
-// ranks' connections, so that the line naming a missing task comes first.
-const watchMargin = time.Second
+// watchMargin is how much longer than GASNET_CONNECT_TIMEOUT (connect) the
+// ranks that name no missing task wait at the fence, and rank 0's hub for
+// the ranks' connections, so that the line naming a missing task comes
+// first, from a host that started its tasks later than rank 0's: a
+// second, or a quarter of connect when that is longer.
+func watchMargin(connect time.Duration) time.Duration { return max(time.Second, connect/4) }
 
 // nodeMissing returns the ranks of a node (local, in order) that its rank
 // local[i] is to name missing, nil when it names none. Each rank but the

@@ -156,8 +156,8 @@ func (h *hub) serve() {
 					missing = append(missing[:8], fmt.Sprintf("and %d more", len(missing)-8))
 				}
 				returnC, killC = h.step(verdict.Abort{Code: 1, Why: fmt.Sprintf(
-					"%s did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=%v of the launcher's fence; aborting the job",
-					strings.Join(missing, ", "), h.connect)}, returnC, killC)
+					"%s did not connect to rank 0 within %v of the launcher's fence (GASNET_CONNECT_TIMEOUT=%v and a margin for the ranks that name a task that never started); aborting the job",
+					strings.Join(missing, ", "), h.connect+h.margin, h.connect)}, returnC, killC)
 			}
 		case now := <-liveC:
 			returnC, killC = h.checkLive(now, returnC, killC)

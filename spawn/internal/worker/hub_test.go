@@ -206,7 +206,7 @@ func TestHubNoPingBeforeWelcome(t *testing.T) {
 	if got := a.terminated(5 * time.Second); got != 1 {
 		t.Errorf("rank 0: %d, want Terminate 1 as its first frame", got)
 	}
-	if said, _ := r.lines(); len(said) != 1 || !strings.Contains(said[0], "rank 1 did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=1s") {
+	if said, _ := r.lines(); len(said) != 1 || !strings.Contains(said[0], "rank 1 did not connect to rank 0 within 1s of the launcher's fence (GASNET_CONNECT_TIMEOUT=1s") {
 		t.Errorf("said %q; want one line naming rank 1", said)
 	}
 }
@@ -270,8 +270,8 @@ func TestHubNeverConnects(t *testing.T) {
 		t.Errorf("a second connection of rank 0: %d, want it closed (-2)", got)
 	}
 	said, _ := r.lines()
-	if len(said) != 1 || !strings.Contains(said[0], "rank 1, rank 3 did not connect to rank 0 within GASNET_CONNECT_TIMEOUT=300ms of the launcher's fence") {
-		t.Errorf("said %q; want one line naming rank 1", said)
+	if len(said) != 1 || !strings.Contains(said[0], "rank 1, rank 3 did not connect to rank 0 within 300ms of the launcher's fence (GASNET_CONNECT_TIMEOUT=300ms") {
+		t.Errorf("said %q; want one line naming ranks 1 and 3", said)
 	}
 }
 
