@@ -80,7 +80,7 @@ func (e *Endpoint) routeLocked(p *peerState) {
 	if len(route) == 0 || p.to() == route[0] {
 		return
 	}
-	p.try, p.movedAt, p.confirmed = 0, 0, false
+	p.try, p.movedAt, p.confirmed = 0, e.clock, false
 	p.setDst(route[0])
 }
 
@@ -88,12 +88,16 @@ func (e *Endpoint) routeLocked(p *peerState) {
 // reply has come from p yet and a request to it is due again: the
 // retransmission is the probe of the next address, authenticated like any
 // request, and the peer runs it once whichever address brings it. One move
-// per round-trip timeout, however many requests are due. A peer that only
+// per round-trip timeout, however many requests are due, and none before
+// GASNET_REQUESTTIMEOUT_INITIAL has passed on an address (since the route
+// began, or the walk last moved or restarted): a round-trip timeout
+// learned on a quiet host is a millisecond, and a peer busy for longer on
+// a loaded one must not send the pair off its best address. A peer that only
 // did not poll for a while looks the same as a dead address, so a walk
 // that ends with a reply to a request sent to several addresses starts
 // again at the first (restartLocked). mu held.
 func (e *Endpoint) moveLocked(p *peerState, now retransmit.Time, rto time.Duration) {
-	if p.confirmed || len(p.route) < 2 || p.movedAt != 0 && now.Sub(p.movedAt) < rto {
+	if p.confirmed || len(p.route) < 2 || p.movedAt != 0 && now.Sub(p.movedAt) < max(rto, e.rcfg.Initial) {
 		return
 	}
 	p.movedAt = now
@@ -118,7 +122,7 @@ func (e *Endpoint) restartLocked(p *peerState) {
 		return
 	}
 	p.restarts++
-	p.try, p.movedAt = 0, 0
+	p.try, p.movedAt = 0, e.clock
 	p.setDst(p.route[0])
 }
 
