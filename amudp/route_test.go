@@ -286,6 +286,36 @@ func TestRouteBusyPeer(t *testing.T) {
 	}
 }
 
+// TestRouteShortStall: a peer that does not poll for less than the
+// initial timeout, after round trips that made the timeout a millisecond,
+// does not send the pair off its first candidate: the walk waits
+// GASNET_REQUESTTIMEOUT_INITIAL on an address (a loaded host's stall).
+func TestRouteShortStall(t *testing.T) {
+	lnet := amudptest.New(1, 0, 0, 0)
+	rc := retransmit.Config{Initial: 200 * time.Millisecond, Backoff: 2, Max: 2 * time.Second, MinRTO: time.Millisecond}
+	eps, _ := routedPair(t, lnet, rc)
+	introduce(t, eps) // a round trip of microseconds: a timeout of MinRTO
+	replies := 0
+	eps[1].Register(130, func(tk *amudp.Token, args []uint32, _ []byte) { tk.ReplyShort(131, args[0]) })
+	eps[0].Register(131, func(*amudp.Token, []uint32, []byte) { replies++ })
+	for i := range 4 {
+		if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Rank 1 does not poll for 50 ms: 50 of rank 0's timeouts.
+	for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
+		eps[0].Poll()
+	}
+	for end := time.Now().Add(5 * time.Second); replies < 4 && time.Now().Before(end); {
+		eps[1].Poll()
+		eps[0].Poll()
+	}
+	if a, ok := eps[0].PeerAddr(1); replies != 4 || a != ap("10.2.0.2:4000") || !ok || eps[0].Stats().RouteMoves != 0 {
+		t.Errorf("%d replies of 4; rank 0 sends to rank 1 at %v (confirmed %v) after %d moves, want its first candidate 10.2.0.2:4000, confirmed, no move", replies, a, ok, eps[0].Stats().RouteMoves)
+	}
+}
+
 // TestRouteCrossingRequests: the two ranks' routes to each other start on
 // different networks (rank 0 tries rank 1's 10.2 address first, rank 1
 // rank 0's 10.1 one), and requests both ways cross every round: each
