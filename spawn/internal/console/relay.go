@@ -25,8 +25,8 @@ func welcomes(tab ctl.Table, cpus []int, masks []string, env map[string]string, 
 	out := make([]ctl.Welcome, n)
 	tab, place := ctl.Place(tab, cpus, masks, shares)
 	for r := range out {
-		h := tab.Hosts[r]
-		w := ctl.Welcome{Rank: r, Size: n, Env: env, HostCount: place.OnHost[h], HostCPUs: place.CPUs[h], Crowded: place.Crowded}
+		w := place.Welcome(tab, r)
+		w.Env = env
 		if r == 0 {
 			w.Table = ctl.EncodeTable(tab)
 		} else {

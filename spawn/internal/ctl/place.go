@@ -51,6 +51,15 @@ type Placement struct {
 	Crowded bool
 }
 
+// Welcome returns rank r's Welcome as the placement of tab (Place) says
+// it: its rank, the job's size and its host's count of ranks and CPUs,
+// and whether the job is crowded; the caller adds how the table reaches
+// the rank.
+func (p Placement) Welcome(tab Table, r int) Welcome {
+	h := tab.Hosts[r]
+	return Welcome{Rank: r, Size: len(tab.Addrs), HostCount: p.OnHost[h], HostCPUs: p.CPUs[h], Crowded: p.Crowded}
+}
+
 // Place returns the placement of tab's ranks, cpus and masks holding the
 // CPUs each may use (a count, 0 unknown, and an affinity mask), and tab
 // with the inboxes of the ranks of hosts that do not share memory (shares,

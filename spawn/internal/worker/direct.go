@@ -229,8 +229,8 @@ func (w *Worker) welcomes(cfg *envconf.Config, joins []ctl.Join) ([]ctl.Welcome,
 	blob := ctl.EncodeTable(tab)
 	wels := make([]ctl.Welcome, size)
 	for r := range wels {
-		h := tab.Hosts[r]
-		wels[r] = ctl.Welcome{Rank: r, Size: size, Table: blob, HostCount: place.OnHost[h], HostCPUs: place.CPUs[h], Crowded: place.Crowded}
+		wels[r] = place.Welcome(tab, r)
+		wels[r].Table = blob
 	}
 	return wels, nil
 }
@@ -267,8 +267,8 @@ func (w *Worker) watchNode(cfg *envconf.Config, rank, size int) (extra time.Dura
 	missing := nodeMissing(local, i, cfg.ConnectTimeout, up)
 	if len(missing) == 0 {
 		// A rank of the node names a missing task GASNET_CONNECT_TIMEOUT
-		// after it starts: the others' fence waits a second longer, so
-		// that the line naming it comes first.
+		// after it starts: the others' fence waits watchMargin longer,
+		// so that the line naming it comes first.
 		return watchMargin(cfg.ConnectTimeout), nil
 	}
 	host, _ := os.Hostname()
@@ -309,8 +309,9 @@ func nodeMissing(local []int, i int, timeout time.Duration, up func(int) bool) [
 	run := func(j, stop int) []int {
 		var gap []int
 		for ; j >= stop && !up(local[j]); j-- {
-			gap = append([]int{local[j]}, gap...)
+			gap = append(gap, local[j])
 		}
+		slices.Reverse(gap)
 		return gap
 	}
 	if i == 0 {
