@@ -238,6 +238,25 @@ func TestRouteWaitsForPeer(t *testing.T) {
 	}
 }
 
+// stall has rank 0 send rank 1 four requests (handler 130, which replies
+// to 131) and poll alone for d, rank 1 polling not at all; it returns the
+// count of the replies rank 0 has run.
+func stall(t *testing.T, eps [2]*amudp.Endpoint, d time.Duration) *int {
+	t.Helper()
+	replies := new(int)
+	eps[1].Register(130, func(tk *amudp.Token, args []uint32, _ []byte) { tk.ReplyShort(131, args[0]) })
+	eps[0].Register(131, func(*amudp.Token, []uint32, []byte) { *replies++ })
+	for i := range 4 {
+		if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		eps[0].Poll()
+	}
+	return replies
+}
+
 // TestRouteBusyPeer: a peer that does not poll for a while, every address
 // up, makes the sender walk on; once the peer answers, the pair ends on
 // its first candidate, not where the walk happened to be.
@@ -247,19 +266,9 @@ func TestRouteBusyPeer(t *testing.T) {
 		rc := retransmit.Config{Initial: 20 * time.Millisecond, Backoff: 2, Max: 160 * time.Millisecond, MinRTO: 20 * time.Millisecond}
 		eps, _ := routedPair(t, lnet, rc)
 		introduce(t, eps)
-		replies := 0
-		eps[1].Register(130, func(tk *amudp.Token, args []uint32, _ []byte) { tk.ReplyShort(131, args[0]) })
-		eps[0].Register(131, func(*amudp.Token, []uint32, []byte) { replies++ })
 		// Rank 1 is busy for 100 ms while rank 0's requests wait (they
 		// would be given up after 460 ms).
-		for i := range 4 {
-			if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
-			eps[0].Poll()
-		}
+		replies := stall(t, eps, 100*time.Millisecond)
 		var stop atomic.Bool
 		done := make(chan error, 1)
 		go func() { done <- eps[1].WaitUntil(stop.Load) }()
@@ -267,11 +276,11 @@ func TestRouteBusyPeer(t *testing.T) {
 			if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
 				t.Fatal(err)
 			}
-			for end := time.Now().Add(2 * time.Second); replies <= i; {
+			for end := time.Now().Add(2 * time.Second); *replies <= i; {
 				eps[0].Poll()
 				if time.Now().After(end) {
 					a, ok := eps[0].PeerAddr(1)
-					t.Fatalf("run %d: %d replies to %d requests after 2 s; rank 0 sends to %v (confirmed %v)\n0: %v\n1: %v", run, replies, i+1, a, ok, eps[0].Stats(), eps[1].Stats())
+					t.Fatalf("run %d: %d replies to %d requests after 2 s; rank 0 sends to %v (confirmed %v)\n0: %v\n1: %v", run, *replies, i+1, a, ok, eps[0].Stats(), eps[1].Stats())
 				}
 			}
 		}
@@ -295,24 +304,14 @@ func TestRouteShortStall(t *testing.T) {
 	rc := retransmit.Config{Initial: 200 * time.Millisecond, Backoff: 2, Max: 2 * time.Second, MinRTO: time.Millisecond}
 	eps, _ := routedPair(t, lnet, rc)
 	introduce(t, eps) // a round trip of microseconds: a timeout of MinRTO
-	replies := 0
-	eps[1].Register(130, func(tk *amudp.Token, args []uint32, _ []byte) { tk.ReplyShort(131, args[0]) })
-	eps[0].Register(131, func(*amudp.Token, []uint32, []byte) { replies++ })
-	for i := range 4 {
-		if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// Rank 1 does not poll for 50 ms: 50 of rank 0's timeouts.
-	for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
-		eps[0].Poll()
-	}
-	for end := time.Now().Add(5 * time.Second); replies < 4 && time.Now().Before(end); {
+	replies := stall(t, eps, 50*time.Millisecond)
+	for end := time.Now().Add(5 * time.Second); *replies < 4 && time.Now().Before(end); {
 		eps[1].Poll()
 		eps[0].Poll()
 	}
-	if a, ok := eps[0].PeerAddr(1); replies != 4 || a != ap("10.2.0.2:4000") || !ok || eps[0].Stats().RouteMoves != 0 {
-		t.Errorf("%d replies of 4; rank 0 sends to rank 1 at %v (confirmed %v) after %d moves, want its first candidate 10.2.0.2:4000, confirmed, no move", replies, a, ok, eps[0].Stats().RouteMoves)
+	if a, ok := eps[0].PeerAddr(1); *replies != 4 || a != ap("10.2.0.2:4000") || !ok || eps[0].Stats().RouteMoves != 0 {
+		t.Errorf("%d replies of 4; rank 0 sends to rank 1 at %v (confirmed %v) after %d moves, want its first candidate 10.2.0.2:4000, confirmed, no move", *replies, a, ok, eps[0].Stats().RouteMoves)
 	}
 }
 
