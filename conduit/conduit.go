@@ -529,6 +529,11 @@ func start() (*Job, int, error) {
 	}
 	if pshm && sharing(leaders) {
 		j.setWords(gw, leaders)
+		if gw != nil && gw.whole {
+			if err := j.shareAreas(gw); err != nil {
+				return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
+			}
+		}
 		switch {
 		case gw != nil && gw.dissem:
 			barrierWhy = "barrier on shared words, by dissemination: every rank shares memory with every other, and they fit their host's CPUs"

@@ -36,6 +36,9 @@ var (
 	syncBarrier = groupSync{0, 64, 384}
 	syncGather  = groupSync{128, 192, 384 + 8*maxGroupRounds}
 	syncTree    = groupSync{256, 320, 384 + 16*maxGroupRounds}
+	// syncStart, once at start-up (shareAreas), lies in the barrier's
+	// cache lines, past their words: no dissemination.
+	syncStart = groupSync{8, 72, -1}
 )
 
 const (
@@ -250,6 +253,22 @@ func (j *Job) wordWait(w *words, cond func() bool) error {
 		}
 	}
 	return j.collWait(cond)
+}
+
+// shareAreas maps the area of every rank of a group that is the whole job
+// (the collectives on its words read any of them) and then synchronises
+// the group once, at start-up: no rank returns from Init before every rank
+// of the group has mapped every area. A mapping keeps its inbox, so a
+// collective that another rank completed before it ended (its Exit, say)
+// still reads that rank's words and parts; mapped on first use instead, an
+// inbox whose rank had ended could no longer be mapped.
+func (j *Job) shareAreas(w *words) error {
+	for i := range w.group {
+		if _, err := w.area(i); err != nil {
+			return err
+		}
+	}
+	return j.syncGroup(w, &syncStart, 1, func() error { return nil })
 }
 
 // syncGroup runs synchronisation e of kind k within the group: every
