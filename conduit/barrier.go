@@ -391,7 +391,7 @@ func (j *Job) answeredLocked(sent int) error {
 func (j *Job) collWait(cond func() bool) error {
 	err := j.ep.WaitUntil(func() bool { return cond() || j.leaving() || j.aborting.Load() })
 	if !cond() && j.ctl.Terminating() {
-		j.ctl.ExitNow()
+		j.exitNow()
 	}
 	j.abort()
 	return err

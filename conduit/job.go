@@ -77,11 +77,16 @@ type Job struct {
 // relayTable completes); RunLocal and the tests use an in-memory console.
 type control interface {
 	// Terminating reports whether the console told this rank to exit
-	// because the job ended elsewhere; ExitNow then ends the rank.
+	// because the job ended elsewhere; ExitNow then ends the rank, saying
+	// so when the program was in a library call (in, see apiCall) and
+	// another rank's Exit ended the job.
 	Terminating() bool
-	ExitNow()
+	ExitNow(in string)
 	// Exit reports code as the job's and ends the rank.
 	Exit(code int, grace time.Duration)
+	// Finalize tells the console that this rank asks to end the job with
+	// code once every rank has: the rank then waits for Terminating.
+	Finalize(code int) error
 	// Abort reports that this rank aborts the job with code (not 0) and
 	// why: the job's code is then not 0, even when another rank's Exit(0)
 	// came first. In a worker process it ends the rank and does not
@@ -131,7 +136,7 @@ func (j *Job) leaving() bool {
 // returns through it.
 func (j *Job) done(err error) error {
 	if errors.Is(err, amudp.ErrInterrupted) {
-		j.ctl.ExitNow()
+		j.exitNow()
 	}
 	j.abort()
 	return err
@@ -178,7 +183,7 @@ func (j *Job) abortJob(why string) {
 // the program after that, not even one whose wait was satisfied.
 func (j *Job) abort() {
 	if j.aborting.Load() {
-		j.ctl.ExitNow()
+		j.ctl.ExitNow("")
 	}
 }
 
@@ -208,7 +213,7 @@ func (j *Job) describe(r Returned) string {
 // spawn.Worker.Terminating).
 func (j *Job) enter() *amudp.Endpoint {
 	if j.ctl.Terminating() {
-		j.ctl.ExitNow()
+		j.exitNow()
 	}
 	j.abort()
 	return j.ep
@@ -222,7 +227,7 @@ func (j *Job) enter() *amudp.Endpoint {
 func (j *Job) wait(cond func() bool) error {
 	err := j.ep.WaitUntil(func() bool { return j.ctl.Terminating() || cond() })
 	if j.ctl.Terminating() && !cond() {
-		j.ctl.ExitNow()
+		j.exitNow()
 	}
 	j.abort()
 	return err

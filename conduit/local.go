@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/netip"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -128,12 +129,16 @@ type localConsole struct {
 	n   int
 	eps []*amudp.Endpoint
 
-	mu          sync.Mutex
-	code        int
-	codeSet     bool
-	ends        []string // how each rank ended
-	why         string   // why the first abort aborted the job
-	terminating atomic.Bool
+	mu      sync.Mutex
+	code    int
+	codeSet bool
+	ends    []string // how each rank ended
+	why     string   // why the first abort aborted the job
+	by      string   // the first Exit ("rank 3's Exit(0)"), once one came
+	// finalized counts the ranks that called Finalize; final is the
+	// highest code they passed.
+	finalized, final int
+	terminating      atomic.Bool
 }
 
 func (c *localConsole) wakeAll() {
@@ -159,9 +164,33 @@ type localRank struct {
 
 func (r localRank) Terminating() bool { return r.c.terminating.Load() }
 
-func (r localRank) ExitNow() {
+func (r localRank) ExitNow(in string) {
+	r.c.mu.Lock()
+	by := r.c.by
+	r.c.mu.Unlock()
+	if in != "" && by != "" {
+		fmt.Fprintf(os.Stderr, "%s: rank %d was ended in %s by %s\n", progName(), r.rank, in, by)
+	}
 	r.c.end(r.rank, "terminated")
 	runtime.Goexit()
+}
+
+// Finalize ends the job, with the highest code passed, once every rank
+// has called it; the rank then waits for Terminating.
+func (r localRank) Finalize(code int) error {
+	c := r.c
+	c.mu.Lock()
+	c.finalized++
+	c.final = max(c.final, code)
+	all := c.finalized == c.n
+	c.mu.Unlock()
+	r.c.end(r.rank, fmt.Sprintf("finalize %d", code))
+	if all {
+		c.setCode(c.final, false)
+		c.terminating.Store(true)
+		c.wakeAll()
+	}
+	return nil
 }
 
 // Abort makes code the job's, over a 0 that an Exit set before, and tells
@@ -181,6 +210,11 @@ func (r localRank) Abort(code int, why string, _ time.Duration) {
 }
 
 func (r localRank) Exit(code int, _ time.Duration) {
+	r.c.mu.Lock()
+	if r.c.by == "" {
+		r.c.by = fmt.Sprintf("rank %d's Exit(%d)", r.rank, code)
+	}
+	r.c.mu.Unlock()
 	r.c.setCode(code, false)
 	r.c.end(r.rank, fmt.Sprintf("exit %d", code))
 	r.c.terminating.Store(true)

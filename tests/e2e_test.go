@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	bin = dir
-	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/hello", "../cmd/amudprun", "../cmd/testam", "../cmd/testcore", "../cmd/testexit", "./testdata/printer", "./testdata/progress", "./testdata/attacker", "../spawn/internal/pmi/testdata/pmiprobe")
+	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/hello", "../cmd/amudprun", "../cmd/testam", "../cmd/testcore", "../cmd/testexit", "./testdata/printer", "./testdata/progress", "./testdata/attacker", "./testdata/ending", "../spawn/internal/pmi/testdata/pmiprobe")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the programs:", err)
@@ -545,7 +545,7 @@ func TestExitNeverHidesOutputOrCrash(t *testing.T) {
 		t.Error("no run of scenario 20 panicked before the job ended: the test proved nothing")
 	}
 	r := run(t, t.Name(), nil, "testexit", "3", "21")
-	if r.code != 1 || !strings.Contains(r.stderr, "rank 0 ended with status 0 without calling conduit.Exit") {
+	if r.code != 1 || !strings.Contains(r.stderr, "rank 0 ended with status 0 without calling conduit.Finalize or conduit.Exit") {
 		t.Errorf("scenario 21: exit %d\nstderr:\n%s", r.code, r.stderr)
 	}
 }

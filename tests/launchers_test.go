@@ -667,7 +667,7 @@ func directStopped(t *testing.T, l directLauncher, stopped int, sig syscall.Sign
 	case sig == syscall.SIGKILL && l.name == "mpich":
 		want = ""
 	case sig == syscall.SIGKILL:
-		want = "rank 1 ended (its status is the launcher's to tell) without calling conduit.Exit"
+		want = "rank 1 ended (its status is the launcher's to tell) without calling conduit.Finalize or conduit.Exit"
 	}
 	if ctx.Err() != nil || err == nil || !strings.Contains(errb.String(), want) {
 		t.Errorf("rank %d stopped: %v (timed out: %v), want a non-zero end saying %q\nstderr:\n%s", stopped, err, ctx.Err() != nil, want, errb.String())

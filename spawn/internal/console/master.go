@@ -810,6 +810,8 @@ func (j *job) serve(events <-chan event, exits <-chan launch.ProcExit) int {
 			case ctl.FrameExit:
 				c := ctl.DecodeExit(ev.body)
 				j.step(verdict.Exit{Rank: ev.rank, Code: c.Code, Why: c.Why})
+			case ctl.FrameFinalize:
+				j.step(verdict.Finalize{Rank: ev.rank, Code: ctl.DecodeExit(ev.body).Code})
 			}
 		case e, ok := <-exits:
 			if !ok {
@@ -869,7 +871,7 @@ func (j *job) act(a any) {
 	case verdict.Say:
 		j.say("%s", a.Text)
 	case verdict.End:
-		j.broadcast(ctl.FrameTerminate, ctl.Code{Code: a.Code})
+		j.broadcast(ctl.FrameTerminate, ctl.Code{Code: a.Code, Why: a.By})
 		j.killTimer = time.After(j.cfg.ExitTimeout)
 	case verdict.Answer:
 		j.peers[a.Rank].out.Send(ctl.FrameTerminate, ctl.Code{Code: a.Code})

@@ -32,6 +32,10 @@ const (
 	// FrameSettings: console → worker, after the Hello on a control
 	// connection the console made (L): Settings.
 	FrameSettings byte = 13
+	// FrameFinalize: worker → console, Finalize(code) called: the rank
+	// waits for the job's end, which comes once every rank has called
+	// it (Code).
+	FrameFinalize byte = 14
 	MaxFrame           = 64 << 20
 	// MaxFirstFrame bounds the first frame of a connection, read before the
 	// secret is checked, and MaxJoinFrame the Join that follows a Hello: a
@@ -170,11 +174,14 @@ var CollKinds = map[string]bool{"barrier": true, "all-gather": true, "broadcast"
 // CollKinds, or a team collective with a kind of at most 64 bytes.
 func ValidColl(c Coll) bool { return CollKinds[c.Kind] || c.InTeam() && len(c.Kind) <= 64 }
 
-// Code is the body of exit and terminate frames.
+// Code is the body of exit, finalize and terminate frames.
 type Code struct {
 	Code int
 	// Why is, in an Exit frame, the reason a rank aborts the job (the
-	// console reports it); empty for a plain Exit.
+	// console reports it); empty for a plain Exit. In a Terminate frame it
+	// says what ended the job when that was a rank's Exit ("rank 3's
+	// Exit(0)"), for the line of a rank ended inside a library call;
+	// empty otherwise.
 	Why string
 }
 

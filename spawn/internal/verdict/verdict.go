@@ -7,10 +7,11 @@
 // clock, so every exit scenario is a table test (verdict_test.go).
 //
 // The rules (DESIGN.md §1): the job's code is the code of the first Exit,
-// unless that is 0 and a rank ended otherwise than the job told it to (a
-// crash, a signal, an abort after Exit(0), a rank that returned from main
-// while others ran, a launcher that failed), whose status then wins. A
-// crash is never reported as success.
+// or, once every rank has called Finalize and none Exit, the highest code
+// they passed to Finalize; unless that is 0 and a rank ended otherwise
+// than the job told it to (a crash, a signal, an abort after Exit(0), a
+// rank that returned from main while others ran, a launcher that failed),
+// whose status then wins. A crash is never reported as success.
 package verdict
 
 import (
@@ -38,6 +39,9 @@ type (
 		Rank, Code int
 		Why        string
 	}
+	// Finalize is a rank's Finalize frame: it waits for the job's end,
+	// and asks for Code.
+	Finalize struct{ Rank, Code int }
 	// Closed is the end of a rank's control connection.
 	Closed struct{ Rank int }
 	// Ended is the status of a rank's process.
@@ -87,8 +91,12 @@ type (
 	Say struct{ Text string }
 	// End: tell every worker to exit with Code, and start the
 	// GASNET_EXIT_TIMEOUT timer after which those left are killed
-	// (KillTimeout).
-	End struct{ Code int }
+	// (KillTimeout). By says what ended the job when a rank's Exit did
+	// ("rank 3's Exit(0)"), else it is empty.
+	End struct {
+		Code int
+		By   string
+	}
 	// Answer: tell Rank, whose Exit came after the job had ended, to exit
 	// with Code.
 	Answer struct{ Rank, Code int }
@@ -112,17 +120,21 @@ type Machine struct {
 	running, unjudged int
 	// returned are the ranks that ended without Exit while others run.
 	returned []int
-	out      []any
+	// finalized counts the ranks that called Finalize, and final is the
+	// highest code they passed.
+	finalized, final int
+	out              []any
 }
 
 type rank struct {
-	exited   bool // sent Exit
-	exitCode int  // the code it passed to Exit
-	closed   bool // its control connection ended
-	gone     bool // under a launcher: its connection ended without Exit
-	ended    bool // its process's status came
-	status   Ended
-	judged   bool
+	exited    bool // sent Exit
+	exitCode  int  // the code it passed to Exit
+	finalized bool // sent Finalize
+	closed    bool // its control connection ended
+	gone      bool // under a launcher: its connection ended without Exit
+	ended     bool // its process's status came
+	status    Ended
+	judged    bool
 }
 
 // running reports whether the rank's process has not ended and it has not
@@ -178,6 +190,8 @@ func (m *Machine) Step(ev any) []any {
 	switch e := ev.(type) {
 	case Exit:
 		m.exit(e)
+	case Finalize:
+		m.finalize(e)
 	case Closed:
 		m.track(e.Rank, func(r *rank) { r.closed = true })
 		m.judge(e.Rank)
@@ -192,7 +206,7 @@ func (m *Machine) Step(ev any) []any {
 			break
 		}
 		m.sayf("%s: stopping every worker", e.Name)
-		m.end(e.Code)
+		m.end(e.Code, "")
 		m.killAll()
 	case ReturnTimeout:
 		m.returnTimeout()
@@ -204,7 +218,7 @@ func (m *Machine) Step(ev any) []any {
 		}
 		m.sayf("%s", e.Why)
 		m.abnormal = max(m.abnormal, e.Code)
-		m.end(e.Code)
+		m.end(e.Code, "")
 		if e.Kill {
 			m.killAll()
 		}
@@ -234,8 +248,10 @@ func (m *Machine) exit(e Exit) {
 	if m.code < 0 {
 		if e.Why != "" {
 			m.sayf("rank %d on %s aborted the job (code %d): %s", e.Rank, m.cfg.Host[e.Rank], e.Code, e.Why)
+			m.end(e.Code, "")
+			return
 		}
-		m.end(e.Code)
+		m.end(e.Code, fmt.Sprintf("rank %d's Exit(%d)", e.Rank, e.Code))
 		return
 	}
 	if e.Why != "" && e.Code != 0 && m.code == 0 && m.abnormal == 0 {
@@ -247,6 +263,29 @@ func (m *Machine) exit(e Exit) {
 	m.emit(Answer{Rank: e.Rank, Code: m.code})
 }
 
+// finalize takes rank e.Rank's Finalize frame. Once every rank has sent
+// one, and none an Exit, the job ends with the highest code they passed;
+// a Finalize after the job ended is answered with the job's code, as an
+// Exit is. A rank that has called Finalize still runs (it serves the
+// others' requests until the end): one that returned from main meanwhile
+// is judged as while others compute.
+func (m *Machine) finalize(e Finalize) {
+	r := &m.ranks[e.Rank]
+	if m.code >= 0 {
+		m.emit(Answer{Rank: e.Rank, Code: m.code})
+		return
+	}
+	if r.finalized || r.exited {
+		return
+	}
+	r.finalized = true
+	m.finalized++
+	m.final = max(m.final, e.Code)
+	if m.finalized == len(m.ranks) {
+		m.end(m.final, "")
+	}
+}
+
 // stray takes the status of the launcher or of a worker the console never
 // met.
 func (m *Machine) stray(e Stray) {
@@ -254,12 +293,12 @@ func (m *Machine) stray(e Stray) {
 	case m.code < 0 && !e.Clean && e.Launcher:
 		m.sayf("the launcher ended with %s while the job ran%s; aborting the job", e.Status, m.goneRanks())
 		m.abnormal = max(e.Code, 1)
-		m.end(max(e.Code, 1))
+		m.end(max(e.Code, 1), "")
 	case m.code < 0 && !e.Clean:
 		m.sayf("%s ended without exiting: %s; aborting the job", e.Who, e.Status)
-		m.end(max(e.Code, 1))
+		m.end(max(e.Code, 1), "")
 	case m.code < 0 && e.Launcher && m.running == 0:
-		m.end(0) // every rank ended without Exit, and the launcher says all went well
+		m.end(0, "") // every rank ended without Exit, and the launcher says all went well
 	case m.code == 0 && !e.Clean && e.Launcher && !m.killing:
 		m.sayf("the launcher ended with %s after the job ended with code 0", e.Status)
 		m.abnormal = max(e.Code, 1)
@@ -280,10 +319,10 @@ func (m *Machine) returnTimeout() {
 	if !m.cfg.PerWorker {
 		status = "(its status is the launcher's to tell) "
 	}
-	m.sayf("rank %s ended %swithout calling conduit.Exit while %d other ranks still run (returning from main or os.Exit ends only a rank, not the job); aborting the job",
+	m.sayf("rank %s ended %swithout calling conduit.Finalize or conduit.Exit while %d other ranks still run (returning from main or os.Exit ends only a rank, not the job); aborting the job",
 		strings.Join(ranks, ","), status, m.running)
 	m.abnormal = 1
-	m.end(1)
+	m.end(1, "")
 }
 
 // track runs f, which changes what is known of rank i, and keeps the
@@ -335,7 +374,7 @@ func (m *Machine) judge(i int) {
 	default:
 		m.returned = append(m.returned, i)
 		if m.running == 0 {
-			m.end(0) // every rank returned from main (or exited)
+			m.end(0, "") // every rank returned from main (or exited)
 			return
 		}
 		m.emit(WaitReturns{})
@@ -384,16 +423,16 @@ func (m *Machine) failed(i int, what string, code int) {
 	}
 	if m.code < 0 {
 		m.sayf("%s %s; aborting the job", m.cfg.Who[i], what)
-		m.end(code)
+		m.end(code, "")
 		return
 	}
 	m.sayf("%s %s", m.cfg.Who[i], what)
 }
 
-// end fixes the job's code.
-func (m *Machine) end(code int) {
+// end fixes the job's code; by says what ended it (End.By).
+func (m *Machine) end(code int, by string) {
 	m.code = code
-	m.emit(End{Code: code})
+	m.emit(End{Code: code, By: by})
 }
 
 // killAll signals every worker: their statuses are no longer theirs.

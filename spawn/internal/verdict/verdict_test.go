@@ -34,6 +34,10 @@ func gone(r, code int) []any { return []any{Closed{Rank: r}, status(r, code)} }
 // exited is a rank that calls Exit(code) and ends with that code.
 func exited(r, code int) []any { return append([]any{Exit{Rank: r, Code: code}}, gone(r, code)...) }
 
+// finalized is a rank that calls Finalize(code) and, told the job's
+// code, ends with it (end).
+func finalized(r, code int) []any { return []any{Finalize{Rank: r, Code: code}} }
+
 func cat(parts ...[]any) []any {
 	var out []any
 	for _, p := range parts {
@@ -74,7 +78,17 @@ func TestScenarios(t *testing.T) {
 		{"an abort after an abort is said once", true, 3, cat([]any{Exit{Rank: 0, Code: 1, Why: "x"}, Exit{Rank: 1, Code: 1, Why: "x"}}, gone(0, 1), gone(1, 1), gone(2, 1)), 1,
 			[]string{"rank 0 on h aborted the job (code 1): x"}},
 		{"a rank returns while others run", true, 2, cat(gone(0, 0), []any{ReturnTimeout{}}, gone(1, 1)), 1,
-			[]string{"rank 0 ended with status 0 without calling conduit.Exit while 1 other ranks still run"}},
+			[]string{"rank 0 ended with status 0 without calling conduit.Finalize or conduit.Exit while 1 other ranks still run"}},
+		{"Finalize on every rank: the highest code", true, 3, cat(finalized(0, 0), finalized(1, 4), finalized(2, 2), gone(0, 4), gone(1, 4), gone(2, 4)), 4, nil},
+		{"Finalize(0) on every rank", true, 2, cat(finalized(1, 0), finalized(0, 0), gone(0, 0), gone(1, 0)), 0, nil},
+		{"an Exit while others finalize ends the job at once", true, 3, cat(finalized(0, 6), exited(1, 2), gone(0, 2), gone(2, 2)), 2, nil},
+		{"a crash while the others finalize", true, 3, cat(finalized(0, 0), finalized(1, 0), gone(2, 139), gone(0, 139), gone(1, 139)), 139,
+			[]string{"rank 2 (pid 102 on h) ended without exiting: signal 11; aborting the job"}},
+		{"a return from main while the others finalize", true, 2, cat(finalized(0, 0), gone(1, 0), []any{ReturnTimeout{}}, gone(0, 1)), 1,
+			[]string{"rank 1 ended with status 0 without calling conduit.Finalize or conduit.Exit while 1 other ranks still run"}},
+		{"a crash after every rank finalized with 0 wins over 0", true, 2, cat(finalized(0, 0), finalized(1, 0), gone(0, 0), gone(1, 139)), 139,
+			[]string{"rank 1 (pid 101 on h) ended with signal 11 after the job ended with code 0"}},
+		{"C: Finalize on every rank", false, 2, cat(finalized(0, 3), finalized(1, 0), []any{Closed{Rank: 0}, Closed{Rank: 1}, launcher(3)}), 3, nil},
 		{"a late return timer after every rank returned", true, 2, cat(gone(0, 0), gone(1, 0), []any{ReturnTimeout{}}), 0, nil},
 		{"a stop signal", true, 2, cat([]any{Signal{Code: 143, Name: "terminated"}}, gone(0, 143), gone(1, 137)), 143,
 			[]string{"terminated: stopping every worker"}},
@@ -93,7 +107,7 @@ func TestScenarios(t *testing.T) {
 			[]string{"the launcher ended with exit status 5 after the job ended with code 0"}},
 		{"C: Exit(2), the launcher's status follows it", false, 2, []any{Exit{Rank: 0, Code: 2}, Closed{Rank: 0}, Closed{Rank: 1}, launcher(2)}, 2, nil},
 		{"C: a rank gone while others run", false, 2, []any{Closed{Rank: 1}, ReturnTimeout{}, Closed{Rank: 0}, launcher(0)}, 1,
-			[]string{"rank 1 ended (its status is the launcher's to tell) without calling conduit.Exit while 1 other ranks still run"}},
+			[]string{"rank 1 ended (its status is the launcher's to tell) without calling conduit.Finalize or conduit.Exit while 1 other ranks still run"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := machine(tc.n, tc.perWorker)
@@ -131,7 +145,7 @@ func TestActions(t *testing.T) {
 		ev   any
 		want []any
 	}{
-		{Exit{Rank: 0, Code: 3}, []any{End{Code: 3}}},
+		{Exit{Rank: 0, Code: 3}, []any{End{Code: 3, By: "rank 0's Exit(3)"}}},
 		{Exit{Rank: 1, Code: 5}, []any{Answer{Rank: 1, Code: 3}}},
 		{Closed{Rank: 2}, nil},
 		{Signal{Code: 130, Name: "interrupt"}, []any{Kill{Now: true}}},
@@ -158,5 +172,33 @@ func TestActions(t *testing.T) {
 	m.Step(Drained{})
 	if m.Unjudged() != 2 { // their processes have not ended: nothing to judge
 		t.Errorf("Unjudged %d after Drained, want 2", m.Unjudged())
+	}
+}
+
+// TestFinalizeActions: the job ends at the last Finalize, with the highest
+// code and no rank's Exit named; a Finalize repeated, or after the end, is
+// no second vote.
+func TestFinalizeActions(t *testing.T) {
+	m := machine(3, true)
+	for _, c := range []struct {
+		ev   any
+		want []any
+	}{
+		{Finalize{Rank: 2, Code: 1}, nil},
+		{Finalize{Rank: 2, Code: 9}, nil},
+		{Finalize{Rank: 0, Code: 0}, nil},
+		{Finalize{Rank: 1, Code: 0}, []any{End{Code: 1}}},
+		{Finalize{Rank: 1, Code: 0}, []any{Answer{Rank: 1, Code: 1}}},
+	} {
+		got := append([]any(nil), m.Step(c.ev)...)
+		if d := cmp.Diff(c.want, got); d != "" {
+			t.Errorf("Step(%#v) (-want +got):\n%s", c.ev, d)
+		}
+	}
+	if m.Running() != 3 {
+		t.Errorf("Running %d after every rank finalized, want 3: they serve until they are told", m.Running())
+	}
+	if d := cmp.Diff([]any{Answer{Rank: 0, Code: 1}}, m.Step(Exit{Rank: 0, Code: 5})); d != "" {
+		t.Errorf("an Exit after the end (-want +got):\n%s", d)
 	}
 }

@@ -143,6 +143,8 @@ func (h *hub) serve() {
 			case ev.typ == ctl.FrameExit:
 				c := ctl.DecodeExit(ev.body)
 				returnC, killC = h.step(verdict.Exit{Rank: ev.rank, Code: c.Code, Why: c.Why}, returnC, killC)
+			case ev.typ == ctl.FrameFinalize:
+				returnC, killC = h.step(verdict.Finalize{Rank: ev.rank, Code: ctl.DecodeExit(ev.body).Code}, returnC, killC)
 			}
 		case <-connectBy.C:
 			var missing []string
@@ -211,7 +213,7 @@ func (h *hub) step(ev any, returnC, killC <-chan time.Time) (<-chan time.Time, <
 		case verdict.Say:
 			h.say(a.Text)
 		case verdict.End:
-			f := ctl.EncodeFrame(ctl.FrameTerminate, ctl.Code{Code: a.Code})
+			f := ctl.EncodeFrame(ctl.FrameTerminate, ctl.Code{Code: a.Code, Why: a.By})
 			for _, c := range h.conns {
 				h.write(c, f)
 			}
@@ -320,7 +322,7 @@ func (h *hub) greet(c net.Conn) {
 			c.Close()
 			return
 		}
-		if (typ == ctl.FrameExit || typ == ctl.FramePong) && !h.send(hubEvent{rank: jn.Rank, typ: typ, body: body}) {
+		if (typ == ctl.FrameExit || typ == ctl.FrameFinalize || typ == ctl.FramePong) && !h.send(hubEvent{rank: jn.Rank, typ: typ, body: body}) {
 			c.Close()
 			return
 		}

@@ -230,7 +230,7 @@ func TestHubRankGone(t *testing.T) {
 	}
 	waitDrained(t, r.h) // rank 2 stays: killed after the exit timeout
 	said, killed := r.lines()
-	if len(said) != 1 || !strings.Contains(said[0], "rank 1 ended (its status is the launcher's to tell) without calling conduit.Exit while 2 other ranks still run") {
+	if len(said) != 1 || !strings.Contains(said[0], "rank 1 ended (its status is the launcher's to tell) without calling conduit.Finalize or conduit.Exit while 2 other ranks still run") {
 		t.Errorf("said %q; want one line naming rank 1", said)
 	}
 	if killed != 1 {

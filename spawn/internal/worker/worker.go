@@ -80,9 +80,13 @@ type Worker struct {
 	r       *bufio.Reader
 	wake    atomic.Pointer[func()]
 	exiting atomic.Bool
-	// The console's Terminate: the job's code, and whether it came.
+	// The console's Terminate: the job's code, whether it came, what
+	// ended the job when another rank's Exit did ("rank 3's Exit(0)"), and
+	// whether this rank said where that ended it (sayEnded).
 	termCode    atomic.Int32
 	terminating atomic.Bool
+	termBy      atomic.Pointer[string]
+	endSaid     atomic.Bool
 	grace       atomic.Int64    // time.Duration; see SetGrace
 	liveness    atomic.Int64    // time.Duration; see SetLiveness
 	children    *launch.Subtree // the workers this one started (spawn tree)
@@ -156,19 +160,48 @@ func (w *Worker) SetLiveness(d time.Duration) { w.liveness.Store(int64(d)) }
 // prints them; a rank that makes no call is ended after the grace period.
 func (w *Worker) Terminating() bool { return w.terminating.Load() }
 
-// ExitNow ends a terminating rank's process with the job's code.
-func (w *Worker) ExitNow() { w.exit(int(w.termCode.Load())) }
+// ExitNow ends a terminating rank's process with the job's code. in names
+// the library call the program was in ("Get"; "" for none, or for the
+// calls that end a rank: Exit, Finalize): when another rank's Exit ended
+// the job, the rank first says so on stderr, in one line ("rank 0 was
+// ended in Get by rank 3's Exit(0)"), for what the program did not get to
+// do after that call (print its result, say) is lost.
+func (w *Worker) ExitNow(in string) {
+	if in != "" {
+		w.sayEnded("in " + in)
+	}
+	w.exit(int(w.termCode.Load()))
+}
 
-// terminate handles the console's Terminate.
-func (w *Worker) terminate(code int) {
+// sayEnded says, once, where this rank was when another rank's Exit ended
+// the job; nothing when something else ended it (the console says what),
+// or when this rank is ending by its own Exit.
+func (w *Worker) sayEnded(where string) {
+	by := w.termBy.Load()
+	if by == nil || w.exiting.Load() || !w.endSaid.CompareAndSwap(false, true) {
+		return
+	}
+	say(fmt.Sprintf("rank %d was ended %s by %s", w.wel.Rank, where, *by))
+}
+
+// terminate handles the console's Terminate: the job's code, and by, what
+// ended the job when another rank's Exit did (ctl.Code's Why).
+func (w *Worker) terminate(code int, by string) {
 	if w.exiting.Load() {
 		w.exit(code) // Exit was waiting for this word
 	}
 	w.termCode.Store(int32(code))
+	if by != "" {
+		w.termBy.CompareAndSwap(nil, &by)
+	}
 	if w.terminating.Swap(true) {
 		return
 	}
-	time.AfterFunc(time.Duration(w.grace.Load()), w.ExitNow)
+	grace := time.Duration(w.grace.Load())
+	time.AfterFunc(grace, func() {
+		w.sayEnded(fmt.Sprintf("while it computed (no library call within %v of the job's end)", grace))
+		w.ExitNow("")
+	})
 	w.event() // waits in the library notice and exit
 }
 
@@ -588,7 +621,7 @@ func (w *Worker) readLoop() {
 		case ctl.FrameTerminate:
 			var c ctl.Code
 			ctl.DecodeBody(body, &c)
-			w.terminate(c.Code)
+			w.terminate(c.Code, c.Why)
 		case ctl.FrameSignal:
 			// A signal the console forwards to a worker it cannot signal
 			// itself (remote): only the forwarded ones.
@@ -624,6 +657,19 @@ func (w *Worker) Report(c ctl.Coll) error {
 // Exit reports code to the console, which ends the job with the first code
 // reported; it waits briefly for the console's word, then exits the process.
 func (w *Worker) Exit(code int, grace time.Duration) { w.Abort(code, "", grace) }
+
+// Finalize tells the console that this rank has ended its part of the job
+// and asks for code: the console ends the job once every rank has, with
+// the highest code asked for (or at once, at another rank's Exit or
+// failure). The caller then serves the network until Terminating, and
+// ends the rank with ExitNow.
+func (w *Worker) Finalize(code int) error {
+	os.Stdout.Sync()
+	if err := w.send(ctl.FrameFinalize, ctl.Code{Code: code}); err != nil {
+		return fmt.Errorf("rank %d: telling the console of Finalize: %w", w.wel.Rank, err)
+	}
+	return nil
+}
 
 // Abort is Exit with the reason this rank ends the job, which the console
 // reports in its summary line; a code other than 0 with a reason is the

@@ -1,0 +1,121 @@
+package conduit
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync"
+	"unicode"
+)
+
+// Finalize ends the job collectively, as UPC++'s finalize and MPI_Finalize
+// do: every rank calls it once its part of the job is done, and the job
+// ends once all have, with the highest code any of them passed. Until
+// then the rank serves the others' requests: a rank that still makes
+// remote calls after the last barrier (a Get of a result, a check) gets
+// its answers, and what it prints after them is not lost. A rank first
+// waits until every request it sent has been answered. Another rank's
+// Exit, a failure or a stop signal ends the job at once, as always. It
+// does not return. Codes are 0..MaxExitCode, as Exit's; any other is
+// reported on stderr and counts as 1.
+//
+// In a worker process any goroutine may call it. In RunLocal it ends the
+// calling goroutine (runtime.Goexit) once the job has ended.
+func (j *Job) Finalize(code int) {
+	j.enter()
+	if code < 0 || code > MaxExitCode {
+		fmt.Fprintf(os.Stderr, "%s: rank %d: conduit.Finalize(%d): accepted: 0..%d; finalizing with 1\n", progName(), j.rank, code, MaxExitCode)
+		code = 1
+	}
+	if err := j.ep.Drain(); err != nil {
+		j.done(err)
+		j.abortJob(fmt.Sprintf("Finalize: %v", err))
+	}
+	if err := j.ctl.Finalize(code); err != nil {
+		j.abortJob(err.Error())
+	}
+	for {
+		// Ends the rank when the console says the job has ended.
+		if err := j.wait(func() bool { return false }); err != nil {
+			j.abortJob(fmt.Sprintf("Finalize: %v", err))
+		}
+	}
+}
+
+// Finalize ends the job collectively; see Job.Finalize.
+func Finalize(code int) { must("Finalize").Finalize(code) }
+
+// exitNow ends a rank whose job ended elsewhere (Terminating), from inside
+// a call of the API, which it names (apiCall) when another rank's Exit
+// ended the job.
+func (j *Job) exitNow() { j.ctl.ExitNow(apiCall()) }
+
+// pkgPrefix is this package's prefix in the names of its functions
+// ("github.com/…/conduit.").
+var pkgPrefix = sync.OnceValue(func() string { return reflect.TypeFor[Job]().PkgPath() + "." })
+
+// apiCall names the outermost call of this package's API on the calling
+// goroutine's stack, the one the program made ("Get", "Team.Barrier"): ""
+// when there is none, or when it is one that ends the rank (Exit,
+// Finalize). It walks the stack: only a rank that is ending calls it.
+func apiCall() string {
+	var pcs [64]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	call := ""
+	for {
+		f, more := frames.Next()
+		if name, ok := exported(f.Function); ok {
+			call = name
+		}
+		if !more {
+			break
+		}
+	}
+	switch call {
+	case "Exit", "Job.Exit", "Finalize", "Job.Finalize":
+		return ""
+	}
+	return call
+}
+
+// exported returns the name of fn, a function's full name, without the
+// package's path when it is an exported function or method of this
+// package ("Get", "Job.Get", "Reduce"), and ok false otherwise (another
+// package's, an unexported one, a closure).
+func exported(fn string) (string, bool) {
+	rest, ok := strings.CutPrefix(fn, pkgPrefix())
+	if !ok {
+		return "", false
+	}
+	rest = strings.NewReplacer("(*", "", ")", "").Replace(dropTypeArgs(rest))
+	parts := strings.Split(rest, ".")
+	if len(parts) > 2 {
+		return "", false
+	}
+	for _, p := range parts {
+		if p == "" || !unicode.IsUpper(rune(p[0])) {
+			return "", false
+		}
+	}
+	return strings.Join(parts, "."), true
+}
+
+// dropTypeArgs removes the type arguments of generic functions and types
+// from a function's name ("Reduce[...]", "(*Handle[...]).Wait").
+func dropTypeArgs(s string) string {
+	var b strings.Builder
+	depth := 0
+	for _, r := range s {
+		switch {
+		case r == '[':
+			depth++
+		case r == ']' && depth > 0:
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
