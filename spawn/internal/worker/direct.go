@@ -201,7 +201,7 @@ func (w *Worker) endBeforeWelcome(err error) error {
 	if w.hub != nil {
 		select {
 		case <-w.hub.Drained():
-		case <-time.After(2 * w.exitTimeout):
+		case <-time.After(drainWait(w.exitTimeout)):
 		}
 	}
 	return err

@@ -27,7 +27,9 @@ import (
 // still run GASNET_EXIT_TIMEOUT later; a rank that has not connected
 // within GASNET_CONNECT_TIMEOUT (and margin) of the launcher's fence, or has not answered a ping for
 // GASNET_LIVENESS_TIMEOUT, aborts it at once. Ranks left
-// GASNET_EXIT_TIMEOUT after the end are handed to kill.
+// GASNET_EXIT_TIMEOUT after the end are pinged, and handed to kill once
+// one of them does not answer within another GASNET_EXIT_TIMEOUT, or
+// after maxProbes of them (see stragglers).
 type hub struct {
 	ln       net.Listener
 	secret   []byte
@@ -52,6 +54,10 @@ type hub struct {
 	closedAt []bool
 	heard    []time.Time
 	left     int
+	// probed is when the hub last pinged the ranks left after the job's
+	// end, and probes how many times it did (stragglers).
+	probed time.Time
+	probes int
 	// drained is closed once the job has ended and every rank but 0 has
 	// closed its connection, or the ranks left were handed to kill:
 	// rank 0 may end without cutting a Terminate short.
@@ -168,6 +174,10 @@ func (h *hub) serve() {
 			returnC, killC = h.step(verdict.ReturnTimeout{}, returnC, killC)
 		case <-killC:
 			killC = nil
+			if h.stragglers() {
+				killC = time.After(h.timeout)
+				continue
+			}
 			h.step(verdict.KillTimeout{}, returnC, killC)
 			if !drained {
 				drained = true
@@ -203,6 +213,49 @@ func (h *hub) checkLive(now time.Time, returnC, killC <-chan time.Time) (<-chan 
 		h.write(c, ping)
 	}
 	return returnC, killC
+}
+
+// maxProbes bounds how many times the hub waits GASNET_EXIT_TIMEOUT more
+// for ranks left after the job's end that answer (stragglers).
+const maxProbes = 4
+
+// drainWait bounds how long rank 0 waits, ending, for its hub to drain:
+// the end, every probe, and a margin.
+func drainWait(exitTimeout time.Duration) time.Duration { return (maxProbes + 2) * exitTimeout }
+
+// stragglers decides, GASNET_EXIT_TIMEOUT after the job's end and after
+// each probe, whether to wait longer for the ranks (but rank 0) whose
+// connections are still open: yes while each answered the hub's last ping
+// (or none was sent yet) and fewer than maxProbes were sent, and then it
+// pings them again. A rank that answers runs: its grace period ends it
+// with the job's code, however late a loaded host lets it (Worker's
+// terminate); killed instead, it would make the launcher's code the job's
+// (Hydra's 9, srun's 137). One that does not answer (stopped, its host
+// gone), or is still there after maxProbes, is killed.
+func (h *hub) stragglers() bool {
+	if h.probes >= maxProbes {
+		return false
+	}
+	var left []net.Conn
+	for r, c := range h.conns {
+		if r == 0 || c == nil || h.closedAt[r] {
+			continue
+		}
+		if h.probes > 0 && h.heard[r].Before(h.probed) {
+			return false
+		}
+		left = append(left, c)
+	}
+	if len(left) == 0 {
+		return false
+	}
+	h.probes++
+	h.probed = time.Now()
+	ping := ctl.EncodeFrame(ctl.FramePing, ctl.NoBody{})
+	for _, c := range left {
+		h.write(c, ping)
+	}
+	return true
 }
 
 // step passes ev to the job's verdict and carries out its actions; it

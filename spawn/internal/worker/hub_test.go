@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -235,6 +236,101 @@ func TestHubRankGone(t *testing.T) {
 	}
 	if killed != 1 {
 		t.Errorf("rank 2, not gone after its Terminate, killed with %d; want 1", killed)
+	}
+}
+
+// TestHubStragglers: ranks left after the exit timeout that answer the
+// hub's pings are waited for (their grace period ends them with the job's
+// code; a kill would make the launcher's code the job's), GASNET_EXIT_TIMEOUT
+// at a time; one that stops answering is killed, and so are ranks that
+// answer but stay past maxProbes.
+func TestHubStragglers(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	// answer makes f answer every ping until stop is closed, and counts
+	// the pings.
+	answer := func(f *fakeRank, stop <-chan struct{}) *atomic.Int32 {
+		var pings atomic.Int32
+		go func() {
+			for {
+				f.c.SetReadDeadline(time.Now().Add(time.Minute))
+				typ, _, err := ctl.ReadFrame(f.r)
+				if err != nil {
+					return
+				}
+				select {
+				case <-stop:
+					continue
+				default:
+				}
+				if typ == ctl.FramePing {
+					pings.Add(1)
+					ctl.WriteFrame(f.c, ctl.FramePong, ctl.NoBody{})
+				}
+			}
+		}()
+		return &pings
+	}
+	killedAfter := func(r *hubRun) (time.Duration, int) {
+		start := time.Now()
+		for range 1000 {
+			if _, killed := r.lines(); killed != -1 {
+				return time.Since(start), killed
+			}
+			select {
+			case <-r.h.Drained():
+				_, killed := r.lines() // kill comes before the drain
+				return time.Since(start), killed
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		t.Fatal("the hub neither drained nor killed within 10 s")
+		return 0, 0
+	}
+
+	// Rank 1 answers and ends by itself after three exit timeouts: no kill.
+	r := startHub(t, 2, timeout, 5*time.Second, 0)
+	a, b := r.connect(t, 0, r.secret), r.connect(t, 1, r.secret)
+	answer(a, nil)
+	if err := ctl.WriteFrame(a.c, ctl.FrameExit, ctl.Code{Code: 5}); err != nil {
+		t.Fatal(err)
+	}
+	answer(b, nil)
+	closeB := b.c.Close
+	time.AfterFunc(3*timeout, func() { closeB() })
+	if _, killed := killedAfter(r); killed != -1 {
+		t.Errorf("a rank that answered its pings and then ended was killed with %d", killed)
+	}
+
+	// Rank 1 answers the first ping, then stops answering: killed.
+	r = startHub(t, 2, timeout, 5*time.Second, 0)
+	a, b = r.connect(t, 0, r.secret), r.connect(t, 1, r.secret)
+	answer(a, nil)
+	stop := make(chan struct{})
+	pings := answer(b, stop)
+	time.AfterFunc(timeout+timeout/2, func() { close(stop) })
+	if err := ctl.WriteFrame(a.c, ctl.FrameExit, ctl.Code{Code: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if _, killed := killedAfter(r); killed != 5 {
+		t.Errorf("a rank that stopped answering: killed with %d, want 5", killed)
+	}
+	if n := pings.Load(); n < 1 {
+		t.Errorf("rank 1 answered %d pings before it stopped, want 1", n)
+	}
+
+	// Rank 1 answers for ever: killed after maxProbes.
+	r = startHub(t, 2, timeout, 5*time.Second, 0)
+	a, b = r.connect(t, 0, r.secret), r.connect(t, 1, r.secret)
+	answer(a, nil)
+	pings = answer(b, nil)
+	if err := ctl.WriteFrame(a.c, ctl.FrameExit, ctl.Code{Code: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if _, killed := killedAfter(r); killed != 5 {
+		t.Errorf("a rank that answers but never ends: killed with %d, want 5", killed)
+	}
+	if n := pings.Load(); n != maxProbes {
+		t.Errorf("%d pings before the kill, want %d", n, maxProbes)
 	}
 }
 

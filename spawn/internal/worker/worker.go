@@ -119,7 +119,8 @@ func (w *Worker) AtExit(f func()) { w.atExit.Store(&f) }
 // exit runs the AtExit function and exits the process with code. A
 // directly launched rank 0 first waits until the other ranks have taken
 // the job's end from its hub, or its hub handed them to killJob
-// (GASNET_EXIT_TIMEOUT after the end; the wait is bounded by twice that);
+// (GASNET_EXIT_TIMEOUT after the end, or later for ranks that answer its
+// pings; the wait is bounded by drainWait);
 // a directly launched rank ending with 0 whose PMI session is still open
 // (srun) ends it, so that the launcher takes its end as the job's.
 func (w *Worker) exit(code int) {
@@ -130,7 +131,7 @@ func (w *Worker) exit(code int) {
 		if w.hub != nil {
 			select {
 			case <-w.hub.Drained():
-			case <-time.After(2 * w.exitTimeout):
+			case <-time.After(drainWait(w.exitTimeout)):
 			}
 		}
 		if w.pmi != nil && !w.finalized && code == 0 {
@@ -605,8 +606,11 @@ func (w *Worker) readLoop() {
 		}
 		typ, body, err := ctl.ReadFrame(w.r)
 		if err != nil {
-			if w.exiting.Load() {
-				select {} // Exit is about to end the process
+			if w.exiting.Load() || w.terminating.Load() {
+				// Exit is about to end the process, or the grace
+				// period after the job's end (terminate) will, with
+				// the job's code.
+				select {}
 			}
 			if w.pmi != nil {
 				w.hubLost(err)
