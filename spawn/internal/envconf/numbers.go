@@ -3,6 +3,8 @@ package envconf
 import (
 	"errors"
 	"math"
+	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -57,4 +59,30 @@ func ParseInt(s string, bytes bool) (int64, error) {
 		return int64(u), nil
 	}
 	return 0, errTooLarge
+}
+
+// envconfigValue returns what envconfig is to read for s, the value of
+// Config's field i: for an integer setting, s as ParseInt reads it (with
+// the field's suffixes), in plain decimal, which envconfig's own parser
+// (base 0, to which 010 is octal) reads the same; s itself for any other
+// setting. It reports false for an integer ParseInt refuses or that the
+// field cannot hold.
+func envconfigValue(i int, s string) (string, bool) {
+	t := reflect.TypeOf(Config{}).Field(i).Type
+	if t == durationType {
+		return s, true
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Uint32:
+		n, err := ParseInt(s, fieldRanges()[i].bytes)
+		if err != nil {
+			return "", false
+		}
+		f := reflect.New(t).Elem()
+		if t.Kind() == reflect.Uint32 && (n < 0 || f.OverflowUint(uint64(n))) || t.Kind() != reflect.Uint32 && f.OverflowInt(n) {
+			return "", false
+		}
+		return strconv.FormatInt(n, 10), true
+	}
+	return s, true
 }
