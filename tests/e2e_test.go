@@ -260,6 +260,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown spawner", []string{"GASNET_SPAWNFN=Z"}, []string{"2"}, "GASNET_SPAWNFN=Z: accepted: L"},
 		{"malformed int via AMUDP_", []string{"AMUDP_NETWORKDEPTH=deep"}, []string{"2"}, `AMUDP_NETWORKDEPTH="deep": accepted: a decimal integer`},
 		{"depth out of range", []string{"GASNET_NETWORKDEPTH=5000"}, []string{"2"}, "GASNET_NETWORKDEPTH=5000: accepted: a decimal integer from 1 to 1024"},
+		{"depth in hex", []string{"GASNET_NETWORKDEPTH=0x10"}, []string{"2"}, `GASNET_NETWORKDEPTH="0x10": accepted: a decimal integer from 1 to 1024`},
 		{"malformed bool", []string{"GASNET_ROUTE_OUTPUT=maybe"}, []string{"2"}, `GASNET_ROUTE_OUTPUT="maybe": accepted: 1, 0, true or false`},
 		{"host detect", []string{"GASNET_HOST_DETECT=dns"}, []string{"2"}, "GASNET_HOST_DETECT=dns: accepted: conduit, hostid or hostname"},
 		{"bare name not documented", []string{"NETWORKDEPTH=0", "GASNET_REQUESTTIMEOUT_INITIAL=0"}, []string{"2"}, "GASNET_REQUESTTIMEOUT_INITIAL=0: accepted: a decimal integer from 100 to 60000000"},
