@@ -16,7 +16,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -241,7 +240,7 @@ func (c *Config) validate(src map[string]Source) error {
 		return bad("GASNET_WORKERIP", c.WorkerIP, "CIDRs such as 10.77.0.0/24 or fd00::/64, addresses, or address prefixes such as 10.77., separated by commas")
 	}
 	if c.WorkerRank != "" && !ValidRankSpec(c.WorkerRank) {
-		return bad("GASNET_WORKER_RANK", c.WorkerRank, "an integer >= 0 or the name of a variable holding one, such as SLURM_PROCID")
+		return bad("GASNET_WORKER_RANK", c.WorkerRank, "a decimal integer >= 0 or the name of a variable holding one, such as SLURM_PROCID")
 	}
 	return nil
 }
@@ -307,10 +306,10 @@ func validSubnet(s string) bool {
 	return true
 }
 
-// ValidRankSpec reports whether s is a rank (an integer >= 0) or a
-// variable name.
+// ValidRankSpec reports whether s is a rank (a decimal integer >= 0, as
+// ParseInt reads it) or a variable name.
 func ValidRankSpec(s string) bool {
-	if n, err := strconv.Atoi(s); err == nil {
+	if n, err := ParseInt(s, false); err == nil {
 		return n >= 0
 	}
 	for i, r := range s {

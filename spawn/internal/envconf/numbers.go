@@ -24,7 +24,9 @@ var sizeShift = map[byte]uint{'K': 10, 'k': 10, 'M': 20, 'm': 20, 'G': 30, 'g': 
 // sign, base prefix (0x, 0o, 0b), digit separator (_) or space. When
 // bytes is set, a K, M or G suffix, in either case and optionally followed
 // by B, multiplies by 1024, 1024² or 1024³ (64K, 4m, 1GB); a B alone is
-// not a suffix. A value beyond int64 is an error.
+// not a suffix. A value beyond int64 is an error. It is the one parser of
+// the settings' integers: the environment's, the bounds of their range
+// tags, and GASNET_WORKER_RANK's.
 func ParseInt(s string, bytes bool) (int64, error) {
 	digits, neg := strings.CutPrefix(s, "-")
 	var mult uint64 = 1

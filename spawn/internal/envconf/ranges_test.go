@@ -39,8 +39,12 @@ func TestConfigRanges(t *testing.T) {
 		{"GASNET_MASTERIP=fe80::1%eth0", "GASNET_MASTERIP=fe80::1%eth0: accepted: an IPv4 or IPv6 address"},
 		{"GASNET_WORKERIP=10.0.0.0/8,zz", "GASNET_WORKERIP=10.0.0.0/8,zz: accepted: CIDRs"},
 		{"GASNET_WORKERIP= , ", "GASNET_WORKERIP= , : accepted: CIDRs"},
-		{"GASNET_WORKER_RANK=1x", "GASNET_WORKER_RANK=1x: accepted: an integer >= 0 or the name of a variable"},
+		{"GASNET_WORKER_RANK=1x", "GASNET_WORKER_RANK=1x: accepted: a decimal integer >= 0 or the name of a variable"},
 		{"GASNET_WORKER_RANK=-1", "GASNET_WORKER_RANK=-1: accepted"},
+		{"GASNET_WORKER_RANK=+2", "GASNET_WORKER_RANK=+2: accepted: a decimal integer >= 0 or the name of a variable"},
+		{"GASNET_WORKER_RANK=0x1", "GASNET_WORKER_RANK=0x1: accepted: a decimal integer >= 0"},
+		{"GASNET_WORKER_RANK=1_0", "GASNET_WORKER_RANK=1_0: accepted: a decimal integer >= 0"},
+		{"GASNET_WORKER_RANK=99999999999999999999", "GASNET_WORKER_RANK=99999999999999999999: accepted: a decimal integer >= 0"},
 		{"GASNET_BARRIER=tree", `GASNET_BARRIER=tree: accepted: AMDISSEM (or DISSEM), AMCENTRAL or AMTREE, or empty for the default`},
 		{"AMUDP_BARRIER=RDMADISSEM", `AMUDP_BARRIER=RDMADISSEM: accepted: AMDISSEM`},
 	} {
@@ -50,7 +54,7 @@ func TestConfigRanges(t *testing.T) {
 		}
 	}
 	for _, ok := range []string{"GASNET_POLL_SPIN=-1ns", "GASNET_POLL_SPIN=0", "GASNET_LINEBUFFERSZ=0", "GASNET_REQUESTTIMEOUT_MAX=0",
-		"GASNET_SENDDEPTH=-1", "GASNET_HANG_WARN=0", "GASNET_WORKERIP=10.77.", "GASNET_WORKERIP=fd00::/8", "GASNET_WORKERIP=10.1.0.0/16, fd00::/8,127.", "GASNET_WORKER_RANK=SLURM_PROCID",
+		"GASNET_SENDDEPTH=-1", "GASNET_HANG_WARN=0", "GASNET_WORKERIP=10.77.", "GASNET_WORKERIP=fd00::/8", "GASNET_WORKERIP=10.1.0.0/16, fd00::/8,127.", "GASNET_WORKER_RANK=SLURM_PROCID", "GASNET_WORKER_RANK=010",
 		"GASNET_MASTERIP=fd00:77::fe", "GASNET_MASTERIP=::", "GASNET_MASTERIP=10.77.0.254",
 		"GASNET_SOCKETBUFFER_INITIAL=0", "GASNET_EXIT_TIMEOUT=1h", "GASNET_BARRIER=amtree", "GASNET_BARRIER=DISSEM",
 		"GASNET_REQUESTTIMEOUT_MAX=500000\x00GASNET_REQUESTTIMEOUT_INITIAL=1000"} {
