@@ -500,7 +500,7 @@ func TestForwardedSettingsReachLocalWorkers(t *testing.T) {
 		}
 	}
 	r := run(t, t.Name(), []string{"GASNET_SPAWNFN=L", "GASNET_FORWARD_ENV=GASNET_NETWORKDEPTH=abc"}, "printer", "20")
-	if want := `GASNET_FORWARD_ENV: GASNET_NETWORKDEPTH="abc": accepted: an integer from 1 to 1024`; r.code != 1 || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+	if want := `GASNET_FORWARD_ENV: GASNET_NETWORKDEPTH="abc": accepted: a decimal integer from 1 to 1024`; r.code != 1 || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("a bad forwarded value: exit %d, stderr %q; want 1 and one line with %q", r.code, r.stderr, want)
 	}
 	checkNoSurvivors(t, t.Name(), 2*time.Second)

@@ -84,6 +84,7 @@ func TestCheckJob(t *testing.T) {
 		{"GASNET_WORKER_RANK=SLURM_PROCID", "C", 2, true, roomy, ""},
 		{"GASNET_WORKER_RANK=0", "C", 1, true, roomy, ""},
 		{"GASNET_WORKER_RANK=1", "C", 1, true, roomy, "GASNET_WORKER_RANK=1: every worker would ask for rank 1"},
+		{"GASNET_WORKER_RANK=010", "C", 4, true, roomy, "GASNET_WORKER_RANK=010: every worker would ask for rank 10"},
 		{"AMUDP_WORKER_RANK=0", "C", 2, true, roomy, "AMUDP_WORKER_RANK=0: every worker would ask for rank 0"},
 		{"GASNET_WORKERIP=198.51.100.0/24", "L", 2, true, roomy, "GASNET_WORKERIP=198.51.100.0/24: no interface of this host is on that subnet"},
 		{"GASNET_WORKERIP=127.0.0.0/8", "L", 2, true, roomy, ""},

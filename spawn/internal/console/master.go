@@ -38,7 +38,7 @@ func checkJob(cfg *envconf.Config, src map[string]envconf.Source, name string, n
 		if name == "L" {
 			return fmt.Errorf("%s=%s: the L spawner numbers its workers itself; accepted under L: unset (it is for workers a launcher starts: GASNET_SPAWNFN=C)", v, cfg.WorkerRank)
 		}
-		if k, err := strconv.Atoi(cfg.WorkerRank); err == nil && (k >= n || n > 1) {
+		if k, err := envconf.ParseInt(cfg.WorkerRank, false); err == nil && (k >= int64(n) || n > 1) {
 			return fmt.Errorf("%s=%s: every worker would ask for rank %d; accepted with N=%d: the name of a variable that holds each worker's rank, such as SLURM_PROCID", v, cfg.WorkerRank, k, n)
 		}
 	}

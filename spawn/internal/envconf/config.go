@@ -16,7 +16,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,8 +47,8 @@ type Config struct {
 	SendDepth    int  `envconfig:"GASNET_SENDDEPTH" default:"0" range:"1..1048576" special:"0=the default,-1=unlimited"`
 	AuthPayload  bool `envconfig:"GASNET_AUTH_PAYLOAD" default:"true"`
 	Encrypt      bool `envconfig:"GASNET_ENCRYPT" default:"false"`
-	SockBufInit  int  `envconfig:"GASNET_SOCKETBUFFER_INITIAL" default:"1048576" range:"4096..1073741824" special:"0=the system's default"`
-	SockBufMax   int  `envconfig:"GASNET_SOCKETBUFFER_MAX" default:"4194304" range:"4096..1073741824"`
+	SockBufInit  int  `envconfig:"GASNET_SOCKETBUFFER_INITIAL" default:"1048576" range:"4096..1073741824" special:"0=the system's default" unit:"bytes"`
+	SockBufMax   int  `envconfig:"GASNET_SOCKETBUFFER_MAX" default:"4194304" range:"4096..1073741824" unit:"bytes"`
 
 	ReqTimeoutMax     int64  `envconfig:"GASNET_REQUESTTIMEOUT_MAX" default:"30000000" range:"1000..3600000000" special:"0=never give up"`
 	ReqTimeoutInitial int64  `envconfig:"GASNET_REQUESTTIMEOUT_INITIAL" default:"100000" range:"100..60000000"`
@@ -58,7 +57,7 @@ type Config struct {
 	RouteOutput bool   `envconfig:"GASNET_ROUTE_OUTPUT" default:"true"`
 	OutputLabel bool   `envconfig:"GASNET_OUTPUT_LABEL" default:"false"`
 	OutputDir   string `envconfig:"GASNET_OUTPUT_DIR" default:""`
-	LineBufSize int    `envconfig:"GASNET_LINEBUFFERSZ" default:"1024" range:"1..1048576" special:"0=unbuffered"`
+	LineBufSize int    `envconfig:"GASNET_LINEBUFFERSZ" default:"1024" range:"1..1048576" special:"0=unbuffered" unit:"bytes"`
 	MasterIP    string `envconfig:"GASNET_MASTERIP" default:""`
 	WorkerIP    string `envconfig:"GASNET_WORKERIP" default:""`
 	ForwardEnv  string `envconfig:"GASNET_FORWARD_ENV" default:""`
@@ -140,19 +139,24 @@ func Load() (*Config, map[string]Source, error) {
 func LoadEnv(env []string) (*Config, map[string]Source, error) {
 	src := ResolveAliases(env)
 	// envconfig reads the process environment; point the full names at the
-	// resolved values for the duration of the parse.
+	// resolved values for the duration of the parse, the integers as
+	// ParseInt reads them (envconfig's own parser takes 010 for octal).
 	var restore []func()
 	defer func() {
 		for _, f := range restore {
 			f()
 		}
 	}()
-	for _, v := range variables() {
+	for i, v := range variables() {
 		old, had := os.LookupEnv(v.name)
 		s, ok := src[v.name]
 		switch {
 		case ok:
-			os.Setenv(v.name, s.Value)
+			val, good := envconfigValue(i, s.Value)
+			if !good {
+				return nil, nil, fmt.Errorf("%s=%q: accepted: %s", s.Var, s.Value, acceptedField(v.field))
+			}
+			os.Setenv(v.name, val)
 		case had:
 			os.Unsetenv(v.name)
 		default:
@@ -236,7 +240,7 @@ func (c *Config) validate(src map[string]Source) error {
 		return bad("GASNET_WORKERIP", c.WorkerIP, "CIDRs such as 10.77.0.0/24 or fd00::/64, addresses, or address prefixes such as 10.77., separated by commas")
 	}
 	if c.WorkerRank != "" && !ValidRankSpec(c.WorkerRank) {
-		return bad("GASNET_WORKER_RANK", c.WorkerRank, "an integer >= 0 or the name of a variable holding one, such as SLURM_PROCID")
+		return bad("GASNET_WORKER_RANK", c.WorkerRank, "a decimal integer >= 0 or the name of a variable holding one, such as SLURM_PROCID")
 	}
 	return nil
 }
@@ -302,10 +306,10 @@ func validSubnet(s string) bool {
 	return true
 }
 
-// ValidRankSpec reports whether s is a rank (an integer >= 0) or a
-// variable name.
+// ValidRankSpec reports whether s is a rank (a decimal integer >= 0, as
+// ParseInt reads it) or a variable name.
 func ValidRankSpec(s string) bool {
-	if n, err := strconv.Atoi(s); err == nil {
+	if n, err := ParseInt(s, false); err == nil {
 		return n >= 0
 	}
 	for i, r := range s {

@@ -3,26 +3,31 @@ package envconf
 import (
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
 // A setting's accepted values come from its Config tags: `range:"lo..hi"`
-// (inclusive, in the field's own unit) and `special:"v=meaning,..."`
-// (values outside the range that mean something). The same text serves the
-// error of a value that does not parse and of one out of range, so every
-// message names the variable, the value and what is accepted.
+// (inclusive, in the field's own unit), `special:"v=meaning,..."` (values
+// outside the range that mean something) and `unit:"bytes"` (an integer
+// that is a size, which takes ParseInt's K, M and G suffixes). The same
+// text serves the error of a value that does not parse and of one out of
+// range, so every message names the variable, the value and what is
+// accepted.
+
+// durationType is the type of Config's durations, which envconfig reads
+// with time.ParseDuration.
+var durationType = reflect.TypeOf(time.Duration(0))
 
 // bound is one end of a range or a special value, as a number: nanoseconds
 // for durations.
-func bound(typ reflect.Type, s string) (int64, error) {
-	if typ == reflect.TypeOf(time.Duration(0)) {
+func bound(typ reflect.Type, bytes bool, s string) (int64, error) {
+	if typ == durationType {
 		d, err := time.ParseDuration(s)
 		return int64(d), err
 	}
-	return strconv.ParseInt(s, 10, 64)
+	return ParseInt(s, bytes)
 }
 
 // fieldRange is a setting's accepted values.
@@ -33,8 +38,9 @@ type fieldRange struct {
 		text    string // as written in the tag
 		meaning string
 	}
-	dur bool
-	set bool // the field has a range tag
+	dur   bool
+	bytes bool // the field is a size (`unit:"bytes"`)
+	set   bool // the field has a range tag
 }
 
 // fieldRanges holds the range of each of Config's fields, by index (parsed
@@ -51,22 +57,28 @@ var fieldRanges = sync.OnceValue(func() []fieldRange {
 // rangeOf reads the tags of f. A malformed tag is a programming error.
 func rangeOf(f reflect.StructField) fieldRange {
 	var r fieldRange
+	switch unit := f.Tag.Get("unit"); {
+	case unit == "bytes" && f.Type != durationType && (f.Type.Kind() == reflect.Int || f.Type.Kind() == reflect.Int64):
+		r.bytes = true
+	case unit != "":
+		panic(fmt.Sprintf("spawn: field %s: bad unit tag %q", f.Name, unit))
+	}
 	tag := f.Tag.Get("range")
 	if tag == "" {
 		return r
 	}
-	r.set, r.dur = true, f.Type == reflect.TypeOf(time.Duration(0))
+	r.set, r.dur = true, f.Type == durationType
 	lo, hi, ok := strings.Cut(tag, "..")
 	var err1, err2 error
-	r.lo, err1 = bound(f.Type, lo)
-	r.hi, err2 = bound(f.Type, hi)
+	r.lo, err1 = bound(f.Type, r.bytes, lo)
+	r.hi, err2 = bound(f.Type, r.bytes, hi)
 	if !ok || err1 != nil || err2 != nil {
 		panic(fmt.Sprintf("spawn: field %s: bad range tag %q", f.Name, tag))
 	}
 	if sp := f.Tag.Get("special"); sp != "" {
 		for _, part := range strings.Split(sp, ",") {
 			v, meaning, _ := strings.Cut(part, "=")
-			n, err := bound(f.Type, v)
+			n, err := bound(f.Type, r.bytes, v)
 			if err != nil {
 				panic(fmt.Sprintf("spawn: field %s: bad special tag %q", f.Name, sp))
 			}
@@ -97,10 +109,13 @@ func (r fieldRange) contains(v int64) bool {
 // "250ms"; or 0 (never)`.
 func (r fieldRange) text() string {
 	var b strings.Builder
-	if r.dur {
+	switch {
+	case r.dur:
 		fmt.Fprintf(&b, "a duration from %s to %s, such as \"250ms\" or \"5s\"", shortDur(r.lo), shortDur(r.hi))
-	} else {
-		fmt.Fprintf(&b, "an integer from %d to %d", r.lo, r.hi)
+	case r.bytes:
+		fmt.Fprintf(&b, "a decimal number of bytes from %d to %d, with an optional K, M or G suffix (times 1024, 1024² or 1024³)", r.lo, r.hi)
+	default:
+		fmt.Fprintf(&b, "a decimal integer from %d to %d", r.lo, r.hi)
 	}
 	for _, s := range r.special {
 		fmt.Fprintf(&b, "; or %s (%s)", s.text, s.meaning)
@@ -126,11 +141,14 @@ func accepted(f reflect.StructField) string {
 	if r := rangeOf(f); r.set {
 		return r.text()
 	}
+	if f.Type == durationType {
+		return "a duration, such as \"250ms\" or \"5s\""
+	}
 	switch f.Type.Kind() {
 	case reflect.Bool:
 		return "1, 0, true or false"
-	case reflect.Int, reflect.Int64:
-		return "an integer"
+	case reflect.Int, reflect.Int64, reflect.Uint32:
+		return "a decimal integer"
 	}
 	return ""
 }

@@ -424,28 +424,28 @@ func watchStdin(r io.Reader) {
 	exitProcess(128 + int(syscall.SIGHUP))
 }
 
-// requestedRank reads GASNET_WORKER_RANK: an integer, or the name of a
-// variable that holds one. It returns -1 when unset.
+// requestedRank reads GASNET_WORKER_RANK, a decimal integer or the name of
+// a variable holding one (envconf.ParseInt reads both); -1 when unset.
 func requestedRank(cfg *envconf.Config) (int, error) {
 	v := cfg.WorkerRank
 	if v == "" {
 		return -1, nil
 	}
-	if n, err := strconv.Atoi(v); err == nil {
+	if n, err := envconf.ParseInt(v, false); err == nil {
 		if n < 0 {
 			return 0, fmt.Errorf("GASNET_WORKER_RANK=%s: accepted: a rank >= 0 or a variable name", v)
 		}
-		return n, nil
+		return int(n), nil
 	}
 	val, ok := os.LookupEnv(v)
 	if !ok {
-		return 0, fmt.Errorf("GASNET_WORKER_RANK=%s: no variable %s in this worker's environment; accepted: an integer or a variable such as SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK", v, v)
+		return 0, fmt.Errorf("GASNET_WORKER_RANK=%s: no variable %s in this worker's environment; accepted: a decimal integer or a variable such as SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK", v, v)
 	}
-	n, err := strconv.Atoi(val)
+	n, err := envconf.ParseInt(val, false)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("GASNET_WORKER_RANK=%s: %s=%q is not a rank; accepted: an integer >= 0", v, v, val)
+		return 0, fmt.Errorf("GASNET_WORKER_RANK=%s: %s=%q is not a rank; accepted: a decimal integer >= 0", v, v, val)
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // hostIdentity returns the identity that groups ranks by host.
