@@ -22,8 +22,7 @@ func Example() {
 	}
 	conduit.RequestShort((conduit.Rank()+1)%conduit.Size(), 130, 41)
 	conduit.WaitUntil(func() bool { return got != 0 })
-	conduit.Barrier()
-	conduit.Exit(0)
+	conduit.Finalize(0)
 }
 
 // Put and Get move bytes to and from another rank's segment.
@@ -36,6 +35,7 @@ func ExamplePut() {
 	fmt.Println(string(seg[:5]))
 	buf := make([]byte, 5)
 	conduit.Get(peer, 0, buf)
+	conduit.Finalize(0)
 }
 
 // Collectives: a barrier, a broadcast from rank 0, a sum over every rank.
@@ -47,7 +47,7 @@ func ExampleAllReduceUint64() {
 	if conduit.Rank() == 0 {
 		fmt.Printf("%s; sum of ranks %d\n", cfg, sum[0])
 	}
-	conduit.Exit(0)
+	conduit.Finalize(0)
 }
 
 // A job of 4 ranks inside this process (RunLocal): each rank asks the
@@ -129,7 +129,29 @@ func ExampleJob_AllReduceUint64() {
 	// step=0.25; sums [10 30]; max [4]
 }
 
-// Exit ends the whole job with its code, even ranks that wait for a message
+// Finalize ends the job once every rank has called it, with the highest
+// code passed; until then a rank serves the others' requests: here rank 0
+// reads rank 1's word after the last barrier, while rank 1 already waits
+// in Finalize.
+func ExampleJob_Finalize() {
+	code, _ := conduit.RunLocal(2, func(j *conduit.Job) {
+		seg, _ := j.Attach(nil, 8)
+		seg[0] = byte(10 + j.Rank())
+		j.Barrier()
+		if j.Rank() == 0 {
+			buf := make([]byte, 1)
+			j.Get(1, 0, buf)
+			fmt.Println("rank 0 read", buf[0])
+		}
+		j.Finalize(2 * j.Rank())
+	})
+	fmt.Println("exit code", code)
+	// Output:
+	// rank 0 read 11
+	// exit code 2
+}
+
+// Exit ends the whole job with its code at once, even ranks that wait for a message
 // that will never come: here rank 1 gives up, and rank 0, waiting for a
 // barrier that rank 1 never enters, is ended too.
 func ExampleJob_Exit() {

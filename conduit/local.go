@@ -134,7 +134,7 @@ type localConsole struct {
 	codeSet bool
 	ends    []string // how each rank ended
 	why     string   // why the first abort aborted the job
-	by      string   // the first Exit ("rank 3's Exit(0)"), once one came
+	by      string   // the first Exit, when it was Exit(0) ("rank 3's Exit(0)")
 	// finalized counts the ranks that called Finalize; final is the
 	// highest code they passed.
 	finalized, final int
@@ -211,8 +211,8 @@ func (r localRank) Abort(code int, why string, _ time.Duration) {
 
 func (r localRank) Exit(code int, _ time.Duration) {
 	r.c.mu.Lock()
-	if r.c.by == "" {
-		r.c.by = fmt.Sprintf("rank %d's Exit(%d)", r.rank, code)
+	if r.c.by == "" && code == 0 && !r.c.codeSet {
+		r.c.by = fmt.Sprintf("rank %d's Exit(0)", r.rank)
 	}
 	r.c.mu.Unlock()
 	r.c.setCode(code, false)

@@ -37,7 +37,7 @@ func main() {
 		panic(err)
 	}
 	fmt.Printf("rank %d heard from %d, sum %d\n", me, got.Load(), sum[0])
-	conduit.Exit(0)
+	conduit.Finalize(0)
 }
 `
 

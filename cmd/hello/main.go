@@ -1,5 +1,6 @@
 // Command hello is the smallest udpconduit job: every rank prints
-// "hello from rank R of N on HOST args=[...]", waits in a barrier and exits 0.
+// "hello from rank R of N on HOST args=[...]" and ends with Finalize(0):
+// the job exits 0 once every rank has.
 //
 //	GASNET_SPAWNFN=L ./hello 4 a b c
 package main
@@ -16,9 +17,5 @@ func main() {
 	conduit.Init()
 	host, _ := os.Hostname()
 	fmt.Printf("hello from rank %d of %d on %s args=%q\n", conduit.Rank(), conduit.Size(), host, os.Args[1:])
-	if err := conduit.Barrier(); err != nil {
-		fmt.Fprintln(os.Stderr, "barrier:", err)
-		conduit.Exit(1)
-	}
-	conduit.Exit(0)
+	conduit.Finalize(0)
 }

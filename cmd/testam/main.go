@@ -136,10 +136,7 @@ func main() {
 			die("%v", err)
 		}
 	}
-	if err := conduit.Barrier(); err != nil {
-		die("barrier: %v", err)
-	}
-	conduit.Exit(0)
+	conduit.Finalize(0)
 }
 
 func usage(format string, a ...any) {

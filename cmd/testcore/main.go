@@ -313,13 +313,11 @@ func main() {
 			fmt.Printf("testcore: FAILED on %d of %d ranks\n", bad, n)
 		}
 	}
-	if err := conduit.Barrier(); err != nil {
-		die("barrier: %v", err)
-	}
+	code := 0
 	if bad > 0 {
-		conduit.Exit(1)
+		code = 1
 	}
-	conduit.Exit(0)
+	conduit.Finalize(code)
 }
 
 func usage(format string, a ...any) {

@@ -9,6 +9,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -377,6 +378,39 @@ var Scenarios = []Scenario{
 		fmt.Printf("rank %d waited\n", r)
 		conduit.Exit(0)
 	}},
+	{"exit(5) on rank 0 while others compute, the last one starved (stopped) across the job's end for 1.5 GASNET_EXIT_TIMEOUT", 5, func(r, n int) {
+		attach()
+		barrier()
+		if r == 0 {
+			time.Sleep(200 * time.Millisecond)
+			conduit.Exit(5)
+		}
+		if r == n-1 && n > 1 {
+			time.Sleep(250 * time.Millisecond)
+			starve(exitTimeout() * 3 / 2)
+		}
+		spin()
+	}},
+}
+
+// exitTimeout is GASNET_EXIT_TIMEOUT as this process reads it (2s by
+// default).
+func exitTimeout() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("GASNET_EXIT_TIMEOUT")); err == nil {
+		return d
+	}
+	return 2 * time.Second
+}
+
+// starve stops this process for d, as a host too loaded to run it would:
+// a child process sends it SIGCONT.
+func starve(d time.Duration) {
+	cont := exec.Command("sh", "-c", fmt.Sprintf("sleep %.3f; kill -CONT %d", d.Seconds(), os.Getpid()))
+	if err := cont.Start(); err != nil {
+		panic(err)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	go cont.Wait()
 }
 
 // busError touches a mapped page that lies past the end of its (empty)

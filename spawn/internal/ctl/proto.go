@@ -179,7 +179,7 @@ type Code struct {
 	Code int
 	// Why is, in an Exit frame, the reason a rank aborts the job (the
 	// console reports it); empty for a plain Exit. In a Terminate frame it
-	// says what ended the job when that was a rank's Exit ("rank 3's
+	// says what ended the job when that was a rank's Exit(0) ("rank 3's
 	// Exit(0)"), for the line of a rank ended inside a library call;
 	// empty otherwise.
 	Why string

@@ -91,8 +91,9 @@ type (
 	Say struct{ Text string }
 	// End: tell every worker to exit with Code, and start the
 	// GASNET_EXIT_TIMEOUT timer after which those left are killed
-	// (KillTimeout). By says what ended the job when a rank's Exit did
-	// ("rank 3's Exit(0)"), else it is empty.
+	// (KillTimeout). By says what ended the job when a rank's Exit(0)
+	// did ("rank 3's Exit(0)"): a rank ended in a library call then says
+	// so, for the job's code tells nothing went wrong; else it is empty.
 	End struct {
 		Code int
 		By   string
@@ -251,7 +252,11 @@ func (m *Machine) exit(e Exit) {
 			m.end(e.Code, "")
 			return
 		}
-		m.end(e.Code, fmt.Sprintf("rank %d's Exit(%d)", e.Rank, e.Code))
+		by := ""
+		if e.Code == 0 {
+			by = fmt.Sprintf("rank %d's Exit(0)", e.Rank)
+		}
+		m.end(e.Code, by)
 		return
 	}
 	if e.Why != "" && e.Code != 0 && m.code == 0 && m.abnormal == 0 {

@@ -145,7 +145,7 @@ func TestActions(t *testing.T) {
 		ev   any
 		want []any
 	}{
-		{Exit{Rank: 0, Code: 3}, []any{End{Code: 3, By: "rank 0's Exit(3)"}}},
+		{Exit{Rank: 0, Code: 3}, []any{End{Code: 3}}},
 		{Exit{Rank: 1, Code: 5}, []any{Answer{Rank: 1, Code: 3}}},
 		{Closed{Rank: 2}, nil},
 		{Signal{Code: 130, Name: "interrupt"}, []any{Kill{Now: true}}},
@@ -200,5 +200,9 @@ func TestFinalizeActions(t *testing.T) {
 	}
 	if d := cmp.Diff([]any{Answer{Rank: 0, Code: 1}}, m.Step(Exit{Rank: 0, Code: 5})); d != "" {
 		t.Errorf("an Exit after the end (-want +got):\n%s", d)
+	}
+	m = machine(2, true)
+	if d := cmp.Diff([]any{End{Code: 0, By: "rank 1's Exit(0)"}}, m.Step(Exit{Rank: 1})); d != "" {
+		t.Errorf("an Exit(0) (-want +got):\n%s", d)
 	}
 }

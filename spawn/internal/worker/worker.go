@@ -163,10 +163,11 @@ func (w *Worker) Terminating() bool { return w.terminating.Load() }
 
 // ExitNow ends a terminating rank's process with the job's code. in names
 // the library call the program was in ("Get"; "" for none, or for the
-// calls that end a rank: Exit, Finalize): when another rank's Exit ended
-// the job, the rank first says so on stderr, in one line ("rank 0 was
-// ended in Get by rank 3's Exit(0)"), for what the program did not get to
-// do after that call (print its result, say) is lost.
+// calls that end a rank: Exit, Finalize): when another rank's Exit(0)
+// ended the job, the rank first says so on stderr, in one line ("rank 0
+// was ended in Get by rank 3's Exit(0)"): what the program did not get to
+// do after that call (print its result, a check) is lost, and the job's
+// code says nothing went wrong.
 func (w *Worker) ExitNow(in string) {
 	if in != "" {
 		w.sayEnded("in " + in)
@@ -174,9 +175,10 @@ func (w *Worker) ExitNow(in string) {
 	w.exit(int(w.termCode.Load()))
 }
 
-// sayEnded says, once, where this rank was when another rank's Exit ended
-// the job; nothing when something else ended it (the console says what),
-// or when this rank is ending by its own Exit.
+// sayEnded says, once, where this rank was when another rank's Exit(0)
+// ended the job; nothing when something else ended it (a code not 0 says
+// the job failed, and the console or the rank that chose it says why), or
+// when this rank is ending by its own Exit.
 func (w *Worker) sayEnded(where string) {
 	by := w.termBy.Load()
 	if by == nil || w.exiting.Load() || !w.endSaid.CompareAndSwap(false, true) {
