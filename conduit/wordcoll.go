@@ -54,20 +54,25 @@ func (j *Job) wordAllGather(w *words, n uint64, data []byte, kind uint64) (parts
 		if err != nil {
 			return nil, false, err
 		}
+		// The leader wrote its buffer for n before it released n, and
+		// rewrites it at n+1 only once this rank has arrived there.
 		m, size := binary.LittleEndian.Uint64(lead[offCombined:]), binary.LittleEndian.Uint64(lead[offCombined+8:])
 		switch {
 		case m != n:
-			return nil, false, fmt.Errorf("the parts in shared memory are from all-gather %d", m)
+			return nil, false, w.corrupt(0, "its buffer of parts is numbered %#x, for all-gather %d", m, n)
 		case size == slotTooLarge:
 			return nil, false, nil
 		case size == combinedMismatch:
 			return nil, false, fmt.Errorf("%w: ranks of the group called %s and another collective at once", ErrCollectiveMismatch, slotKindName(kind))
 		case size != combinedDirect:
 			if size > uint64(endCombined-offCombined-16) {
-				return nil, false, fmt.Errorf("the parts in shared memory have %d bytes, more than the buffer's %d", size, endCombined-offCombined-16)
+				return nil, false, w.corrupt(0, "its buffer of parts has %#x bytes, more than its %d", size, endCombined-offCombined-16)
 			}
 			parts, err := splitParts(lead[offCombined+16:offCombined+16+int(size)], len(w.group))
-			return parts, err == nil, err
+			if err != nil {
+				return nil, false, w.corrupt(0, "its buffer holds malformed parts")
+			}
+			return parts, true, nil
 		}
 	}
 	// Every slot is looked at before a part too large decides: every
@@ -116,18 +121,23 @@ func (w *words) slotPart(i int, n, kind uint64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// After n's synchronisation, or once the slot held n (an
+	// all-to-all), the slot holds n: its rank rewrites it at n+2 only
+	// once every rank has arrived at n+1.
 	s := slot(a, n)
 	m, size := word(s, 0).Load(), binary.LittleEndian.Uint64(s[8:])
 	k, size := size>>slotKindShift, size&(1<<slotKindShift-1)
 	switch {
 	case m != n:
-		return nil, fmt.Errorf("rank %d's part in shared memory is from all-gather %d", w.group[i], m)
+		return nil, w.corrupt(i, "its all-gather slot is numbered %#x, for all-gather %d", m, n)
+	case k > slotAlltoall:
+		return nil, w.corrupt(i, "its all-gather slot says collective kind %#x", k)
 	case k != kind:
 		return nil, fmt.Errorf("%w: rank %d called %s, rank %d %s", ErrCollectiveMismatch, w.group[i], slotKindName(k), w.group[w.me], slotKindName(kind))
 	case size == slotOversize:
 		return nil, nil
 	case size > maxSlotPart:
-		return nil, fmt.Errorf("rank %d's part in shared memory has %d bytes, more than a slot's %d", w.group[i], size, maxSlotPart)
+		return nil, w.corrupt(i, "its all-gather slot says %#x bytes, more than a slot's %d", size, maxSlotPart)
 	}
 	return s[16 : 16+size : 16+size], nil
 }
@@ -174,21 +184,21 @@ func (w *words) combine(n, kind uint64) error {
 }
 
 // splitParts copies the count parts framed in b (see combine) out of it.
+// b is shared memory: it reads each length once, so that bytes changed
+// between two reads cannot move a part out of b.
 func splitParts(b []byte, count int) ([][]byte, error) {
-	sizes := make([]int, 0, count)
-	for rest := b; len(sizes) < count; {
-		l, k := binary.Uvarint(rest)
-		if k <= 0 || l > uint64(len(rest)-k) {
+	sizes, offs := make([]int, 0, count), make([]int, 0, count)
+	for off := 0; len(sizes) < count; {
+		l, k := binary.Uvarint(b[off:])
+		if k <= 0 || l > uint64(len(b)-off-k) {
 			return nil, fmt.Errorf("malformed parts in shared memory")
 		}
-		sizes = append(sizes, int(l))
-		rest = rest[k+int(l):]
+		sizes, offs = append(sizes, int(l)), append(offs, off+k)
+		off += k + int(l)
 	}
 	parts := carve(sizes)
 	for i := range parts {
-		_, k := binary.Uvarint(b)
-		b = b[k:]
-		b = b[copy(parts[i], b):]
+		copy(parts[i], b[offs[i]:])
 	}
 	return parts, nil
 }
@@ -270,15 +280,16 @@ func (j *Job) wordTree(w *words, kind int, root int, op Op, elem int, data []byt
 		if err != nil {
 			return nil, false, err
 		}
+		// Written before its rank arrived at n, rewritten at n+2.
 		s := treeSlot(a, n)
 		m, size := binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])
 		switch {
 		case m != n:
-			return nil, false, fmt.Errorf("rank %d's datum in shared memory is from collective %d", w.group[i], m)
+			return nil, false, w.corrupt(i, "its slot of broadcasts and reductions is numbered %#x, for collective %d", m, n)
 		case binary.LittleEndian.Uint64(s[16:]) != meta || size == slotTooLarge:
 			return nil, false, nil // another call, or too large: over messages
 		case size > maxTreePart:
-			return nil, false, fmt.Errorf("rank %d's datum in shared memory has %d bytes, more than a slot's %d", w.group[i], size, maxTreePart)
+			return nil, false, w.corrupt(i, "its slot of broadcasts and reductions says %#x bytes, more than a slot's %d", size, maxTreePart)
 		case kind != wordBroadcast && int(size) != len(data) && i > 0:
 			return nil, false, nil // vectors of different lengths
 		}
@@ -389,7 +400,10 @@ func (j *Job) wordAlltoall(data []byte, b int) (out []byte, ok bool, err error) 
 		err = j.waitIn("all-gather", n, j.gat.index, func() error {
 			return j.wordWait(w, func() bool {
 				for ; next < len(slots); next++ {
-					if word(slots[next], 0).Load() < n {
+					// n+2 comes only after this rank's n+1.
+					if m := word(slots[next], 0).Load(); m > n {
+						return w.broken(next, "its all-gather slot is numbered %#x, for all-to-all %d", m, n)
+					} else if m < n {
 						return false
 					}
 				}

@@ -144,6 +144,12 @@ type words struct {
 
 	mu    sync.Mutex
 	areas []atomic.Pointer[[]byte] // by index in group, once mapped
+
+	// fatal ends the job for a value in an area that no rank of the job
+	// writes there (Job.fatal; nil for words tested alone), and bad
+	// keeps the first such value found (see corrupt).
+	fatal func(error)
+	bad   atomic.Pointer[amudp.InboxError]
 }
 
 // newWords returns the words of rank's group (shmGroup of leaders) over
@@ -180,6 +186,39 @@ func (w *words) area(i int) ([]byte, error) {
 	return a, nil
 }
 
+// corrupt reports that the area of the group's i-th rank holds a value
+// that no rank of the job writes there, as the rules of the collectives
+// on words bound them (what: which, and the bound): that rank's inbox is
+// corrupted, and the job ends as for a corrupted queue (w.fatal, which
+// in a worker does not return). It returns the error, which the caller
+// returns; a look at words in a wait's condition returns true on it, and
+// the wait then fails with it (wordWait).
+func (w *words) corrupt(i int, format string, a ...any) error {
+	err := &amudp.InboxError{Rank: w.group[i], Addr: w.addrs[i], By: w.group[w.me], What: fmt.Sprintf(format, a...)}
+	if !w.bad.CompareAndSwap(nil, err) {
+		return w.bad.Load()
+	}
+	if w.fatal != nil {
+		w.fatal(err)
+	}
+	return err
+}
+
+// broken is corrupt for the condition of a wait, which it ends: it
+// returns true.
+func (w *words) broken(i int, format string, a ...any) bool {
+	w.corrupt(i, format, a...)
+	return true
+}
+
+// err returns the value that corrupt reported, or nil.
+func (w *words) err() error {
+	if e := w.bad.Load(); e != nil {
+		return e
+	}
+	return nil
+}
+
 // word returns the word at off in area a.
 func word(a []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&a[off])) }
 
@@ -195,10 +234,16 @@ func (w *words) arrive(k *groupSync, e uint64) error {
 }
 
 // arrived reports whether every member has arrived at synchronisation e of
-// kind k. The leader only, after area(0) succeeded.
+// kind k. The leader only, after area(0) succeeded. A member arrives at
+// e+1 only once the leader has released e, so the count is at most
+// (members)·e: more is corrupt.
 func (w *words) arrived(k *groupSync, e uint64) bool {
 	a := *w.areas[0].Load()
-	return word(a, k.arrive).Load() >= uint64(len(w.group)-1)*e
+	want, n := uint64(len(w.group)-1)*e, word(a, k.arrive).Load()
+	if n > want {
+		return w.broken(0, "an arrival count of %#x, beyond %d members at synchronisation %d", n, len(w.group)-1, e)
+	}
+	return n >= want
 }
 
 // release releases the members from synchronisation e of kind k. The
@@ -218,10 +263,15 @@ func (w *words) release(k *groupSync, e uint64) error {
 }
 
 // released reports whether the leader has released synchronisation e of
-// kind k. Members only, after area(0) succeeded.
+// kind k. Members only, after area(0) succeeded. The leader releases e+1
+// only once this member has arrived at it: a word beyond e is corrupt.
 func (w *words) released(k *groupSync, e uint64) bool {
 	a := *w.areas[0].Load()
-	return word(a, k.release).Load() >= e
+	v := word(a, k.release).Load()
+	if v > e {
+		return w.broken(0, "a release word of %#x, while this rank waits for %d", v, e)
+	}
+	return v >= e
 }
 
 // yieldFor bounds how long a rank of a crowded host (words.yield) that
@@ -246,7 +296,10 @@ func (j *Job) wordWait(w *words, cond func() bool) error {
 			yieldCPU()
 		}
 	}
-	return j.collWait(cond)
+	if err := j.collWait(cond); err != nil {
+		return err
+	}
+	return w.err()
 }
 
 // syncGroup runs synchronisation e of kind k within the group: every
@@ -292,12 +345,21 @@ func (j *Job) disseminate(w *words, k *groupSync, e uint64, posted bool) error {
 				return err
 			}
 		}
-		a, err := w.area((w.me - 1<<i + g) % g)
+		from := (w.me - 1<<i + g) % g
+		a, err := w.area(from)
 		if err != nil {
 			return err
 		}
+		// The rank before may post e+1 (it completed e), not e+2,
+		// which needs this rank to have arrived at e+1.
 		r := word(a, k.rounds+8*i)
-		if err := j.wordWait(w, func() bool { return r.Load() >= e }); err != nil {
+		if err := j.wordWait(w, func() bool {
+			v := r.Load()
+			if v > e+1 {
+				return w.broken(from, "its word of round %d holds %#x, while this rank waits for %d", i, v, e)
+			}
+			return v >= e
+		}); err != nil {
 			return err
 		}
 	}
@@ -313,6 +375,9 @@ func (j *Job) setWords(w *words, leaders []int) {
 	b := &j.bar
 	if w != nil && w.whole && b.algo == barrierDissem && len(w.group) <= 1<<maxGroupRounds {
 		w.dissem = true
+	}
+	if w != nil {
+		w.fatal = j.fatal
 	}
 	b.words, b.algo, b.parent, b.children = w, barrierWords, -1, nil
 	if leaders[j.rank] != j.rank {
