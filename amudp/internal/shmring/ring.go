@@ -107,6 +107,19 @@ type Ring struct {
 	detours *atomic.Uint64
 	ready   *atomic.Uint64
 	area    []byte
+	// seenHead is the head as this view's producers last read it, and
+	// found consistent with the tail.
+	seenHead atomic.Uint64
+	// fault is the first breach of the rules this view found (Err).
+	fault atomic.Pointer[CorruptError]
+
+	// The consumer's words, which it writes for each record, lie on a
+	// cache line of their own: where one process pushes into a ring and
+	// takes from it (tests, benchmarks), the line that producers read
+	// from this view for each push would move at each Advance
+	// (BenchmarkPingPong: 0.21-0.25 µs a round trip instead of
+	// 0.16-0.19).
+	_ [64]byte
 	// own is the consumer's head, which it alone writes: Peek, Advance
 	// and Empty go by it, never by the shared word, which the consumer
 	// stores it into for the producers and only reads to check it.
@@ -117,11 +130,7 @@ type Ring struct {
 	// (PushMessage).
 	next    uint64
 	message bool
-	// seenHead is the head as this view's producers last read it, and
-	// found consistent with the tail.
-	seenHead atomic.Uint64
-	// fault is the first breach of the rules this view found (Err).
-	fault atomic.Pointer[CorruptError]
+	_       [64]byte
 }
 
 // Size is the size of the region that holds a ring of capacity bytes.
