@@ -1,7 +1,7 @@
 // Package shmring is a queue of variable-size records in a region of
 // memory that several processes map: many producers (the co-located ranks
 // that send to one rank) and one consumer (that rank). It is the inbox of
-// amudp's shared-memory transport (package amudp/shm).
+// amudp's shared-memory transport (amudp.Shared, amudp/shm.go).
 //
 // The region is a header followed by a data area whose size is a power of
 // two. Producers reserve space by advancing the tail with compare-and-swap,
@@ -16,17 +16,19 @@
 // keeps its own copy of the head, and reads a record's length and kind
 // only once its commit word names the head, checked against the area; a
 // producer reserves only at a tail that is a multiple of 64 and lies
-// within the capacity of the head; Check compares the header's words with
-// what the consumer knows. A peer that writes garbage into the region can
-// make the queue refuse records, hold them back (a commit word that no
-// longer names its record) or hand the consumer records of garbage within
-// the area, never make a view read or write outside the region; a view
-// that finds the rules broken keeps the error (Err): Push refuses and Peek
-// returns it from then on. A producer that dies between reserving and
-// committing stops the consumer at its record; the job's liveness rules end
-// such a job (the consumer's other peers fall back when the queue fills).
-// A consumer that finds the ring empty far into its area moves both ends
-// back to the start, where the cache is warm (hotSpan).
+// within the capacity of the head as it last read it (it reads the head
+// again, and checks it, when the ring looks full); Check compares the
+// header's words with what the consumer knows. A peer that writes garbage
+// into the region can make the queue refuse records, hold them back (a
+// commit word that no longer names its record) or hand the consumer
+// records of garbage within the area, never make a view read or write
+// outside the region; a view that finds the rules broken keeps the error
+// (Err): Push refuses and Peek returns it from then on. A producer that
+// dies between reserving and committing stops the consumer at its record;
+// the job's liveness rules end such a job (the consumer's other peers
+// fall back when the queue fills). A consumer that finds the ring empty
+// far into its area moves both ends back to the start, where the cache is
+// warm (hotSpan).
 package shmring
 
 import (
