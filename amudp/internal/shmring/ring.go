@@ -155,7 +155,10 @@ func Format(mem []byte) (*Ring, error) {
 
 // Open returns the ring another process formatted in mem. A region whose
 // magic word is not the ring's holds no ring; one that does, but whose
-// capacity, head or tail break the rules, is corrupt (ErrCorrupt).
+// capacity, head or tail break the rules, is corrupt (ErrCorrupt): a head
+// or tail that is not a multiple of 64. Whether the tail lies within the
+// capacity of the head, read while producers and the consumer move them,
+// Push checks.
 func Open(mem []byte) (*Ring, error) {
 	if len(mem) < HeaderSize+MinCapacity || uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
 		return nil, fmt.Errorf("shmring: region of %d bytes is too small for a ring", len(mem))
@@ -169,7 +172,7 @@ func Open(mem []byte) (*Ring, error) {
 	}
 	r := open(mem, int(c))
 	h, t := r.head.Load(), r.tail.Load()
-	if h%align != 0 || t%align != 0 || t-h > c {
+	if h%align != 0 || t%align != 0 {
 		return nil, &CorruptError{fmt.Sprintf("the head is %#x and the tail %#x", h, t)}
 	}
 	r.own.Store(h)
