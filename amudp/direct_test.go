@@ -217,8 +217,8 @@ func TestDirectHostile(t *testing.T) {
 }
 
 // TestDirectCorruptInboxFails: a record that breaks the queue's rules
-// makes the inbox drop the records after it, which may hold direct
-// messages: the poll reports ErrInboxCorrupt, and does not panic.
+// holds back the records after it, which may hold direct messages: the
+// poll reports ErrInboxCorrupt, naming the rank, and does not panic.
 func TestDirectCorruptInboxFails(t *testing.T) {
 	eps := sharedJob(t, 2, DefaultInbox)
 	mem := eps[1].tr.(*Shared).inbox.reg.Bytes()
@@ -233,6 +233,9 @@ func TestDirectCorruptInboxFails(t *testing.T) {
 	}
 	if !errors.Is(err, ErrInboxCorrupt) {
 		t.Fatalf("Poll after a corrupt record: %v, want ErrInboxCorrupt", err)
+	}
+	if want := "rank 1: corrupted shared-memory inbox (found by rank 1: the record at 0x0 has kind 3 and length 4294967280)"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
 	}
 }
 

@@ -174,6 +174,9 @@ type Endpoint struct {
 	// interrupt, when set, makes the waits inside the endpoint give up
 	// (SetInterrupt).
 	interrupt atomic.Pointer[func() bool]
+	// onFatal is SetFatalHandler's handler, which fatalRan says has run.
+	onFatal  atomic.Pointer[func(error)]
+	fatalRan atomic.Bool
 
 	// table holds the handlers and the segment, replaced whole (under mu)
 	// by Register and SetSegment, read without a lock.

@@ -73,7 +73,7 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 			break
 		}
 		if err != nil {
-			return err
+			return e.fatal(err)
 		}
 		if i > 0 {
 			// The handlers of the datagram before ran since the clock

@@ -62,11 +62,13 @@ const MaxInbox = 1 << 30
 // are never one byte long.
 var doorbell = []byte{0xdb}
 
-// ErrInboxCorrupt: a record in this rank's inbox broke the queue's rules,
-// and the records after it were dropped. Direct messages (never
-// retransmitted) may have been among them, so the endpoint cannot keep its
-// promise that each runs once: the job must end.
-var ErrInboxCorrupt = errors.New("amudp: corrupt record in this rank's shared-memory inbox: the messages after it are lost")
+// ErrInboxCorrupt: a value read from a shared-memory inbox broke the
+// queue's rules, in this rank's inbox or in that of a co-located peer it
+// sends to (an *InboxError says which). Messages in it, or meant for it,
+// may be lost, and direct messages are never retransmitted, so the
+// endpoint cannot keep its promise that each runs once: the job must end
+// (Endpoint.SetFatalHandler).
+var ErrInboxCorrupt = errors.New("amudp: corrupted shared-memory inbox")
 
 // addrLen is the size of a record's source address: 16 address bytes and
 // a port.
@@ -77,7 +79,7 @@ type ShmStats struct {
 	ShmSent, ShmReceived uint64 // through the inboxes
 	Fallbacks            uint64 // meant for an inbox, sent by UDP (full or unmapped)
 	Doorbells            uint64 // wake-ups sent to sleeping ranks
-	Corrupt              uint64 // times a corrupt record emptied this rank's inbox
+	Corrupt              uint64 // records of this rank's inbox too short for an address, and inboxes found corrupted
 }
 
 // Shared is a Transport that sends to co-located peers through
@@ -110,9 +112,10 @@ type Shared struct {
 	// since (the poller alone uses it).
 	notes uint64
 
-	// lost says that peekDirect found a corrupt record, which View then
-	// reports (the poller alone uses it).
-	lost bool
+	// fault is the first corrupted inbox this rank found, its own or a
+	// co-located peer's (its Rank and By are not known here: see
+	// Endpoint.fatal); once it is set, every View returns it.
+	fault atomic.Pointer[InboxError]
 
 	// detours is the inbox's count of datagrams that co-located peers
 	// sent by UDP because it was full, as Recv last saw it: when it grows,
@@ -210,6 +213,9 @@ func (t *Shared) directRing(to netip.AddrPort, ready bool) *shmring.Ring {
 // when r is full. polled says that the caller holds the poll (a reply).
 func (t *Shared) pushDirect(r *shmring.Ring, to netip.AddrPort, head, payload []byte, polled bool) bool {
 	if !r.PushMessage(head, payload) {
+		if err := r.Err(); err != nil {
+			t.found(to, err)
+		}
 		return false
 	}
 	if polled {
@@ -269,6 +275,9 @@ func (t *Shared) Send(b []byte, to netip.AddrPort) error {
 				}
 				return nil
 			}
+			if err := r.Err(); err != nil {
+				t.found(to, err)
+			}
 			t.fallbacks.Add(1)
 			err := t.udp.Send(b, to)
 			r.Detour() // the datagram is in the peer's socket: look there
@@ -297,6 +306,9 @@ func (t *Shared) ring(p *shmPeer) *shmring.Ring {
 	}
 	r, err := mapShmPeer(p.path)
 	if err != nil {
+		if errors.Is(err, shmring.ErrCorrupt) {
+			t.found(p.addr, err) // an inbox, whose header is garbage
+		}
 		p.failed.Store(true)
 		return nil
 	}
@@ -320,17 +332,20 @@ func (t *Shared) Recv(b []byte) (int, netip.AddrPort, error) {
 // message, which has no source address: from is the zero AddrPort), in the shared
 // memory of the ring, until Release: the Endpoint's handlers read a Medium
 // payload there, one copy fewer. Whatever a faulty peer writes into the
-// record meanwhile, d's bounds are the ring's. The poller alone calls it.
+// record meanwhile, d's bounds are the ring's. Once this rank has found
+// an inbox corrupted (its own, here or in Wait; a peer's, sending to it),
+// it returns that *InboxError (ErrInboxCorrupt). An empty inbox's header
+// is checked (shmring.Ring.Check) each time it reads the socket. The
+// poller alone calls it.
 func (t *Shared) View(b []byte) (d []byte, from netip.AddrPort, inPlace bool, err error) {
 	for {
-		if t.lost {
-			t.lost = false
-			return nil, netip.AddrPort{}, false, ErrInboxCorrupt
+		if f := t.fault.Load(); f != nil {
+			return nil, netip.AddrPort{}, false, f
 		}
 		rec, ok, err := t.inbox.ring.Peek()
-		if err != nil { // shmring.ErrCorrupt: records were lost
-			t.corrupt.Add(1)
-			return nil, netip.AddrPort{}, false, ErrInboxCorrupt
+		if err != nil { // shmring.ErrCorrupt
+			t.found(t.udp.LocalAddr(), err)
+			continue
 		}
 		if ok && t.inbox.ring.Message() { // a direct message: no prefix
 			release.Inc(&t.shmRecv)
@@ -353,6 +368,11 @@ func (t *Shared) View(b []byte) (d []byte, from netip.AddrPort, inPlace bool, er
 			t.udpSkip--
 			return nil, netip.AddrPort{}, false, ErrNoData
 		}
+		// A system call's worth of time: a look at the header too.
+		if err := t.inbox.ring.Check(); err != nil {
+			t.found(t.udp.LocalAddr(), err)
+			continue
+		}
 		n, from, err := t.udp.Recv(b)
 		if errors.Is(err, ErrNoData) {
 			t.udpSkip = int(t.udpPeriod.Load()) - 1
@@ -370,8 +390,7 @@ func (t *Shared) View(b []byte) (d []byte, from netip.AddrPort, inPlace bool, er
 func (t *Shared) peekDirect() (d []byte, ok bool) {
 	rec, ok, err := t.inbox.ring.Peek()
 	if err != nil {
-		t.corrupt.Add(1)
-		t.lost = true
+		t.found(t.udp.LocalAddr(), err) // View reports it
 	}
 	if !ok || !t.inbox.ring.Message() {
 		return nil, false
@@ -391,6 +410,10 @@ func (t *Shared) Wait(timeout time.Duration) error {
 	t.udpSkip = 0
 	r := t.inbox.ring
 	if !r.Empty() {
+		return nil
+	}
+	if err := r.Check(); err != nil {
+		t.found(t.udp.LocalAddr(), err) // the next View reports it
 		return nil
 	}
 	r.SetSleeping(true)

@@ -105,6 +105,7 @@ func newJob(ep *amudp.Endpoint, ctl control, rank, size int, exitTimeout time.Du
 	j.nb.group = []int{rank}
 	j.onReturned.Store(&defaultReturnedFn{j.defaultReturned})
 	ep.SetReturnedHandler(j.returned)
+	ep.SetFatalHandler(j.fatal)
 	ep.SetInterrupt(j.leaving)
 	j.bar.setAlgo(barrierDissem, rank, size)
 	j.world = newWorld(j)

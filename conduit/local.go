@@ -194,9 +194,10 @@ func (r localRank) Finalize(code int) error {
 }
 
 // Abort makes code the job's, over a 0 that an Exit set before, and tells
-// every rank to exit; the Job has said why on stderr. It returns: it runs
-// in a handler, whose goroutine it cannot end, and the rank ends at its
-// next call (Job.abort).
+// every rank to exit; the Job has said why on stderr (abortJob), or leaves
+// it to the console's line (fatal), kept here as the job's why. It
+// returns: it runs in a handler, whose goroutine it cannot end, and the
+// rank ends at its next call (Job.abort).
 func (r localRank) Abort(code int, why string, _ time.Duration) {
 	r.c.mu.Lock()
 	if r.c.why == "" {

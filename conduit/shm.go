@@ -150,3 +150,20 @@ func (n *nbrhd) view(rank int, size uint64) []byte {
 	n.views[rank].Store(&mem)
 	return mem
 }
+
+// fatal ends the job for an error after which this rank's endpoint cannot
+// keep its promises (amudp.Endpoint.SetFatalHandler): a corrupted
+// shared-memory inbox, this rank's own or that of a rank it shares memory
+// with (an *amudp.InboxError, "rank 2: corrupted shared-memory inbox
+// (found by rank 1: ...)"), found in the queue or in the collectives'
+// words (words.corrupt). Unlike abortJob it prints nothing: each rank
+// that finds the inbox corrupted aborts the job, and the console says the
+// first abort's reason in its one line, "rank 1 on host aborted the job
+// (code 1): rank 2: corrupted shared-memory inbox (...)". In a worker it
+// does not return.
+func (j *Job) fatal(err error) {
+	if j.aborting.Swap(true) {
+		return
+	}
+	j.ctl.Abort(1, err.Error(), j.exitTimeout)
+}

@@ -29,10 +29,22 @@ func (c *teamCall) wordGather(w *words, root int, data []byte) ([][]byte, error)
 	s := own[offGatherSlots+p*gatherSlotSize : offGatherSlots+(p+1)*gatherSlotSize]
 	head := word(s, 0)
 	if last := head.Load(); last != 0 {
-		// The root of gather last must have read this slot, unless that
-		// gather failed (a mismatch: every member ended it).
+		// This rank wrote last, of this slot's residue, before n; the
+		// root of gather last must have read it, unless that gather
+		// failed (a mismatch: every member ended it), and reads no
+		// number the slot did not hold.
+		if last >= n || last%gatherSlots != uint64(p) {
+			return nil, w.corrupt(w.me, "its gather slot %d is numbered %#x, before gather %d", p, last, n)
+		}
 		read := word(own, offGatherRead+8*p)
-		if err := j.wordWait(w, func() bool { return read.Load() >= last || j.teams.hasFailed(id, last) }); err != nil {
+		err := j.wordWait(w, func() bool {
+			r := read.Load()
+			if r > last {
+				return w.broken(w.me, "the root has read gather %#x from its gather slot %d, which holds %d", r, p, last)
+			}
+			return r >= last || j.teams.hasFailed(id, last)
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -94,6 +106,12 @@ func (c *teamCall) wordGather(w *words, root int, data []byte) ([][]byte, error)
 		size := binary.LittleEndian.Uint64(sl[8:])
 		theirs := binary.LittleEndian.Uint64(sl[16:])
 		switch {
+		case m%gatherSlots != uint64(p):
+			return nil, w.corrupt(i, "its gather slot %d is numbered %#x", p, m)
+		case theirs >= uint64(len(w.group)):
+			return nil, w.corrupt(i, "its gather slot names root %#x, of %d ranks", theirs, len(w.group))
+		case size > maxGatherPart && size != gatherOversize:
+			return nil, w.corrupt(i, "its gather slot says %#x bytes, more than a slot's %d", size, maxGatherPart)
 		case m != n:
 			return nil, c.mismatch(fmt.Errorf("team rank %d's gather slot holds the part of collective %d", i, m))
 		case theirs != uint64(root):
@@ -104,8 +122,6 @@ func (c *teamCall) wordGather(w *words, root int, data []byte) ([][]byte, error)
 				return nil, err
 			}
 			out[i] = b
-		case size > maxGatherPart:
-			return nil, c.mismatch(fmt.Errorf("team rank %d's gather slot says its part has %d bytes", i, size))
 		default:
 			out[i] = append([]byte{}, sl[24:24+size]...)
 		}

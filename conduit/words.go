@@ -5,8 +5,6 @@ package conduit
 // that the other ranks of the host load.
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -15,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/udpconduit/udpconduit/amudp"
-	"github.com/udpconduit/udpconduit/spawn"
 	"github.com/udpconduit/udpconduit/spawn/binomial"
 )
 
@@ -150,6 +147,12 @@ type words struct {
 
 	mu    sync.Mutex
 	areas []atomic.Pointer[[]byte] // by index in group, once mapped
+
+	// fatal ends the job for a value in an area that no rank of the job
+	// writes there (Job.fatal; nil for words tested alone), and bad
+	// keeps the first such value found (see corrupt).
+	fatal func(error)
+	bad   atomic.Pointer[amudp.InboxError]
 }
 
 // newWords returns the words of rank's group (shmGroup of leaders) over
@@ -186,6 +189,39 @@ func (w *words) area(i int) ([]byte, error) {
 	return a, nil
 }
 
+// corrupt reports that the area of the group's i-th rank holds a value
+// that no rank of the job writes there, as the rules of the collectives
+// on words bound them (what: which, and the bound): that rank's inbox is
+// corrupted, and the job ends as for a corrupted queue (w.fatal, which
+// in a worker does not return). It returns the error, which the caller
+// returns; a look at words in a wait's condition returns true on it, and
+// the wait then fails with it (wordWait).
+func (w *words) corrupt(i int, format string, a ...any) error {
+	err := &amudp.InboxError{Rank: w.group[i], Addr: w.addrs[i], By: w.group[w.me], What: fmt.Sprintf(format, a...)}
+	if !w.bad.CompareAndSwap(nil, err) {
+		return w.bad.Load()
+	}
+	if w.fatal != nil {
+		w.fatal(err)
+	}
+	return err
+}
+
+// broken is corrupt for the condition of a wait, which it ends: it
+// returns true.
+func (w *words) broken(i int, format string, a ...any) bool {
+	w.corrupt(i, format, a...)
+	return true
+}
+
+// err returns the value that corrupt reported, or nil.
+func (w *words) err() error {
+	if e := w.bad.Load(); e != nil {
+		return e
+	}
+	return nil
+}
+
 // word returns the word at off in area a.
 func word(a []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&a[off])) }
 
@@ -201,10 +237,16 @@ func (w *words) arrive(k *groupSync, e uint64) error {
 }
 
 // arrived reports whether every member has arrived at synchronisation e of
-// kind k. The leader only, after area(0) succeeded.
+// kind k. The leader only, after area(0) succeeded. A member arrives at
+// e+1 only once the leader has released e, so the count is at most
+// (members)·e: more is corrupt.
 func (w *words) arrived(k *groupSync, e uint64) bool {
 	a := *w.areas[0].Load()
-	return word(a, k.arrive).Load() >= uint64(len(w.group)-1)*e
+	want, n := uint64(len(w.group)-1)*e, word(a, k.arrive).Load()
+	if n > want {
+		return w.broken(0, "an arrival count of %#x, beyond %d members at synchronisation %d", n, len(w.group)-1, e)
+	}
+	return n >= want
 }
 
 // release releases the members from synchronisation e of kind k. The
@@ -224,10 +266,15 @@ func (w *words) release(k *groupSync, e uint64) error {
 }
 
 // released reports whether the leader has released synchronisation e of
-// kind k. Members only, after area(0) succeeded.
+// kind k. Members only, after area(0) succeeded. The leader releases e+1
+// only once this member has arrived at it: a word beyond e is corrupt.
 func (w *words) released(k *groupSync, e uint64) bool {
 	a := *w.areas[0].Load()
-	return word(a, k.release).Load() >= e
+	v := word(a, k.release).Load()
+	if v > e {
+		return w.broken(0, "a release word of %#x, while this rank waits for %d", v, e)
+	}
+	return v >= e
 }
 
 // yieldFor bounds how long a rank of a crowded host (words.yield) that
@@ -252,7 +299,10 @@ func (j *Job) wordWait(w *words, cond func() bool) error {
 			yieldCPU()
 		}
 	}
-	return j.collWait(cond)
+	if err := j.collWait(cond); err != nil {
+		return err
+	}
+	return w.err()
 }
 
 // shareAreas maps the area of every rank of a group that is the whole job
@@ -314,310 +364,25 @@ func (j *Job) disseminate(w *words, k *groupSync, e uint64, posted bool) error {
 				return err
 			}
 		}
-		a, err := w.area((w.me - 1<<i + g) % g)
+		from := (w.me - 1<<i + g) % g
+		a, err := w.area(from)
 		if err != nil {
 			return err
 		}
+		// The rank before may post e+1 (it completed e), not e+2,
+		// which needs this rank to have arrived at e+1.
 		r := word(a, k.rounds+8*i)
-		if err := j.wordWait(w, func() bool { return r.Load() >= e }); err != nil {
+		if err := j.wordWait(w, func() bool {
+			v := r.Load()
+			if v > e+1 {
+				return w.broken(from, "its word of round %d holds %#x, while this rank waits for %d", i, v, e)
+			}
+			return v >= e
+		}); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// slot returns the slot of area a for all-gather n.
-func slot(a []byte, n uint64) []byte {
-	o := offSlots + int(n&1)*slotSize
-	return a[o : o+slotSize]
-}
-
-// wordAllGather runs all-gather n of a job that is one group (w.whole):
-// each rank writes its part into its slot and the group synchronises. By
-// dissemination, each rank then copies every part out of the slots; by
-// gather and release, the leader first copies them into one buffer of
-// its area (combine), where each rank reads them from one mapping instead
-// of G (on a crowded host, each look at another mapping after a context
-// switch costs a walk of the page tables), or, where they do not fit,
-// says so and each reads the slots. ok false (and no error): some part
-// did not fit its slot, every rank saw it, and the caller runs the
-// all-gather over active messages. A rank rewrites its slot of parity n&1
-// only at all-gather n+2, and the leader its buffer at n+1, each once
-// every rank has arrived at n+1, after reading n.
-//
-// kind is the collective that passes its parts so (slotAllGather,
-// slotAlltoall): a rank whose slot holds another kind's part called
-// another collective, and every rank gets ErrCollectiveMismatch.
-func (j *Job) wordAllGather(w *words, n uint64, data []byte, kind uint64) (parts [][]byte, ok bool, err error) {
-	own, err := w.area(w.me)
-	if err != nil {
-		return nil, false, err
-	}
-	w.writeSlot(own, n, data, kind)
-	err = j.waitIn("all-gather", n, j.gat.index, func() error {
-		if w.dissem {
-			return j.disseminate(w, &syncGather, n, false)
-		}
-		return j.syncGroup(w, &syncGather, n, func() error { return w.combine(n, kind) })
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	if !w.dissem {
-		lead, err := w.area(0)
-		if err != nil {
-			return nil, false, err
-		}
-		m, size := binary.LittleEndian.Uint64(lead[offCombined:]), binary.LittleEndian.Uint64(lead[offCombined+8:])
-		switch {
-		case m != n:
-			return nil, false, fmt.Errorf("the parts in shared memory are from all-gather %d", m)
-		case size == slotTooLarge:
-			return nil, false, nil
-		case size == combinedMismatch:
-			return nil, false, fmt.Errorf("%w: ranks of the group called %s and another collective at once", ErrCollectiveMismatch, slotKindName(kind))
-		case size != combinedDirect:
-			if size > uint64(endCombined-offCombined-16) {
-				return nil, false, fmt.Errorf("the parts in shared memory have %d bytes, more than the buffer's %d", size, endCombined-offCombined-16)
-			}
-			parts, err := splitParts(lead[offCombined+16:offCombined+16+int(size)], len(w.group))
-			return parts, err == nil, err
-		}
-	}
-	// Every slot is looked at before a part too large decides: every
-	// rank then sees a mismatch anywhere in the group.
-	var sizes []int
-	tooLarge := false
-	for i := range w.group {
-		s, err := w.slotPart(i, n, kind)
-		if err != nil {
-			return nil, false, err
-		}
-		tooLarge = tooLarge || s == nil
-		sizes = append(sizes, len(s))
-	}
-	if tooLarge {
-		return nil, false, nil
-	}
-	parts = carve(sizes)
-	for i := range w.group {
-		s, _ := w.slotPart(i, n, kind)
-		copy(parts[i], s)
-	}
-	return parts, true, nil
-}
-
-// writeSlot writes data, the part of this rank (whose area is own) in
-// all-gather n of kind, into its slot, the number last (an atomic store:
-// a rank that polls the slot, as wordAlltoall does, finds the rest
-// written once it finds the number).
-func (w *words) writeSlot(own []byte, n uint64, data []byte, kind uint64) {
-	s := slot(own, n)
-	if len(data) > maxSlotPart {
-		binary.LittleEndian.PutUint64(s[8:], slotOversize|kind<<slotKindShift)
-	} else {
-		binary.LittleEndian.PutUint64(s[8:], uint64(len(data))|kind<<slotKindShift)
-		copy(s[16:], data)
-	}
-	word(s, 0).Store(n)
-}
-
-// slotPart returns the part in the slot of the group's i-th rank for
-// all-gather n of kind; nil, and no error, when it was too large for its
-// slot; an ErrCollectiveMismatch when that rank wrote another kind's.
-func (w *words) slotPart(i int, n, kind uint64) ([]byte, error) {
-	a, err := w.area(i)
-	if err != nil {
-		return nil, err
-	}
-	s := slot(a, n)
-	m, size := word(s, 0).Load(), binary.LittleEndian.Uint64(s[8:])
-	k, size := size>>slotKindShift, size&(1<<slotKindShift-1)
-	switch {
-	case m != n:
-		return nil, fmt.Errorf("rank %d's part in shared memory is from all-gather %d", w.group[i], m)
-	case k != kind:
-		return nil, fmt.Errorf("%w: rank %d called %s, rank %d %s", ErrCollectiveMismatch, w.group[i], slotKindName(k), w.group[w.me], slotKindName(kind))
-	case size == slotOversize:
-		return nil, nil
-	case size > maxSlotPart:
-		return nil, fmt.Errorf("rank %d's part in shared memory has %d bytes, more than a slot's %d", w.group[i], size, maxSlotPart)
-	}
-	return s[16 : 16+size : 16+size], nil
-}
-
-// combine, on the leader, copies the parts of all-gather n of kind from
-// the slots into its buffer, each a uvarint length and its bytes, after a
-// header of n and their total length, or combinedDirect when they do not
-// fit, slotTooLarge when one did not fit its slot, or combinedMismatch
-// when one is another kind's (the leader then still releases the others,
-// which find out from the header).
-func (w *words) combine(n, kind uint64) error {
-	lead, err := w.area(0)
-	if err != nil {
-		return err
-	}
-	buf := lead[offCombined+16 : offCombined+16 : endCombined]
-	size := uint64(0)
-	for i := range w.group {
-		p, err := w.slotPart(i, n, kind)
-		if errors.Is(err, ErrCollectiveMismatch) {
-			size = combinedMismatch
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if p == nil || size == slotTooLarge {
-			size = slotTooLarge // look on: a later slot may be another kind's
-			continue
-		}
-		if size != combinedDirect {
-			if len(buf)+binary.MaxVarintLen64+len(p) > cap(buf) {
-				size = combinedDirect
-				continue
-			}
-			buf = binary.AppendUvarint(buf, uint64(len(p)))
-			buf = append(buf, p...)
-			size = uint64(len(buf))
-		}
-	}
-	binary.LittleEndian.PutUint64(lead[offCombined:], n)
-	binary.LittleEndian.PutUint64(lead[offCombined+8:], size)
-	return nil
-}
-
-// splitParts copies the count parts framed in b (see combine) out of it.
-func splitParts(b []byte, count int) ([][]byte, error) {
-	sizes := make([]int, 0, count)
-	for rest := b; len(sizes) < count; {
-		l, k := binary.Uvarint(rest)
-		if k <= 0 || l > uint64(len(rest)-k) {
-			return nil, fmt.Errorf("malformed parts in shared memory")
-		}
-		sizes = append(sizes, int(l))
-		rest = rest[k+int(l):]
-	}
-	parts := carve(sizes)
-	for i := range parts {
-		_, k := binary.Uvarint(b)
-		b = b[k:]
-		b = b[copy(parts[i], b):]
-	}
-	return parts, nil
-}
-
-// carve returns parts of the given sizes, cut from one allocation, each
-// with its capacity ending with it.
-func carve(sizes []int) [][]byte {
-	total := 0
-	for _, s := range sizes {
-		total += s
-	}
-	buf := make([]byte, total)
-	parts := make([][]byte, len(sizes))
-	for i, s := range sizes {
-		parts[i] = buf[:s:s]
-		buf = buf[s:]
-	}
-	return parts
-}
-
-// treeCall kinds of a collective on words, in its slot's meta.
-const (
-	wordBroadcast = 1 + iota
-	wordReduce
-	wordAllReduce
-)
-
-// wordMeta packs what a rank called, for its slot: the kind, the
-// operator, the element type and the root.
-func wordMeta(kind int, op Op, elem, root int) uint64 {
-	return uint64(kind) | uint64(op)<<8 | uint64(elem)<<16 | uint64(root)<<32
-}
-
-// wordTree runs a broadcast or reduction of a job that is one group
-// (w.whole) on words: this rank writes what it called (meta) and its datum
-// (a broadcast's root its data, every rank its vector of a reduction, 8
-// bytes an element) into its slot, the group synchronises as a barrier
-// does, and each rank reads what it needs: the root's slot, or every
-// slot, whose vectors it combines in rank order (so that every rank of an
-// all-reduce gets the same bits). ok false (and no error): the ranks
-// called different collectives (kind, root, operator, element type or
-// length) or a datum did not fit its slot; every rank saw it in the same
-// slots, and the caller runs the collective over messages, which reports
-// a mismatch as it does everywhere. j.tree.lock held; t.call* set.
-func (j *Job) wordTree(w *words, kind int, root int, op Op, elem int, data []byte) (out []byte, ok bool, err error) {
-	t := &j.tree
-	t.words++
-	n := t.words
-	own, err := w.area(w.me)
-	if err != nil {
-		return nil, false, err
-	}
-	meta := wordMeta(kind, op, elem, root)
-	s := treeSlot(own, n)
-	binary.LittleEndian.PutUint64(s, n)
-	binary.LittleEndian.PutUint64(s[16:], meta)
-	if kind == wordBroadcast && j.rank != root {
-		data = nil // the others' data is not used
-	}
-	if len(data) > maxTreePart {
-		binary.LittleEndian.PutUint64(s[8:], slotTooLarge)
-	} else {
-		binary.LittleEndian.PutUint64(s[8:], uint64(len(data)))
-		copy(s[24:], data)
-	}
-	at := spawn.Coll{Kind: t.callKind, Seq: t.callSeq, Tree: t.callTree, Root: root, Index: t.callIndex}
-	err = j.waitInColl(at, func() error {
-		if w.dissem {
-			return j.disseminate(w, &syncTree, n, false)
-		}
-		return j.syncGroup(w, &syncTree, n, func() error { return nil })
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	data = make([]byte, 0, len(data))
-	for i := range w.group {
-		a, err := w.area(i)
-		if err != nil {
-			return nil, false, err
-		}
-		s := treeSlot(a, n)
-		m, size := binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])
-		switch {
-		case m != n:
-			return nil, false, fmt.Errorf("rank %d's datum in shared memory is from collective %d", w.group[i], m)
-		case binary.LittleEndian.Uint64(s[16:]) != meta || size == slotTooLarge:
-			return nil, false, nil // another call, or too large: over messages
-		case size > maxTreePart:
-			return nil, false, fmt.Errorf("rank %d's datum in shared memory has %d bytes, more than a slot's %d", w.group[i], size, maxTreePart)
-		case kind != wordBroadcast && int(size) != len(data) && i > 0:
-			return nil, false, nil // vectors of different lengths
-		}
-		in := s[24 : 24+size]
-		switch {
-		case kind == wordBroadcast:
-			if w.group[i] == root {
-				data = append(data, in...)
-			}
-		case i == 0:
-			data = append(data, in...)
-		default:
-			combine(op, elem, data, in)
-		}
-	}
-	if kind == wordReduce && j.rank != root {
-		return nil, true, nil
-	}
-	return data, true, nil
-}
-
-// treeSlot returns the slot of area a for broadcast or reduction n.
-func treeSlot(a []byte, n uint64) []byte {
-	o := offTreeSlots + int(n&1)*slotSize
-	return a[o : o+slotSize]
 }
 
 // setWords makes the barrier, and the all-gather of a job that is one
@@ -629,6 +394,9 @@ func (j *Job) setWords(w *words, leaders []int) {
 	b := &j.bar
 	if w != nil && w.whole && b.algo == barrierDissem && len(w.group) <= 1<<maxGroupRounds {
 		w.dissem = true
+	}
+	if w != nil {
+		w.fatal = j.fatal
 	}
 	b.words, b.algo, b.parent, b.children = w, barrierWords, -1, nil
 	if leaders[j.rank] != j.rank {
@@ -650,138 +418,4 @@ func (j *Job) setWords(w *words, leaders []int) {
 	for _, c := range binomial.Children(me, len(heads)) {
 		b.children = append(b.children, heads[c])
 	}
-}
-
-// wordAlltoall runs an all-to-all of the whole job, which is one group
-// (w.whole), on the all-gather's slots, under its lock and numbering:
-// each rank writes all its blocks (data, Size() blocks of b bytes) into
-// its slot, waits until every rank's slot holds this all-to-all's number,
-// and copies its block out of each: one rank's write away from its
-// result, with no leader between. It arrives (or, by dissemination,
-// posts its rounds) as an all-gather does without waiting on them, so
-// that ranks of the group in an all-gather of the same number (another
-// collective: a mismatch) find its slot and fail instead of waiting; the
-// leader also releases the number, with its buffer marked to be read
-// from the slots. A rank rewrites its slot of parity n&1 only at n+2,
-// after it saw every slot at n+1, which each rank wrote after it read n.
-// ok false (and no error): no words, or some rank's blocks did not fit
-// its slot, which every rank saw; the caller then runs it over messages.
-func (j *Job) wordAlltoall(data []byte, b int) (out []byte, ok bool, err error) {
-	w := j.bar.words
-	if w == nil || !w.whole {
-		return nil, false, nil
-	}
-	j.enter()
-	j.gat.lock.Lock()
-	defer j.gat.lock.Unlock()
-	n, err := j.nextGather()
-	if err != nil {
-		return nil, false, err
-	}
-	fail := func(err error) ([]byte, bool, error) {
-		return nil, false, j.done(fmt.Errorf("all-to-all (all-gather %d): %w", n, err))
-	}
-	own, err := w.area(w.me)
-	if err != nil {
-		return fail(err)
-	}
-	w.writeSlot(own, n, data, slotAlltoall)
-	// Ranks that spin (dissemination) each ring every other's doorbell
-	// and poll the slots, one write away from their result. On a crowded
-	// host each rank arrives at the leader, which releases them all once
-	// every slot is written: two notes a rank, where ringing every rank
-	// woke each one n-1 times (256 ranks on 2 CPUs rang 65280 doorbells a
-	// call; at 8, 18.0 µs a call against 12.0 gathered, medians of 6
-	// alternating runs of testam 8 -coll).
-	gathered := !w.dissem
-	switch {
-	case w.dissem:
-		for i := 0; 1<<i < len(w.group); i++ {
-			if err := w.post(&syncGather, i, n); err != nil {
-				return fail(err)
-			}
-		}
-	case !w.leads():
-		if err := w.arrive(&syncGather, n); err != nil {
-			return fail(err)
-		}
-	}
-	switch {
-	case gathered && w.leads():
-		err = j.waitIn("all-gather", n, j.gat.index, func() error {
-			return j.wordWait(w, func() bool { return w.arrived(&syncGather, n) })
-		})
-	case gathered:
-		err = j.waitIn("all-gather", n, j.gat.index, func() error {
-			return j.wordWait(w, func() bool { return w.released(&syncGather, n) })
-		})
-	default:
-		for i, addr := range w.addrs {
-			if i != w.me {
-				if err := w.sh.Notify(addr); err != nil {
-					return fail(err)
-				}
-			}
-		}
-		slots := make([][]byte, len(w.group))
-		for i := range slots {
-			a, err := w.area(i)
-			if err != nil {
-				return fail(err)
-			}
-			slots[i] = slot(a, n)
-		}
-		next := 0 // the slots before next hold n
-		err = j.waitIn("all-gather", n, j.gat.index, func() error {
-			return j.wordWait(w, func() bool {
-				for ; next < len(slots); next++ {
-					if word(slots[next], 0).Load() < n {
-						return false
-					}
-				}
-				return true
-			})
-		})
-	}
-	if err != nil {
-		return fail(err)
-	}
-	// Every slot is looked at before a part too large decides: every
-	// rank then sees a mismatch anywhere in the group.
-	out = make([]byte, 0, len(data))
-	tooLarge := false
-	var mismatch error
-	for i := range w.group {
-		p, err := w.slotPart(i, n, slotAlltoall)
-		switch {
-		case errors.Is(err, ErrCollectiveMismatch):
-			mismatch = err
-		case err != nil:
-			return fail(err)
-		case p == nil:
-			tooLarge = true
-		case len(p) != len(data):
-			mismatch = fmt.Errorf("%w: all-to-all: rank %d passed %d bytes, rank %d %d", ErrCollectiveMismatch, w.group[i], len(p), j.rank, len(data))
-		default:
-			out = append(out, p[w.me*b:(w.me+1)*b]...)
-		}
-	}
-	if w.leads() && !w.dissem {
-		// Ranks in an all-gather of this number (a mismatch) wait for
-		// its release, and then read the slots.
-		lead := own
-		binary.LittleEndian.PutUint64(lead[offCombined:], n)
-		binary.LittleEndian.PutUint64(lead[offCombined+8:], combinedDirect)
-		if err := w.release(&syncGather, n); err != nil {
-			return fail(err)
-		}
-	}
-	switch {
-	case mismatch != nil:
-		return fail(mismatch)
-	case tooLarge:
-		return nil, false, nil
-	}
-	j.ep.Fence()
-	return out, true, nil
 }

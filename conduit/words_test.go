@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -470,5 +471,46 @@ func TestWordsGatherRootsDiffer(t *testing.T) {
 	})
 	if res.Code != 1 || !strings.Contains(res.Why, "gather to team rank") {
 		t.Errorf("job ended %d (%q), %q; want an abort naming the roots", res.Code, res.Ends, res.Why)
+	}
+}
+
+// TestWordsCorrupt: a rank's area of words overwritten with ones (as 0xff
+// over its inbox's header does) between two barriers, of the leader or of
+// another rank, by dissemination or gathered and released, ends the job
+// with code 1, its reason naming that rank's corrupted inbox and the rank
+// that found it, at a barrier, an all-gather, a broadcast, a gather or an
+// all-to-all: whichever reads a word of it first that no rank wrote there
+// (a rank's own gather slot, at the latest). Nothing panics.
+func TestWordsCorrupt(t *testing.T) {
+	for _, m := range wordModes[:2] { // one group: every collective on words
+		for _, victim := range []int{0, 2} {
+			t.Run(fmt.Sprintf("%s/rank %d", m.name, victim), func(t *testing.T) {
+				const n = 4
+				res, _ := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
+					j.Barrier()
+					if j.Rank() == 1 {
+						a, err := j.bar.words.area(victim)
+						if err != nil {
+							t.Error(err)
+						}
+						for off := 0; off+8 <= len(a); off += 8 {
+							word(a, off).Store(^uint64(0))
+						}
+					}
+					for round := range 3 {
+						j.Barrier()
+						j.AllGather([]byte{byte(round)})
+						j.Broadcast(round%n, []byte{1})
+						j.World().Gather(round%n, []byte{2})
+						j.World().Alltoall(make([]byte, n))
+					}
+				})
+				why := regexp.MustCompile(fmt.Sprintf(`^rank %d: corrupted shared-memory inbox \(found by rank \d: .*\)$`, victim))
+				if res.Code != 1 || !why.MatchString(res.Why) {
+					t.Errorf("code %d, reason %q; want 1 and %s", res.Code, res.Why, why)
+				}
+				t.Logf("%s", res.Why)
+			})
+		}
 	}
 }
