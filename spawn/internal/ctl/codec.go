@@ -75,7 +75,8 @@ func (w Welcome) AppendBody(b []byte) []byte {
 	for _, k := range slices.Sorted(maps.Keys(w.Env)) {
 		b = varenc.AppendString(varenc.AppendString(b, k), w.Env[k])
 	}
-	return varenc.AppendBool(varenc.AppendInt(varenc.AppendInt(b, w.HostCount), w.HostCPUs), w.Crowded)
+	b = varenc.AppendBool(varenc.AppendInt(varenc.AppendInt(b, w.HostCount), w.HostCPUs), w.Crowded)
+	return varenc.AppendInt(b, w.Protocol)
 }
 
 func (w *Welcome) ReadBody(d *varenc.Decoder) {
@@ -96,6 +97,7 @@ func (w *Welcome) ReadBody(d *varenc.Decoder) {
 		w.Env[k] = d.String()
 	}
 	w.HostCount, w.HostCPUs, w.Crowded = d.Int(), d.Int(), d.Bool()
+	w.Protocol = d.Int()
 }
 
 func (c Coll) AppendBody(b []byte) []byte {

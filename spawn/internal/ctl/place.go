@@ -57,7 +57,7 @@ type Placement struct {
 // the rank.
 func (p Placement) Welcome(tab Table, r int) Welcome {
 	h := tab.Hosts[r]
-	return Welcome{Rank: r, Size: len(tab.Addrs), HostCount: p.OnHost[h], HostCPUs: p.CPUs[h], Crowded: p.Crowded}
+	return Welcome{Rank: r, Size: len(tab.Addrs), HostCount: p.OnHost[h], HostCPUs: p.CPUs[h], Crowded: p.Crowded, Protocol: Protocol}
 }
 
 // Place returns the placement of tab's ranks, cpus and masks holding the

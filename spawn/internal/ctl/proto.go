@@ -113,7 +113,16 @@ type Welcome struct {
 	// for every rank, so that all choose the same barrier algorithm
 	// (GASNET_BARRIER).
 	Crowded bool
+	// Protocol is the console's Protocol: a worker of another refuses
+	// the job (an older amudprun would not know a newer program's frames).
+	Protocol int
 }
+
+// Protocol numbers this version of the control protocol: a change of
+// frames or of their bodies changes it. A Welcome of an older console has
+// no Protocol, and an older worker cannot decode a newer Welcome: either
+// way the worker refuses the job in one line.
+const Protocol = 2
 
 // Oversubscribed reports whether this rank's host has more ranks than
 // CPUs for them (see the function Oversubscribed).

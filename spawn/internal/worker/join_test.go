@@ -3,9 +3,11 @@ package worker
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
@@ -46,7 +48,7 @@ func TestJoinSaysWhetherTheEnvironmentChanged(t *testing.T) {
 				var jn ctl.Join
 				ctl.DecodeBody(body, &jn)
 				joined <- jn
-				ctl.WriteFrame(cc, ctl.FrameWelcome, ctl.Welcome{Rank: 1, Size: 2, Env: tc.env})
+				ctl.WriteFrame(cc, ctl.FrameWelcome, ctl.Welcome{Rank: 1, Size: 2, Env: tc.env, Protocol: ctl.Protocol})
 			}()
 			w := &Worker{conn: wc, r: bufio.NewReader(wc)}
 			if err := w.Join(&envconf.Config{}, netip.MustParseAddrPort("127.0.0.1:9"), "/proc/1/fd/3", nil); err != nil {
@@ -90,4 +92,46 @@ func TestJoinAfterTheJobEnded(t *testing.T) {
 	if ExitCode(errors.New("other")) != 1 {
 		t.Errorf("ExitCode of another error is %d, want 1", ExitCode(errors.New("other")))
 	}
+}
+
+// TestJoinRefusesAnotherProtocol: a Welcome of another control protocol
+// (a console or amudprun of another version) is refused in one line, not
+// taken for one this program understands.
+func TestJoinRefusesAnotherProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"older", ctl.Welcome{Rank: 1, Size: 2, Protocol: ctl.Protocol - 1}.AppendBody(nil), fmt.Sprintf("the console speaks control protocol %d, this program %d", ctl.Protocol-1, ctl.Protocol)},
+		{"without one", welcomeWithoutProtocol(), "malformed welcome from the console (is it, or amudprun, built from another version"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wc, cc := net.Pipe()
+			go func() {
+				r := bufio.NewReader(cc)
+				if _, _, err := ctl.ReadFrame(r); err != nil {
+					return
+				}
+				ctl.WriteFrame(cc, ctl.FrameWelcome, rawBody(tc.body))
+			}()
+			w := &Worker{conn: wc, r: bufio.NewReader(wc)}
+			err := w.Join(&envconf.Config{}, netip.MustParseAddrPort("127.0.0.1:9"), "", nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Join: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// rawBody is a frame's body as given.
+type rawBody []byte
+
+func (r rawBody) AppendBody(b []byte) []byte { return append(b, r...) }
+
+// welcomeWithoutProtocol is a Welcome's body as a console before
+// ctl.Protocol wrote it: without the last field.
+func welcomeWithoutProtocol() []byte {
+	b := ctl.Welcome{Rank: 1, Size: 2}.AppendBody(nil)
+	return b[:len(b)-1] // Protocol 0 is one byte
 }

@@ -503,7 +503,10 @@ func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort, inbox string, net
 		return &EndedError{Code: c.Code}
 	}
 	if typ != ctl.FrameWelcome || ctl.DecodeBody(body, &w.wel) != nil {
-		return fmt.Errorf("malformed welcome from the console")
+		return fmt.Errorf("malformed welcome from the console (is it, or amudprun, built from another version of udpconduit than this program? they must match)")
+	}
+	if w.wel.Protocol != ctl.Protocol {
+		return fmt.Errorf("the console speaks control protocol %d, this program %d: build the console (or amudprun) and the program from the same version of udpconduit", w.wel.Protocol, ctl.Protocol)
 	}
 	if len(w.wel.Table) > 0 { // rank 0's
 		if err := w.SetTable(w.wel.Table); err != nil {
