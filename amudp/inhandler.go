@@ -59,6 +59,11 @@ var handlerEntries = [3]uintptr{
 // that calls deeper than this before it sends a request is not caught.
 const maxHandlerDepth = 128
 
+// InHandler reports whether the calling goroutine is running a handler of
+// e (any endpoint's, in fact: the frames are the same), for the calls a
+// handler must not make.
+func (e *Endpoint) InHandler() bool { return e.inHandler() }
+
 // inHandler reports whether the calling goroutine is running a handler of
 // e (any endpoint's, in fact: the frames are the same).
 func (e *Endpoint) inHandler() bool {

@@ -10,21 +10,28 @@ import (
 	"unicode"
 )
 
-// Finalize ends the job collectively, as UPC++'s finalize and MPI_Finalize
-// do: every rank calls it once its part of the job is done, and the job
-// ends once all have, with the highest code any of them passed. Until
+// Finalize ends the job collectively, as MPI_Finalize and UPC++'s
+// finalize do, except that it does not return: every rank calls it once
+// its part of the job is done, and the job ends once all have, with the
+// highest code any of them passed, and each process exits with it. Until
 // then the rank serves the others' requests: a rank that still makes
 // remote calls after the last barrier (a Get of a result, a check) gets
 // its answers, and what it prints after them is not lost. A rank first
 // waits until every request it sent has been answered. Another rank's
-// Exit, a failure or a stop signal ends the job at once, as always. It
-// does not return. Codes are 0..MaxExitCode, as Exit's; any other is
-// reported on stderr and counts as 1.
+// Exit, a failure or a stop signal ends the job at once, as always; an
+// Exit(0) then still ends it with the highest code passed to Finalize
+// before it. Codes are 0..MaxExitCode, as Exit's; any other is reported on
+// stderr and counts as 1.
 //
-// In a worker process any goroutine may call it. In RunLocal it ends the
-// calling goroutine (runtime.Goexit) once the job has ended.
+// Any goroutine of the program may call it, once; a handler must not (a
+// handler may only reply): there it aborts the job with 1. In RunLocal it
+// ends the calling goroutine (runtime.Goexit) once the job has ended.
 func (j *Job) Finalize(code int) {
 	j.enter()
+	if j.ep.InHandler() {
+		j.abortJob("conduit.Finalize called from inside a handler: accepted from the program's goroutines only (handlers may only reply)")
+		return // RunLocal: the rank ends at its next call
+	}
 	if code < 0 || code > MaxExitCode {
 		fmt.Fprintf(os.Stderr, "%s: rank %d: conduit.Finalize(%d): accepted: 0..%d; finalizing with 1\n", progName(), j.rank, code, MaxExitCode)
 		code = 1
@@ -32,14 +39,17 @@ func (j *Job) Finalize(code int) {
 	if err := j.ep.Drain(); err != nil {
 		j.done(err)
 		j.abortJob(fmt.Sprintf("Finalize: %v", err))
+		j.abort() // RunLocal: Abort returned
 	}
 	if err := j.ctl.Finalize(code); err != nil {
 		j.abortJob(err.Error())
+		j.abort()
 	}
 	for {
 		// Ends the rank when the console says the job has ended.
 		if err := j.wait(func() bool { return false }); err != nil {
 			j.abortJob(fmt.Sprintf("Finalize: %v", err))
+			j.abort()
 		}
 	}
 }

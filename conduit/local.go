@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,9 +24,12 @@ import (
 // job and cannot be called from inside RunLocal.
 //
 // program receives its rank's Job and calls its methods. The job ends when
-// every program has returned (code 0) or when one calls Job.Exit: its code
-// is the job's, and Exit ends the calling goroutine (runtime.Goexit) and
-// every other rank's at its next wait, as it ends processes. A rank that
+// every program has returned (code 0), when every rank has called
+// Job.Finalize (the highest code passed), or when one calls Job.Exit: its
+// code is the job's, and Exit ends the calling goroutine (runtime.Goexit)
+// and every other rank's at its next wait, as it ends processes. A rank
+// that returns while the others are all in Finalize ends the job with 1,
+// as a worker that returns from main while others run does. A rank that
 // computes without waiting runs on until it returns. A panic in a program
 // ends the whole process, as it would end a worker's.
 //
@@ -70,7 +74,7 @@ type localJob struct {
 // newLocalJob opens n endpoints with listen, configured by cfg (its Rank
 // and Reserved set here), and makes their Jobs under one localConsole.
 func newLocalJob(n int, listen func(i int) (amudp.Transport, error), cfg amudp.Config, exitTimeout time.Duration) (*localJob, error) {
-	c := &localConsole{n: n, ends: make([]string, n)}
+	c := &localConsole{n: n, ends: make([]string, n), finalized: make([]bool, n)}
 	lj := &localJob{c: c, jobs: make([]*Job, n)}
 	addrs := make([]netip.AddrPort, n)
 	for i := range n {
@@ -106,7 +110,7 @@ func (lj *localJob) start(program func(j *Job)) <-chan struct{} {
 	for i, j := range lj.jobs {
 		wg.Go(func() {
 			program(j)
-			lj.c.end(i, "returned")
+			lj.c.returned(i)
 		})
 	}
 	done := make(chan struct{})
@@ -135,10 +139,12 @@ type localConsole struct {
 	ends    []string // how each rank ended
 	why     string   // why the first abort aborted the job
 	by      string   // the first Exit, when it was Exit(0) ("rank 3's Exit(0)")
-	// finalized counts the ranks that called Finalize; final is the
-	// highest code they passed.
-	finalized, final int
-	terminating      atomic.Bool
+	// finalized says which ranks called Finalize, and final is the
+	// highest code they passed; done counts those that finalized or
+	// returned.
+	finalized   []bool
+	final, done int
+	terminating atomic.Bool
 }
 
 func (c *localConsole) wakeAll() {
@@ -150,10 +156,34 @@ func (c *localConsole) wakeAll() {
 // end records how rank ended (the first way only).
 func (c *localConsole) end(rank int, how string) {
 	c.mu.Lock()
+	c.endLocked(rank, how)
+	c.mu.Unlock()
+}
+
+func (c *localConsole) endLocked(rank int, how string) {
 	if c.ends[rank] == "" {
 		c.ends[rank] = how
 	}
-	c.mu.Unlock()
+}
+
+// returned records that rank's program returned. When every other rank
+// is in Finalize, that can never end the job by their rule: it ends with
+// 1, said on stderr, as a worker returning from main while others run
+// ends it.
+func (c *localConsole) returned(rank int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.endLocked(rank, "returned")
+	if c.finalized[rank] {
+		return
+	}
+	c.done++
+	if c.done == c.n && !c.codeSet && slices.Contains(c.finalized, true) {
+		fmt.Fprintf(os.Stderr, "%s: rank %d returned without calling Finalize or Exit while the other ranks were in Finalize; ending the job with 1\n", progName(), rank)
+		c.code, c.codeSet = 1, true
+		c.terminating.Store(true)
+		c.wakeAll()
+	}
 }
 
 // localRank is one rank's link to a localConsole: the control of its Job.
@@ -176,17 +206,20 @@ func (r localRank) ExitNow(in string) {
 }
 
 // Finalize ends the job, with the highest code passed, once every rank
-// has called it; the rank then waits for Terminating.
+// has called it (a rank's second call counts once); the rank then waits
+// for Terminating.
 func (r localRank) Finalize(code int) error {
 	c := r.c
 	c.mu.Lock()
-	c.finalized++
+	defer c.mu.Unlock()
+	if c.finalized[r.rank] || c.ends[r.rank] == "returned" {
+		return nil
+	}
+	c.finalized[r.rank] = true
 	c.final = max(c.final, code)
-	all := c.finalized == c.n
-	c.mu.Unlock()
-	r.c.end(r.rank, fmt.Sprintf("finalize %d", code))
-	if all {
-		c.setCode(c.final, false)
+	c.endLocked(r.rank, fmt.Sprintf("finalize %d", code))
+	if c.done++; c.done == c.n && !c.codeSet {
+		c.code, c.codeSet = c.final, true
 		c.terminating.Store(true)
 		c.wakeAll()
 	}
@@ -212,11 +245,18 @@ func (r localRank) Abort(code int, why string, _ time.Duration) {
 
 func (r localRank) Exit(code int, _ time.Duration) {
 	r.c.mu.Lock()
-	if r.c.by == "" && code == 0 && !r.c.codeSet {
-		r.c.by = fmt.Sprintf("rank %d's Exit(0)", r.rank)
+	if !r.c.codeSet {
+		// As the console's rule: an Exit(0) keeps a failure that a
+		// rank's Finalize reported before it.
+		r.c.code, r.c.codeSet = code, true
+		if code == 0 {
+			r.c.code = r.c.final
+		}
+		if r.c.code == 0 {
+			r.c.by = fmt.Sprintf("rank %d's Exit(0)", r.rank)
+		}
 	}
 	r.c.mu.Unlock()
-	r.c.setCode(code, false)
 	r.c.end(r.rank, fmt.Sprintf("exit %d", code))
 	r.c.terminating.Store(true)
 	r.c.wakeAll()

@@ -80,3 +80,19 @@ func TestFinalizeCodes(t *testing.T) {
 		checkNoSurvivors(t, marker, 3*time.Second)
 	}
 }
+
+// TestFinalizeMisuse: a rank in Finalize while the others wait in a
+// barrier is a hang the console ends (GASNET_HANG_WARN), naming Finalize;
+// an Exit(0) after a rank's Finalize(3) keeps the 3, said in one line.
+func TestFinalizeMisuse(t *testing.T) {
+	r := run(t, t.Name()+"barrier", []string{"GASNET_SPAWNFN=L", "GASNET_HANG_WARN=500ms"}, "ending", "3", "final-barrier")
+	if r.code != 1 || !strings.Contains(r.stderr, "rank 0 in Finalize; ranks 1-2 in barrier 1") {
+		t.Errorf("Finalize beside a barrier: exit %d, want 1 and a line naming both\nstderr:\n%s", r.code, r.stderr)
+	}
+	checkNoSurvivors(t, t.Name()+"barrier", 3*time.Second)
+	r = run(t, t.Name()+"exit", []string{"GASNET_SPAWNFN=L"}, "ending", "3", "final-exit")
+	if r.code != 3 || !regexp.MustCompile(`rank [12] called Exit\(0\) after rank 0 called Finalize\(3\): the job ends with 3`).MatchString(r.stderr) {
+		t.Errorf("Exit(0) after Finalize(3): exit %d, want 3 and the line\nstderr:\n%s", r.code, r.stderr)
+	}
+	checkNoSurvivors(t, t.Name()+"exit", 3*time.Second)
+}

@@ -501,6 +501,8 @@ func (j *job) stuck(now time.Time) (bool, string) {
 		switch {
 		case j.v.Done(r):
 			where = "ended"
+		case j.v.Finalized(r):
+			where = "in Finalize"
 		case c.where(r) != "":
 			where = c.where(r)
 		case j.cfg.Liveness > 0 && now.Sub(p.heard) >= j.cfg.Liveness/2:
@@ -523,6 +525,17 @@ func (j *job) stuck(now time.Time) (bool, string) {
 		parts = append(parts, fmt.Sprintf("%s %s %s", word, rankList(groups[w]), w))
 	}
 	return true, strings.Join(parts, "; ")
+}
+
+// finalizedBeside reports whether a rank is in Finalize while another
+// waits in a collective of the whole job, which can then never complete.
+func (j *job) finalizedBeside(waiting []ctl.Coll) bool {
+	final, inColl := false, false
+	for r, c := range waiting {
+		final = final || j.v.Finalized(r)
+		inColl = inColl || c.Kind != "" && !j.v.Finalized(r)
+	}
+	return final && inColl
 }
 
 // rankList writes ranks compactly: "0-3,7".
@@ -568,7 +581,7 @@ func (j *job) checkHang(now time.Time) {
 	}
 	if d := now.Sub(c.since); d >= next {
 		c.warned = next
-		if mismatched(c.waiting) || mismatchedTeams(c.teamWaits()) {
+		if mismatched(c.waiting) || mismatchedTeams(c.teamWaits()) || j.finalizedBeside(c.waiting) {
 			j.step(verdict.Abort{Code: 1, Why: fmt.Sprintf("the ranks called different collectives, which can never complete: %s; aborting the job", where)})
 			return
 		}

@@ -6,9 +6,10 @@
 // exit code once every process has ended. It does no I/O and reads no
 // clock, so every exit scenario is a table test (verdict_test.go).
 //
-// The rules (DESIGN.md §1): the job's code is the code of the first Exit,
+// The rules (DESIGN.md §1): the job's code is the code of the first Exit
+// (when it is 0, the highest code passed to Finalize before it, if any),
 // or, once every rank has called Finalize and none Exit, the highest code
-// they passed to Finalize; unless that is 0 and a rank ended otherwise
+// they passed; unless that is 0 and a rank ended otherwise
 // than the job told it to (a crash, a signal, an abort after Exit(0), a
 // rank that returned from main while others ran, a launcher that failed),
 // whose status then wins. A crash is never reported as success.
@@ -121,10 +122,11 @@ type Machine struct {
 	running, unjudged int
 	// returned are the ranks that ended without Exit while others run.
 	returned []int
-	// finalized counts the ranks that called Finalize, and final is the
-	// highest code they passed.
-	finalized, final int
-	out              []any
+	// finalized counts the ranks that called Finalize, final is the
+	// highest code they passed, and finalRank the first rank that passed
+	// it.
+	finalized, final, finalRank int
+	out                         []any
 }
 
 type rank struct {
@@ -168,11 +170,16 @@ func (m *Machine) Heard(r int) bool {
 	return !m.ranks[r].ended && !m.ranks[r].exited && !m.ranks[r].closed
 }
 
+// Finalized reports whether rank r has called Finalize.
+func (m *Machine) Finalized(r int) bool { return m.ranks[r].finalized }
+
 // Done reports whether rank r has ended: its process's status came, or it
 // called Exit.
 func (m *Machine) Done(r int) bool { return m.ranks[r].ended || m.ranks[r].exited }
 
-// Code returns the job's exit code: the first Exit's, unless that is 0 and
+// Code returns the job's exit code: the first Exit's (or, when that is 0,
+// the highest code passed to Finalize before it), or the highest code
+// passed to Finalize once every rank has called it; unless that is 0 and
 // a rank ended abnormally; 0 when every rank ended with 0 without Exit.
 func (m *Machine) Code() int {
 	switch {
@@ -252,11 +259,15 @@ func (m *Machine) exit(e Exit) {
 			m.end(e.Code, "")
 			return
 		}
-		by := ""
-		if e.Code == 0 {
-			by = fmt.Sprintf("rank %d's Exit(0)", e.Rank)
+		switch {
+		case e.Code == 0 && m.final > 0:
+			m.sayf("rank %d called Exit(0) after rank %d called Finalize(%d): the job ends with %d", e.Rank, m.finalRank, m.final, m.final)
+			m.end(m.final, "")
+		case e.Code == 0:
+			m.end(0, fmt.Sprintf("rank %d's Exit(0)", e.Rank))
+		default:
+			m.end(e.Code, "")
 		}
-		m.end(e.Code, by)
 		return
 	}
 	if e.Why != "" && e.Code != 0 && m.code == 0 && m.abnormal == 0 {
@@ -285,7 +296,9 @@ func (m *Machine) finalize(e Finalize) {
 	}
 	r.finalized = true
 	m.finalized++
-	m.final = max(m.final, e.Code)
+	if e.Code > m.final {
+		m.final, m.finalRank = e.Code, e.Rank
+	}
 	if m.finalized == len(m.ranks) {
 		m.end(m.final, "")
 	}

@@ -34,8 +34,7 @@ func gone(r, code int) []any { return []any{Closed{Rank: r}, status(r, code)} }
 // exited is a rank that calls Exit(code) and ends with that code.
 func exited(r, code int) []any { return append([]any{Exit{Rank: r, Code: code}}, gone(r, code)...) }
 
-// finalized is a rank that calls Finalize(code) and, told the job's
-// code, ends with it (end).
+// finalized is a rank's Finalize(code) frame.
 func finalized(r, code int) []any { return []any{Finalize{Rank: r, Code: code}} }
 
 func cat(parts ...[]any) []any {
@@ -82,6 +81,8 @@ func TestScenarios(t *testing.T) {
 		{"Finalize on every rank: the highest code", true, 3, cat(finalized(0, 0), finalized(1, 4), finalized(2, 2), gone(0, 4), gone(1, 4), gone(2, 4)), 4, nil},
 		{"Finalize(0) on every rank", true, 2, cat(finalized(1, 0), finalized(0, 0), gone(0, 0), gone(1, 0)), 0, nil},
 		{"an Exit while others finalize ends the job at once", true, 3, cat(finalized(0, 6), exited(1, 2), gone(0, 2), gone(2, 2)), 2, nil},
+		{"an Exit(0) keeps a failure Finalize reported", true, 3, cat(finalized(2, 0), finalized(0, 3), exited(1, 0), gone(0, 3), gone(2, 3)), 3,
+			[]string{"rank 1 called Exit(0) after rank 0 called Finalize(3): the job ends with 3"}},
 		{"a crash while the others finalize", true, 3, cat(finalized(0, 0), finalized(1, 0), gone(2, 139), gone(0, 139), gone(1, 139)), 139,
 			[]string{"rank 2 (pid 102 on h) ended without exiting: signal 11; aborting the job"}},
 		{"a return from main while the others finalize", true, 2, cat(finalized(0, 0), gone(1, 0), []any{ReturnTimeout{}}, gone(0, 1)), 1,

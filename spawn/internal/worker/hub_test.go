@@ -245,7 +245,8 @@ func TestHubRankGone(t *testing.T) {
 // at a time; one that stops answering is killed, and so are ranks that
 // answer but stay past maxProbes.
 func TestHubStragglers(t *testing.T) {
-	const timeout = 100 * time.Millisecond
+	// Long enough for a pong to come back within it on a loaded host.
+	const timeout = 400 * time.Millisecond
 	// answer makes f answer every ping until stop is closed, and counts
 	// the pings.
 	answer := func(f *fakeRank, stop <-chan struct{}) *atomic.Int32 {
@@ -296,7 +297,7 @@ func TestHubStragglers(t *testing.T) {
 	}
 	answer(b, nil)
 	closeB := b.c.Close
-	time.AfterFunc(3*timeout, func() { closeB() })
+	time.AfterFunc(5*timeout/2, func() { closeB() })
 	if _, killed := killedAfter(r); killed != -1 {
 		t.Errorf("a rank that answered its pings and then ended was killed with %d", killed)
 	}

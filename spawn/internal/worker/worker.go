@@ -124,6 +124,7 @@ func (w *Worker) AtExit(f func()) { w.atExit.Store(&f) }
 // a directly launched rank ending with 0 whose PMI session is still open
 // (srun) ends it, so that the launcher takes its end as the job's.
 func (w *Worker) exit(code int) {
+	w.endSaid.Store(true) // ending through the library: nothing to say
 	w.exitOnce.Do(func() {
 		if f := w.atExit.Load(); f != nil {
 			(*f)()

@@ -7,6 +7,8 @@
 //	                       the last rank and prints it; the others Exit(0)
 //	ending N lastget-final the same, every rank ending with Finalize(0)
 //	ending N final-codes   every rank calls Finalize(rank % 3)
+//	ending N final-barrier rank 0 calls Finalize(0), the others Barrier
+//	ending N final-exit    rank 0 calls Finalize(3), then the others Exit(0)
 //
 // A rank whose call fails says so on stderr and ends the job with 1.
 package main
@@ -28,7 +30,7 @@ func check(what string, err error) {
 }
 
 func main() {
-	conduit.Usage = "broadcast|allreduce|lastget-exit|lastget-final|final-codes"
+	conduit.Usage = "broadcast|allreduce|lastget-exit|lastget-final|final-codes|final-barrier|final-exit"
 	conduit.Init()
 	r, n := conduit.Rank(), conduit.Size()
 	seg, err := conduit.Attach(nil, 4096)
@@ -65,6 +67,18 @@ func main() {
 		conduit.Finalize(0)
 	case "final-codes":
 		conduit.Finalize(r % 3)
+	case "final-barrier":
+		if r == 0 {
+			conduit.Finalize(0)
+		}
+		check("Barrier", conduit.Barrier())
+		conduit.Exit(0)
+	case "final-exit":
+		if r == 0 {
+			conduit.Finalize(3)
+		}
+		time.Sleep(200 * time.Millisecond) // rank 0's Finalize comes first
+		conduit.Exit(0)
 	}
 	if r == 0 {
 		fmt.Fprintf(os.Stderr, "ending: mode %q: accepted: %s\n", mode, conduit.Usage)
