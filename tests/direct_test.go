@@ -205,7 +205,7 @@ func TestDirectLaunchFaults(t *testing.T) {
 			defer cancel()
 			argv := append(append([]string{}, l.cmd[1:]...), "3", filepath.Join(bin, "testam"), "-iters", "100000000")
 			cmd := exec.CommandContext(ctx, l.cmd[0], argv...)
-			cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name())
+			cmd.Env = append(os.Environ(), markerVar(t.Name()))
 			var errb bytes.Buffer
 			cmd.Stderr = &errb
 			if err := cmd.Start(); err != nil {
@@ -243,7 +243,7 @@ func directStopped(t *testing.T, l directLauncher, stopped int, sig syscall.Sign
 	defer cancel()
 	argv := append(append([]string{}, l.cmd[1:]...), "3", filepath.Join(bin, "testam"), "-iters", "100000000")
 	cmd := exec.CommandContext(ctx, l.cmd[0], argv...)
-	cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name(), "GASNET_LIVENESS_TIMEOUT=2s")
+	cmd.Env = append(os.Environ(), markerVar(t.Name()), "GASNET_LIVENESS_TIMEOUT=2s")
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
@@ -280,16 +280,15 @@ func directStopped(t *testing.T, l directLauncher, stopped int, sig syscall.Sign
 // taskPID returns the pid of the task of rank whose environment holds
 // marker (PMI_RANK, which both launchers set), or 0.
 func taskPID(marker string, rank int) int {
-	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil || !bytes.Contains(b, []byte("UDPCONDUIT_TEST_MARKER="+marker+"\x00")) || !bytes.Contains(b, []byte("\x00PMI_RANK="+strconv.Itoa(rank)+"\x00")) {
+	for _, dir := range marked(marker) {
+		b, _ := os.ReadFile(dir + "/environ")
+		if !bytes.Contains(b, []byte("\x00PMI_RANK="+strconv.Itoa(rank)+"\x00")) {
 			continue
 		}
-		if cmdline, _ := os.ReadFile(filepath.Dir(p) + "/cmdline"); !bytes.Contains(cmdline, []byte("testam")) {
+		if cmdline, _ := os.ReadFile(dir + "/cmdline"); !bytes.Contains(cmdline, []byte("testam")) {
 			continue
 		}
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		pid, _ := strconv.Atoi(filepath.Base(dir))
 		return pid
 	}
 	return 0

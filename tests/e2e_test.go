@@ -267,7 +267,7 @@ func TestSlowReaderGetsAllOutput(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "printer"), fmt.Sprint(n))
-		cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "GASNET_SPAWNFN=L", "GASNET_EXIT_TIMEOUT=200ms", "LINES="+fmt.Sprint(lines))
+		cmd.Env = append(os.Environ(), markerVar(marker), "GASNET_SPAWNFN=L", "GASNET_EXIT_TIMEOUT=200ms", "LINES="+fmt.Sprint(lines))
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.StdoutPipe()
@@ -473,24 +473,23 @@ func TestConsoleCostPerWorker(t *testing.T) {
 }
 
 // TestSecretOutOfLocalWorkersEnvironment: under L, the job secret is in no
-// process's environment (/proc/PID/environ lasts a process's life) nor on
-// any command line; the workers read it from the control connection they
+// environment (/proc/PID/environ lasts a process's life) nor on any
+// command line of the job's processes; the workers read it from the control connection they
 // inherit (a socket, not a TCP connection to the console).
 func TestSecretOutOfLocalWorkersEnvironment(t *testing.T) {
 	marker := t.Name()
 	cmd, _ := startWaitingJob(t, marker, "GASNET_SPAWNFN=L")
 	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
-	procs, _ := filepath.Glob("/proc/[0-9]*")
 	workers := 0
-	for _, p := range procs {
-		env, err := os.ReadFile(p + "/environ")
-		if err != nil || !bytes.Contains(env, []byte("UDPCONDUIT_TEST_MARKER="+marker+"\x00")) {
-			continue
-		}
+	for _, dir := range ownProcs(marker) {
+		env, _ := os.ReadFile(dir + "/environ")
 		if bytes.Contains(env, []byte("GASNET_SPAWN_SECRET=")) {
-			t.Errorf("pid %s has the job secret in its environment", filepath.Base(p))
+			t.Errorf("pid %s has the job secret in its environment", filepath.Base(dir))
 		}
-		if bytes.Contains(env, []byte("GASNET_SPAWN_CONN_FD=3")) {
+		if cmdline, _ := os.ReadFile(dir + "/cmdline"); bytes.Contains(cmdline, []byte("GASNET_SPAWN_SECRET")) {
+			t.Errorf("pid %s has the job secret on its command line", filepath.Base(dir))
+		}
+		if hasMarker(env, marker) && bytes.Contains(env, []byte("GASNET_SPAWN_CONN_FD=3")) {
 			workers++
 		}
 	}

@@ -329,12 +329,8 @@ func TestHostileDatagrams(t *testing.T) {
 // of the job with the given marker (L workers have it there).
 func consoleAddr(t *testing.T, marker string) string {
 	t.Helper()
-	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil || !bytes.Contains(b, []byte("UDPCONDUIT_TEST_MARKER="+marker+"\x00")) {
-			continue
-		}
+	for _, dir := range marked(marker) {
+		b, _ := os.ReadFile(dir + "/environ")
 		for _, kv := range bytes.Split(b, []byte{0}) {
 			if v, ok := bytes.CutPrefix(kv, []byte("GASNET_SPAWN_MASTER=")); ok {
 				return string(v)

@@ -34,7 +34,7 @@ func run(t *testing.T, marker string, env []string, prog string, args ...string)
 // for signal N) and output; the test fails if ctx expires first.
 func runCmd(t *testing.T, ctx context.Context, cmd *exec.Cmd, marker string, env []string, prog string, args []string) result {
 	t.Helper()
-	cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker), env...)
+	cmd.Env = append(append(os.Environ(), markerVar(marker)), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -66,7 +66,7 @@ func startWaitingJob(t *testing.T, marker string, env ...string) (*exec.Cmd, *sy
 func startPrinter(t *testing.T, marker string, n int, mode, ready string, env ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(bin, "printer"), fmt.Sprint(n), mode)
-	cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker), env...)
+	cmd.Env = append(append(os.Environ(), markerVar(marker)), env...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

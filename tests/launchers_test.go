@@ -243,7 +243,7 @@ func TestCustomServers(t *testing.T) {
 func TestSlurmAllocation(t *testing.T) {
 	needSlurm(t)
 	cmd := exec.Command("salloc", "-n", "4", "--immediate=20", bin+"/hello", "4", "x")
-	cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name(), "GASNET_VERBOSEENV=1")
+	cmd.Env = append(os.Environ(), markerVar(t.Name()), "GASNET_VERBOSEENV=1")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -274,7 +274,7 @@ func TestDirectLaunchTrap(t *testing.T) {
 		line := strings.Replace(strings.Replace(l.template, "%N", "3", 1), "%C", bin+"/hello 3", 1)
 		f := strings.Fields(line)
 		cmd := exec.Command(f[0], f[1:]...)
-		cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name()), l.env...)
+		cmd.Env = append(append(os.Environ(), markerVar(t.Name())), l.env...)
 		if l.name == "mpich" {
 			cmd.Env = append(cmd.Env, "GASNET_DIRECT_LAUNCH=0")
 		}

@@ -147,7 +147,7 @@ func TestSSHKillConsole(t *testing.T) {
 		t.Run(c.mode, func(t *testing.T) {
 			marker := t.Name()
 			cmd := exec.Command(filepath.Join(bin, "printer"), "3", c.mode)
-			cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "LINES=1"), sshEnv(servers, config)...)
+			cmd.Env = append(append(os.Environ(), markerVar(marker), "LINES=1"), sshEnv(servers, config)...)
 			out := &syncBuffer{}
 			cmd.Stdout, cmd.Stderr = out, out
 			if err := cmd.Start(); err != nil {
@@ -160,9 +160,9 @@ func TestSSHKillConsole(t *testing.T) {
 				}
 			}
 			// The secret went down stdin: no environment or command line
-			// of any process holds it.
-			procs, _ := filepath.Glob("/proc/[0-9]*")
-			for _, p := range procs {
+			// of the job's processes (the console, its ssh clients, the
+			// sshd sessions and the workers) holds it.
+			for _, p := range ownProcs(marker) {
 				for _, f := range []string{"/environ", "/cmdline"} {
 					if b, _ := os.ReadFile(p + f); strings.Contains(string(b), "GASNET_SPAWN_SECRET=") {
 						t.Errorf("pid %s has GASNET_SPAWN_SECRET= in its %s", filepath.Base(p), f[1:])
@@ -303,7 +303,7 @@ func TestSSHStaging(t *testing.T) {
 	runProg := func(t *testing.T, say string) {
 		t.Helper()
 		cmd := exec.Command(prog, "2", "x")
-		cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name()), env...)
+		cmd.Env = append(append(os.Environ(), markerVar(t.Name())), env...)
 		var out, errb strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {

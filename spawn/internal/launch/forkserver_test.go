@@ -204,14 +204,18 @@ func serverOf(t *testing.T) int {
 			if err != nil {
 				continue
 			}
-			stat, err1 := os.ReadFile("/proc/" + e.Name() + "/stat")
-			env, err2 := os.ReadFile("/proc/" + e.Name() + "/environ")
-			// stat: pid (comm) state ppid ...; comm may hold blanks.
-			if err1 != nil || err2 != nil {
+			// Only this process's children: their parent first (stat:
+			// pid (comm) state ppid ...; comm may hold blanks), then the
+			// marker in their environment.
+			stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
 				continue
 			}
 			fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-			if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) && strings.Contains(string(env), ctl.EnvForkServer+"=") {
+			if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
+				continue
+			}
+			if env, err := os.ReadFile("/proc/" + e.Name() + "/environ"); err == nil && strings.Contains(string(env), ctl.EnvForkServer+"=") {
 				return pid
 			}
 		}
