@@ -31,15 +31,21 @@ func run(t *testing.T, marker string, env []string, prog string, args ...string)
 
 // runCmd runs cmd, a job's program prog (for messages), with the marker and
 // env added to this process's environment, and returns its exit code (128+N
-// for signal N) and output; the test fails if ctx expires first.
+// for signal N) and output; the test fails if ctx expires first, once it
+// has killed the job's processes that are left (a launcher waiting for
+// resources, its tasks).
 func runCmd(t *testing.T, ctx context.Context, cmd *exec.Cmd, marker string, env []string, prog string, args []string) result {
 	t.Helper()
 	cmd.Env = append(append(os.Environ(), markerVar(marker)), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	// Once ctx has killed cmd, the processes it started may hold its
+	// output open; Wait waits no longer for them.
+	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("%s %v: timed out\nstderr:\n%s", prog, args, errb.String())
+		left := killMarked(marker)
+		t.Fatalf("%s %v: timed out; killed what was left of the job: %q\nstderr:\n%s", prog, args, left, errb.String())
 	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -69,10 +75,11 @@ func startPrinter(t *testing.T, marker string, n int, mode, ready string, env ..
 	cmd.Env = append(append(os.Environ(), markerVar(marker)), env...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 5 * time.Second // after a kill, no wait for the output of what it started
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); killMarked(marker) })
 	for deadline := time.Now().Add(20 * time.Second); strings.Count(out.String(), ready) != n; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%q does not appear %d times within 20 s; the job's output:\n%s", ready, n, out.String())

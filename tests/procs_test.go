@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -114,6 +115,19 @@ func survivors(marker string) []string {
 		out = append(out, filepath.Base(dir)+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
 	}
 	return out
+}
+
+// killMarked kills (SIGKILL) the live processes whose environment holds
+// marker, and lists them.
+func killMarked(marker string) []string {
+	s := survivors(marker)
+	for _, p := range s {
+		pid, _ := strconv.Atoi(strings.Fields(p)[0])
+		if pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	return s
 }
 
 func checkNoSurvivors(t *testing.T, marker string, within time.Duration) {
