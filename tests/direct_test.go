@@ -31,7 +31,7 @@ func TestPMIProbe(t *testing.T) {
 		version int
 		setup   func(t *testing.T)
 	}{
-		{"srun", []string{"srun", "--mpi=pmi2", "-O", "-s", "-n"}, 2, needSlurm},
+		{"srun", []string{"srun", "--mpi=pmi2", "-O", "-n"}, 2, needSlurm},
 		{"mpich", []string{"mpiexec.hydra", "-n"}, 1, needCommand("mpiexec.hydra", "mpich")},
 	} {
 		t.Run(l.name, func(t *testing.T) {
@@ -70,7 +70,7 @@ type directLauncher struct {
 // under which a program's tasks are the job's ranks, without a console
 // (GASNET_DIRECT_LAUNCH, on by default).
 var directLaunchers = []directLauncher{
-	{"srun", []string{"srun", "--mpi=pmi2", "-O", "-s", "-n"}, needSlurm},
+	{"srun", []string{"srun", "--mpi=pmi2", "-O", "-n"}, needSlurm},
 	{"mpich", []string{"mpiexec.hydra", "-n"}, needCommand("mpiexec.hydra", "mpich")},
 }
 

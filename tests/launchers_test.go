@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // launcher is a real launcher the C spawner is tested with.
@@ -29,10 +30,10 @@ type launcher struct {
 
 var launchers = []launcher{
 	{
-		// -O -s: more tasks than CPUs, and CPUs shared with the steps of
-		// earlier tests that SLURM is still cleaning up (else a step may
-		// queue for them).
-		name: "srun", template: "srun -O -s -n %N %C", labelled: "srun -O -s -l -n %N %C",
+		// -O: more tasks than CPUs, on one CPU. Not -s (--oversubscribe):
+		// such a job never shares a node with a job that did not ask
+		// for it (a user's), and waits for it to end.
+		name: "srun", template: "srun -O -n %N %C", labelled: "srun -O -l -n %N %C",
 		label: regexp.MustCompile(`^ *(\d+): (.*)$`), rankVar: "SLURM_PROCID", setup: needSlurm,
 	},
 	{
@@ -224,7 +225,7 @@ func TestCustomSpawnerErrors(t *testing.T) {
 // TestCustomServers: %M expands to the first N servers, and the verbose
 // mode prints the expanded command line.
 func TestCustomServers(t *testing.T) {
-	needSlurm(t)
+	needSlurmCPUs(t, 3) // srun -n 3, without -O
 	r := run(t, t.Name(), []string{"GASNET_SPAWNFN=C", "GASNET_VERBOSEENV=1", "GASNET_CSPAWN_SERVERS=h1,h2 h3;h4",
 		"GASNET_CSPAWN_CMD=echo hosts: %M >&2; srun -n %N %C"}, "hello", "3")
 	if r.code != 0 {
@@ -241,8 +242,9 @@ func TestCustomServers(t *testing.T) {
 // starts its workers with srun, ranks = SLURM_PROCID, and says so in
 // verbose mode.
 func TestSlurmAllocation(t *testing.T) {
-	needSlurm(t)
-	cmd := exec.Command("salloc", "-n", "4", "--immediate=20", bin+"/hello", "4", "x")
+	needSlurmCPUs(t, 4)
+	immediate := fmt.Sprintf("--immediate=%d", int(testbound.For(t, 20*time.Second).Seconds()))
+	cmd := exec.Command("salloc", "-J", slurmJobName(), "-n", "4", immediate, bin+"/hello", "4", "x")
 	cmd.Env = append(os.Environ(), markerVar(t.Name()), "GASNET_VERBOSEENV=1")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
