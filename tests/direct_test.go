@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // Direct launch: PMI launchers (srun --mpi=pmi2, mpiexec.hydra) start a
@@ -37,7 +38,7 @@ func TestPMIProbe(t *testing.T) {
 		t.Run(l.name, func(t *testing.T) {
 			l.setup(t)
 			for _, n := range []int{4, 8} {
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
 				args := append(append([]string{}, l.cmd[1:]...), fmt.Sprint(n), filepath.Join(bin, "pmiprobe"))
 				out, err := exec.CommandContext(ctx, l.cmd[0], args...).CombinedOutput()
 				cancel()
@@ -79,7 +80,7 @@ var directLaunchers = []directLauncher{
 // its arguments) when it is not empty.
 func directLaunch(t *testing.T, l directLauncher, n int, env []string, wrap, prog string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
 	defer cancel()
 	argv := append(append([]string{}, l.cmd[1:]...), fmt.Sprint(n))
 	if wrap != "" {
@@ -201,7 +202,7 @@ func TestDirectLaunchFaults(t *testing.T) {
 		t.Run(l.name+"-killed-1", func(t *testing.T) { directStopped(t, l, 1, syscall.SIGKILL) })
 		t.Run(l.name+"-interrupt", func(t *testing.T) {
 			l.setup(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
 			defer cancel()
 			argv := append(append([]string{}, l.cmd[1:]...), "3", filepath.Join(bin, "testam"), "-iters", "100000000")
 			cmd := exec.CommandContext(ctx, l.cmd[0], argv...)
@@ -212,7 +213,7 @@ func TestDirectLaunchFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Interrupt once the launcher and the tasks run.
-			for deadline := time.Now().Add(30 * time.Second); len(survivors(t.Name())) < 4 && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(testbound.For(t, 30*time.Second)); len(survivors(t.Name())) < 4 && time.Now().Before(deadline); {
 				time.Sleep(50 * time.Millisecond)
 			}
 			time.Sleep(time.Second)
@@ -239,7 +240,7 @@ func TestDirectLaunchFaults(t *testing.T) {
 // with nothing left.
 func directStopped(t *testing.T, l directLauncher, stopped int, sig syscall.Signal) {
 	l.setup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
 	defer cancel()
 	argv := append(append([]string{}, l.cmd[1:]...), "3", filepath.Join(bin, "testam"), "-iters", "100000000")
 	cmd := exec.CommandContext(ctx, l.cmd[0], argv...)
@@ -250,7 +251,7 @@ func directStopped(t *testing.T, l directLauncher, stopped int, sig syscall.Sign
 		t.Fatal(err)
 	}
 	pid := 0
-	for deadline := time.Now().Add(30 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(testbound.For(t, 30*time.Second)); pid == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		pid = taskPID(t.Name(), stopped)
 	}
 	if pid == 0 {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 var bin string
@@ -264,7 +265,7 @@ func TestSlowReaderGetsAllOutput(t *testing.T) {
 	const n, lines = 4, 1000 // 4 goroutines each: 5.4 MB
 	for _, broken := range []bool{false, true} {
 		marker := fmt.Sprint(t.Name(), broken)
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
 		defer cancel()
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "printer"), fmt.Sprint(n))
 		cmd.Env = append(os.Environ(), markerVar(marker), "GASNET_SPAWNFN=L", "GASNET_EXIT_TIMEOUT=200ms", "LINES="+fmt.Sprint(lines))
@@ -343,14 +344,14 @@ func TestKillConsoleEndsWorkers(t *testing.T) {
 // console for GASNET_LIVENESS_TIMEOUT (1 s here; the console, stopped with
 // SIGSTOP, sends no ping) end themselves, idle as they are in the network,
 // saying why, instead of waiting for a console that may never come back
-// (a host cut off from it). 15 s bounds a hang.
+// (a host cut off from it). 15 s (scaled) bounds a hang.
 func TestWorkersEndWithoutTheirConsole(t *testing.T) {
 	marker := t.Name()
 	cmd, out := startWaitingJob(t, marker, "GASNET_LIVENESS_TIMEOUT=1s")
 	cmd.Process.Signal(syscall.SIGSTOP)
 	console := fmt.Sprint(cmd.Process.Pid)
 	var left []string
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(testbound.For(t, 15*time.Second)); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		left = left[:0]
 		for _, s := range survivors(marker) {
 			if !strings.HasPrefix(s, console+" ") {
@@ -568,7 +569,7 @@ func TestUnreachableRankOneLineEach(t *testing.T) {
 		"GASNET_REQUESTTIMEOUT_INITIAL=1000", "GASNET_REQUESTTIMEOUT_MAX=500000")
 	syscall.Kill(lastRankPID(t, out, 4), syscall.SIGSTOP)
 	stopped := time.Now()
-	for !strings.Contains(out.String(), "is unreachable") && time.Since(stopped) < 20*time.Second {
+	for bound := testbound.For(t, 20*time.Second); !strings.Contains(out.String(), "is unreachable") && time.Since(stopped) < bound; {
 		time.Sleep(time.Millisecond)
 	}
 	said := time.Since(stopped)

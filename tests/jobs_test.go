@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // Running the tests' jobs: a program of the job under a marker, its
@@ -24,7 +27,7 @@ type result struct {
 // run runs a job under a unique marker in its environment and bounds its time.
 func run(t *testing.T, marker string, env []string, prog string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
 	defer cancel()
 	return runCmd(t, ctx, exec.CommandContext(ctx, filepath.Join(bin, prog), args...), marker, env, prog, args)
 }
@@ -80,9 +83,10 @@ func startPrinter(t *testing.T, marker string, n int, mode, ready string, env ..
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); killMarked(marker) })
-	for deadline := time.Now().Add(20 * time.Second); strings.Count(out.String(), ready) != n; time.Sleep(20 * time.Millisecond) {
+	bound := testbound.For(t, 20*time.Second)
+	for deadline := time.Now().Add(bound); strings.Count(out.String(), ready) != n; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%q does not appear %d times within 20 s; the job's output:\n%s", ready, n, out.String())
+			t.Fatalf("%q does not appear %d times within %v; the job's output:\n%s", ready, n, bound, out.String())
 		}
 	}
 	return cmd, out
@@ -108,25 +112,36 @@ func rankPID(t *testing.T, out *syncBuffer, r int) int {
 	return pid
 }
 
-// waitEnd waits for cmd to end, failing the test after within.
+// waitEnd waits for cmd to end, failing the test after within (the time
+// the end takes on a quiet machine; scaled).
 func waitEnd(t *testing.T, cmd *exec.Cmd, out *syncBuffer, within time.Duration) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
+	bound := testbound.For(t, within)
 	select {
 	case <-done:
-	case <-time.After(within):
-		t.Fatalf("the job did not end within %v:\n%s", within, out.String())
+	case <-time.After(bound):
+		t.Fatalf("the job did not end within %v:\n%s", bound, out.String())
 	}
 }
 
+// waitFor waits for cond, failing the test after 20 s (scaled).
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	bound := testbound.For(t, 20*time.Second)
+	deadline := time.Now().Add(bound)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("timed out")
+			t.Fatalf("timed out after %v", bound)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// sortedLines is the lines of s, sorted.
+func sortedLines(s string) []string {
+	got := strings.Split(strings.TrimSpace(s), "\n")
+	sort.Strings(got)
+	return got
 }

@@ -335,7 +335,7 @@ func TestBoundRanksAreNotCrowded(t *testing.T) {
 	if strings.Contains(r.stderr, "GOMAXPROCS=1") {
 		t.Errorf("mpirun --bind-to core: bound ranks judged crowded:\n%s", r.stderr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "taskset", "-c", "0", filepath.Join(bin, "hello"), "2")
 	r = runCmd(t, ctx, cmd, t.Name()+"taskset", []string{"GASNET_SPAWNFN=L", "GASNET_VERBOSEENV=1"}, "hello", []string{"2"})

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // The processes of a test's job: the ones left after it ends, and where
@@ -130,16 +132,19 @@ func killMarked(marker string) []string {
 	return s
 }
 
+// checkNoSurvivors fails the test if processes of the job marker are left
+// after within (the time their end takes on a quiet machine; scaled).
 func checkNoSurvivors(t *testing.T, marker string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	bound := testbound.For(t, within)
+	deadline := time.Now().Add(bound)
 	for {
 		s := survivors(marker)
 		if len(s) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("processes of the job survive after %v:\n%s", within, strings.Join(s, "\n"))
+			t.Fatalf("processes of the job survive after %v:\n%s", bound, strings.Join(s, "\n"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

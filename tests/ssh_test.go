@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // sshEnv is the environment of a job on the S spawner with the given
@@ -31,12 +32,6 @@ func helloLines(hosts []string, args string) []string {
 	}
 	sort.Strings(want)
 	return want
-}
-
-func sortedLines(s string) []string {
-	got := strings.Split(strings.TrimSpace(s), "\n")
-	sort.Strings(got)
-	return got
 }
 
 // TestSSHLoopback runs hello and testcore over a real sshd on loopback,
@@ -154,14 +149,14 @@ func TestSSHKillConsole(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), c.ready) || len(survivors(marker)) != 4; time.Sleep(20 * time.Millisecond) {
+			bound := testbound.For(t, 20*time.Second)
+			for deadline := time.Now().Add(bound); !strings.Contains(out.String(), c.ready) || len(survivors(marker)) != 4; time.Sleep(20 * time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatalf("the console and 3 workers are not all running after 20 s:\n%s\noutput:\n%s", strings.Join(survivors(marker), "\n"), out.String())
+					t.Fatalf("the console and 3 workers are not all running after %v:\n%s\noutput:\n%s", bound, strings.Join(survivors(marker), "\n"), out.String())
 				}
 			}
 			// The secret went down stdin: no environment or command line
-			// of the job's processes (the console, its ssh clients, the
-			// sshd sessions and the workers) holds it.
+			// of the job's processes (console, sshd sessions, workers) has it.
 			for _, p := range ownProcs(marker) {
 				for _, f := range []string{"/environ", "/cmdline"} {
 					if b, _ := os.ReadFile(p + f); strings.Contains(string(b), "GASNET_SPAWN_SECRET=") {
