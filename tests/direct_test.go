@@ -167,7 +167,11 @@ func TestDirectLaunchExits(t *testing.T) {
 // the job non-zero within GASNET_LIVENESS_TIMEOUT, named, and so does rank
 // 1 killed (SIGKILL); and an
 // interrupt of the launcher (twice for srun, as a user's Ctrl-C Ctrl-C; once for Hydra)
-// ends a running job non-zero. Nothing of the job is left.
+// ends a running job, non-zero under srun; under Hydra the ranks say so
+// (code 130), and Hydra's own status is not checked: after a Ctrl-C it
+// is 0 about one run in ten on a loaded machine, every rank having
+// exited 130 (seen with a wrapper logging each rank's status). Nothing
+// of the job is left.
 func TestDirectLaunchFaults(t *testing.T) {
 	// skip is a wrapper that exits at once on the ranks named (as "0 1").
 	skip := func(ranks string) string {
@@ -226,8 +230,11 @@ func TestDirectLaunchFaults(t *testing.T) {
 				cmd.Process.Signal(syscall.SIGINT)
 			}
 			err := cmd.Wait()
-			if ctx.Err() != nil || err == nil {
+			switch said := "aborted the job (code 130): rank "; {
+			case ctx.Err() != nil || err == nil && l.name != "mpich":
 				t.Errorf("interrupted: %v (timed out: %v), want a non-zero end\nstderr:\n%s", err, ctx.Err() != nil, errb.String())
+			case l.name == "mpich" && (!strings.Contains(errb.String(), said) || !strings.Contains(errb.String(), "was signalled to stop (interrupt)")):
+				t.Errorf("interrupted: %v; no rank says it %q...signalled to stop (interrupt)\nstderr:\n%s", err, said, errb.String())
 			}
 			checkNoSurvivors(t, t.Name(), 3*time.Second)
 		})
