@@ -107,8 +107,9 @@ fuzz:
 	done
 
 # System packages the tests need on a fresh Debian machine (root).
-# The launchers of the C spawner's tests: SLURM (srun, started by the tests
-# with scripts/slurm-local.sh), Open MPI (mpirun.openmpi), MPICH
+# The launchers of the C spawner's tests: SLURM (srun; a running SLURM is
+# used as it is, else the tests start one with scripts/slurm-local.sh and
+# stop it after them), Open MPI (mpirun.openmpi), MPICH
 # (mpiexec.hydra), libopenmpi-dev for make scale's MPI reference and
 # libmpich-dev for scripts/direct-bench.sh's (MPICH's hello);
 # nftables for the loss script; OpenSSH (sshd, ssh,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/udpconduit/udpconduit/amudp/internal/shmring"
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 	"github.com/udpconduit/udpconduit/retransmit"
 )
 
@@ -228,7 +229,7 @@ func TestDirectCorruptInboxFails(t *testing.T) {
 	// The record's length, after its commit word, now runs past the area.
 	binary.LittleEndian.PutUint32(mem[shmring.HeaderSize+8:], 0xfffffff0)
 	var err error
-	for deadline := time.Now().Add(10 * time.Second); err == nil && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(testbound.For(t, 10*time.Second)); err == nil && time.Now().Before(deadline); {
 		err = eps[1].Poll()
 	}
 	if !errors.Is(err, ErrInboxCorrupt) {
@@ -380,7 +381,7 @@ func TestDirectGiveUpWhileFull(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testbound.For(t, 10*time.Second)):
 		t.Fatalf("a request to a silent rank with a full inbox never returned (%d returned)", returned.Load())
 	}
 	if returned.Load() != 6 {
@@ -412,7 +413,7 @@ func TestDirectBacklogPerPeer(t *testing.T) {
 	var answers atomic.Int32
 	eps[2].Register(131, func(*Token, []uint32, []byte) { answers.Add(1) })
 	serve(t, eps[0])
-	for deadline := time.Now().Add(10 * time.Second); replied.Load() == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(testbound.For(t, 10*time.Second)); replied.Load() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("rank 0 never ran rank 1's request")
 		}

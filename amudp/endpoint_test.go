@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 	"github.com/udpconduit/udpconduit/retransmit"
 )
 
@@ -73,7 +74,7 @@ func waitFor(t testing.TB, e *Endpoint, what string, cond func() bool) {
 		if err != nil {
 			t.Fatalf("waiting for %s: %v", what, err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testbound.For(t, 10*time.Second)):
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }
@@ -378,7 +379,7 @@ func TestInterruptEndsWaits(t *testing.T) {
 		if !errors.Is(err, ErrInterrupted) {
 			t.Errorf("request = %v, want ErrInterrupted", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testbound.For(t, 5*time.Second)):
 		t.Fatal("the request still waits for credit after the interrupt")
 	}
 	if err := eps[0].Drain(); !errors.Is(err, ErrInterrupted) {

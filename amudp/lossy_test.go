@@ -16,6 +16,7 @@ import (
 	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/amudp/amudptest"
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 	"github.com/udpconduit/udpconduit/retransmit"
 )
 
@@ -191,7 +192,7 @@ func runLossy(t *testing.T, seed uint64, rc retransmit.Config, mode amudp.Config
 	case <-done:
 	case err := <-errs:
 		t.Fatal(err)
-	case <-time.After(90 * time.Second):
+	case <-time.After(testbound.For(t, 90*time.Second)):
 		t.Fatalf("timed out: %d of %d ranks finished", finished.Load(), N)
 	}
 	select {

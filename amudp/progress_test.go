@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // TestProgressRunsHandlersInTheBackground: with Progress running and no
@@ -36,7 +38,7 @@ func TestProgressRunsHandlersInTheBackground(t *testing.T) {
 		if !errors.Is(err, net.ErrClosed) {
 			t.Errorf("Progress returned %v, want net.ErrClosed", err)
 		}
-	case <-time.After(10 * time.Second): // a hang bound
+	case <-time.After(testbound.For(t, 10*time.Second)): // a hang bound
 		t.Fatal("Progress still runs after Close")
 	}
 }
@@ -66,7 +68,7 @@ func TestProgressStandsAside(t *testing.T) {
 		waited <- e.WaitUntil(func() bool { mu.Lock(); defer mu.Unlock(); return runs == n })
 	}()
 	// The waiter is in its wait, and the background poller has let go.
-	for deadline := time.Now().Add(10 * time.Second); e.fg.Load() == 0 || e.bgPolling.Load(); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(testbound.For(t, 10*time.Second)); e.fg.Load() == 0 || e.bgPolling.Load(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the waiter never took the poll")
 		}

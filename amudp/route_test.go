@@ -11,6 +11,7 @@ import (
 
 	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/amudp/amudptest"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 	"github.com/udpconduit/udpconduit/retransmit"
 )
 
@@ -180,7 +181,7 @@ func TestRouteUnknownSource(t *testing.T) {
 	if err := eps[0].RequestShort(1, 130, 1); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(testbound.For(t, 2*time.Second))
 	for eps[1].Stats().BadSource == 0 && time.Now().Before(deadline) {
 		eps[1].Poll()
 		time.Sleep(100 * time.Microsecond)
@@ -272,15 +273,16 @@ func TestRouteBusyPeer(t *testing.T) {
 		var stop atomic.Bool
 		done := make(chan error, 1)
 		go func() { done <- eps[1].WaitUntil(stop.Load) }()
+		bound := testbound.For(t, 2*time.Second)
 		for i := 4; i < 40; i++ {
 			if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
 				t.Fatal(err)
 			}
-			for end := time.Now().Add(2 * time.Second); *replies <= i; {
+			for end := time.Now().Add(bound); *replies <= i; {
 				eps[0].Poll()
 				if time.Now().After(end) {
 					a, ok := eps[0].PeerAddr(1)
-					t.Fatalf("run %d: %d replies to %d requests after 2 s; rank 0 sends to %v (confirmed %v)\n0: %v\n1: %v", run, *replies, i+1, a, ok, eps[0].Stats(), eps[1].Stats())
+					t.Fatalf("run %d: %d replies to %d requests after %v; rank 0 sends to %v (confirmed %v)\n0: %v\n1: %v", run, *replies, i+1, bound, a, ok, eps[0].Stats(), eps[1].Stats())
 				}
 			}
 		}
@@ -299,14 +301,20 @@ func TestRouteBusyPeer(t *testing.T) {
 // initial timeout, after round trips that made the timeout a millisecond,
 // does not send the pair off its first candidate: the walk waits
 // GASNET_REQUESTTIMEOUT_INITIAL on an address (a loaded host's stall).
+//
+// The initial timeout is 200 ms scaled (testbound): under -race on a
+// loaded machine this test can itself be off the CPU for 150 ms between
+// the stall and rank 1's first poll, which is a longer stall than the one
+// it makes. The stall stays 50 ms, 50 of rank 0's timeouts.
 func TestRouteShortStall(t *testing.T) {
 	lnet := amudptest.New(1, 0, 0, 0)
-	rc := retransmit.Config{Initial: 200 * time.Millisecond, Backoff: 2, Max: 2 * time.Second, MinRTO: time.Millisecond}
+	initial := testbound.Scale(200 * time.Millisecond)
+	rc := retransmit.Config{Initial: initial, Backoff: 2, Max: 10 * initial, MinRTO: time.Millisecond}
 	eps, _ := routedPair(t, lnet, rc)
 	introduce(t, eps) // a round trip of microseconds: a timeout of MinRTO
 	// Rank 1 does not poll for 50 ms: 50 of rank 0's timeouts.
 	replies := stall(t, eps, 50*time.Millisecond)
-	for end := time.Now().Add(5 * time.Second); *replies < 4 && time.Now().Before(end); {
+	for end := time.Now().Add(testbound.For(t, 5*time.Second)); *replies < 4 && time.Now().Before(end); {
 		eps[1].Poll()
 		eps[0].Poll()
 	}
@@ -326,6 +334,7 @@ func TestRouteCrossingRequests(t *testing.T) {
 	routers[1].routes[0] = []netip.AddrPort{ap("10.1.0.1:4000"), ap("10.2.0.1:4000"), ap("10.0.0.1:4000")}
 	introduce(t, eps)
 	got := [2]int{}
+	bound := testbound.For(t, 2*time.Second)
 	for i, e := range eps {
 		e.Register(150, func(tk *amudp.Token, _ []uint32, _ []byte) { tk.ReplyShort(151) })
 		e.Register(151, func(*amudp.Token, []uint32, []byte) { got[i]++ })
@@ -336,13 +345,13 @@ func TestRouteCrossingRequests(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for end := time.Now().Add(2 * time.Second); got[0] <= round || got[1] <= round; {
+		for end := time.Now().Add(bound); got[0] <= round || got[1] <= round; {
 			eps[0].Poll()
 			eps[1].Poll()
 			if time.Now().After(end) {
 				a, ok := eps[0].PeerAddr(1)
 				b, ok1 := eps[1].PeerAddr(0)
-				t.Fatalf("round %d: replies %v after 2 s; rank 0 sends to %v (confirmed %v), rank 1 to %v (%v)\n0: %v\n1: %v", round, got, a, ok, b, ok1, eps[0].Stats(), eps[1].Stats())
+				t.Fatalf("round %d: replies %v after %v; rank 0 sends to %v (confirmed %v), rank 1 to %v (%v)\n0: %v\n1: %v", round, got, bound, a, ok, b, ok1, eps[0].Stats(), eps[1].Stats())
 			}
 		}
 	}

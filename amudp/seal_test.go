@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 	"github.com/udpconduit/udpconduit/retransmit"
 )
 
@@ -145,10 +146,10 @@ func TestHostileDatagrams(t *testing.T) {
 	}
 }
 
-// eventually waits up to 10 seconds for cond.
+// eventually waits up to 10 seconds (scaled, testbound) for cond.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+	for end := time.Now().Add(testbound.For(t, 10*time.Second)); !cond(); time.Sleep(time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatalf("timed out waiting for %s", what)
 		}

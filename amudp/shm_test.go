@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/shmring"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // shareInboxes tells every Shared transport among eps's the inboxes of all
@@ -125,7 +126,7 @@ func TestSharedWakesSleeper(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testbound.For(t, 10*time.Second)):
 		t.Fatalf("rank 1 did not wake: %d of 3 requests ran", got.Load())
 	}
 	if st := shmStats(eps); st.Doorbells == 0 || st.ShmReceived == 0 {
@@ -225,7 +226,7 @@ func TestSharedRepliesBacklog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-		case <-time.After(20 * time.Second):
+		case <-time.After(testbound.For(t, 20*time.Second)):
 			t.Fatalf("deadlock: requests %d and %d outstanding", eps[0].Outstanding(), eps[1].Outstanding())
 		}
 	}
@@ -294,7 +295,7 @@ func TestSharedRecvSkipsDoorbells(t *testing.T) {
 	a.(*Shared).inbox.ring.Push(src[:], []byte("shared"))
 	b := make([]byte, 100)
 	var got []string
-	for deadline := time.Now().Add(5 * time.Second); len(got) < 2 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(testbound.For(t, 5*time.Second)); len(got) < 2 && time.Now().Before(deadline); {
 		n, f, err := a.Recv(b)
 		if err == ErrNoData {
 			a.Wait(10 * time.Millisecond)

@@ -6,10 +6,13 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
-// hangAfter declares a Wait that has not returned a hang. Every wait below
-// should end within milliseconds; a hang is a lost wake-up.
+// hangAfter declares a Wait that has not returned a hang (scaled,
+// testbound). Every wait below should end within milliseconds; a hang is
+// a lost wake-up.
 const hangAfter = 10 * time.Second
 
 // TestWaitWakesFor checks the wait contract of the UDP transports (UDP
@@ -59,8 +62,8 @@ func TestWaitWakesFor(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s: Wait: %v", what, err)
 					}
-				case <-time.After(hangAfter):
-					t.Fatalf("%s: Wait did not return within %v", what, hangAfter)
+				case <-time.After(testbound.For(t, hangAfter)):
+					t.Fatalf("%s: Wait did not return within %v", what, testbound.For(t, hangAfter))
 				}
 			}
 			send := func() {
@@ -99,8 +102,8 @@ func TestWaitWakesFor(t *testing.T) {
 			b.Close()
 			select {
 			case <-done:
-			case <-time.After(hangAfter):
-				t.Fatalf("Close: Wait did not return within %v", hangAfter)
+			case <-time.After(testbound.For(t, hangAfter)):
+				t.Fatalf("Close: Wait did not return within %v", testbound.For(t, hangAfter))
 			}
 		})
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/amudp/amudptest"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 	"github.com/udpconduit/udpconduit/retransmit"
 )
 
@@ -27,14 +28,27 @@ type jobResult struct {
 	Why  string   // why the first abort aborted the job
 }
 
-// testRetransmit: quick retransmission, and give-up after 2 s of silence.
+// testRetransmit: quick retransmission, and give-up after 1.1 s of
+// silence; over real sockets (real time) runJob scales Max, and so the
+// give-up time, as the hang bounds are scaled (testbound): a rank of an
+// in-process job under -race, on a loaded machine, can go that long
+// without being scheduled, and would be declared unreachable.
 var testRetransmit = retransmit.Config{Initial: 5 * time.Millisecond, Backoff: 2, Max: 500 * time.Millisecond, MinRTO: time.Millisecond}
+
+// Over real sockets, a job may run for jobBase and jobPerRank a rank
+// (scaled, testbound) before runJob calls it a hang; no test's job takes a
+// tenth of that on a quiet machine.
+const (
+	jobBase    = 20 * time.Second
+	jobPerRank = 2 * time.Second
+)
 
 // jobNet opens the socket of rank i of an in-process job.
 type jobNet struct {
 	listen func(i int) (amudp.Transport, error)
 	// limit is how long the job may run (virtual time in a synctest
-	// bubble) before the test fails.
+	// bubble) before the test fails; 0: jobBase and jobPerRank a rank,
+	// scaled.
 	limit time.Duration
 	// encrypt encrypts the datagrams.
 	encrypt bool
@@ -118,23 +132,30 @@ func memNet(n *amudptest.Network) jobNet {
 }
 
 // loopbackUDP is a jobNet over real UDP sockets on loopback; the kernel
-// gives the race detector no happens-before edges between ranks.
+// gives the race detector no happens-before edges between ranks. Its time
+// is real: the job's limit and give-up time are scaled (runJob).
 var loopbackUDP = jobNet{listen: func(int) (amudp.Transport, error) {
 	return amudp.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), amudp.DefaultSocketBufferInitial)
-}, limit: time.Minute}
+}}
 
 // runJob runs body on n ranks of one in-process job over jn and returns how
 // the job ended. Over an in-memory network, call it inside a synctest
-// bubble, where time is virtual. A job still running after jn.limit fails
-// the test (its ranks are then told to terminate, so that the test ends).
+// bubble, where time is virtual. A job still running after its limit
+// (jn.limit, or one that grows with n) fails the test (its ranks are then
+// told to terminate, so that the test ends).
 //
 // With rcvThread, a background goroutine polls each rank's endpoint, as
 // GASNET_RCV_THREAD=1 has it, so handlers run on another goroutine than the
 // program's.
 func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (jobResult, []*Job) {
 	t.Helper()
+	limit, rc := jn.limit, testRetransmit
+	if limit == 0 {
+		limit = testbound.For(t, jobBase+time.Duration(n)*jobPerRank)
+		rc.Max = testbound.Scale(rc.Max)
+	}
 	lj, err := newLocalJob(n, jn.listen, amudp.Config{Secret: []byte("job test"), NetworkDepth: 16,
-		Retransmit: testRetransmit, Polite: true, Encrypt: jn.encrypt}, time.Second)
+		Retransmit: rc, Polite: true, Encrypt: jn.encrypt}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,18 +184,22 @@ func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (
 	done := lj.start(body)
 	select {
 	case <-done:
-	case <-time.After(jn.limit):
+	case <-time.After(limit):
 		c.mu.Lock()
-		t.Errorf("job still running after %v; ends so far %q", jn.limit, c.ends)
+		t.Errorf("job still running after %v; ends so far %q", limit, c.ends)
 		c.mu.Unlock()
 		c.terminating.Store(true)
 		c.wakeAll()
+		heed := time.Minute
+		if jn.limit == 0 {
+			heed = testbound.For(t, 10*time.Second)
+		}
 		select {
 		case <-done:
-		case <-time.After(time.Minute):
+		case <-time.After(heed):
 			// The ranks did not heed the console: closing their
 			// endpoints ends every wait, so the bubble can end.
-			t.Errorf("ranks still running a minute after they were told to terminate")
+			t.Errorf("ranks still running %v after they were told to terminate", heed)
 			lj.close()
 			<-done
 		}

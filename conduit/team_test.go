@@ -118,7 +118,7 @@ func checkTeam(tb testing.TB, label string, tm *Team) {
 // nested split), and each team translates between its ranks and the job's.
 func TestTeamGrid(t *testing.T) {
 	const side = 4
-	runJob(t, side*side, loopbackUDP, false, func(j *Job) {
+	res, _ := runJob(t, side*side, loopbackUDP, false, func(j *Job) {
 		me := j.Rank()
 		row, err := j.World().Split(me/side, me%side)
 		if err != nil {
@@ -158,6 +158,9 @@ func TestTeamGrid(t *testing.T) {
 		}
 		j.Barrier()
 	})
+	if res.Code != 0 || res.Why != "" {
+		t.Errorf("job ended %d (%s): %q", res.Code, res.Why, res.Ends)
+	}
 }
 
 // TestTeamCollectivesUnderLoss runs every collective on the whole job and

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 var bin string
@@ -57,78 +58,6 @@ func TestMain(m *testing.M) {
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-// run runs a job under a unique marker in its environment and bounds its time.
-func run(t *testing.T, marker string, env []string, prog string, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	return runCmd(t, ctx, exec.CommandContext(ctx, filepath.Join(bin, prog), args...), marker, env, prog, args)
-}
-
-// runCmd runs cmd, a job's program prog (for messages), with the marker and
-// env added to this process's environment, and returns its exit code (128+N
-// for signal N) and output; the test fails if ctx expires first.
-func runCmd(t *testing.T, ctx context.Context, cmd *exec.Cmd, marker string, env []string, prog string, args []string) result {
-	t.Helper()
-	cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("%s %v: timed out\nstderr:\n%s", prog, args, errb.String())
-	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal())
-		}
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, out.String(), errb.String()}
-}
-
-// survivors lists the live processes whose environment holds marker.
-func survivors(marker string) []string {
-	var out []string
-	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil || !bytes.Contains(b, []byte("UDPCONDUIT_TEST_MARKER="+marker+"\x00")) {
-			continue
-		}
-		dir := filepath.Dir(p)
-		st, _ := os.ReadFile(dir + "/status")
-		if bytes.Contains(st, []byte("State:\tZ")) {
-			continue
-		}
-		cmdline, _ := os.ReadFile(dir + "/cmdline")
-		out = append(out, filepath.Base(dir)+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
-	}
-	return out
-}
-
-func checkNoSurvivors(t *testing.T, marker string, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		s := survivors(marker)
-		if len(s) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes of the job survive after %v:\n%s", within, strings.Join(s, "\n"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // TestHello runs hello with args on 1, 2, 4 and 16 workers, with output
@@ -337,10 +266,10 @@ func TestSlowReaderGetsAllOutput(t *testing.T) {
 	const n, lines = 4, 1000 // 4 goroutines each: 5.4 MB
 	for _, broken := range []bool{false, true} {
 		marker := fmt.Sprint(t.Name(), broken)
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
 		defer cancel()
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "printer"), fmt.Sprint(n))
-		cmd.Env = append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "GASNET_SPAWNFN=L", "GASNET_EXIT_TIMEOUT=200ms", "LINES="+fmt.Sprint(lines))
+		cmd.Env = append(os.Environ(), markerVar(marker), "GASNET_SPAWNFN=L", "GASNET_EXIT_TIMEOUT=200ms", "LINES="+fmt.Sprint(lines))
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.StdoutPipe()
@@ -416,14 +345,14 @@ func TestKillConsoleEndsWorkers(t *testing.T) {
 // console for GASNET_LIVENESS_TIMEOUT (1 s here; the console, stopped with
 // SIGSTOP, sends no ping) end themselves, idle as they are in the network,
 // saying why, instead of waiting for a console that may never come back
-// (a host cut off from it). 15 s bounds a hang.
+// (a host cut off from it). 15 s (scaled) bounds a hang.
 func TestWorkersEndWithoutTheirConsole(t *testing.T) {
 	marker := t.Name()
 	cmd, out := startWaitingJob(t, marker, "GASNET_LIVENESS_TIMEOUT=1s")
 	cmd.Process.Signal(syscall.SIGSTOP)
 	console := fmt.Sprint(cmd.Process.Pid)
 	var left []string
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(testbound.For(t, 15*time.Second)); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		left = left[:0]
 		for _, s := range survivors(marker) {
 			if !strings.HasPrefix(s, console+" ") {
@@ -444,77 +373,6 @@ func TestWorkersEndWithoutTheirConsole(t *testing.T) {
 	}
 	if cmd.ProcessState.ExitCode() == 0 {
 		t.Errorf("the job exited 0 although its workers lost the console:\n%s", out.String())
-	}
-}
-
-// startWaitingJob starts a 4-worker printer job and returns once every
-// worker waits in the network.
-func startWaitingJob(t *testing.T, marker string, env ...string) (*exec.Cmd, *syncBuffer) {
-	t.Helper()
-	return startPrinter(t, marker, 4, "wait", "waiting", append([]string{"LINES=1"}, env...)...)
-}
-
-// startPrinter starts a printer job of n workers in mode (its first
-// argument: "wait", "late", "flood") with env added, and returns once ready
-// appears n times in its output. The job is killed when the test ends.
-func startPrinter(t *testing.T, marker string, n int, mode, ready string, env ...string) (*exec.Cmd, *syncBuffer) {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(bin, "printer"), fmt.Sprint(n), mode)
-	cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker), env...)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(20 * time.Second); strings.Count(out.String(), ready) != n; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%q does not appear %d times within 20 s; the job's output:\n%s", ready, n, out.String())
-		}
-	}
-	return cmd, out
-}
-
-// lastRankPID returns the pid of rank n-1 of a "late" or "flood" printer
-// job, from its "ready rank R pid P" line.
-func lastRankPID(t *testing.T, out *syncBuffer, n int) int {
-	t.Helper()
-	return rankPID(t, out, n-1)
-}
-
-// rankPID returns the pid of rank r of a "late" or "flood" printer job.
-func rankPID(t *testing.T, out *syncBuffer, r int) int {
-	t.Helper()
-	var pid int
-	for _, l := range strings.Split(out.String(), "\n") {
-		fmt.Sscanf(l, fmt.Sprintf("ready rank %d pid %%d", r), &pid)
-	}
-	if pid <= 0 {
-		t.Fatalf("no pid for rank %d in\n%s", r, out.String())
-	}
-	return pid
-}
-
-// waitEnd waits for cmd to end, failing the test after within.
-func waitEnd(t *testing.T, cmd *exec.Cmd, out *syncBuffer, within time.Duration) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(within):
-		t.Fatalf("the job did not end within %v:\n%s", within, out.String())
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -617,24 +475,23 @@ func TestConsoleCostPerWorker(t *testing.T) {
 }
 
 // TestSecretOutOfLocalWorkersEnvironment: under L, the job secret is in no
-// process's environment (/proc/PID/environ lasts a process's life) nor on
-// any command line; the workers read it from the control connection they
+// environment (/proc/PID/environ lasts a process's life) nor on any
+// command line of the job's processes; the workers read it from the control connection they
 // inherit (a socket, not a TCP connection to the console).
 func TestSecretOutOfLocalWorkersEnvironment(t *testing.T) {
 	marker := t.Name()
 	cmd, _ := startWaitingJob(t, marker, "GASNET_SPAWNFN=L")
 	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
-	procs, _ := filepath.Glob("/proc/[0-9]*")
 	workers := 0
-	for _, p := range procs {
-		env, err := os.ReadFile(p + "/environ")
-		if err != nil || !bytes.Contains(env, []byte("UDPCONDUIT_TEST_MARKER="+marker+"\x00")) {
-			continue
-		}
+	for _, dir := range ownProcs(marker) {
+		env, _ := os.ReadFile(dir + "/environ")
 		if bytes.Contains(env, []byte("GASNET_SPAWN_SECRET=")) {
-			t.Errorf("pid %s has the job secret in its environment", filepath.Base(p))
+			t.Errorf("pid %s has the job secret in its environment", filepath.Base(dir))
 		}
-		if bytes.Contains(env, []byte("GASNET_SPAWN_CONN_FD=3")) {
+		if cmdline, _ := os.ReadFile(dir + "/cmdline"); bytes.Contains(cmdline, []byte("GASNET_SPAWN_SECRET")) {
+			t.Errorf("pid %s has the job secret on its command line", filepath.Base(dir))
+		}
+		if hasMarker(env, marker) && bytes.Contains(env, []byte("GASNET_SPAWN_CONN_FD=3")) {
 			workers++
 		}
 	}
@@ -713,7 +570,7 @@ func TestUnreachableRankOneLineEach(t *testing.T) {
 		"GASNET_REQUESTTIMEOUT_INITIAL=1000", "GASNET_REQUESTTIMEOUT_MAX=500000")
 	syscall.Kill(lastRankPID(t, out, 4), syscall.SIGSTOP)
 	stopped := time.Now()
-	for !strings.Contains(out.String(), "is unreachable") && time.Since(stopped) < 20*time.Second {
+	for bound := testbound.For(t, 20*time.Second); !strings.Contains(out.String(), "is unreachable") && time.Since(stopped) < bound; {
 		time.Sleep(time.Millisecond)
 	}
 	said := time.Since(stopped)

@@ -62,7 +62,7 @@ func TestExternalModule(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(filepath.Join(dir, "myjob"), "3")
-	cmd.Env = append(os.Environ(), "GASNET_SPAWNFN=L", "UDPCONDUIT_TEST_MARKER="+t.Name())
+	cmd.Env = append(os.Environ(), "GASNET_SPAWNFN=L", markerVar(t.Name()))
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("myjob 3: %v\n%s", err, out)

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // The fault suite (DESIGN.md §5): jobs on real sockets inside a network
@@ -94,7 +96,7 @@ func lossRules(pct int, dir string, devs ...string) string {
 // runInNS runs program prog of the job inside namespace ns, as run does.
 func runInNS(t *testing.T, ns, marker string, env []string, prog string, args ...string) (result, time.Duration) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 120*time.Second))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, filepath.Join(bin, prog)}, args...)...)
 	start := time.Now()
@@ -329,12 +331,8 @@ func TestHostileDatagrams(t *testing.T) {
 // of the job with the given marker (L workers have it there).
 func consoleAddr(t *testing.T, marker string) string {
 	t.Helper()
-	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil || !bytes.Contains(b, []byte("UDPCONDUIT_TEST_MARKER="+marker+"\x00")) {
-			continue
-		}
+	for _, dir := range marked(marker) {
+		b, _ := os.ReadFile(dir + "/environ")
 		for _, kv := range bytes.Split(b, []byte{0}) {
 			if v, ok := bytes.CutPrefix(kv, []byte("GASNET_SPAWN_MASTER=")); ok {
 				return string(v)

@@ -1,11 +1,17 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // Hosts made of network namespaces (DESIGN.md §9 tests): uch1..uchN have
@@ -70,6 +76,7 @@ func startHostsOn(t *testing.T, n int, v6 bool) *netHosts {
 		consoleAddr = console6IP + "/64"
 	}
 	needNetns(t)
+	lockHosts(t)
 	removeHosts() // what a killed earlier run left
 	t.Cleanup(removeHosts)
 	ip(t, "netns", "add", switchNS)
@@ -99,6 +106,35 @@ func startHostsOn(t *testing.T, n int, v6 bool) *netHosts {
 	}
 	h.config, h.known = sshClientFiles(t, known, cfg.String())
 	return h
+}
+
+// hostsLock is a file that a run of the tests holds locked (flock) while
+// it has namespace hosts: the hosts' names and addresses are fixed, so a
+// second run at the same time (another go test ./tests) waits for the
+// first's to be removed, and removeHosts never takes a live run's hosts
+// for a killed run's (the lock goes with the process that held it).
+var hostsLock = filepath.Join(os.TempDir(), "udpconduit-tests-netns.lock")
+
+// lockHosts locks hostsLock until the test ends, waiting for another
+// run's hosts (a bound that scales) before failing.
+func lockHosts(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(hostsLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := testbound.For(t, 5*time.Minute)
+	for deadline := time.Now().Add(bound); ; time.Sleep(100 * time.Millisecond) {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			t.Fatalf("another run of these tests has its namespace hosts (%s locked) after %v: %v", hostsLock, bound, err)
+		}
+	}
+	t.Cleanup(func() { f.Close() }) // after removeHosts: cleanups run last first
 }
 
 // removeHosts kills every process in the test namespaces and deletes them.

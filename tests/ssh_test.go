@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // sshEnv is the environment of a job on the S spawner with the given
@@ -31,12 +32,6 @@ func helloLines(hosts []string, args string) []string {
 	}
 	sort.Strings(want)
 	return want
-}
-
-func sortedLines(s string) []string {
-	got := strings.Split(strings.TrimSpace(s), "\n")
-	sort.Strings(got)
-	return got
 }
 
 // TestSSHLoopback runs hello and testcore over a real sshd on loopback,
@@ -147,22 +142,22 @@ func TestSSHKillConsole(t *testing.T) {
 		t.Run(c.mode, func(t *testing.T) {
 			marker := t.Name()
 			cmd := exec.Command(filepath.Join(bin, "printer"), "3", c.mode)
-			cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+marker, "LINES=1"), sshEnv(servers, config)...)
+			cmd.Env = append(append(os.Environ(), markerVar(marker), "LINES=1"), sshEnv(servers, config)...)
 			out := &syncBuffer{}
 			cmd.Stdout, cmd.Stderr = out, out
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), c.ready) || len(survivors(marker)) != 4; time.Sleep(20 * time.Millisecond) {
+			bound := testbound.For(t, 20*time.Second)
+			for deadline := time.Now().Add(bound); !strings.Contains(out.String(), c.ready) || len(survivors(marker)) != 4; time.Sleep(20 * time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatalf("the console and 3 workers are not all running after 20 s:\n%s\noutput:\n%s", strings.Join(survivors(marker), "\n"), out.String())
+					t.Fatalf("the console and 3 workers are not all running after %v:\n%s\noutput:\n%s", bound, strings.Join(survivors(marker), "\n"), out.String())
 				}
 			}
 			// The secret went down stdin: no environment or command line
-			// of any process holds it.
-			procs, _ := filepath.Glob("/proc/[0-9]*")
-			for _, p := range procs {
+			// of the job's processes (console, sshd sessions, workers) has it.
+			for _, p := range ownProcs(marker) {
 				for _, f := range []string{"/environ", "/cmdline"} {
 					if b, _ := os.ReadFile(p + f); strings.Contains(string(b), "GASNET_SPAWN_SECRET=") {
 						t.Errorf("pid %s has GASNET_SPAWN_SECRET= in its %s", filepath.Base(p), f[1:])
@@ -303,7 +298,7 @@ func TestSSHStaging(t *testing.T) {
 	runProg := func(t *testing.T, say string) {
 		t.Helper()
 		cmd := exec.Command(prog, "2", "x")
-		cmd.Env = append(append(os.Environ(), "UDPCONDUIT_TEST_MARKER="+t.Name()), env...)
+		cmd.Env = append(append(os.Environ(), markerVar(t.Name())), env...)
 		var out, errb strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {

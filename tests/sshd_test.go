@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // sshd is a real OpenSSH server the tests start (no system service): key
@@ -151,7 +153,8 @@ func startSSHD(t *testing.T, o sshdOptions) *sshd {
 // waitListening waits until the server accepts connections.
 func (d *sshd) waitListening(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	bound := testbound.For(t, 10*time.Second)
+	deadline := time.Now().Add(bound)
 	for {
 		c, err := net.DialTimeout("tcp", d.hostPort(), time.Second)
 		if err == nil {
@@ -159,7 +162,7 @@ func (d *sshd) waitListening(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sshd on %s does not listen after 10 s: %v\nits log:\n%s", d.hostPort(), err, d.log.String())
+			t.Fatalf("sshd on %s does not listen after %v: %v\nits log:\n%s", d.hostPort(), bound, err, d.log.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

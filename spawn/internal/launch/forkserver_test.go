@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/udpconduit/udpconduit/internal/testbound"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
@@ -79,7 +80,7 @@ func served(t *testing.T, n int, mode string) (Launch, []chan string, []chan str
 		Control: func(i int, c net.Conn) {
 			go func() {
 				defer c.Close()
-				c.SetReadDeadline(time.Now().Add(time.Minute))
+				c.SetReadDeadline(time.Now().Add(testbound.For(t, 30*time.Second)))
 				line, _ := bufio.NewReader(c).ReadString('\n')
 				ctrl[i] <- line
 			}()
@@ -164,7 +165,7 @@ func TestForkServerKilled(t *testing.T) {
 			t.Errorf("%s after the server's death: %s", e.Who(), e.Status)
 		}
 	}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(testbound.For(t, 30*time.Second))
 	for _, pid := range pids {
 		for syscall.Kill(pid, 0) == nil {
 			if time.Now().After(deadline) {
@@ -196,7 +197,7 @@ func TestForkServerEarlyExit(t *testing.T) {
 // of this process with the server's marker.
 func serverOf(t *testing.T) int {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(testbound.For(t, 30*time.Second))
 	for time.Now().Before(deadline) {
 		entries, _ := os.ReadDir("/proc")
 		for _, e := range entries {
@@ -204,14 +205,18 @@ func serverOf(t *testing.T) int {
 			if err != nil {
 				continue
 			}
-			stat, err1 := os.ReadFile("/proc/" + e.Name() + "/stat")
-			env, err2 := os.ReadFile("/proc/" + e.Name() + "/environ")
-			// stat: pid (comm) state ppid ...; comm may hold blanks.
-			if err1 != nil || err2 != nil {
+			// Only this process's children: their parent first (stat:
+			// pid (comm) state ppid ...; comm may hold blanks), then the
+			// marker in their environment.
+			stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
 				continue
 			}
 			fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-			if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) && strings.Contains(string(env), ctl.EnvForkServer+"=") {
+			if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
+				continue
+			}
+			if env, err := os.ReadFile("/proc/" + e.Name() + "/environ"); err == nil && strings.Contains(string(env), ctl.EnvForkServer+"=") {
 				return pid
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
 
@@ -67,7 +68,7 @@ func TestLocalControlSocket(t *testing.T) {
 	want := string(ctl.EncodeFrame(ctl.FrameHello, ctl.Hello{Secret: "abcdef"})) + " 3\n"
 	for range n {
 		c := <-conns
-		c.SetReadDeadline(time.Now().Add(time.Minute))
+		c.SetReadDeadline(time.Now().Add(testbound.For(t, 30*time.Second)))
 		line, err := bufio.NewReader(c).ReadString('\n')
 		c.Close()
 		if line != "hi\n" {

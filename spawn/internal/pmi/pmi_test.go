@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // fakeServer serves either protocol to n tasks over pipes, as Hydra
@@ -404,7 +405,7 @@ func TestNodeAttrs(t *testing.T) {
 	var cs [2]*Client
 	for r := range cs {
 		a, b := net.Pipe()
-		a.SetDeadline(time.Now().Add(10 * time.Second)) // a client out of step fails, not hangs
+		a.SetDeadline(time.Now().Add(testbound.For(t, 10*time.Second))) // a client out of step fails, not hangs
 		go s.serve(b, r)
 		c, err := NewClient(a, Env{Rank: r, Size: 2, JobID: "7.0"})
 		if err != nil {
@@ -439,7 +440,7 @@ func TestNodeAttrs(t *testing.T) {
 	s1.kvs["long"] = strings.Repeat("y", 5000) // past the reader's 4096 bytes
 	s1.kvs["short"] = "vc2hvcnQ"
 	a, b := net.Pipe()
-	a.SetDeadline(time.Now().Add(10 * time.Second))
+	a.SetDeadline(time.Now().Add(testbound.For(t, 10*time.Second)))
 	go s1.serve(b, 0)
 	c, err := NewClient(a, Env{Rank: 0, Size: 1})
 	if err != nil {
@@ -463,7 +464,7 @@ func TestAbortMessage(t *testing.T) {
 	s := newFakeServer(1, true)
 	s.abort = make(chan string, 1)
 	a, b := net.Pipe()
-	a.SetDeadline(time.Now().Add(10 * time.Second))
+	a.SetDeadline(time.Now().Add(testbound.For(t, 10*time.Second)))
 	go s.serve(b, 0)
 	c, err := NewClient(a, Env{Rank: 0, Size: 1, JobID: "7.0"})
 	if err != nil {
@@ -477,7 +478,7 @@ func TestAbortMessage(t *testing.T) {
 		if want := "cmd=abort;isworld=TRUE;msg=rank 2 did not start, aborting the job;"; body != want {
 			t.Errorf("abort sent %q, want %q", body, want)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testbound.For(t, 10*time.Second)):
 		t.Fatal("no abort reached the server")
 	}
 }

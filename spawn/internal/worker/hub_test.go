@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
 
@@ -105,12 +106,12 @@ func (r *hubRun) connect(t *testing.T, rank int, secret []byte) *fakeRank {
 	return &fakeRank{c: c, r: bufio.NewReader(c)}
 }
 
-// terminated returns the code of the Terminate that came within d (after
-// the Welcome, if one came), or -1 when none did and the connection is
+// terminated returns the code of the Terminate that came within d, scaled
+// (testbound), (after the Welcome, if one came), or -1 when none did and the connection is
 // still open, or -2 when it ended. A timeout spoils the connection's
 // reader: a test's last read.
 func (f *fakeRank) terminated(d time.Duration) int {
-	f.c.SetReadDeadline(time.Now().Add(d))
+	f.c.SetReadDeadline(time.Now().Add(testbound.Scale(d)))
 	typ, body, err := ctl.ReadFrame(f.r)
 	if err == nil && typ == ctl.FrameWelcome {
 		typ, body, err = ctl.ReadFrame(f.r)
@@ -130,8 +131,8 @@ func waitDrained(t *testing.T, h *hub) {
 	t.Helper()
 	select {
 	case <-h.Drained():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the hub did not drain within 10 s")
+	case <-time.After(testbound.For(t, 10*time.Second)):
+		t.Fatalf("the hub did not drain within %v", testbound.For(t, 10*time.Second))
 	}
 }
 
@@ -170,7 +171,7 @@ func TestHubWelcome(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // in this order
 	}
 	for i, f := range ranks {
-		f.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		f.c.SetReadDeadline(time.Now().Add(testbound.For(t, 5*time.Second)))
 		typ, body, err := ctl.ReadFrame(f.r)
 		var w ctl.Welcome
 		if err != nil || typ != ctl.FrameWelcome || ctl.DecodeBody(body, &w) != nil {
@@ -411,7 +412,7 @@ func TestHubLiveness(t *testing.T) {
 			}
 		}
 	}()
-	b.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b.c.SetReadDeadline(time.Now().Add(testbound.For(t, 10*time.Second)))
 	for {
 		typ, body, err := ctl.ReadFrame(b.r)
 		if err != nil {
@@ -425,7 +426,7 @@ func TestHubLiveness(t *testing.T) {
 		}
 	}
 	said, killed := r.lines()
-	for deadline := time.Now().Add(5 * time.Second); killed == -1 && time.Now().Before(deadline); said, killed = r.lines() {
+	for deadline := time.Now().Add(testbound.For(t, 5*time.Second)); killed == -1 && time.Now().Before(deadline); said, killed = r.lines() {
 		time.Sleep(10 * time.Millisecond) // the kill follows the Terminates
 	}
 	r.mu.Lock()

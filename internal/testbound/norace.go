@@ -1,0 +1,5 @@
+//go:build !race
+
+package testbound
+
+const race = false
