@@ -130,7 +130,9 @@ func TestDirectLaunch(t *testing.T) {
 // job's end, is named by the others and ends the job with its status
 // under srun, which reports the highest of the tasks' statuses; Hydra
 // reports the bitwise OR of them, so there a crash is only checked to end
-// the job non-zero. Nothing of the job is left.
+// the job non-zero. A rank still computing when rank 0 calls Exit(5),
+// starved across the job's end (testexit 38) or beside a busy process,
+// ends with 5, not the launcher's kill. Nothing of the job is left.
 func TestDirectLaunchExits(t *testing.T) {
 	for _, l := range directLaunchers {
 		t.Run(l.name, func(t *testing.T) {
@@ -139,13 +141,26 @@ func TestDirectLaunchExits(t *testing.T) {
 				k, want int
 				crash   bool
 				named   string
+				env     []string
+				busy    bool // a CPU-bound process of the test's beside the job
 			}{
 				{k: 2, want: 0}, {k: 3, want: 3}, {k: 5, want: 5}, {k: 8, want: 1, named: "rank 1: rank 0 ended without calling conduit.Exit"},
 				{k: 11, want: 11}, {k: 14, want: 14}, {k: 21, want: 1}, {k: 25, want: 25}, {k: 26, want: 26},
 				{k: 4, want: 130, named: "rank 2 was signalled to stop (interrupt)"}, {k: 15, want: 2, crash: true, named: "rank 2: rank 0 ended without calling conduit.Exit"},
 				{k: 17, want: 137, crash: true},
+				// A rank starved (stopped) across the job's end: its
+				// own grace period ends it with the job's code, not the
+				// launcher's kill (9 under Hydra, 137 under srun).
+				{k: 38, want: 5, env: []string{"GASNET_EXIT_TIMEOUT=1s"}},
+				{k: 38, want: 5, env: []string{"GASNET_EXIT_TIMEOUT=1s"}, busy: true},
+				{k: 5, want: 5, busy: true},
 			} {
-				r := directLaunch(t, l, 3, nil, "", "testexit", fmt.Sprint(tc.k))
+				stop := func() {}
+				if tc.busy {
+					stop = busyBeside(t)
+				}
+				r := directLaunch(t, l, 3, tc.env, "", "testexit", fmt.Sprint(tc.k))
+				stop()
 				switch {
 				case tc.crash && l.name == "mpich" && r.code == 0:
 					t.Errorf("testexit %d: exit 0, want non-zero\nstderr:\n%s", tc.k, r.stderr)
@@ -300,4 +315,18 @@ func taskPID(marker string, rank int) int {
 		return pid
 	}
 	return 0
+}
+
+// busyBeside starts a CPU-bound process of the test's own beside the job
+// (other work on the machine) and returns what stops it.
+func busyBeside(t *testing.T) func() {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
 }
