@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/internal/binomial"
 	"github.com/udpconduit/udpconduit/spawn"
-	"github.com/udpconduit/udpconduit/spawn/binomial"
 )
 
 // hBarrier is the core handler of the barrier's messages: args are the

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/udpconduit/udpconduit/amudp"
-	"github.com/udpconduit/udpconduit/spawn/varenc"
+	"github.com/udpconduit/udpconduit/internal/varenc"
 )
 
 // hGather is the core handler of the all-gather's messages: args are the

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/udpconduit/udpconduit/amudp"
-	"github.com/udpconduit/udpconduit/spawn/binomial"
+	"github.com/udpconduit/udpconduit/internal/binomial"
 )
 
 // hTable is the core handler that receives a chunk of the address table

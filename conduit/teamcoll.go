@@ -12,7 +12,7 @@ import (
 	"slices"
 
 	"github.com/udpconduit/udpconduit/conduit/internal/amo"
-	"github.com/udpconduit/udpconduit/spawn/varenc"
+	"github.com/udpconduit/udpconduit/internal/varenc"
 )
 
 // Barrier returns once every member of the team has entered it, as

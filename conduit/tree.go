@@ -10,8 +10,8 @@ import (
 	"sync"
 
 	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/internal/binomial"
 	"github.com/udpconduit/udpconduit/spawn"
-	"github.com/udpconduit/udpconduit/spawn/binomial"
 )
 
 // hTree is the core handler of the broadcast's and the reduction's

@@ -9,7 +9,7 @@ import (
 	"fmt"
 
 	"github.com/udpconduit/udpconduit/amudp"
-	"github.com/udpconduit/udpconduit/spawn/varenc"
+	"github.com/udpconduit/udpconduit/internal/varenc"
 )
 
 const (

@@ -13,7 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/udpconduit/udpconduit/amudp"
-	"github.com/udpconduit/udpconduit/spawn/binomial"
+	"github.com/udpconduit/udpconduit/internal/binomial"
 )
 
 // groupSync is a kind of synchronisation of a group (barrier, all-gather,

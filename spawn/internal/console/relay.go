@@ -1,7 +1,7 @@
 package console
 
 import (
-	"github.com/udpconduit/udpconduit/spawn/binomial"
+	"github.com/udpconduit/udpconduit/internal/binomial"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
 

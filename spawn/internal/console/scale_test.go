@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/udpconduit/udpconduit/spawn/binomial"
+	"github.com/udpconduit/udpconduit/internal/binomial"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
 	"github.com/udpconduit/udpconduit/spawn/internal/worker"

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/udpconduit/udpconduit/spawn/binomial"
+	"github.com/udpconduit/udpconduit/internal/binomial"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 )
 

@@ -5,7 +5,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/udpconduit/udpconduit/spawn/varenc"
+	"github.com/udpconduit/udpconduit/internal/varenc"
 )
 
 // The bodies of control frames are binary: each type's fields in a fixed

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/udpconduit/udpconduit/spawn/varenc"
+	"github.com/udpconduit/udpconduit/internal/varenc"
 )
 
 // TestFrameBodiesRoundTrip: every control frame's body decodes to what was

@@ -1,6 +1,6 @@
 // Package ctl is the control protocol between the console and its workers
 // (DESIGN.md §7.1): the frame types and their bodies (Hello, Join,
-// Welcome, Coll, Code, Output), their binary encoding (spawn/varenc),
+// Welcome, Coll, Code, Output), their binary encoding (internal/varenc),
 // reading and writing frames within size limits, and the Sender that
 // writes a worker's frames in order without ever blocking the console.
 package ctl

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/udpconduit/udpconduit/spawn/varenc"
+	"github.com/udpconduit/udpconduit/internal/varenc"
 )
 
 // Table is what the relay carries: every rank's UDP address, host

@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/udpconduit/udpconduit/spawn/varenc"
+	"github.com/udpconduit/udpconduit/internal/varenc"
 )
 
 // A configuration in binary form is what the console hands the workers it

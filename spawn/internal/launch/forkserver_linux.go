@@ -38,8 +38,8 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/udpconduit/udpconduit/internal/varenc"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
-	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
 // forkServerMin is the smallest job whose workers the fork server starts;

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/udpconduit/udpconduit/internal/testbound"
+	"github.com/udpconduit/udpconduit/internal/varenc"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
-	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
 // envChild makes the test binary a worker of the tests below: it reads the

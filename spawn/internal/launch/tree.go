@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/udpconduit/udpconduit/internal/varenc"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
-	"github.com/udpconduit/udpconduit/spawn/varenc"
 )
 
 // TreeInfo is what a worker of a spawn tree needs to start its children
