@@ -119,7 +119,7 @@ func TestAtomicCounters(t *testing.T) {
 		}
 		var resent uint64
 		for _, j := range jobs {
-			resent += j.Endpoint().Stats().Retransmits
+			resent += j.ep.Stats().Retransmits
 		}
 		if resent == 0 {
 			t.Errorf("no retransmission under loss")

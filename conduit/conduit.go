@@ -637,9 +637,6 @@ func Size() int { return must("Size").Size() }
 // HostRanks returns the ranks that share this worker's host, in order.
 func HostRanks() []int { return must("HostRanks").HostRanks() }
 
-// Endpoint returns the underlying amudp endpoint.
-func Endpoint() *amudp.Endpoint { return must("Endpoint").Endpoint() }
-
 // Attach registers the client's handlers and allocates the segment; see
 // Job.Attach.
 func Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
@@ -722,6 +719,16 @@ func WaitUntil(cond func() bool) error {
 		return err
 	}
 	return j.WaitUntil(cond)
+}
+
+// Drain waits until every request this rank has sent has been answered;
+// see Job.Drain.
+func Drain() error {
+	j, err := job("Drain")
+	if err != nil {
+		return err
+	}
+	return j.Drain()
 }
 
 // Collectives (Barrier, BarrierNotify/BarrierWait, AllGather, Attach) are

@@ -244,7 +244,7 @@ func TestRequestContextShared(t *testing.T) {
 		if n := ran.Load(); j.Rank() == 1 && n != 16 {
 			t.Errorf("the handler ran %d times, want 16", n)
 		}
-		if st := j.Endpoint().Stats(); j.Rank() == 0 && st.Sent > 4 {
+		if st := j.ep.Stats(); j.Rank() == 0 && st.Sent > 4 {
 			// The requests went through the inboxes, not UDP datagrams.
 			t.Errorf("rank 0 sent %d datagrams: the test did not run over the direct path", st.Sent)
 		}

@@ -90,3 +90,28 @@ func TestFinalizeLocal(t *testing.T) {
 		t.Errorf("Finalize from a handler: code %d, want 1 (an abort)", code)
 	}
 }
+
+// TestLibraryHandlersShrugMisfits: the library's own handlers given
+// messages that do not fit them (no arguments, huge ones, a payload where
+// none belongs) leave the receiving rank working: a barrier after them
+// completes and the job ends with 0.
+func TestLibraryHandlersShrugMisfits(t *testing.T) {
+	code := runLocalWithin(t, 30*time.Second, 2, func(j *Job) {
+		if _, err := j.Attach(nil, 1024); err != nil {
+			t.Error(err)
+		}
+		peer := 1 - j.Rank()
+		for _, h := range []int{hTable, hPut, hGetReq, hGetReply, hDone} {
+			j.ep.RequestShort(peer, h)
+			j.ep.RequestShort(peer, h, 1<<31, 1<<31, 1<<31, 1<<31, 1<<31, 1<<31)
+			j.ep.RequestMedium(peer, h, make([]byte, 300), 9, 9, 9)
+		}
+		if err := j.Barrier(); err != nil {
+			t.Errorf("rank %d: barrier after the misfits: %v", j.Rank(), err)
+		}
+		j.Finalize(0)
+	})
+	if code != 0 {
+		t.Errorf("code %d, want 0", code)
+	}
+}

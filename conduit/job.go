@@ -304,9 +304,6 @@ func (j *Job) Size() int { return j.size }
 // HostRanks returns the ranks that share this worker's host, in order.
 func (j *Job) HostRanks() []int { return append([]int(nil), j.hostRank...) }
 
-// Endpoint returns the underlying amudp endpoint.
-func (j *Job) Endpoint() *amudp.Endpoint { return j.enter() }
-
 // Attach registers the client's handlers (indexes 128..255, each at most
 // once, none nil), allocates a segment of segmentSize bytes that Long
 // messages and Put/Get address, and waits until every rank has attached.
@@ -540,6 +537,11 @@ func (j *Job) Poll() error { return j.enter().Poll() }
 // may run on another goroutine. It returns early with the error of a
 // request given up (handler 0 has seen it). Not from a handler.
 func (j *Job) WaitUntil(cond func() bool) error { j.enter(); return j.wait(cond) }
+
+// Drain waits, servicing the network, until every request this rank has
+// sent has been answered: its handler has run at its destination (a
+// flood's end, say). Not from a handler.
+func (j *Job) Drain() error { return j.done(j.enter().Drain()) }
 
 // WaitUntilContext is WaitUntil bounded by ctx: it returns ctx's error
 // when ctx ends before cond holds.

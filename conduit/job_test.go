@@ -259,7 +259,7 @@ func TestJobUnderForgery(t *testing.T) {
 					jobs := jobProgram(t, jn, false)
 					var bad uint64
 					for _, j := range jobs {
-						s := j.Endpoint().Stats()
+						s := j.ep.Stats()
 						bad += s.BadMAC + s.BadDatagrams
 					}
 					if lnet.Forged() == 0 || bad < uint64(lnet.Forged())*9/10 || lnet.Replayed() == 0 {
@@ -465,7 +465,7 @@ func TestJobUndeliverableAborts(t *testing.T) {
 				return
 			}
 			if j.Rank() == 0 {
-				lnet.SetDown(j.Endpoint().LocalAddr(), true)
+				lnet.SetDown(j.ep.LocalAddr(), true)
 				if err := j.RequestShort(1, 130); err != nil {
 					t.Error(err)
 				}

@@ -312,14 +312,13 @@ func measure(peer, iters int, sizes []int, emit func(Result)) error {
 		return nil
 	}
 	flood := func(name string, bytes int, send func() error) error {
-		ep := conduit.Endpoint()
 		start := time.Now()
 		for i := 0; i < iters; i++ {
 			if err := send(); err != nil {
 				return fmt.Errorf("%s %d B: %w", name, bytes, err)
 			}
 		}
-		if err := ep.Drain(); err != nil { // every request answered: every handler ran
+		if err := conduit.Drain(); err != nil { // every request answered: every handler ran
 			return fmt.Errorf("%s %d B: %w", name, bytes, err)
 		}
 		d := time.Since(start)

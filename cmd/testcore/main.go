@@ -245,7 +245,7 @@ func main() {
 	if err := conduit.WaitUntil(func() bool { return ran.Load() >= wantReplies.Load() }); err != nil {
 		die("waiting for replies: %v", err)
 	}
-	if err := conduit.Endpoint().Drain(); err != nil {
+	if err := conduit.Drain(); err != nil {
 		die("draining: %v", err)
 	}
 	if err := conduit.Barrier(); err != nil { // every request of every rank has run

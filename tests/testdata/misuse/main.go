@@ -159,19 +159,6 @@ func main() {
 	} else {
 		check("request from inside a handler", nil)
 	}
-	// The library's own handlers get messages that do not fit them: the
-	// receiving rank must shrug them off.
-	ep := conduit.Endpoint()
-	for h := 1; h <= 67; h++ {
-		if h == 2 {
-			h = 64
-		}
-		ep.RequestShort(peer, h)
-		ep.RequestShort(peer, h, 1<<31, 1<<31, 1<<31, 1<<31, 1<<31, 1<<31)
-		ep.RequestMedium(peer, h, make([]byte, 300), 9, 9, 9)
-	}
-	check("library handlers given misfit messages", conduit.Barrier())
-
 	// Collectives from two goroutines at once, 50 barriers each.
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
