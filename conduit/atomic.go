@@ -90,29 +90,6 @@ func NewAtomics[T Word](j *Job) *Atomics[T] {
 	return &Atomics[T]{j: j, kind: kindOf[T]()}
 }
 
-// AtomicHandle is a fetching atomic operation in progress (FetchNB).
-type AtomicHandle[T Word] struct{ h *Handle }
-
-// Done reports whether the operation completed.
-func (a *AtomicHandle[T]) Done() bool { return a.h.Done() }
-
-// Wait services the network until the operation completes and returns
-// the value the word held before it. Not from a handler.
-func (a *AtomicHandle[T]) Wait() (T, error) {
-	err := a.h.Wait()
-	return fromBits[T](a.h.bits.Load()), err
-}
-
-// WaitContext is Wait bounded by ctx: when ctx ends first it returns
-// ctx's error, and the operation goes on (Handle.WaitContext).
-func (a *AtomicHandle[T]) WaitContext(ctx context.Context) (T, error) {
-	if err := a.h.WaitContext(ctx); err != nil {
-		var zero T
-		return zero, err
-	}
-	return fromBits[T](a.h.bits.Load()), nil
-}
-
 // Fetch applies op with operands x and y to the word of type T at offset
 // of rank's segment and returns the value the word held before.
 func (a *Atomics[T]) Fetch(rank int, offset uint64, op AtomicOp, x, y T) (T, error) {
@@ -159,10 +136,10 @@ func (a *Atomics[T]) doContext(ctx context.Context, rank int, offset uint64, op 
 	}
 	h, err := a.send(ctx, j, rank, offset, op, x, y)
 	if err == nil {
-		err = h.WaitContext(ctx)
+		err = h.waitContext(ctx)
 	}
 	if err != nil {
-		if h != nil && !h.Done() {
+		if h != nil && !h.done() {
 			h.abandon()
 		}
 		return 0, err
@@ -174,27 +151,27 @@ func (a *Atomics[T]) doContext(ctx context.Context, rank int, offset uint64, op 
 // operands, the word's type, alignment (offset a multiple of the word's
 // size) and place in the segment are checked first: what does not fit is
 // an error, and nothing is sent.
-func (a *Atomics[T]) FetchNB(rank int, offset uint64, op AtomicOp, x, y T) (*AtomicHandle[T], error) {
+func (a *Atomics[T]) FetchNB(rank int, offset uint64, op AtomicOp, x, y T) (*Handle[T], error) {
 	h, err := a.start(rank, offset, op, x, y, true)
 	if err != nil {
 		return nil, err
 	}
-	return &AtomicHandle[T]{h}, nil
+	return &Handle[T]{op: h, get: func() T { return fromBits[T](h.bits.Load()) }}, nil
 }
 
 // ApplyNB starts Apply and returns its handle, checked as FetchNB is.
-func (a *Atomics[T]) ApplyNB(rank int, offset uint64, op AtomicOp, x, y T) (*Handle, error) {
-	return a.start(rank, offset, op, x, y, false)
+func (a *Atomics[T]) ApplyNB(rank int, offset uint64, op AtomicOp, x, y T) (*Handle[struct{}], error) {
+	return handleOf(a.start(rank, offset, op, x, y, false))
 }
 
 // start is FetchNB and ApplyNB.
-func (a *Atomics[T]) start(rank int, offset uint64, op AtomicOp, x, y T, fetch bool) (*Handle, error) {
+func (a *Atomics[T]) start(rank int, offset uint64, op AtomicOp, x, y T, fetch bool) (*rmaOp, error) {
 	j, view, err := a.check(rank, offset, op, fetch)
 	if err != nil {
 		return nil, err
 	}
 	if view != nil {
-		h := &Handle{job: j}
+		h := &rmaOp{job: j}
 		old, err := a.local(j, view, offset, op, x, y)
 		h.bits.Store(old)
 		return h, err
@@ -248,9 +225,9 @@ func (a *Atomics[T]) local(j *Job, view []byte, offset uint64, op AtomicOp, x, y
 
 // send starts the operation on a remote rank: one Short request, whose
 // wait for credit ends when ctx does.
-func (a *Atomics[T]) send(ctx context.Context, j *Job, rank int, offset uint64, op AtomicOp, x, y T) (*Handle, error) {
+func (a *Atomics[T]) send(ctx context.Context, j *Job, rank int, offset uint64, op AtomicOp, x, y T) (*rmaOp, error) {
 	xb, yb := toBits(x), toBits(y)
-	h := &Handle{peer: rank, job: j, what: "an atomic " + op.String()}
+	h := &rmaOp{peer: rank, job: j, what: "an atomic " + op.String()}
 	j.rma.add(h)
 	h.pending.Store(1)
 	err := j.ep.RequestShortContext(ctx, rank, hAtomicReq, uint32(op)|uint32(a.kind)<<8, uint32(offset), uint32(offset>>32),

@@ -58,7 +58,7 @@ func TestAtomicCounters(t *testing.T) {
 			}
 			a64, a32 := NewAtomics[uint64](j), NewAtomics[uint32](j)
 			mine := make([]uint64, 0, k)
-			var batch []*Handle
+			var batch []*Handle[struct{}]
 			for i := range k {
 				old, err := a64.Fetch(0, 8, AtomicAdd, 1, 0)
 				if err != nil {
@@ -73,7 +73,7 @@ func TestAtomicCounters(t *testing.T) {
 				}
 				if batch = append(batch, h); len(batch) == 8 || i == k-1 {
 					for _, h := range batch {
-						if err := h.Wait(); err != nil {
+						if _, err := h.Wait(); err != nil {
 							t.Errorf("rank %d: Wait: %v", j.Rank(), err)
 							return
 						}
@@ -168,7 +168,7 @@ func startBits[T Word](a *Atomics[T], o *wordOp, off uint64) (func() (uint64, er
 	if err != nil {
 		return nil, err
 	}
-	return func() (uint64, error) { return 0, h.Wait() }, nil
+	return func() (uint64, error) { _, err := h.Wait(); return 0, err }, nil
 }
 
 // TestAtomicModel is a quick-check against a sequential model: each rank
@@ -405,13 +405,13 @@ func TestAtomicErrors(t *testing.T) {
 		}
 		// A request past the owner's segment, as only a corrupt or forged
 		// one can be: the owner refuses it.
-		h := &Handle{peer: 1, job: j, what: "an atomic add"}
+		h := &rmaOp{peer: 1, job: j, what: "an atomic add"}
 		j.rma.add(h)
 		h.pending.Store(1)
 		if err := j.ep.RequestShort(1, hAtomicReq, uint32(amo.Add)|uint32(amo.Uint64)<<8, 4096, 0, 1, 0, 0, 0, h.id); err != nil {
 			t.Errorf("request: %v", err)
 		}
-		if err := h.Wait(); !errors.Is(err, ErrOutOfSegment) || !strings.Contains(err.Error(), "refused an atomic add") {
+		if err := h.wait(); !errors.Is(err, ErrOutOfSegment) || !strings.Contains(err.Error(), "refused an atomic add") {
 			t.Errorf("a request past the owner's segment: %v", err)
 		}
 		j.Barrier()
@@ -426,19 +426,19 @@ func TestAtomicErrors(t *testing.T) {
 // nothing.
 func TestHandleIDs(t *testing.T) {
 	r := rma{next: math.MaxUint32 - 2}
-	live := &Handle{}
+	live := &rmaOp{}
 	r.add(live) // MaxUint32-1
 	r.next = math.MaxUint32 - 3
 	var ids []uint32
 	for range 3 {
-		h := &Handle{}
+		h := &rmaOp{}
 		r.add(h)
 		ids = append(ids, h.id)
 	}
 	if want := []uint32{math.MaxUint32 - 2, math.MaxUint32, 1}; !slices.Equal(ids, want) {
 		t.Errorf("ids %v, want %v", ids, want)
 	}
-	r.forget(&Handle{}) // id 0
+	r.forget(&rmaOp{}) // id 0
 	if r.get(1) == nil || r.get(live.id) != live {
 		t.Errorf("forgetting an id-0 handle removed another")
 	}
@@ -456,7 +456,7 @@ func TestHandleDoneLeavesNothing(t *testing.T) {
 			h, err := NewAtomics[uint64](j).ApplyNB(1, 0, AtomicAdd, 1, 0)
 			if err != nil {
 				t.Errorf("ApplyNB: %v", err)
-			} else if err := j.WaitUntil(h.Done); err != nil {
+			} else if err := j.WaitUntil(h.Test); err != nil {
 				t.Errorf("WaitUntil: %v", err)
 			}
 			j.rma.mu.Lock()

@@ -829,7 +829,7 @@ func AllReduceFloat64(op Op, v []float64) ([]float64, error) {
 }
 
 // PutNB starts writing data at offset of dest's segment; see Job.PutNB.
-func PutNB(dest int, offset uint64, data []byte) (*Handle, error) {
+func PutNB(dest int, offset uint64, data []byte) (*Handle[struct{}], error) {
 	j, err := job("PutNB")
 	if err != nil {
 		return nil, err
@@ -847,7 +847,7 @@ func Put(dest int, offset uint64, data []byte) error {
 }
 
 // GetNB starts reading len(buf) bytes at offset of src's segment into buf.
-func GetNB(src int, offset uint64, buf []byte) (*Handle, error) {
+func GetNB(src int, offset uint64, buf []byte) (*Handle[struct{}], error) {
 	j, err := job("GetNB")
 	if err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ const (
 // Done and Wait may be called from any goroutine, by several at once; a
 // Get's buffer is filled once Done reports true, and must not be read
 // before.
-type Handle struct {
+type rmaOp struct {
 	id      uint32
 	pending atomic.Int64
 	dst     []byte // Get destination
@@ -38,26 +38,29 @@ type Handle struct {
 	vis []visMsg
 }
 
-// Done reports whether the operation completed.
-func (h *Handle) Done() bool { return h.pending.Load() == 0 }
+// owner is the Job of the operation.
+func (h *rmaOp) owner() *Job { return h.job }
+
+// done reports whether the operation completed.
+func (h *rmaOp) done() bool { return h.pending.Load() == 0 }
 
 // WaitContext is Wait bounded by ctx: when ctx ends first it returns
 // ctx's error, and the operation goes on; a later Wait or Done sees it
 // complete.
-func (h *Handle) WaitContext(ctx context.Context) error {
+func (h *rmaOp) waitContext(ctx context.Context) error {
 	j := h.job
 	j.enter()
-	if err := j.waitContext(ctx, h.Done); err != nil {
+	if err := j.waitContext(ctx, h.done); err != nil {
 		return err
 	}
-	return h.Wait()
+	return h.wait()
 }
 
 // Wait services the network until the operation completes (see
 // Job.WaitUntil for where handlers run meanwhile). Not from a handler.
-func (h *Handle) Wait() error {
+func (h *rmaOp) wait() error {
 	h.job.enter()
-	err := h.job.wait(h.Done)
+	err := h.job.wait(h.done)
 	h.job.rma.forget(h)
 	if err == nil && h.refused.Load() {
 		err = fmt.Errorf("%w: rank %d refused %s", ErrOutOfSegment, h.peer, cmp.Or(h.what, "a get from its segment"))
@@ -68,13 +71,13 @@ func (h *Handle) Wait() error {
 type rma struct {
 	mu      sync.Mutex
 	next    uint32
-	handles map[uint32]*Handle
+	handles map[uint32]*rmaOp
 }
 
-func (r *rma) add(h *Handle) {
+func (r *rma) add(h *rmaOp) {
 	r.mu.Lock()
 	if r.handles == nil {
-		r.handles = map[uint32]*Handle{}
+		r.handles = map[uint32]*rmaOp{}
 	}
 	// Id 0 is that of the handles of operations done on a mapping, which
 	// never enter the map; after 2^32 handles the ids wrap, past those
@@ -86,13 +89,13 @@ func (r *rma) add(h *Handle) {
 	r.mu.Unlock()
 }
 
-func (r *rma) get(id uint32) *Handle {
+func (r *rma) get(id uint32) *rmaOp {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.handles[id]
 }
 
-func (r *rma) forget(h *Handle) {
+func (r *rma) forget(h *rmaOp) {
 	if h.id == 0 {
 		return
 	}
@@ -105,7 +108,7 @@ func (r *rma) forget(h *Handle) {
 
 // complete counts one part of h's operation done, and forgets h once all
 // are, so that a handle only looked at with Done leaves nothing behind.
-func (r *rma) complete(h *Handle) {
+func (r *rma) complete(h *rmaOp) {
 	if h.pending.Add(-1) == 0 {
 		r.forget(h)
 	}
@@ -175,13 +178,13 @@ func (j *Job) registerCore() {
 // PutNB starts writing data at offset of dest's segment and returns a
 // handle; data may be reused once PutNB returns. To a rank whose segment
 // this process maps (LocalView), it is a copy, complete on return.
-func (j *Job) PutNB(dest int, offset uint64, data []byte) (*Handle, error) {
-	return j.putNB(context.Background(), dest, offset, data)
+func (j *Job) PutNB(dest int, offset uint64, data []byte) (*Handle[struct{}], error) {
+	return handleOf(j.putNB(context.Background(), dest, offset, data))
 }
 
 // putNB is PutNB whose waits for credit end when ctx does (its error is
 // then returned, and what was sent may have been written).
-func (j *Job) putNB(ctx context.Context, dest int, offset uint64, data []byte) (*Handle, error) {
+func (j *Job) putNB(ctx context.Context, dest int, offset uint64, data []byte) (*rmaOp, error) {
 	j.enter()
 	if err := j.checkRemote(dest, offset, len(data)); err != nil {
 		return nil, err
@@ -189,9 +192,9 @@ func (j *Job) putNB(ctx context.Context, dest int, offset uint64, data []byte) (
 	if v := j.localView(dest); v != nil {
 		copy(v[offset:], data)
 		j.nb.puts.Add(1)
-		return &Handle{job: j}, nil
+		return &rmaOp{job: j}, nil
 	}
-	h := &Handle{job: j}
+	h := &rmaOp{job: j}
 	j.rma.add(h)
 	chunks := (len(data) + MaxLong - 1) / MaxLong
 	h.pending.Store(int64(chunks))
@@ -207,11 +210,11 @@ func (j *Job) putNB(ctx context.Context, dest int, offset uint64, data []byte) (
 
 // Put writes data at offset of dest's segment and waits until it is there.
 func (j *Job) Put(dest int, offset uint64, data []byte) error {
-	h, err := j.PutNB(dest, offset, data)
+	h, err := j.putNB(context.Background(), dest, offset, data)
 	if err != nil {
 		return err
 	}
-	return h.Wait()
+	return h.wait()
 }
 
 // PutContext is Put bounded by ctx: when ctx ends first, PutContext
@@ -226,12 +229,12 @@ func (j *Job) PutContext(ctx context.Context, dest int, offset uint64, data []by
 // bounded, until ctx ends. An operation that writes into the caller's
 // memory (a get) is then abandoned: nothing writes there after its
 // Context form returns.
-func waitContext(ctx context.Context, h *Handle, err error) error {
+func waitContext(ctx context.Context, h *rmaOp, err error) error {
 	if err != nil {
 		return err
 	}
-	if err := h.WaitContext(ctx); err != nil {
-		if !h.Done() {
+	if err := h.waitContext(ctx); err != nil {
+		if !h.done() {
 			h.abandon()
 		}
 		return err
@@ -244,7 +247,7 @@ func waitContext(ctx context.Context, h *Handle, err error) error {
 // handlers drop its replies (each looks h up under rma.mu), and the poll
 // pass in progress (whose handlers may have looked h up) ends before
 // abandon returns. Not from a handler, whose own pass would never end.
-func (h *Handle) abandon() {
+func (h *rmaOp) abandon() {
 	h.job.rma.forget(h)
 	h.job.ep.Fence()
 }
@@ -253,7 +256,7 @@ func (h *Handle) abandon() {
 // failed: abandoned when some did, forgotten only when none did (the
 // failure may be a request refused inside a handler, where abandon
 // would wait for its own pass).
-func (h *Handle) giveUp(sent int) {
+func (h *rmaOp) giveUp(sent int) {
 	if sent == 0 {
 		h.job.rma.forget(h)
 		return
@@ -264,13 +267,13 @@ func (h *Handle) giveUp(sent int) {
 // GetNB starts reading len(buf) bytes at offset of src's segment into buf.
 // From a rank whose segment this process maps (LocalView), it is a copy,
 // complete on return.
-func (j *Job) GetNB(src int, offset uint64, buf []byte) (*Handle, error) {
-	return j.getNB(context.Background(), src, offset, buf)
+func (j *Job) GetNB(src int, offset uint64, buf []byte) (*Handle[struct{}], error) {
+	return handleOf(j.getNB(context.Background(), src, offset, buf))
 }
 
 // getNB is GetNB whose waits for credit end when ctx does (its error is
 // then returned, and nothing writes into buf after getNB returns).
-func (j *Job) getNB(ctx context.Context, src int, offset uint64, buf []byte) (*Handle, error) {
+func (j *Job) getNB(ctx context.Context, src int, offset uint64, buf []byte) (*rmaOp, error) {
 	j.enter()
 	if err := j.checkRemote(src, offset, len(buf)); err != nil {
 		return nil, err
@@ -278,9 +281,9 @@ func (j *Job) getNB(ctx context.Context, src int, offset uint64, buf []byte) (*H
 	if v := j.localView(src); v != nil {
 		copy(buf, v[offset:])
 		j.nb.gets.Add(1)
-		return &Handle{job: j}, nil
+		return &rmaOp{job: j}, nil
 	}
-	h := &Handle{dst: buf, peer: src, job: j}
+	h := &rmaOp{dst: buf, peer: src, job: j}
 	j.rma.add(h)
 	chunks := (len(buf) + MaxMedium - 1) / MaxMedium
 	h.pending.Store(int64(chunks))
@@ -297,11 +300,11 @@ func (j *Job) getNB(ctx context.Context, src int, offset uint64, buf []byte) (*H
 
 // Get reads len(buf) bytes at offset of src's segment into buf.
 func (j *Job) Get(src int, offset uint64, buf []byte) error {
-	h, err := j.GetNB(src, offset, buf)
+	h, err := j.getNB(context.Background(), src, offset, buf)
 	if err != nil {
 		return err
 	}
-	return h.Wait()
+	return h.wait()
 }
 
 // GetContext is Get bounded by ctx: when ctx ends first, GetContext

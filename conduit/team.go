@@ -335,27 +335,30 @@ func ordered[T any](t *Team, f func() (T, error)) (T, error) {
 	return f()
 }
 
-// CollHandle is a non-blocking collective in progress, whose result Wait
-// returns. The collective takes its place in this rank's order of calls
-// on its team when it is started, and runs on a goroutine of its own,
-// whose waits poll the network as every wait does; several may be in
-// progress at once, on one team or several.
-type CollHandle[T any] struct {
+// collOp is a non-blocking collective in progress, behind its Handle.
+// The collective takes its place in this rank's order of calls on its
+// team when it is started, and runs on a goroutine of its own, whose
+// waits poll the network as every wait does; several may be in progress
+// at once, on one team or several.
+type collOp[T any] struct {
 	t        *Team
-	done     chan struct{}
-	finished bool // f returned (else its goroutine ended with the rank)
-	panicked any  // what f panicked with, passed on to Wait
+	finish   chan struct{} // closed when f has returned
+	finished bool          // f returned (else its goroutine ended with the rank)
+	panicked any           // what f panicked with, passed on to Wait
 	v        T
 	err      error
 }
 
 // startNB starts f, a collective on t, as ordered would run it, and
 // returns its handle at once.
-func startNB[T any](t *Team, f func() (T, error)) *CollHandle[T] {
-	h := &CollHandle[T]{t: t, done: make(chan struct{})}
+func startNB[T any](t *Team, f func() (T, error)) *Handle[T] {
+	h := &collOp[T]{t: t, finish: make(chan struct{})}
 	n := t.ticket()
 	go func() {
-		defer close(h.done)
+		if t.j != nil {
+			defer t.j.ep.Wake() // a WaitAny that sleeps in the network
+		}
+		defer close(h.finish)
 		t.turn(n)
 		defer t.release()
 		defer func() {
@@ -366,13 +369,13 @@ func startNB[T any](t *Team, f func() (T, error)) *CollHandle[T] {
 		h.v, h.err = f()
 		h.finished = true
 	}()
-	return h
+	return &Handle[T]{op: h, get: func() T { return h.v }}
 }
 
 // result returns what f returned, once done is closed: a panic of f's is
 // passed on, and a collective cut short because the rank ends (the job
 // ended, or aborted) ends the caller as any call then does.
-func (h *CollHandle[T]) result() (T, error) {
+func (h *collOp[T]) result() (T, error) {
 	if h.panicked != nil {
 		panic(h.panicked)
 	}
@@ -384,32 +387,35 @@ func (h *CollHandle[T]) result() (T, error) {
 	return h.v, h.err
 }
 
-// Done reports whether the collective has completed.
-func (h *CollHandle[T]) Done() bool {
+func (h *collOp[T]) owner() *Job { return h.t.j }
+
+// done reports whether the collective has completed.
+func (h *collOp[T]) done() bool {
 	select {
-	case <-h.done:
+	case <-h.finish:
 		return true
 	default:
 		return false
 	}
 }
 
-// Wait waits until the collective completes and returns its result.
-func (h *CollHandle[T]) Wait() (T, error) {
-	<-h.done
-	return h.result()
+// wait waits until the collective completes and returns its error.
+func (h *collOp[T]) wait() error {
+	<-h.finish
+	_, err := h.result()
+	return err
 }
 
-// WaitContext is Wait bounded by ctx: when ctx ends first it returns
+// waitContext is wait bounded by ctx: when ctx ends first it returns
 // ctx's error, and the collective goes on (the other members need this
-// rank's part); a later Wait returns its result.
-func (h *CollHandle[T]) WaitContext(ctx context.Context) (T, error) {
+// rank's part); a later wait returns its result.
+func (h *collOp[T]) waitContext(ctx context.Context) error {
 	select {
-	case <-h.done:
-		return h.result()
+	case <-h.finish:
+		_, err := h.result()
+		return err
 	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
+		return ctx.Err()
 	}
 }
 

@@ -478,7 +478,7 @@ func TestTeamNonBlocking(t *testing.T) {
 			if got, err := gat.Wait(); err != nil || me == 0 && len(got) != n || me != 0 && got != nil {
 				t.Errorf("rank %d: gather = %v, %v", me, got, err)
 			}
-			if got, err := mx.Wait(); err != nil || got[0] != n-1 || !mx.Done() {
+			if got, err := mx.Wait(); err != nil || got[0] != n-1 || !mx.Test() {
 				t.Errorf("rank %d: max = %v, %v", me, got, err)
 			}
 			j.Barrier()
@@ -487,7 +487,7 @@ func TestTeamNonBlocking(t *testing.T) {
 }
 
 // GatherNBOf starts a gather of the rank's number to team rank 0.
-func GatherNBOf(t *Team, me int) *CollHandle[[][]byte] { return t.GatherNB(0, []byte{byte(me)}) }
+func GatherNBOf(t *Team, me int) *Handle[[][]byte] { return t.GatherNB(0, []byte{byte(me)}) }
 
 // TestWaitContext: a wait bounded by a context that ends first returns
 // its error and leaves the operation going; a later wait completes it.
@@ -522,7 +522,7 @@ func TestWaitContext(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := h.WaitContext(context.Background()); err != nil {
+			if _, err := h.WaitContext(context.Background()); err != nil {
 				t.Errorf("rank %d: Handle.WaitContext = %v", me, err)
 			}
 			ah, err := NewAtomics[uint64](j).FetchNB(1-me, 8, AtomicAdd, 1, 0)
@@ -558,7 +558,7 @@ func TestTeamCallOrder(t *testing.T) {
 			third <- v
 		}()
 		synctest.Wait()
-		if len(ran) != 0 || first.Done() || second.Done() {
+		if len(ran) != 0 || first.Test() || second.Test() {
 			t.Fatalf("calls ran while the first waited: %v", ran)
 		}
 		close(gate)

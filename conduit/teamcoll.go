@@ -35,7 +35,7 @@ func (t *Team) BarrierContext(ctx context.Context) error {
 }
 
 // BarrierNB starts Barrier.
-func (t *Team) BarrierNB() *CollHandle[struct{}] {
+func (t *Team) BarrierNB() *Handle[struct{}] {
 	return startNB(t, func() (struct{}, error) { return struct{}{}, t.barrier() })
 }
 
@@ -47,7 +47,7 @@ func (t *Team) Broadcast(root int, data []byte) ([]byte, error) {
 }
 
 // BroadcastNB starts Broadcast; data must not change until it completes.
-func (t *Team) BroadcastNB(root int, data []byte) *CollHandle[[]byte] {
+func (t *Team) BroadcastNB(root int, data []byte) *Handle[[]byte] {
 	return startNB(t, func() ([]byte, error) { return t.broadcast(root, data) })
 }
 
@@ -65,7 +65,7 @@ func (t *Team) Gather(root int, data []byte) ([][]byte, error) {
 }
 
 // GatherNB starts Gather; data must not change until it completes.
-func (t *Team) GatherNB(root int, data []byte) *CollHandle[[][]byte] {
+func (t *Team) GatherNB(root int, data []byte) *Handle[[][]byte] {
 	return startNB(t, func() ([][]byte, error) { return t.gather(root, data) })
 }
 
@@ -82,7 +82,7 @@ func (t *Team) AllGather(data []byte) ([][]byte, error) {
 }
 
 // AllGatherNB starts AllGather; data must not change until it completes.
-func (t *Team) AllGatherNB(data []byte) *CollHandle[[][]byte] {
+func (t *Team) AllGatherNB(data []byte) *Handle[[][]byte] {
 	return startNB(t, func() ([][]byte, error) { return t.allGather(data) })
 }
 
@@ -99,7 +99,7 @@ func (t *Team) Scatter(root int, parts [][]byte) ([]byte, error) {
 }
 
 // ScatterNB starts Scatter; parts must not change until it completes.
-func (t *Team) ScatterNB(root int, parts [][]byte) *CollHandle[[]byte] {
+func (t *Team) ScatterNB(root int, parts [][]byte) *Handle[[]byte] {
 	return startNB(t, func() ([]byte, error) { return t.scatter(root, parts) })
 }
 
@@ -126,7 +126,7 @@ func (t *Team) Alltoall(data []byte) ([]byte, error) {
 }
 
 // AlltoallNB starts Alltoall; data must not change until it completes.
-func (t *Team) AlltoallNB(data []byte) *CollHandle[[]byte] {
+func (t *Team) AlltoallNB(data []byte) *Handle[[]byte] {
 	return startNB(t, func() ([]byte, error) { return t.alltoall(data) })
 }
 
@@ -143,7 +143,7 @@ func (t *Team) Alltoallv(parts [][]byte) ([][]byte, error) {
 }
 
 // AlltoallvNB starts Alltoallv; parts must not change until it completes.
-func (t *Team) AlltoallvNB(parts [][]byte) *CollHandle[[][]byte] {
+func (t *Team) AlltoallvNB(parts [][]byte) *Handle[[][]byte] {
 	return startNB(t, func() ([][]byte, error) { return t.alltoallv(parts) })
 }
 
@@ -175,7 +175,7 @@ func Reduce[T Word](t *Team, root int, op Op, v []T) ([]T, error) {
 }
 
 // ReduceNB starts Reduce; v must not change until it completes.
-func ReduceNB[T Word](t *Team, root int, op Op, v []T) *CollHandle[[]T] {
+func ReduceNB[T Word](t *Team, root int, op Op, v []T) *Handle[[]T] {
 	return startNB(t, func() ([]T, error) { return reduceT(t, root, op, v) })
 }
 
@@ -192,7 +192,7 @@ func AllReduce[T Word](t *Team, op Op, v []T) ([]T, error) {
 }
 
 // AllReduceNB starts AllReduce; v must not change until it completes.
-func AllReduceNB[T Word](t *Team, op Op, v []T) *CollHandle[[]T] {
+func AllReduceNB[T Word](t *Team, op Op, v []T) *Handle[[]T] {
 	return startNB(t, func() ([]T, error) { return allReduceT(t, op, v) })
 }
 
@@ -209,7 +209,7 @@ func ReduceFunc[T Word](t *Team, root int, f func(a, b T) T, v []T) ([]T, error)
 }
 
 // ReduceFuncNB starts ReduceFunc; v must not change until it completes.
-func ReduceFuncNB[T Word](t *Team, root int, f func(a, b T) T, v []T) *CollHandle[[]T] {
+func ReduceFuncNB[T Word](t *Team, root int, f func(a, b T) T, v []T) *Handle[[]T] {
 	return startNB(t, func() ([]T, error) { return reduceFuncT(t, root, f, v) })
 }
 
@@ -225,7 +225,7 @@ func AllReduceFunc[T Word](t *Team, f func(a, b T) T, v []T) ([]T, error) {
 }
 
 // AllReduceFuncNB starts AllReduceFunc; v must not change until it completes.
-func AllReduceFuncNB[T Word](t *Team, f func(a, b T) T, v []T) *CollHandle[[]T] {
+func AllReduceFuncNB[T Word](t *Team, f func(a, b T) T, v []T) *Handle[[]T] {
 	return startNB(t, func() ([]T, error) { return allReduceFuncT(t, f, v) })
 }
 

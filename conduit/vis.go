@@ -95,12 +95,12 @@ func (j *Job) checkPieces(rank int, pieces []Piece) error {
 // hold them (a piece may straddle two). To a rank whose segment this
 // process maps (LocalView), it is a copy, complete on return. A piece
 // outside the segment is an error before anything is sent.
-func (j *Job) PutVNB(dest int, pieces []Piece) (*Handle, error) {
-	return j.putVNB(context.Background(), dest, pieces)
+func (j *Job) PutVNB(dest int, pieces []Piece) (*Handle[struct{}], error) {
+	return handleOf(j.putVNB(context.Background(), dest, pieces))
 }
 
 // putVNB is PutVNB whose waits for credit end when ctx does.
-func (j *Job) putVNB(ctx context.Context, dest int, pieces []Piece) (*Handle, error) {
+func (j *Job) putVNB(ctx context.Context, dest int, pieces []Piece) (*rmaOp, error) {
 	j.enter()
 	if err := j.checkPieces(dest, pieces); err != nil {
 		return nil, err
@@ -110,9 +110,9 @@ func (j *Job) putVNB(ctx context.Context, dest int, pieces []Piece) (*Handle, er
 			copy(v[p.Offset:], p.Data)
 		}
 		j.nb.puts.Add(1)
-		return &Handle{job: j}, nil
+		return &rmaOp{job: j}, nil
 	}
-	h := &Handle{job: j, peer: dest, what: "a vector put into its segment"}
+	h := &rmaOp{job: j, peer: dest, what: "a vector put into its segment"}
 	return j.sendVis(ctx, h, packPieces(pieces, false), hVisPut, "vector put to")
 }
 
@@ -121,12 +121,12 @@ func (j *Job) putVNB(ctx context.Context, dest int, pieces []Piece) (*Handle, er
 // The piece lists go in as few Medium requests as hold them, each answered
 // by one reply of at most MaxMedium bytes. From a rank whose segment this
 // process maps, it is a copy, complete on return.
-func (j *Job) GetVNB(src int, pieces []Piece) (*Handle, error) {
-	return j.getVNB(context.Background(), src, pieces)
+func (j *Job) GetVNB(src int, pieces []Piece) (*Handle[struct{}], error) {
+	return handleOf(j.getVNB(context.Background(), src, pieces))
 }
 
 // getVNB is GetVNB whose waits for credit end when ctx does.
-func (j *Job) getVNB(ctx context.Context, src int, pieces []Piece) (*Handle, error) {
+func (j *Job) getVNB(ctx context.Context, src int, pieces []Piece) (*rmaOp, error) {
 	j.enter()
 	if err := j.checkPieces(src, pieces); err != nil {
 		return nil, err
@@ -136,16 +136,16 @@ func (j *Job) getVNB(ctx context.Context, src int, pieces []Piece) (*Handle, err
 			copy(p.Data, v[p.Offset:])
 		}
 		j.nb.gets.Add(1)
-		return &Handle{job: j}, nil
+		return &rmaOp{job: j}, nil
 	}
-	h := &Handle{job: j, peer: src, what: "a vector get from its segment", vis: packPieces(pieces, true)}
+	h := &rmaOp{job: j, peer: src, what: "a vector get from its segment", vis: packPieces(pieces, true)}
 	return j.sendVis(ctx, h, h.vis, hVisGet, "vector get from")
 }
 
 // sendVis sends each of msgs to h's peer as a Medium request to handler,
 // with h's id and the message's index: its piece list and, for a put, its
 // pieces' bytes. Its waits for credit end when ctx does.
-func (j *Job) sendVis(ctx context.Context, h *Handle, msgs []visMsg, handler int, what string) (*Handle, error) {
+func (j *Job) sendVis(ctx context.Context, h *rmaOp, msgs []visMsg, handler int, what string) (*rmaOp, error) {
 	if len(msgs) == 0 {
 		return h, nil
 	}
@@ -168,10 +168,10 @@ func (j *Job) sendVis(ctx context.Context, h *Handle, msgs []visMsg, handler int
 }
 
 // PutV is PutVNB and a wait for its handle.
-func (j *Job) PutV(dest int, pieces []Piece) error { return wait(j.PutVNB(dest, pieces)) }
+func (j *Job) PutV(dest int, pieces []Piece) error { return waitNB(j.PutVNB(dest, pieces)) }
 
 // GetV is GetVNB and a wait for its handle.
-func (j *Job) GetV(src int, pieces []Piece) error { return wait(j.GetVNB(src, pieces)) }
+func (j *Job) GetV(src int, pieces []Piece) error { return waitNB(j.GetVNB(src, pieces)) }
 
 // PutVContext is PutV bounded by ctx, as PutContext.
 func (j *Job) PutVContext(ctx context.Context, dest int, pieces []Piece) error {
@@ -190,7 +190,7 @@ func (j *Job) GetVContext(ctx context.Context, src int, pieces []Piece) error {
 // PutIndexedNB writes len(offsets) pieces of size bytes each, packed one
 // after another in data, piece i at offsets[i] of dest's segment, as
 // PutVNB.
-func (j *Job) PutIndexedNB(dest int, offsets []uint64, size int, data []byte) (*Handle, error) {
+func (j *Job) PutIndexedNB(dest int, offsets []uint64, size int, data []byte) (*Handle[struct{}], error) {
 	ps, err := indexed(offsets, size, data)
 	if err != nil {
 		return nil, err
@@ -200,7 +200,7 @@ func (j *Job) PutIndexedNB(dest int, offsets []uint64, size int, data []byte) (*
 
 // GetIndexedNB reads len(offsets) pieces of size bytes each, piece i from
 // offsets[i] of src's segment into buf[i*size:], as GetVNB.
-func (j *Job) GetIndexedNB(src int, offsets []uint64, size int, buf []byte) (*Handle, error) {
+func (j *Job) GetIndexedNB(src int, offsets []uint64, size int, buf []byte) (*Handle[struct{}], error) {
 	ps, err := indexed(offsets, size, buf)
 	if err != nil {
 		return nil, err
@@ -210,12 +210,12 @@ func (j *Job) GetIndexedNB(src int, offsets []uint64, size int, buf []byte) (*Ha
 
 // PutIndexed is PutIndexedNB and a wait for its handle.
 func (j *Job) PutIndexed(dest int, offsets []uint64, size int, data []byte) error {
-	return wait(j.PutIndexedNB(dest, offsets, size, data))
+	return waitNB(j.PutIndexedNB(dest, offsets, size, data))
 }
 
 // GetIndexed is GetIndexedNB and a wait for its handle.
 func (j *Job) GetIndexed(src int, offsets []uint64, size int, buf []byte) error {
-	return wait(j.GetIndexedNB(src, offsets, size, buf))
+	return waitNB(j.GetIndexedNB(src, offsets, size, buf))
 }
 
 // PutIndexedContext is PutIndexed bounded by ctx, as PutContext.
@@ -246,7 +246,7 @@ type Strided struct {
 // PutStridedNB writes the pieces r describes in dest's segment from data,
 // where piece i is at data[i*dataStride:] (dataStride r.Size: packed), as
 // PutVNB.
-func (j *Job) PutStridedNB(dest int, r Strided, data []byte, dataStride int) (*Handle, error) {
+func (j *Job) PutStridedNB(dest int, r Strided, data []byte, dataStride int) (*Handle[struct{}], error) {
 	ps, err := strided(r, data, dataStride)
 	if err != nil {
 		return nil, err
@@ -256,7 +256,7 @@ func (j *Job) PutStridedNB(dest int, r Strided, data []byte, dataStride int) (*H
 
 // GetStridedNB reads the pieces r describes in src's segment into buf,
 // piece i at buf[i*bufStride:], as GetVNB.
-func (j *Job) GetStridedNB(src int, r Strided, buf []byte, bufStride int) (*Handle, error) {
+func (j *Job) GetStridedNB(src int, r Strided, buf []byte, bufStride int) (*Handle[struct{}], error) {
 	ps, err := strided(r, buf, bufStride)
 	if err != nil {
 		return nil, err
@@ -266,12 +266,12 @@ func (j *Job) GetStridedNB(src int, r Strided, buf []byte, bufStride int) (*Hand
 
 // PutStrided is PutStridedNB and a wait for its handle.
 func (j *Job) PutStrided(dest int, r Strided, data []byte, dataStride int) error {
-	return wait(j.PutStridedNB(dest, r, data, dataStride))
+	return waitNB(j.PutStridedNB(dest, r, data, dataStride))
 }
 
 // GetStrided is GetStridedNB and a wait for its handle.
 func (j *Job) GetStrided(src int, r Strided, buf []byte, bufStride int) error {
-	return wait(j.GetStridedNB(src, r, buf, bufStride))
+	return waitNB(j.GetStridedNB(src, r, buf, bufStride))
 }
 
 // PutStridedContext is PutStrided bounded by ctx, as PutContext.
@@ -290,14 +290,6 @@ func (j *Job) GetStridedContext(ctx context.Context, src int, r Strided, buf []b
 		return err
 	}
 	return j.GetVContext(ctx, src, ps)
-}
-
-// wait waits for h when the call that made it succeeded.
-func wait(h *Handle, err error) error {
-	if err != nil {
-		return err
-	}
-	return h.Wait()
 }
 
 // indexed makes the pieces of an indexed transfer over local.

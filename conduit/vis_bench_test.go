@@ -21,7 +21,7 @@ func BenchmarkStridedPut(b *testing.B) {
 					return
 				}
 				data := pattern(1, pieces*size)
-				hs := make([]*Handle, pieces)
+				hs := make([]*Handle[struct{}], pieces)
 				if j.Rank() == 0 {
 					start := time.Now()
 					for range b.N {
@@ -41,7 +41,7 @@ func BenchmarkStridedPut(b *testing.B) {
 							hs[i] = h
 						}
 						for _, h := range hs {
-							if err := h.Wait(); err != nil {
+							if _, err := h.Wait(); err != nil {
 								b.Error(err)
 							}
 						}

@@ -114,7 +114,7 @@ func TestVISRoundTrip(t *testing.T) {
 				{Offset: 740000, Data: pattern(me+92, 2*MaxMedium+11)}}
 			h, err := j.PutVNB(to, big)
 			if err == nil {
-				err = h.Wait()
+				_, err = h.Wait()
 			}
 			if err != nil {
 				t.Errorf("rank %d: PutVNB: %v", me, err)
@@ -164,7 +164,7 @@ func TestVISRoundTrip(t *testing.T) {
 			vback := []Piece{{Offset: 740000, Data: make([]byte, 2*MaxMedium+11)}, {Offset: 650000, Data: make([]byte, 70000)}}
 			h, err = j.GetVNB(to, vback)
 			if err == nil {
-				err = h.Wait()
+				_, err = h.Wait()
 			}
 			if err != nil || !bytes.Equal(vback[0].Data, big[2].Data) || !bytes.Equal(vback[1].Data, big[0].Data) {
 				t.Errorf("rank %d: GetVNB: %v", me, err)
