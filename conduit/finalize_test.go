@@ -66,6 +66,15 @@ func TestFinalizeLocal(t *testing.T) {
 	if code != 1 {
 		t.Errorf("rank 1 returned while rank 0 was in Finalize: code %d, want 1", code)
 	}
+	code = runLocalWithin(t, bound, 2, func(j *Job) {
+		if j.Rank() == 0 {
+			time.Sleep(100 * time.Millisecond) // rank 1 has returned
+			j.Finalize(0)
+		}
+	})
+	if code != 1 {
+		t.Errorf("rank 0 called Finalize after rank 1 returned: code %d, want 1", code)
+	}
 
 	code = runLocalWithin(t, bound, 2, func(j *Job) {
 		if j.Rank() == 0 {

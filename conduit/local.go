@@ -178,12 +178,24 @@ func (c *localConsole) returned(rank int) {
 		return
 	}
 	c.done++
-	if c.done == c.n && !c.codeSet && slices.Contains(c.finalized, true) {
-		fmt.Fprintf(os.Stderr, "%s: rank %d returned without calling Finalize or Exit while the other ranks were in Finalize; ending the job with 1\n", progName(), rank)
-		c.code, c.codeSet = 1, true
-		c.terminating.Store(true)
-		c.wakeAll()
+	c.settleLocked()
+}
+
+// settleLocked ends the job once every rank has finalized or returned and
+// some finalized: with the highest code passed to Finalize, or, when a
+// rank returned instead, with 1, said on stderr (its Finalize would never
+// come). c.mu held.
+func (c *localConsole) settleLocked() {
+	if c.done < c.n || c.codeSet || !slices.Contains(c.finalized, true) {
+		return
 	}
+	c.code, c.codeSet = c.final, true
+	if r := slices.Index(c.finalized, false); r >= 0 {
+		fmt.Fprintf(os.Stderr, "%s: rank %d returned without calling Finalize or Exit while the other ranks were in Finalize; ending the job with 1\n", progName(), r)
+		c.code = 1
+	}
+	c.terminating.Store(true)
+	c.wakeAll()
 }
 
 // localRank is one rank's link to a localConsole: the control of its Job.
@@ -218,11 +230,8 @@ func (r localRank) Finalize(code int) error {
 	c.finalized[r.rank] = true
 	c.final = max(c.final, code)
 	c.endLocked(r.rank, fmt.Sprintf("finalize %d", code))
-	if c.done++; c.done == c.n && !c.codeSet {
-		c.code, c.codeSet = c.final, true
-		c.terminating.Store(true)
-		c.wakeAll()
-	}
+	c.done++
+	c.settleLocked()
 	return nil
 }
 
