@@ -1,0 +1,231 @@
+package conduit
+
+// This file is Attach: the handler table, the segment, and the all-gather
+// that makes every rank's segment known, and a client's requests.
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/udpconduit/udpconduit/amudp"
+)
+
+// Attach registers the client's handlers (indexes 128..255, each at most
+// once, none nil), allocates a segment of segmentSize bytes that Long
+// messages and Put/Get address, and waits until every rank has attached.
+// It is collective: every rank calls it once, before any request, Put or
+// Get of its own. A bad table or a segment that cannot be allocated is an
+// error, and nothing is registered: the rank may call Attach again.
+func (j *Job) Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
+	return j.attachContext(context.Background(), handlers, segmentSize)
+}
+
+// AttachContext is Attach bounded by ctx: when ctx ends before every rank
+// has attached, it returns ctx's error, and the exchange of segment sizes
+// goes on in the background (the other ranks need this rank's), after
+// which requests, Puts and Gets work as after Attach; the segment is then
+// LocalView(Rank()).
+func (j *Job) AttachContext(ctx context.Context, handlers []HandlerEntry, segmentSize int) ([]byte, error) {
+	return j.attachContext(ctx, handlers, segmentSize)
+}
+
+func (j *Job) attachContext(ctx context.Context, handlers []HandlerEntry, segmentSize int) ([]byte, error) {
+	ep := j.enter()
+	if err := checkTable(handlers); err != nil {
+		return nil, err
+	}
+	j.attachMu.Lock()
+	if j.attach {
+		j.attachMu.Unlock()
+		return nil, ErrAttached
+	}
+	seg, err := j.nb.alloc(segmentSize)
+	if err == nil {
+		j.attach = true
+	}
+	j.attachMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	hs := make(map[int]amudp.Handler, len(handlers))
+	for _, h := range handlers {
+		fn := h.Fn
+		hs[h.Index] = func(t *amudp.Token, args []uint32, p []byte) { fn((*Token)(t), args, p) }
+	}
+	if err := ep.RegisterAll(hs); err != nil {
+		j.nb.release()
+		return nil, err
+	}
+	ep.SetSegment(seg)
+	// Every rank's segment size, and the path by which the ranks of its
+	// shared-memory group map it ("" for none).
+	b := binary.LittleEndian.AppendUint64(nil, uint64(segmentSize))
+	// The exchange takes its place in the order of the rank's all-gathers
+	// here, whether it runs here or goes on in the background.
+	j.gat.lock.Lock()
+	n, err := j.nextGather()
+	if err != nil {
+		j.gat.lock.Unlock()
+		return nil, err
+	}
+	exchange := func() error {
+		defer j.gat.lock.Unlock()
+		parts, err := j.allGatherNumbered(n, append(b, j.nb.path()...))
+		if err != nil {
+			return err
+		}
+		segs, paths := make([]uint64, len(parts)), make([]string, len(parts))
+		for i, p := range parts {
+			if len(p) >= 8 {
+				segs[i], paths[i] = binary.LittleEndian.Uint64(p), string(p[8:])
+			}
+		}
+		j.segs = segs
+		j.nb.setPaths(paths)
+		j.attached.Store(true)
+		return nil
+	}
+	if ctx.Done() == nil {
+		if err := exchange(); err != nil {
+			return nil, err
+		}
+		return seg, nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- exchange() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, err
+		}
+		return seg, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// checkTable checks a handler table: client indexes, each once, no nil
+// function.
+func checkTable(handlers []HandlerEntry) error {
+	seen := map[int]bool{}
+	for i, h := range handlers {
+		switch {
+		case h.Index < FirstClientHandler || h.Index >= amudp.NumHandlers:
+			return fmt.Errorf("%w (entry %d has index %d)", ErrHandlerIndex, i, h.Index)
+		case seen[h.Index]:
+			return fmt.Errorf("%w: index %d appears twice", ErrHandlerTable, h.Index)
+		case h.Fn == nil:
+			return fmt.Errorf("%w: index %d has a nil handler", ErrHandlerTable, h.Index)
+		}
+		seen[h.Index] = true
+	}
+	return nil
+}
+
+// SegmentSize returns the segment size of rank (after Attach; 0 before).
+func (j *Job) SegmentSize(rank int) int {
+	if !j.attached.Load() || rank < 0 || rank >= len(j.segs) {
+		return 0
+	}
+	return int(j.segs[rank])
+}
+
+// clientCall checks a client request before it is sent: Attach done, a
+// client handler index.
+func (j *Job) clientCall(handler int) (*amudp.Endpoint, error) {
+	ep := j.enter()
+	if !j.attached.Load() {
+		return nil, ErrNotAttached
+	}
+	if handler < FirstClientHandler || handler >= amudp.NumHandlers {
+		return nil, fmt.Errorf("%w (got %d)", ErrHandlerIndex, handler)
+	}
+	return ep, nil
+}
+
+// RequestShort sends a Short request to the client handler (128..255) of
+// dest.
+func (j *Job) RequestShort(dest, handler int, args ...uint32) error {
+	ep, err := j.clientCall(handler)
+	if err != nil {
+		return err
+	}
+	return j.done(ep.RequestShort(dest, handler, args...))
+}
+
+// RequestMedium sends a Medium request; payload may be reused on return.
+func (j *Job) RequestMedium(dest, handler int, payload []byte, args ...uint32) error {
+	ep, err := j.clientCall(handler)
+	if err != nil {
+		return err
+	}
+	return j.done(ep.RequestMedium(dest, handler, payload, args...))
+}
+
+// RequestLong sends a Long request writing payload at offset of dest's
+// segment; the range is checked against the segment sizes exchanged at
+// Attach.
+func (j *Job) RequestLong(dest, handler int, payload []byte, offset uint64, args ...uint32) error {
+	ep, err := j.clientCall(handler)
+	if err != nil {
+		return err
+	}
+	if err := j.checkRemote(dest, offset, len(payload)); err != nil {
+		return err
+	}
+	return j.done(ep.RequestLong(dest, handler, payload, offset, args...))
+}
+
+// RequestShortContext is RequestShort bounded by ctx: a request that
+// waits for credit (GASNET_NETWORKDEPTH requests to dest unanswered) or
+// for room in dest's shared-memory inbox when ctx ends is not sent, and
+// ctx's error is returned. Once sent, a request is delivered (or returned
+// to handler 0) whatever becomes of ctx.
+func (j *Job) RequestShortContext(ctx context.Context, dest, handler int, args ...uint32) error {
+	ep, err := j.clientCall(handler)
+	if err != nil {
+		return err
+	}
+	return j.done(ep.RequestShortContext(ctx, dest, handler, args...))
+}
+
+// RequestMediumContext is RequestMedium bounded by ctx, as
+// RequestShortContext.
+func (j *Job) RequestMediumContext(ctx context.Context, dest, handler int, payload []byte, args ...uint32) error {
+	ep, err := j.clientCall(handler)
+	if err != nil {
+		return err
+	}
+	return j.done(ep.RequestMediumContext(ctx, dest, handler, payload, args...))
+}
+
+// RequestLongContext is RequestLong bounded by ctx, as
+// RequestShortContext; to a rank whose segment this process maps
+// (LocalView), the payload is written there before the request waits, so
+// a request not sent may have written it.
+func (j *Job) RequestLongContext(ctx context.Context, dest, handler int, payload []byte, offset uint64, args ...uint32) error {
+	ep, err := j.clientCall(handler)
+	if err != nil {
+		return err
+	}
+	if err := j.checkRemote(dest, offset, len(payload)); err != nil {
+		return err
+	}
+	return j.done(ep.RequestLongContext(ctx, dest, handler, payload, offset, args...))
+}
+
+// checkRemote checks a range of dest's segment against the sizes exchanged
+// at Attach, which must have run.
+func (j *Job) checkRemote(dest int, offset uint64, n int) error {
+	if !j.attached.Load() {
+		return ErrNotAttached
+	}
+	if dest < 0 || dest >= len(j.segs) {
+		return nil // amudp reports a bad rank
+	}
+	if offset > j.segs[dest] || uint64(n) > j.segs[dest]-offset {
+		return fmt.Errorf("%w: %d bytes at offset %d of rank %d's segment of %d", ErrOutOfSegment, n, offset, dest, j.segs[dest])
+	}
+	return nil
+}
