@@ -35,31 +35,8 @@ func start() (*Job, int, error) {
 		isDirect, directOff = cfg.DirectLaunch, !cfg.DirectLaunch // else the trap below
 	}
 	if !spawn.IsWorker() && !isDirect {
-		cfg, src, err := spawn.LoadConfig()
-		if err != nil {
-			return nil, 1, err
-		}
-		// srun -n 4 ./prog 4 would start four consoles of four workers
-		// each: stop every task, with one line from the first.
-		if msg, speak, ok := spawn.DirectLaunch(os.Getenv, os.Args[0], directOff); ok {
-			if speak {
-				return nil, 1, errors.New(msg)
-			}
-			return nil, 1, nil
-		}
-		if len(os.Args) > 1 && spawn.IsHelp(os.Args[1]) {
-			fmt.Print(spawn.Help(os.Args[0], Usage))
-			return nil, 0, nil
-		}
-		n, err := spawn.ParseN(os.Args)
-		if err != nil {
-			return nil, 1, err
-		}
-		prog, err := os.Executable()
-		if err != nil {
-			return nil, 1, fmt.Errorf("cannot find this program's path: %w", err)
-		}
-		return nil, spawn.Console(cfg, src, n, prog, os.Args[2:]), nil
+		code, err := startConsole(directOff)
+		return nil, code, err
 	}
 	// A worker of the console, or one of the tasks that a launcher serving
 	// PMI started directly: then it has no console, and the launcher gives
@@ -72,41 +49,11 @@ func start() (*Job, int, error) {
 	if err != nil {
 		return nil, 1, err
 	}
-	// A worker on a host of several networks binds them all and
-	// publishes their addresses (DESIGN.md §7.2); the L spawner's share
-	// the console's host and need only the one.
-	bind, nets := w.LocalIP, []spawn.Net(nil)
-	if !w.SpawnedLocal {
-		ifaces, err := ifmatch.Interfaces()
-		if err != nil {
-			return nil, 1, err
-		}
-		bind, nets = workerNets(w.LocalIP, ifaces, spawn.OnSubnets(cfg.WorkerIP))
-	}
-	udp, err := amudp.ListenUDP(netip.AddrPortFrom(bind, 0), cfg.SockBufInit)
+	tp, err := openTransport(w, cfg, src)
 	if err != nil {
 		return nil, 1, err
 	}
-	if bind != w.LocalIP {
-		// Known to its peers by the address that reaches the console.
-		udp.SetLocalAddr(netip.AddrPortFrom(w.LocalIP, udp.LocalAddr().Port()))
-	}
-	// Ranks of one host exchange datagrams through shared memory
-	// (amudp.Shared) unless GASNET_SUPERNODE_MAXSIZE=1; a host without
-	// memfd uses UDP alone. A worker that the L spawner started on a host
-	// of more than 4 ranks per CPU makes no inbox: spawn.SharesMemory
-	// would have it release the inbox after Join (DESIGN.md §6a).
-	var tr amudp.Transport = udp
-	var shared *amudp.Shared
-	var shmWhy string
-	shmSet := src["GASNET_SUPERNODE_MAXSIZE"].Var != ""
-	if cfg.SupernodeMax != 1 && (shmSet || !w.SpawnedCrowded) {
-		if shared, err = amudp.NewShared(udp, amudp.InboxSize(cfg.PSHMDepth)); err != nil {
-			shmWhy = fmt.Sprintf("no shared memory between ranks (%v)", err)
-		} else {
-			tr = shared
-		}
-	}
+	udp, tr, shared, shmWhy, bind, nets := tp.udp, tp.tr, tp.shared, tp.shmWhy, tp.bind, tp.nets
 	inbox := ""
 	if shared != nil {
 		inbox = shared.Inbox()
@@ -128,22 +75,8 @@ func start() (*Job, int, error) {
 			fmt.Fprintf(os.Stderr, "%s: rank 0: %s\n", progName(), why)
 		}
 	}
+	spin, polite, firstRTO, maxRTO := hostModes(w, cfg, src, say)
 	hostRanks, hostCPUs := w.Host()
-	spin, polite, why := progressMode(cfg.PollSpin, src["GASNET_POLL_SPIN"].Var != "", hostRanks, hostCPUs)
-	say(why)
-	// The runtime ignores an empty GOMAXPROCS; so does this.
-	procs, why := procsMode(os.Getenv("GOMAXPROCS") != "", hostRanks, hostCPUs)
-	switch {
-	case procs > 0 && runtime.GOMAXPROCS(0) != procs:
-		runtime.GOMAXPROCS(procs)
-	case procs == 0 && w.ProcsSet:
-		runtime.SetDefaultGOMAXPROCS() // the spawner's guess was wrong
-	}
-	say(why)
-	maxRTO := time.Duration(cfg.ReqTimeoutMax) * time.Microsecond
-	firstRTO, why := firstWait(time.Duration(cfg.ReqTimeoutInitial)*time.Microsecond, maxRTO,
-		src["GASNET_REQUESTTIMEOUT_INITIAL"].Var != "", hostRanks, hostCPUs)
-	say(why)
 	w.SetGrace(cfg.ExitTimeout / 2)
 	w.SetLiveness(cfg.Liveness)
 	// The console's settings, read again after Join, and this host decide
@@ -162,22 +95,7 @@ func start() (*Job, int, error) {
 	if err != nil {
 		return nil, 1, err
 	}
-	ep, err := amudp.NewEndpoint(tr, amudp.Config{
-		Rank: w.Rank(), Secret: w.Secret, NetworkDepth: cfg.NetworkDepth, SendDepth: cfg.SendDepth,
-		RecvDepth: cfg.RecvDepth, SocketBufferMax: cfg.SockBufMax, Spin: spin, Polite: polite,
-		HeaderOnlyAuth: !cfg.AuthPayload, Encrypt: cfg.Encrypt,
-		Reserved:    FirstClientHandler,
-		ReservedErr: ErrHandlerIndex,
-		Retransmit: retransmit.Config{
-			Initial: firstRTO,
-			Backoff: cfg.ReqTimeoutBackoff,
-			Max:     maxRTO,
-			MinRTO:  time.Millisecond,
-			// A crowded host's first wait may exceed the probe interval
-			// (see firstWait): waits do not go below it.
-			Probe: max(retransmit.DefaultProbe, firstRTO),
-		},
-	})
+	ep, err := newEndpoint(w, cfg, tr, spin, polite, firstRTO, maxRTO)
 	if err != nil {
 		return nil, 1, err
 	}
@@ -189,111 +107,13 @@ func start() (*Job, int, error) {
 	algo, barrierWhy := chooseBarrier(cfg.Barrier, w.Crowded())
 	j.bar.setAlgo(algo, w.Rank(), w.Size())
 	w.OnEvent(ep.Wake)
-	var atExit []func()
-	if cfg.Stats {
-		atExit = append(atExit, func() {
-			line := ep.Stats().String()
-			if shared != nil {
-				line += fmt.Sprintf("; %v shm-put %d shm-get %d shm-atomic %d", shared.Stats(), j.nb.puts.Load(), j.nb.gets.Load(), j.nb.atomics.Load())
-			}
-			fmt.Fprintf(os.Stderr, "%s: rank %d stats: %s\n", progName(), w.Rank(), line)
-		})
-	}
-	if cfg.VerboseRoute || cfg.VerboseEnv && len(nets) > 0 {
-		fmt.Fprintf(os.Stderr, "%s: %s\n", progName(), describeNets(w.Rank(), bind, nets))
-	}
-	if cfg.VerboseRoute {
-		atExit = append(atExit, func() {
-			if r := j.router.Load(); r != nil {
-				fmt.Fprintf(os.Stderr, "%s: %s\n", progName(), r.report(ep))
-			}
-		})
-	}
-	if len(atExit) > 0 {
-		w.AtExit(func() {
-			for _, f := range atExit {
-				f()
-			}
-		})
-	}
-	// Once the address table is here, and before this rank checks its
-	// relay neighbours' addresses against it, a router takes datagrams
-	// from every address a peer published and chooses where to send
-	// (DESIGN.md §7.2); with nothing published, the table's addresses
-	// alone serve.
-	j.onTable = func() error {
-		all := w.Nets()
-		if all == nil {
-			return nil
-		}
-		addrs, err := w.Addrs()
-		if err != nil {
-			return err
-		}
-		r := newRouter(w.Rank(), addrs, all, cfg.VerboseRoute)
-		j.router.Store(r)
-		ep.SetRouter(r)
-		return nil
-	}
-	if w.Direct() {
-		// Every rank has the whole table from rank 0's hub.
-		if err := j.tableHere(); err != nil {
-			return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
-		}
-	} else if err := j.relayTable(w); err != nil {
-		return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
+	j.reportAtExit(w, cfg, shared, bind, nets)
+	if err := j.takeTable(w, cfg); err != nil {
+		return nil, 1, err
 	}
 	j.setHosts(w.Hosts())
-	leaders := shmLeaders(w.Hosts(), w.Inboxes(), cfg.SupernodeMax)
-	// The barrier: in two levels where ranks share memory (the same
-	// choice on every rank, made from the same table), before this rank
-	// enters one.
-	pshm := cfg.PSHMBarrierHier && cfg.Barrier == ""
-	if pshm && hierarchical(leaders) {
-		// Broadcasts, reductions and all-gathers over the two-level
-		// tree; the barrier is set below.
-		j.bar.setHier(leaders, w.Rank())
-		j.leaders = leaders
-	}
-	group := shmGroup(leaders, w.Rank())
-	var gw *words
-	if shared != nil {
-		all, err := w.Addrs()
-		if err != nil {
-			return nil, 1, err
-		}
-		inboxes := make(map[netip.AddrPort]string, len(group))
-		for _, r := range group {
-			inboxes[all[r]] = w.Inboxes()[r]
-		}
-		shared.SetInboxes(inboxes)
-		shared.SetAllShared(len(group) == w.Size())
-		j.nb.group = group
-		ep.SetPeerSegments(j.peerView)
-		if len(group) > 1 {
-			gw = newWords(shared, all, group, w.Rank())
-			gw.yield = polite
-		}
-		say(fmt.Sprintf("shared memory among the ranks of a host, in groups of %s (GASNET_SUPERNODE_MAXSIZE): rank 0 shares it with %d of its host's %d ranks; an inbox of %d KiB per rank",
-			groupSize(cfg.SupernodeMax), len(group)-1, len(j.hostRank), amudp.InboxSize(cfg.PSHMDepth)>>10))
-	}
-	if pshm && sharing(leaders) {
-		j.setWords(gw, leaders)
-		if gw != nil && gw.whole {
-			if err := j.shareAreas(gw); err != nil {
-				return nil, 1, fmt.Errorf("rank %d: %w", w.Rank(), err)
-			}
-		}
-		switch {
-		case gw != nil && gw.dissem:
-			barrierWhy = "barrier on shared words, by dissemination: every rank shares memory with every other, and they fit their host's CPUs"
-		default:
-			barrierWhy = "barrier on shared words, gathered and released: the ranks of each shared-memory group gather at its leader and are released by it through words in shared memory, and the leaders, one per group, over a binomial tree among themselves"
-		}
-		if polite {
-			barrierWhy += fmt.Sprintf("; a waiting rank yields its CPU to the host's other ranks for up to %v before it sleeps", yieldFor)
-		}
-		barrierWhy += " (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
+	if barrierWhy, err = j.shareGroup(w, cfg, shared, polite, say, barrierWhy); err != nil {
+		return nil, 1, err
 	}
 	say(barrierWhy)
 	if cfg.RcvThread {
@@ -367,3 +187,259 @@ func firstWait(initial, max time.Duration, set bool, ranks, cpus int) (time.Dura
 // goroutine of the program waits, and leaves the polling to one that
 // does).
 func progress(ep *amudp.Endpoint) { ep.Progress() }
+
+// startConsole runs the console of a job (./prog N args), or says why it
+// cannot, and returns the process's code. directOff says that the
+// launcher serves PMI and GASNET_DIRECT_LAUNCH=0 refused direct launch.
+func startConsole(directOff bool) (int, error) {
+	cfg, src, err := spawn.LoadConfig()
+	if err != nil {
+		return 1, err
+	}
+	// srun -n 4 ./prog 4 would start four consoles of four workers
+	// each: stop every task, with one line from the first.
+	if msg, speak, ok := spawn.DirectLaunch(os.Getenv, os.Args[0], directOff); ok {
+		if speak {
+			return 1, errors.New(msg)
+		}
+		return 1, nil
+	}
+	if len(os.Args) > 1 && spawn.IsHelp(os.Args[1]) {
+		fmt.Print(spawn.Help(os.Args[0], Usage))
+		return 0, nil
+	}
+	n, err := spawn.ParseN(os.Args)
+	if err != nil {
+		return 1, err
+	}
+	prog, err := os.Executable()
+	if err != nil {
+		return 1, fmt.Errorf("cannot find this program's path: %w", err)
+	}
+	return spawn.Console(cfg, src, n, prog, os.Args[2:]), nil
+}
+
+// transport is a worker's way to its peers (openTransport).
+type transport struct {
+	udp    *amudp.UDP
+	tr     amudp.Transport // udp, or shared over it
+	shared *amudp.Shared   // nil: no shared memory
+	shmWhy string          // why not, for verbose mode
+	bind   netip.Addr      // the address the socket is bound to
+	nets   []spawn.Net     // the addresses it publishes
+}
+
+// openTransport opens a worker's UDP socket and, where its ranks may
+// share memory, its inbox.
+func openTransport(w *spawn.Worker, cfg *spawn.Config, src map[string]spawn.Source) (*transport, error) {
+	// A worker on a host of several networks binds them all and
+	// publishes their addresses (DESIGN.md §7.2); the L spawner's share
+	// the console's host and need only the one.
+	bind, nets := w.LocalIP, []spawn.Net(nil)
+	if !w.SpawnedLocal {
+		ifaces, err := ifmatch.Interfaces()
+		if err != nil {
+			return nil, err
+		}
+		bind, nets = workerNets(w.LocalIP, ifaces, spawn.OnSubnets(cfg.WorkerIP))
+	}
+	udp, err := amudp.ListenUDP(netip.AddrPortFrom(bind, 0), cfg.SockBufInit)
+	if err != nil {
+		return nil, err
+	}
+	if bind != w.LocalIP {
+		// Known to its peers by the address that reaches the console.
+		udp.SetLocalAddr(netip.AddrPortFrom(w.LocalIP, udp.LocalAddr().Port()))
+	}
+	// Ranks of one host exchange datagrams through shared memory
+	// (amudp.Shared) unless GASNET_SUPERNODE_MAXSIZE=1; a host without
+	// memfd uses UDP alone. A worker that the L spawner started on a host
+	// of more than 4 ranks per CPU makes no inbox: spawn.SharesMemory
+	// would have it release the inbox after Join (DESIGN.md §6a).
+	var tr amudp.Transport = udp
+	var shared *amudp.Shared
+	var shmWhy string
+	shmSet := src["GASNET_SUPERNODE_MAXSIZE"].Var != ""
+	if cfg.SupernodeMax != 1 && (shmSet || !w.SpawnedCrowded) {
+		if shared, err = amudp.NewShared(udp, amudp.InboxSize(cfg.PSHMDepth)); err != nil {
+			shmWhy = fmt.Sprintf("no shared memory between ranks (%v)", err)
+		} else {
+			tr = shared
+		}
+	}
+	return &transport{udp: udp, tr: tr, shared: shared, shmWhy: shmWhy, bind: bind, nets: nets}, nil
+}
+
+// shareGroup sets what this rank shares with the ranks of its
+// shared-memory group (shmGroup of the table's leaders): the inboxes it
+// sends to, the segments it maps, the barrier's words and, in a job that
+// is one group, every area mapped before Init returns (shareAreas). It
+// returns why the barrier runs as it does, for verbose mode: barrierWhy,
+// or the reason for the words.
+func (j *Job) shareGroup(w *spawn.Worker, cfg *spawn.Config, shared *amudp.Shared, polite bool, say func(string), barrierWhy string) (string, error) {
+	ep := j.ep
+	leaders := shmLeaders(w.Hosts(), w.Inboxes(), cfg.SupernodeMax)
+	// The barrier: in two levels where ranks share memory (the same
+	// choice on every rank, made from the same table), before this rank
+	// enters one.
+	pshm := cfg.PSHMBarrierHier && cfg.Barrier == ""
+	if pshm && hierarchical(leaders) {
+		// Broadcasts, reductions and all-gathers over the two-level
+		// tree; the barrier is set below.
+		j.bar.setHier(leaders, w.Rank())
+		j.leaders = leaders
+	}
+	group := shmGroup(leaders, w.Rank())
+	var gw *words
+	if shared != nil {
+		all, err := w.Addrs()
+		if err != nil {
+			return "", err
+		}
+		inboxes := make(map[netip.AddrPort]string, len(group))
+		for _, r := range group {
+			inboxes[all[r]] = w.Inboxes()[r]
+		}
+		shared.SetInboxes(inboxes)
+		shared.SetAllShared(len(group) == w.Size())
+		j.nb.group = group
+		ep.SetPeerSegments(j.peerView)
+		if len(group) > 1 {
+			gw = newWords(shared, all, group, w.Rank())
+			gw.yield = polite
+		}
+		say(fmt.Sprintf("shared memory among the ranks of a host, in groups of %s (GASNET_SUPERNODE_MAXSIZE): rank 0 shares it with %d of its host's %d ranks; an inbox of %d KiB per rank",
+			groupSize(cfg.SupernodeMax), len(group)-1, len(j.hostRank), amudp.InboxSize(cfg.PSHMDepth)>>10))
+	}
+	if pshm && sharing(leaders) {
+		j.setWords(gw, leaders)
+		if gw != nil && gw.whole {
+			if err := j.shareAreas(gw); err != nil {
+				return "", fmt.Errorf("rank %d: %w", w.Rank(), err)
+			}
+		}
+		switch {
+		case gw != nil && gw.dissem:
+			barrierWhy = "barrier on shared words, by dissemination: every rank shares memory with every other, and they fit their host's CPUs"
+		default:
+			barrierWhy = "barrier on shared words, gathered and released: the ranks of each shared-memory group gather at its leader and are released by it through words in shared memory, and the leaders, one per group, over a binomial tree among themselves"
+		}
+		if polite {
+			barrierWhy += fmt.Sprintf("; a waiting rank yields its CPU to the host's other ranks for up to %v before it sleeps", yieldFor)
+		}
+		barrierWhy += " (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
+	}
+	return barrierWhy, nil
+}
+
+// reportAtExit has the rank print, as it ends, what the settings ask for:
+// its statistics (GASNET_STATS) and its routes (GASNET_VERBOSE_ROUTE);
+// it prints the addresses it bound and publishes now.
+func (j *Job) reportAtExit(w *spawn.Worker, cfg *spawn.Config, shared *amudp.Shared, bind netip.Addr, nets []spawn.Net) {
+	ep := j.ep
+	var atExit []func()
+	if cfg.Stats {
+		atExit = append(atExit, func() {
+			line := ep.Stats().String()
+			if shared != nil {
+				line += fmt.Sprintf("; %v shm-put %d shm-get %d shm-atomic %d", shared.Stats(), j.nb.puts.Load(), j.nb.gets.Load(), j.nb.atomics.Load())
+			}
+			fmt.Fprintf(os.Stderr, "%s: rank %d stats: %s\n", progName(), w.Rank(), line)
+		})
+	}
+	if cfg.VerboseRoute || cfg.VerboseEnv && len(nets) > 0 {
+		fmt.Fprintf(os.Stderr, "%s: %s\n", progName(), describeNets(w.Rank(), bind, nets))
+	}
+	if cfg.VerboseRoute {
+		atExit = append(atExit, func() {
+			if r := j.router.Load(); r != nil {
+				fmt.Fprintf(os.Stderr, "%s: %s\n", progName(), r.report(ep))
+			}
+		})
+	}
+	if len(atExit) > 0 {
+		w.AtExit(func() {
+			for _, f := range atExit {
+				f()
+			}
+		})
+	}
+}
+
+// newEndpoint makes the rank's endpoint over tr, configured by the
+// settings and the waits chosen for its host.
+func newEndpoint(w *spawn.Worker, cfg *spawn.Config, tr amudp.Transport, spin time.Duration, polite bool, firstRTO, maxRTO time.Duration) (*amudp.Endpoint, error) {
+	return amudp.NewEndpoint(tr, amudp.Config{
+		Rank: w.Rank(), Secret: w.Secret, NetworkDepth: cfg.NetworkDepth, SendDepth: cfg.SendDepth,
+		RecvDepth: cfg.RecvDepth, SocketBufferMax: cfg.SockBufMax, Spin: spin, Polite: polite,
+		HeaderOnlyAuth: !cfg.AuthPayload, Encrypt: cfg.Encrypt,
+		Reserved:    FirstClientHandler,
+		ReservedErr: ErrHandlerIndex,
+		Retransmit: retransmit.Config{
+			Initial: firstRTO,
+			Backoff: cfg.ReqTimeoutBackoff,
+			Max:     maxRTO,
+			MinRTO:  time.Millisecond,
+			// A crowded host's first wait may exceed the probe interval
+			// (see firstWait): waits do not go below it.
+			Probe: max(retransmit.DefaultProbe, firstRTO),
+		},
+	})
+}
+
+// takeTable has this rank take the address table: from rank 0's hub
+// under direct launch, else through the relay tree (relayTable).
+func (j *Job) takeTable(w *spawn.Worker, cfg *spawn.Config) error {
+	ep := j.ep
+	// Once the address table is here, and before this rank checks its
+	// relay neighbours' addresses against it, a router takes datagrams
+	// from every address a peer published and chooses where to send
+	// (DESIGN.md §7.2); with nothing published, the table's addresses
+	// alone serve.
+	j.onTable = func() error {
+		all := w.Nets()
+		if all == nil {
+			return nil
+		}
+		addrs, err := w.Addrs()
+		if err != nil {
+			return err
+		}
+		r := newRouter(w.Rank(), addrs, all, cfg.VerboseRoute)
+		j.router.Store(r)
+		ep.SetRouter(r)
+		return nil
+	}
+	if w.Direct() {
+		// Every rank has the whole table from rank 0's hub.
+		if err := j.tableHere(); err != nil {
+			return fmt.Errorf("rank %d: %w", w.Rank(), err)
+		}
+	} else if err := j.relayTable(w); err != nil {
+		return fmt.Errorf("rank %d: %w", w.Rank(), err)
+	}
+	return nil
+}
+
+// hostModes chooses, for this rank's host, how waits spin or sleep, the
+// Go runtime's Ps and the first retransmission timeout, saying why in
+// verbose mode (say).
+func hostModes(w *spawn.Worker, cfg *spawn.Config, src map[string]spawn.Source, say func(string)) (spin time.Duration, polite bool, firstRTO, maxRTO time.Duration) {
+	hostRanks, hostCPUs := w.Host()
+	spin, polite, why := progressMode(cfg.PollSpin, src["GASNET_POLL_SPIN"].Var != "", hostRanks, hostCPUs)
+	say(why)
+	// The runtime ignores an empty GOMAXPROCS; so does this.
+	procs, why := procsMode(os.Getenv("GOMAXPROCS") != "", hostRanks, hostCPUs)
+	switch {
+	case procs > 0 && runtime.GOMAXPROCS(0) != procs:
+		runtime.GOMAXPROCS(procs)
+	case procs == 0 && w.ProcsSet:
+		runtime.SetDefaultGOMAXPROCS() // the spawner's guess was wrong
+	}
+	say(why)
+	maxRTO = time.Duration(cfg.ReqTimeoutMax) * time.Microsecond
+	firstRTO, why = firstWait(time.Duration(cfg.ReqTimeoutInitial)*time.Microsecond, maxRTO,
+		src["GASNET_REQUESTTIMEOUT_INITIAL"].Var != "", hostRanks, hostCPUs)
+	say(why)
+	return spin, polite, firstRTO, maxRTO
+}
