@@ -147,7 +147,11 @@ func TestDirectLaunchExits(t *testing.T) {
 				{k: 4, want: 130, named: "rank 2 was signalled to stop (interrupt)"}, {k: 15, want: 2, crash: true, named: "rank 2: rank 0 ended without calling conduit.Exit"},
 				{k: 17, want: 137, crash: true},
 			} {
-				r := directLaunch(t, l, 3, nil, "", "testexit", fmt.Sprint(tc.k))
+				var env []string
+				if tc.k == 2 {
+					env = append(env, allReturnWindow(t))
+				}
+				r := directLaunch(t, l, 3, env, "", "testexit", fmt.Sprint(tc.k))
 				switch {
 				case tc.crash && l.name == "mpich" && r.code == 0:
 					t.Errorf("testexit %d: exit 0, want non-zero\nstderr:\n%s", tc.k, r.stderr)

@@ -159,7 +159,11 @@ func TestLauncherExitCodes(t *testing.T) {
 			want     int
 		}{{"3", 3}, {"16", -1}, {"2", 0}} {
 			marker := t.Name() + "/" + tc.scenario
-			r := l.run(t, marker, nil, "testexit", "4", tc.scenario)
+			var env []string
+			if tc.scenario == "2" {
+				env = append(env, allReturnWindow(t))
+			}
+			r := l.run(t, marker, env, "testexit", "4", tc.scenario)
 			switch {
 			case tc.want >= 0 && r.code != tc.want:
 				t.Errorf("scenario %s: exit %d, want %d\nstderr:\n%s", tc.scenario, r.code, tc.want, r.stderr)
