@@ -325,7 +325,11 @@ func TestReturnedToHandlerZero(t *testing.T) {
 }
 
 func TestUndeliverableAfterTimeout(t *testing.T) {
-	rc := retransmit.Config{Initial: 2 * time.Millisecond, Backoff: 2, Max: 8 * time.Millisecond, MinRTO: time.Millisecond}
+	// The schedule is scaled (testbound): a sender kept off the CPU for
+	// the whole of it (22 ms unscaled, under -race on a loaded machine)
+	// gives up at its first timer without a retransmission.
+	ms := testbound.Scale(time.Millisecond)
+	rc := retransmit.Config{Initial: 2 * ms, Backoff: 2, Max: 8 * ms, MinRTO: time.Millisecond}
 	eps := newJob(t, 2, Config{Retransmit: rc})
 	dead := eps[1].LocalAddr()
 	eps[1].Close() // nobody answers any more

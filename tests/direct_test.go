@@ -38,6 +38,7 @@ func TestPMIProbe(t *testing.T) {
 		t.Run(l.name, func(t *testing.T) {
 			l.setup(t)
 			for _, n := range []int{4, 8} {
+				l.setup(t)
 				ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
 				args := append(append([]string{}, l.cmd[1:]...), fmt.Sprint(n), filepath.Join(bin, "pmiprobe"))
 				out, err := exec.CommandContext(ctx, l.cmd[0], args...).CombinedOutput()
@@ -80,6 +81,7 @@ var directLaunchers = []directLauncher{
 // its arguments) when it is not empty.
 func directLaunch(t *testing.T, l directLauncher, n int, env []string, wrap, prog string, args ...string) result {
 	t.Helper()
+	l.setup(t) // for srun: a SLURM with room, nothing completing
 	ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
 	defer cancel()
 	argv := append(append([]string{}, l.cmd[1:]...), fmt.Sprint(n))
@@ -155,11 +157,15 @@ func TestDirectLaunchExits(t *testing.T) {
 				{k: 38, want: 5, env: []string{"GASNET_EXIT_TIMEOUT=1s"}, busy: true},
 				{k: 5, want: 5, busy: true},
 			} {
+				env := tc.env
+				if tc.k == 2 {
+					env = append(env, allReturnWindow(t))
+				}
 				stop := func() {}
 				if tc.busy {
 					stop = busyBeside(t)
 				}
-				r := directLaunch(t, l, 3, tc.env, "", "testexit", fmt.Sprint(tc.k))
+				r := directLaunch(t, l, 3, env, "", "testexit", fmt.Sprint(tc.k))
 				stop()
 				switch {
 				case tc.crash && l.name == "mpich" && r.code == 0:

@@ -145,3 +145,12 @@ func sortedLines(s string) []string {
 	sort.Strings(got)
 	return got
 }
+
+// allReturnWindow is the GASNET_EXIT_TIMEOUT of a job whose ranks all
+// return from main (testexit 2), which ends with 0 only if the others
+// follow the first within it: its default, 2 s, scaled, since on a
+// loaded machine a launcher's last task can end later than that (seen
+// under one: rank 1,3,2 ended ... while 1 other ranks still run).
+func allReturnWindow(t *testing.T) string {
+	return "GASNET_EXIT_TIMEOUT=" + testbound.For(t, 2*time.Second).Round(time.Millisecond).String()
+}

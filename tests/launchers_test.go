@@ -61,6 +61,9 @@ func needCommand(cmd, pkg string) func(t *testing.T) {
 
 func (l launcher) run(t *testing.T, marker string, env []string, prog string, args ...string) result {
 	t.Helper()
+	if l.name == "srun" {
+		slurmReady(t)
+	}
 	env = append(append([]string{"GASNET_SPAWNFN=C", "GASNET_CSPAWN_CMD=" + l.template}, l.env...), env...)
 	return run(t, marker, env, prog, args...)
 }
@@ -156,7 +159,11 @@ func TestLauncherExitCodes(t *testing.T) {
 			want     int
 		}{{"3", 3}, {"16", -1}, {"2", 0}} {
 			marker := t.Name() + "/" + tc.scenario
-			r := l.run(t, marker, nil, "testexit", "4", tc.scenario)
+			var env []string
+			if tc.scenario == "2" {
+				env = append(env, allReturnWindow(t))
+			}
+			r := l.run(t, marker, env, "testexit", "4", tc.scenario)
 			switch {
 			case tc.want >= 0 && r.code != tc.want:
 				t.Errorf("scenario %s: exit %d, want %d\nstderr:\n%s", tc.scenario, r.code, tc.want, r.stderr)
@@ -177,6 +184,9 @@ func TestLauncherSignals(t *testing.T) {
 	forEachLauncher(t, func(t *testing.T, l launcher) {
 		env := append([]string{"GASNET_SPAWNFN=C", "GASNET_CSPAWN_CMD=" + l.template}, l.env...)
 		marker := t.Name() + "/int"
+		if l.name == "srun" {
+			slurmReady(t)
+		}
 		cmd, out := startWaitingJob(t, marker, env...)
 		checkSecretOffCommandLines(t, marker)
 		cmd.Process.Signal(syscall.SIGINT)
@@ -187,6 +197,7 @@ func TestLauncherSignals(t *testing.T) {
 		checkNoSurvivors(t, marker, 2*time.Second)
 		if l.name == "srun" {
 			slurmIdle(t) // a cancelled step holds the node while it completes
+			slurmReady(t)
 		}
 
 		marker = t.Name() + "/kill"

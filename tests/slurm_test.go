@@ -138,9 +138,13 @@ func slurmOthers() []string {
 
 // slurmRoom waits until SLURM's CPUs less those that jobs hold (running or
 // completing: the tests' own earlier jobs, which end soon, and others')
-// are at least cpus. After slurmWait (scaled), or sooner after one such
-// wait has timed out, the test fails naming the other jobs that hold
-// them; the tests never cancel them.
+// are at least cpus, and no job is completing: SLURM starts no job on a
+// node that is completing one (a step killed or cancelled stays so for
+// seconds, longer on a loaded machine), so an srun would queue behind it
+// (the tests used srun -s, which shares the node, for that; but -s never
+// shares it with a user's job). After slurmWait (scaled), or sooner after
+// one such wait has timed out, the test fails naming the jobs that are
+// not the tests'; the tests never cancel them.
 func slurmRoom(t *testing.T, cpus int) {
 	t.Helper()
 	wait := testbound.For(t, slurmWait)
@@ -148,26 +152,29 @@ func slurmRoom(t *testing.T, cpus int) {
 		wait = testbound.For(t, 5*time.Second)
 	}
 	var why string
-	for deadline := time.Now().Add(wait); ; time.Sleep(time.Second) {
+	for deadline := time.Now().Add(wait); ; time.Sleep(200 * time.Millisecond) {
 		total, state, err := slurmNode()
 		jobs, err2 := slurmJobs()
 		if err == nil && err2 == nil {
-			free := total
+			free, completing := total, 0
 			var holding []string
 			for _, j := range jobs {
 				if j.state != "R" && j.state != "CG" {
 					continue
 				}
 				free -= j.cpus
+				if j.state == "CG" {
+					completing++
+				}
 				if j.name != slurmJobName() {
 					holding = append(holding, j.String())
 				}
 			}
 			responding := !strings.HasSuffix(state, "*") && !strings.HasPrefix(state, "down") && !strings.HasPrefix(state, "drain")
-			if free >= cpus && responding {
+			if free >= cpus && completing == 0 && responding {
 				return
 			}
-			why = fmt.Sprintf("SLURM's node is %s with %d CPUs, %d of them free; the test needs %d. Jobs that are not the tests':\n%s", state, total, free, cpus, strings.Join(holding, "\n"))
+			why = fmt.Sprintf("SLURM's node is %s with %d CPUs, %d of them free, %d jobs completing; the test needs %d. Jobs that are not the tests':\n%s", state, total, free, completing, cpus, strings.Join(holding, "\n"))
 		} else {
 			why = fmt.Sprint(err, err2)
 		}
@@ -176,6 +183,13 @@ func slurmRoom(t *testing.T, cpus int) {
 			t.Fatalf("SLURM has no room for the test's job after %v (the tests never cancel a job they did not start, nor reconfigure a SLURM they did not start; run them when it has room): %s", wait.Round(time.Second), why)
 		}
 	}
+}
+
+// slurmReady is slurmRoom for a job of srun -O (one CPU): the tests call
+// it before each.
+func slurmReady(t *testing.T) {
+	t.Helper()
+	slurmRoom(t, 1)
 }
 
 // slurmNode returns the CPUs of SLURM's nodes and their state (sinfo).
