@@ -119,26 +119,13 @@ func (sp spec) call(n int) Call {
 	return c
 }
 
-// run runs sp on member me of n in collective seq and returns what it
-// gives, as text.
-func (sp spec) run(l Link, p *Plan, me, n int) (string, error) {
-	r := New(l, p, sp.call(n))
-	str := func(v any, err error) (string, error) { return fmt.Sprintf("%x", v), err }
+// args returns member me's arguments: its data (a vector for a
+// reduction) and its parts.
+func (sp spec) args(me, n int) (data []byte, parts [][]byte) {
 	switch sp.Kind {
-	case Barrier:
-		return "", r.Barrier()
-	case Broadcast:
-		return str(r.Broadcast(part(me, 0, sp.size)))
-	case Reduce:
-		return str(r.Reduce(vec(sp.Elem, me, sp.Len), OpCombine(sp.Op, sp.Elem)))
-	case AllReduce:
-		return str(r.AllReduce(vec(sp.Elem, me, sp.Len), OpCombine(sp.Op, sp.Elem)))
-	case Gather:
-		return str(r.Gather(part(me, 0, sp.size)))
-	case AllGather:
-		return str(r.AllGather(part(me, 0, sp.size)))
+	case Reduce, AllReduce:
+		return vec(sp.Elem, me, sp.Len), nil
 	case Scatter:
-		var parts [][]byte
 		if me == sp.Root {
 			cnt := sp.parts
 			if cnt < 0 {
@@ -148,22 +135,51 @@ func (sp spec) run(l Link, p *Plan, me, n int) (string, error) {
 				parts = append(parts, part(me, i, sp.size))
 			}
 		}
-		return str(r.Scatter(parts))
 	case Alltoall:
-		var data []byte
 		for i := range n {
 			data = append(data, part(me, i, sp.size)...)
 		}
-		return str(r.Alltoall(data))
 	case Alltoallv:
-		parts := make([][]byte, n)
+		parts = make([][]byte, n)
 		for i := range parts {
 			parts[i] = part(me, i, me+i)
 		}
+	case Split:
+		data = SplitDatum(sp.color, me)
+	default:
+		data = part(me, 0, sp.size)
+	}
+	return data, parts
+}
+
+// run runs sp on member me of n over l and returns what it gives, as
+// text.
+func (sp spec) run(l Link, p *Plan, me, n int) (string, error) {
+	r := New(l, p, sp.call(n))
+	data, parts := sp.args(me, n)
+	str := func(v any, err error) (string, error) { return fmt.Sprintf("%x", v), err }
+	switch sp.Kind {
+	case Barrier:
+		return "", r.Barrier()
+	case Broadcast:
+		return str(r.Broadcast(data))
+	case Reduce:
+		return str(r.Reduce(data, OpCombine(sp.Op, sp.Elem)))
+	case AllReduce:
+		return str(r.AllReduce(data, OpCombine(sp.Op, sp.Elem)))
+	case Gather:
+		return str(r.Gather(data))
+	case AllGather:
+		return str(r.AllGather(data))
+	case Scatter:
+		return str(r.Scatter(parts))
+	case Alltoall:
+		return str(r.Alltoall(data))
+	case Alltoallv:
 		return str(r.Alltoallv(parts))
 	case Split:
-		ms, i, err := r.Split(sp.color, me)
-		return fmt.Sprint(ms, i), err
+		res, err := r.Split(sp.color, me)
+		return fmt.Sprint(res.Members, res.Me), err
 	}
 	return "", fmt.Errorf("no such kind %v", sp.Kind)
 }

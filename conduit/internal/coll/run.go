@@ -313,33 +313,41 @@ func (r *Run) Scatter(parts [][]byte) ([]byte, error) {
 }
 
 // Split runs the members' part of a split into sub-teams, as
-// MPI_Comm_split: it returns the team ranks of this member's sub-team,
-// ordered by key and then by team rank, and this member's place among
-// them; none for a negative color.
-func (r *Run) Split(color, key int) (members []int, me int, err error) {
-	var mine [16]byte
-	binary.LittleEndian.PutUint64(mine[:], uint64(int64(color)))
-	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
-	all, err := r.AllGather(mine[:])
+// MPI_Comm_split: the team ranks of this member's sub-team, ordered by key
+// and then by team rank, and this member's place among them; none for a
+// negative color.
+func (r *Run) Split(color, key int) (SplitResult, error) {
+	all, err := r.AllGather(SplitDatum(color, key))
 	if err != nil {
-		return nil, 0, err
+		return SplitResult{}, err
 	}
+	return r.splitOf(all)
+}
+
+// splitOf is a Split's result from every member's SplitDatum.
+func (r *Run) splitOf(all [][]byte) (SplitResult, error) {
+	me := r.l.Rank()
+	if len(all[me]) != 16 {
+		return SplitResult{}, r.Mismatch("team rank %d's split datum has %d bytes", me, len(all[me]))
+	}
+	color := int(int64(binary.LittleEndian.Uint64(all[me])))
 	type member struct{ key, rank int }
 	var ms []member
 	for m, b := range all {
 		if len(b) != 16 {
-			return nil, 0, r.Mismatch("team rank %d sent %d bytes to a split", m, len(b))
+			return SplitResult{}, r.Mismatch("team rank %d sent %d bytes to a split", m, len(b))
 		}
 		if color >= 0 && int(int64(binary.LittleEndian.Uint64(b))) == color {
 			ms = append(ms, member{int(int64(binary.LittleEndian.Uint64(b[8:]))), m})
 		}
 	}
 	slices.SortFunc(ms, func(a, b member) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.rank, b.rank)) })
+	var res SplitResult
 	for i, m := range ms {
-		members = append(members, m.rank)
-		if m.rank == r.l.Rank() {
-			me = i
+		res.Members = append(res.Members, m.rank)
+		if m.rank == me {
+			res.Me = i
 		}
 	}
-	return members, me, nil
+	return res, nil
 }

@@ -1,0 +1,197 @@
+package coll
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/udpconduit/udpconduit/internal/varenc"
+)
+
+// A team whose members all share memory runs each collective as one
+// exchange: every member posts what it called and its datum (Post), the
+// members synchronise, and each reads every member's post and computes
+// its result from them (Run.Shared). Every member sees the same posts,
+// so a difference between the calls, or an argument a member refused,
+// is the same error on every member, and a datum too large to post
+// sends every member to the collective over the link instead.
+
+// Post is what a member posts to an exchange.
+type Post struct {
+	Call    Call
+	Data    []byte
+	Big     bool // the datum did not fit: the collective runs over the link
+	Refused bool // the member refused its arguments; Data says why
+}
+
+// Post returns what this member posts for its call, given its arguments
+// (those its kind has: data, parts, a vector), its datum being Big when
+// longer than max bytes.
+func (r *Run) Post(data []byte, parts [][]byte, max int) Post {
+	p := Post{Call: r.c}
+	n, me := r.l.Size(), r.l.Rank()
+	refuse := func(format string, a ...any) Post {
+		p.Refused, p.Data = true, []byte(fmt.Sprintf("team rank %d's %v: ", me, r.c.Kind)+fmt.Sprintf(format, a...))
+		return p
+	}
+	if r.c.Root < 0 || r.c.Root >= n {
+		return refuse("root %d: accepted: a team rank from 0 to %d", r.c.Root, n-1)
+	}
+	if (r.c.Kind == Reduce || r.c.Kind == AllReduce) && r.c.Op != OpFunc {
+		if err := CheckOp(r.c.Op, r.c.Elem); err != nil {
+			return refuse("%v", err)
+		}
+	}
+	switch r.c.Kind {
+	case Broadcast:
+		if me == r.c.Root {
+			p.Data = data
+		}
+	case Scatter:
+		if me == r.c.Root {
+			if len(parts) != n {
+				return refuse("%d parts for a team of %d", len(parts), n)
+			}
+			p.Data = appendParts(nil, parts)
+		}
+	case Alltoall:
+		if len(data)%n != 0 {
+			return refuse("%d bytes do not make %d equal blocks", len(data), n)
+		}
+		p.Data = data
+	case Alltoallv:
+		if len(parts) != n {
+			return refuse("%d parts for a team of %d", len(parts), n)
+		}
+		p.Data = appendParts(nil, parts)
+	case Barrier:
+	default:
+		p.Data = data
+	}
+	if len(p.Data) > max {
+		p.Data, p.Big = nil, true
+	}
+	return p
+}
+
+func appendParts(b []byte, parts [][]byte) []byte {
+	for _, p := range parts {
+		b = varenc.AppendBytes(b, p)
+	}
+	return b
+}
+
+func splitParts(b []byte, n int) ([][]byte, bool) {
+	d := varenc.Decoder{B: b}
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = d.Bytes()
+	}
+	return out, !d.Bad && len(d.B) == 0
+}
+
+// Check returns what every member finds in the posts of an exchange: a
+// refusal (ErrArgument), a difference between the calls (ErrMismatch),
+// or big true when some datum did not fit, and the collective must run
+// over the link.
+func Check(posts []Post) (big bool, err error) {
+	for _, p := range posts {
+		if p.Refused {
+			return false, Failure{Arg: true, Why: string(p.Data)}.Err()
+		}
+	}
+	for m, p := range posts {
+		if p.Call != posts[0].Call {
+			return false, Failure{Why: fmt.Sprintf("team rank 0 called %v, team rank %d %v", posts[0].Call, m, p.Call)}.Err()
+		}
+	}
+	for _, p := range posts {
+		big = big || p.Big
+	}
+	return big, nil
+}
+
+// Shared is the result of this member's collective from every member's
+// post, as Check found them in order: a []byte, a [][]byte, or the
+// members and place of a Split (SplitResult).
+func (r *Run) Shared(posts []Post, combine Combine) (any, error) {
+	n, me, root := r.l.Size(), r.l.Rank(), r.c.Root
+	bad := func(m int) error {
+		return Failure{Why: fmt.Sprintf("team rank %d posted a malformed %v of %d bytes", m, r.c.Kind, len(posts[m].Data))}.Err()
+	}
+	switch r.c.Kind {
+	case Barrier:
+		return nil, nil
+	case Broadcast:
+		return bytes.Clone(posts[root].Data), nil
+	case Reduce, AllReduce:
+		if r.c.Kind == Reduce && me != root {
+			return []byte(nil), nil
+		}
+		acc := bytes.Clone(posts[0].Data)
+		for m := 1; m < n; m++ {
+			if len(posts[m].Data) != len(acc) {
+				return nil, Failure{Why: fmt.Sprintf("team rank %d posted a vector of %d bytes, team rank 0 of %d", m, len(posts[m].Data), len(acc))}.Err()
+			}
+			combine(acc, posts[m].Data)
+		}
+		return acc, nil
+	case Gather:
+		if me != root {
+			return [][]byte(nil), nil
+		}
+		fallthrough
+	case AllGather:
+		out := make([][]byte, n)
+		for m, p := range posts {
+			out[m] = bytes.Clone(p.Data)
+		}
+		return out, nil
+	case Scatter:
+		parts, ok := splitParts(posts[root].Data, n)
+		if !ok {
+			return nil, bad(root)
+		}
+		return bytes.Clone(parts[me]), nil
+	case Alltoall:
+		b := len(posts[me].Data) / n
+		out := make([]byte, 0, len(posts[me].Data))
+		for m, p := range posts {
+			if len(p.Data) != n*b {
+				return nil, bad(m)
+			}
+			out = append(out, p.Data[me*b:(me+1)*b]...)
+		}
+		return out, nil
+	case Alltoallv:
+		out := make([][]byte, n)
+		for m, p := range posts {
+			parts, ok := splitParts(p.Data, n)
+			if !ok {
+				return nil, bad(m)
+			}
+			out[m] = bytes.Clone(parts[me])
+		}
+		return out, nil
+	case Split:
+		all := make([][]byte, n)
+		for m, p := range posts {
+			all[m] = p.Data
+		}
+		return r.splitOf(all)
+	}
+	return nil, fmt.Errorf("coll: no shared form of %v", r.c.Kind)
+}
+
+// SplitResult is a Split's: the team ranks of this member's sub-team, in
+// order, and its place among them (none for a negative color).
+type SplitResult struct {
+	Members []int
+	Me      int
+}
+
+// SplitDatum is what a member of a Split contributes.
+func SplitDatum(color, key int) []byte {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(int64(color)))
+	return binary.LittleEndian.AppendUint64(b, uint64(int64(key)))
+}

@@ -1,0 +1,104 @@
+package coll
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/udpconduit/udpconduit/conduit/internal/amo"
+)
+
+// shared runs specs as one exchange (every member's Post, Check, and its
+// Shared result), each member's datum Big when longer than max bytes:
+// each member's result as text, as spec.run gives it, or its error; big
+// when the collective would run over the link.
+func shared(specs []spec, max int) (outs []outcome, big bool) {
+	n := len(specs)
+	posts := make([]Post, n)
+	runs := make([]*Run, n)
+	for m, sp := range specs {
+		runs[m] = New(&memLink{net: newMemNet(n), me: m}, nil, sp.call(n))
+		data, parts := sp.args(m, n)
+		posts[m] = runs[m].Post(data, parts, max)
+	}
+	big, err := Check(posts)
+	outs = make([]outcome, n)
+	for m, sp := range specs {
+		if err != nil || big {
+			outs[m].err = err
+			continue
+		}
+		v, err := runs[m].Shared(posts, OpCombine(sp.Op, sp.Elem))
+		if res, ok := v.(SplitResult); ok {
+			outs[m] = outcome{fmt.Sprint(res.Members, res.Me), err}
+		} else if sp.Kind == Barrier {
+			outs[m] = outcome{"", err}
+		} else {
+			outs[m] = outcome{fmt.Sprintf("%x", v), err}
+		}
+	}
+	return outs, big
+}
+
+// TestSharedMatchesLink: a collective run as one exchange gives each
+// member what it gives over the link (float reductions aside, whose
+// order differs), and goes over the link when a datum is too large.
+func TestSharedMatchesLink(t *testing.T) {
+	calls := []string{"barrier", "broadcast 0", "broadcast 2 3000", "reduce 1 sum uint64 3", "allreduce sum int32 4",
+		"allreduce xor uint64 2", "gather 2 5", "allgather 3", "allgather 0", "scatter 1", "alltoall 4", "alltoallv", "split 0"}
+	for n := 1; n <= 7; n++ {
+		for _, c := range calls {
+			sp, _ := parseSpec(c)
+			if sp.Root >= n {
+				continue
+			}
+			specs := make([]spec, n)
+			for m := range specs {
+				specs[m] = sp
+			}
+			got, big := shared(specs, 2000)
+			if want := sp.size > 2000 && sp.Kind == Broadcast; big != want {
+				t.Errorf("%d members, %s: big %v, want %v", n, c, big, want)
+				continue
+			}
+			if big {
+				continue
+			}
+			net := newMemNet(n)
+			stop := net.bound(10 * time.Second)
+			link := runAll(net, nil, 1, specs)
+			stop()
+			for m := range got {
+				if got[m].err != nil || got[m].out != link[m].out && sp.Elem != amo.Float64 {
+					t.Errorf("%d members, %s: member %d: shared %s, %v; over the link %s", n, c, m, got[m].out, got[m].err, link[m].out)
+				}
+			}
+		}
+	}
+}
+
+// TestSharedMismatchPairs: for every pair of different calls, every
+// member of an exchange finds the same error, a mismatch or a refusal.
+func TestSharedMismatchPairs(t *testing.T) {
+	calls := []string{"barrier", "broadcast 0", "broadcast 1", "reduce 0 sum uint64 1", "reduce 0 sum int64 1",
+		"allreduce sum uint64 1", "allreduce sum int64 1", "allreduce sum uint64 2", "gather 0", "allgather",
+		"scatter 0", "scatter 1", "alltoall 8", "alltoall 16", "alltoallv", "split 0"}
+	for _, n := range []int{2, 3, 4} {
+		for i, a := range calls {
+			for _, b := range calls[i+1:] {
+				sa, _ := parseSpec(a)
+				sb, _ := parseSpec(b)
+				specs := make([]spec, n)
+				for m := range specs {
+					specs[m] = [2]spec{sa, sb}[m%2]
+				}
+				got, _ := shared(specs, 2000)
+				for m := range got {
+					if f := failed(got[m].err); f != "mismatch" && f != "argument" || got[m].err.Error() != got[0].err.Error() {
+						t.Errorf("%d members: even %q, odd %q: member %d: %v (member 0: %v)", n, a, b, m, got[m].err, got[0].err)
+					}
+				}
+			}
+		}
+	}
+}
