@@ -61,17 +61,12 @@ func (j *Job) attachContext(ctx context.Context, handlers []HandlerEntry, segmen
 	// Every rank's segment size, and the path by which the ranks of its
 	// shared-memory group map it ("" for none).
 	b := binary.LittleEndian.AppendUint64(nil, uint64(segmentSize))
-	// The exchange takes its place in the order of the rank's all-gathers
-	// here, whether it runs here or goes on in the background.
-	j.gat.lock.Lock()
-	n, err := j.nextGather()
-	if err != nil {
-		j.gat.lock.Unlock()
-		return nil, err
-	}
+	// The exchange takes its place in the order of the rank's World
+	// collectives here, whether it runs here or goes on in the
+	// background.
+	h := j.world.AllGatherNB(append(b, j.nb.path()...))
 	exchange := func() error {
-		defer j.gat.lock.Unlock()
-		parts, err := j.allGatherNumbered(n, append(b, j.nb.path()...))
+		parts, err := h.Wait()
 		if err != nil {
 			return err
 		}

@@ -38,6 +38,8 @@ import (
 	"os"
 	"sync"
 
+	"github.com/udpconduit/udpconduit/conduit/internal/coll"
+
 	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/spawn"
 )
@@ -163,13 +165,15 @@ var (
 	// floats.
 	ErrReduceOp = errors.New("conduit: reduction operator not accepted")
 	// ErrCollectiveMismatch is wrapped by the error of a collective that
-	// ranks called differently (another kind, element type, operator,
-	// vector length or root): every rank of an all-reduce returns it, as
-	// does each rank whose broadcast or reduction met the difference.
-	// Different roots also abort the job (a rank may have returned before
-	// the difference shows), as does the console when the ranks wait in
-	// collectives that can never complete together.
-	ErrCollectiveMismatch = errors.New("conduit: the ranks called different collectives")
+	// the members of its team called differently (another kind, element
+	// type, operator, length or root), on every member that had not
+	// returned its result when the difference showed (see Team).
+	ErrCollectiveMismatch = coll.ErrMismatch
+	// ErrCollectiveArgument is wrapped by the error of a collective that
+	// a member refused for its own arguments (a root out of range, a
+	// Scatter root's part count, an all-to-all's blocks), on that member
+	// and on every other that had not returned its result.
+	ErrCollectiveArgument = coll.ErrArgument
 )
 
 // Usage is the syntax of the program's own arguments (those after N), for

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/conduit/internal/coll"
 	"github.com/udpconduit/udpconduit/spawn"
 )
 
@@ -27,8 +28,11 @@ func TestHangWatch(t *testing.T) {
 			return nil
 		}
 		var h hangWatch
+		world := &Team{ranks: []int{0}}
+		kinds := map[string]coll.Kind{"barrier": coll.Barrier, "all-gather": coll.AllGather, "broadcast": coll.Broadcast}
 		wait := func(kind string, d time.Duration) {
-			i := h.enter(spawn.Coll{Kind: kind, Seq: 1}, warn, report)
+			i := h.newSlot()
+			h.enter(i, &teamCall{t: world, seq: 1, call: coll.Call{Kind: kinds[kind]}}, warn, report)
 			time.Sleep(d)
 			h.leave(i)
 		}

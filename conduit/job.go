@@ -40,10 +40,10 @@ type Job struct {
 	rma   rma
 	table tableIn
 	nb    nbrhd // the shared-memory group's segments
-	// leaders is every rank's shared-memory group leader where
-	// broadcasts and reductions run in two levels (hierTree); nil where
-	// they do not. Set before the first collective.
-	leaders []int
+	// words are the shared words of this rank's group where World's
+	// collectives exchange posts on them (the group is the whole job) or
+	// the start-up synchronises; nil where they do not.
+	words *words
 
 	// attached is set once Attach has exchanged the segment sizes; segs is
 	// written before and never after.
@@ -54,17 +54,12 @@ type Job struct {
 	attachMu sync.Mutex
 	attach   bool
 
-	barrier uint64 // barriers this rank entered (numbered from 1); under bar.mu
-	// calls counts the collective calls this rank entered, of every kind
-	// (barriers, all-gathers, broadcasts, reductions): in a program whose
-	// collectives match, call k is the same collective on every rank
-	// (spawn.Coll.Index).
-	calls      atomic.Uint64
-	bar        amBarrier
-	gat        amGather
-	tree       amTree
-	world      *Team         // the whole job (World)
-	teams      teamBox       // messages of team collectives
+	world *Team   // the whole job (World)
+	teams teamBox // messages of team collectives
+	// notified is the barrier BarrierNotify started, which BarrierWait
+	// waits for; under splitMu.
+	splitMu    sync.Mutex
+	notified   *Handle[struct{}]
 	hangWarn   time.Duration // GASNET_HANG_WARN (see waitIn); 0: never report
 	watch      hangWatch
 	onReturned atomic.Pointer[defaultReturnedFn]
@@ -106,7 +101,6 @@ func newJob(ep *amudp.Endpoint, ctl control, rank, size int, exitTimeout time.Du
 	ep.SetReturnedHandler(j.returned)
 	ep.SetFatalHandler(j.fatal)
 	ep.SetInterrupt(j.leaving)
-	j.bar.setAlgo(barrierDissem, rank, size)
 	j.world = newWorld(j)
 	j.registerCore()
 	return j
@@ -265,25 +259,13 @@ func (j *Job) SetReturnedHandler(h func(Returned)) {
 // defaultReturnedFn holds the program's handler 0 (nil: none).
 type defaultReturnedFn struct{ fn func(Returned) }
 
-// returned receives every undeliverable request: a barrier message that
-// could not be delivered counts as acknowledged (its receiver stopped
-// polling, which it does only after it heard it: see amBarrier), and the
-// rest go to handler 0.
+// returned receives every undeliverable request: a collective's message
+// that could not be delivered is dropped (its receiver stopped polling,
+// which it does only once its collectives are complete: it has heard it,
+// and its answer was lost; see Team.collect), and the rest go to handler
+// 0.
 func (j *Job) returned(r Returned) {
-	if r.Handler == hBarrier && !r.Incoming {
-		j.bar.acked.returned()
-		return
-	}
-	if r.Handler == hGather && !r.Incoming {
-		j.gat.acked.returned()
-		return
-	}
-	if r.Handler == hTree && !r.Incoming {
-		j.tree.acked.returned()
-		return
-	}
-	if r.Handler == hGatherTree && !r.Incoming {
-		j.gat.tree.acked.returned()
+	if r.Handler == hTeam && !r.Incoming {
 		return
 	}
 	if h := j.onReturned.Load(); h != nil && h.fn != nil {
@@ -328,136 +310,6 @@ func (j *Job) Drain() error { return j.done(j.enter().Drain()) }
 func (j *Job) WaitUntilContext(ctx context.Context, cond func() bool) error {
 	j.enter()
 	return j.waitContext(ctx, cond)
-}
-
-// BarrierNotify enters the next barrier without waiting (if the barrier
-// it last entered has not been waited for, it completes that one first).
-// Pair it with BarrierWait on the same rank; between the two the rank may
-// compute and communicate from any goroutine.
-// The barrier runs over active messages among the ranks, as GASNET_BARRIER
-// chooses (see Barrier).
-func (j *Job) BarrierNotify() error {
-	j.enter()
-	b := &j.bar
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e, err := j.enterLocked()
-	return j.done(barrierError(e, err))
-}
-
-// BarrierWait waits, servicing the network, until every rank has entered
-// the barrier this rank last notified. Everything the program's handlers did
-// before the other ranks entered happens before BarrierWait returns.
-// A rank whose job ended elsewhere (the others completed the barrier and
-// called Exit) still completes a barrier it notified and returns, as a
-// plain Barrier does, so that what it prints after it is not lost.
-func (j *Job) BarrierWait() error {
-	b := &j.bar
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e := b.acked.last()
-	if b.completed == e {
-		j.enter() // nothing to complete: a rank told to exit does so here
-		return nil
-	}
-	j.abort()
-	return j.done(barrierError(e, j.completeLocked(e)))
-}
-
-// nextBarrier numbers the barrier this rank enters now. j.bar.mu held.
-func (j *Job) nextBarrier() uint64 {
-	j.barrier++
-	j.bar.index[j.barrier&1] = j.calls.Add(1)
-	return j.barrier
-}
-
-// Barrier waits until every rank has reached it. A rank enters once every
-// request it sent has been answered, so every request sent anywhere before
-// the barrier has run when it completes, and what those handlers did on
-// this rank (a Put's data written into the segment, say) happens before
-// Barrier returns. It runs without the console (DESIGN.md §7). Where
-// ranks share memory (GASNET_PSHM_BARRIER_HIER, on by default), each
-// shared-memory group synchronises on words in shared memory: by
-// dissemination when the job is one group whose ranks fit the host's
-// CPUs, else gathered at the group's leader and released by it, the
-// leaders, one per group, exchanging active messages over a binomial tree.
-// Otherwise it runs over active messages among the ranks: by default in
-// ⌈log2 N⌉ rounds of one message each (a dissemination barrier), or, when
-// some host has more ranks than CPUs, gathered up and released down a
-// binomial tree, where most ranks wake once or twice instead of once per
-// round; GASNET_BARRIER chooses (and, set, turns the words off).
-func (j *Job) Barrier() error {
-	j.enter()
-	b := &j.bar
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e, err := j.enterLocked()
-	if err == nil {
-		err = j.completeLocked(e)
-	}
-	return j.done(barrierError(e, err))
-}
-
-// AllGather contributes data and returns every rank's contribution, indexed
-// by rank. Concurrent calls of one rank's goroutines run one after another.
-// In a job whose ranks all share memory (one group, see Barrier), each
-// rank writes its part into a slot of its own in shared memory and reads
-// the others' after a synchronisation on shared words, where every part
-// fits its slot (1648 bytes). Otherwise it runs over active messages
-// among the ranks, without the console: Bruck's algorithm (⌈log2 N⌉
-// rounds, N−1 parts received in all), or, where the barrier in force is
-// AMTREE or AMCENTRAL (by default, when some host has more ranks than
-// CPUs) or runs in two levels, a gather to rank 0 up Broadcast's tree and
-// a broadcast of the whole back down it, where most ranks wake twice
-// instead of once per round. As for Barrier, a rank enters once every
-// request it sent has been answered.
-func (j *Job) AllGather(data []byte) ([][]byte, error) {
-	j.enter()
-	j.gat.lock.Lock()
-	defer j.gat.lock.Unlock()
-	n, err := j.nextGather()
-	if err != nil {
-		return nil, err
-	}
-	return j.allGatherNumbered(n, data)
-}
-
-// allGatherNumbered runs all-gather n (nextGather); the caller holds
-// j.gat.lock.
-func (j *Job) allGatherNumbered(n uint64, data []byte) ([][]byte, error) {
-	var err error
-	if w := j.bar.words; w != nil && w.whole {
-		parts, ok, err := j.wordAllGather(w, n, data, slotAllGather)
-		if err != nil {
-			return nil, j.done(fmt.Errorf("all-gather %d: %w", n, err))
-		}
-		if ok {
-			j.ep.Fence()
-			return parts, nil
-		}
-	}
-	var parts [][]byte
-	if j.bar.bruck {
-		parts, err = j.allGather(n, data)
-	} else {
-		parts, err = j.treeAllGather(n, data)
-	}
-	if err != nil {
-		return nil, j.done(fmt.Errorf("all-gather %d: %w", n, err))
-	}
-	return parts, nil
-}
-
-// nextGather numbers the next all-gather (or all-to-all on its slots) of
-// this rank, once every request it sent has been answered; the caller
-// holds j.gat.lock.
-func (j *Job) nextGather() (uint64, error) {
-	if err := j.ep.Drain(); err != nil {
-		return 0, j.done(err)
-	}
-	j.gat.n++
-	j.gat.index = j.calls.Add(1)
-	return j.gat.n, nil
 }
 
 // Exit ends the job: the first rank to call Exit sets the console's exit

@@ -106,25 +106,25 @@ func loopbackGroups(t *testing.T, size int, crowded bool) jobNet {
 			shared[r].SetAllShared(len(group) == n)
 			j.nb.group = group
 			j.ep.SetPeerSegments(j.peerView)
+			algo := barrierDissem
 			if crowded {
-				j.bar.setAlgo(barrierTree, r, n)
+				algo = barrierTree
 			}
-			if hierarchical(leaders) {
-				j.bar.setHier(leaders, r)
-				j.leaders = leaders
-			}
-			var w *words
-			if len(group) > 1 {
-				w = newWords(shared[r], addrs, group, r)
-				w.yield = crowded
-			}
-			if sharing(leaders) {
-				j.setWords(w, leaders)
+			j.setPlan(algo, leaders)
+			if len(group) == n && n > 1 {
+				w := newWords(shared[r], addrs, group, r)
+				w.yield, w.dissem, w.fatal = crowded, !crowded, j.fatal
+				j.words = w
 			}
 		}
 	}
 	return jn
 }
+
+// barrierHier, as a jobNet's barrier, has the job's collectives run over
+// trees in two levels, as on hosts of three ranks each, with no shared
+// memory.
+const barrierHier barrierAlgo = 255
 
 // memNet is a jobNet over an in-memory network, for synctest bubbles.
 func memNet(n *amudptest.Network) jobNet {
@@ -169,9 +169,8 @@ func runJob(t *testing.T, n int, jn jobNet, rcvThread bool, body func(j *Job)) (
 		for r := range leaders {
 			leaders[r] = r - r%3
 		}
-		for r, j := range lj.jobs {
-			j.bar.setHier(leaders, r)
-			j.leaders = leaders
+		for _, j := range lj.jobs {
+			j.setPlan(barrierDissem, leaders)
 		}
 	}
 	c := lj.c
@@ -550,8 +549,8 @@ func TestJobCollectivesFromSeveralGoroutines(t *testing.T) {
 			t.Errorf("(-want +got):\n%s", d)
 		}
 		for _, j := range jobs {
-			if j.barrier != 2*rounds || j.gat.n != 2*rounds {
-				t.Errorf("rank %d entered %d barriers and %d all-gathers, want %d each", j.rank, j.barrier, j.gat.n, 2*rounds)
+			if j.world.seq != 4*rounds {
+				t.Errorf("rank %d made %d collectives, want %d", j.rank, j.world.seq, 4*rounds)
 			}
 		}
 	})
@@ -564,7 +563,7 @@ func TestJobCollectivesFromSeveralGoroutines(t *testing.T) {
 // a barrier before every rank has entered it, through Barrier and through
 // BarrierNotify and BarrierWait with work between them.
 func TestBarrierAlgorithms(t *testing.T) {
-	names := map[barrierAlgo]string{barrierDissem: "AMDISSEM", barrierTree: "AMTREE", barrierCentral: "AMCENTRAL", barrierHier: "hierarchical"}
+	names := map[barrierAlgo]string{barrierDissem: "AMDISSEM", barrierTree: "AMTREE", barrierCentral: "AMCENTRAL", barrierHier: "two levels"}
 	for algo, name := range names {
 		for _, n := range []int{1, 2, 3, 5, 8, 13} {
 			t.Run(fmt.Sprintf("%s/N=%d", name, n), func(t *testing.T) {
@@ -579,8 +578,8 @@ func TestBarrierAlgorithms(t *testing.T) {
 						t.Errorf("(-want +got):\n%s", d)
 					}
 					for _, j := range jobs {
-						if j.barrier != barriers || j.bar.completed != barriers {
-							t.Errorf("rank %d entered %d barriers and completed %d, want %d", j.rank, j.barrier, j.bar.completed, barriers)
+						if j.world.seq != barriers {
+							t.Errorf("rank %d made %d collectives, want %d", j.rank, j.world.seq, barriers)
 						}
 					}
 				})

@@ -60,8 +60,8 @@ func RunLocal(n int, program func(j *Job)) (int, error) {
 
 // setBarrier sets every rank's barrier algorithm.
 func (lj *localJob) setBarrier(algo barrierAlgo) {
-	for r, j := range lj.jobs {
-		j.bar.setAlgo(algo, r, len(lj.jobs))
+	for _, j := range lj.jobs {
+		j.setPlan(algo, nil)
 	}
 }
 

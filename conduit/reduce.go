@@ -1,7 +1,6 @@
 package conduit
 
-// This file is the reductions of teams over any Word type: operators,
-// vectors' encoding and combining.
+// This file is the reductions of vectors of Word elements on teams.
 
 import (
 	"encoding/binary"
@@ -9,141 +8,64 @@ import (
 	"math"
 
 	"github.com/udpconduit/udpconduit/conduit/internal/amo"
+	"github.com/udpconduit/udpconduit/conduit/internal/coll"
 )
 
-// amoOps is the amo operation of each reduction operator.
-var amoOps = [...]amo.Op{Sum: amo.Add, Min: amo.Min, Max: amo.Max, Prod: amo.Mult, And: amo.And, Or: amo.Or, Xor: amo.Xor}
+// Op is a reduction operator of Reduce and AllReduce.
+type Op = coll.Op
 
-// checkOp returns an error when op does not apply to elements of kind k.
-func checkOp(op Op, k amo.Kind) error {
-	if op == 0 || int(op) >= len(amoOps) {
-		return fmt.Errorf("%w: %v; accepted: Sum, Min, Max, Prod, And, Or, Xor", ErrReduceOp, op)
-	}
-	if k.IsFloat() && (op == And || op == Or || op == Xor) {
-		return fmt.Errorf("%w: %v on %v: bitwise operators apply to integers only", ErrReduceOp, op, k)
-	}
-	return nil
-}
+// The reduction operators. Sum and Prod of integers wrap; Min and Max of
+// floats follow Go's min and max (a NaN anywhere gives NaN); And, Or and
+// Xor apply to integers only.
+const (
+	Sum  = coll.Sum
+	Min  = coll.Min
+	Max  = coll.Max
+	Prod = coll.Prod
+	And  = coll.And
+	Or   = coll.Or
+	Xor  = coll.Xor
+)
 
-// reduceT is the body of its exported form, unordered.
-func reduceT[T Word](t *Team, root int, op Op, v []T) ([]T, error) {
+// reduceT is the body of Reduce (all false, to root) and AllReduce (all),
+// unordered.
+func reduceT[T Word](t *Team, root int, op Op, v []T, all bool) ([]T, error) {
 	k := kindOf[T]()
-	if err := checkOp(op, k); err != nil {
-		return nil, err
+	var combine coll.Combine
+	bad := coll.CheckOp(coll.Op(op), k)
+	if bad == nil {
+		combine = coll.OpCombine(coll.Op(op), k)
 	}
-	if t.whole() && op <= Max && (k == amo.Uint64 || k == amo.Float64) {
-		return jobReduce(t.j, root, op, v, false)
+	out, err := reduceBytes(t, root, coll.Op(op), k, encodeVec(v), combine, all)
+	if bad != nil && err != nil {
+		err = fmt.Errorf("%w: %w", ErrReduceOp, err)
 	}
-	out, err := t.reduceBytes(teamReduce, root, op, k, encodeVec(v), func(acc, in []byte) ([]byte, error) {
-		return acc, combineVec(op, k, acc, in)
-	})
 	return decodeVec[T](out), err
 }
 
-// allReduceT is the body of its exported form, unordered.
-func allReduceT[T Word](t *Team, op Op, v []T) ([]T, error) {
-	k := kindOf[T]()
-	if err := checkOp(op, k); err != nil {
-		return nil, err
-	}
-	if t.whole() && op <= Max && (k == amo.Uint64 || k == amo.Float64) {
-		return jobReduce(t.j, 0, op, v, true)
-	}
-	out, err := t.reduceBytes(teamAllReduce, 0, op, k, encodeVec(v), func(acc, in []byte) ([]byte, error) {
-		return acc, combineVec(op, k, acc, in)
-	})
+// reduceFuncT is the body of ReduceFunc and AllReduceFunc, unordered.
+func reduceFuncT[T Word](t *Team, root int, f func(a, b T) T, v []T, all bool) ([]T, error) {
+	out, err := reduceBytes(t, root, coll.OpFunc, kindOf[T](), encodeVec(v), funcCombine(f), all)
 	return decodeVec[T](out), err
 }
 
-// reduceFuncT is the body of its exported form, unordered.
-func reduceFuncT[T Word](t *Team, root int, f func(a, b T) T, v []T) ([]T, error) {
-	out, err := t.reduceBytes(teamReduce, root, opFunc, kindOf[T](), encodeVec(v), funcCombine(f))
-	return decodeVec[T](out), err
+// reduceBytes runs a reduction of the packed vector acc.
+func reduceBytes(t *Team, root int, op coll.Op, k amo.Kind, acc []byte, combine coll.Combine, all bool) ([]byte, error) {
+	call := coll.Call{Kind: coll.Reduce, Op: op, Elem: k, Root: root, Len: len(acc) / k.Size()}
+	if all {
+		call.Kind, call.Root = coll.AllReduce, 0
+	}
+	return as[[]byte](t.collect(call, acc, nil, combine))
 }
 
-// allReduceFuncT is the body of its exported form, unordered.
-func allReduceFuncT[T Word](t *Team, f func(a, b T) T, v []T) ([]T, error) {
-	out, err := t.reduceBytes(teamAllReduce, 0, opFunc, kindOf[T](), encodeVec(v), funcCombine(f))
-	return decodeVec[T](out), err
-}
-
-// jobReduce runs a reduction of uint64 or float64 elements (T is one of
-// them) with Sum, Min or Max over the Job's own collectives.
-func jobReduce[T Word](j *Job, root int, op Op, v []T, all bool) ([]T, error) {
-	switch x := any(v).(type) {
-	case []uint64:
-		var r []uint64
-		var err error
-		if all {
-			r, err = j.AllReduceUint64(op, x)
-		} else {
-			r, err = j.ReduceUint64(root, op, x)
-		}
-		return any(r).([]T), err
-	case []float64:
-		var r []float64
-		var err error
-		if all {
-			r, err = j.AllReduceFloat64(op, x)
-		} else {
-			r, err = j.ReduceFloat64(root, op, x)
-		}
-		return any(r).([]T), err
-	}
-	panic("conduit: jobReduce of " + kindOf[T]().String())
-}
-
-// reduceBytes runs a reduction of the packed vector acc on the team: of
-// kind teamReduce to root, or teamAllReduce (root 0) to every member.
-func (t *Team) reduceBytes(kind, root int, op Op, k amo.Kind, acc []byte, combine func(acc, in []byte) ([]byte, error)) ([]byte, error) {
-	all := kind == teamAllReduce
-	c, err := t.begin(kind, op, uint8(k), root)
-	if err != nil {
-		return nil, err
-	}
-	checked := func(acc, in []byte) ([]byte, error) {
-		if len(in) != len(acc) {
-			return nil, fmt.Errorf("a vector of %d elements, this rank's has %d", len(in)/k.Size(), len(acc)/k.Size())
-		}
-		return combine(acc, in)
-	}
-	out, err := c.reduce(root, acc, 0, checked)
-	if err == nil && all {
-		out, err = c.bcast(0, out, 1)
-		if err == nil && len(out) != len(acc) {
-			err = c.mismatch(fmt.Errorf("a result of %d elements, this rank's vector has %d", len(out)/k.Size(), len(acc)/k.Size()))
-		}
-	}
-	return out, c.end(err)
-}
-
-// combineVec sets acc[i] = acc[i] op in[i] for every element of kind k;
-// the two are the same length.
-func combineVec(op Op, k amo.Kind, acc, in []byte) error {
-	aop := amoOps[op]
-	switch k.Size() {
-	case 4:
-		for i := 0; i+4 <= len(acc); i += 4 {
-			r := amo.Compute(k, aop, uint64(binary.LittleEndian.Uint32(acc[i:])), uint64(binary.LittleEndian.Uint32(in[i:])), 0)
-			binary.LittleEndian.PutUint32(acc[i:], uint32(r))
-		}
-	default:
-		for i := 0; i+8 <= len(acc); i += 8 {
-			r := amo.Compute(k, aop, binary.LittleEndian.Uint64(acc[i:]), binary.LittleEndian.Uint64(in[i:]), 0)
-			binary.LittleEndian.PutUint64(acc[i:], r)
-		}
-	}
-	return nil
-}
-
-// funcCombine combines packed vectors with f element by element.
-func funcCombine[T Word](f func(a, b T) T) func(acc, in []byte) ([]byte, error) {
-	return func(acc, in []byte) ([]byte, error) {
+// funcCombine is the combine of a program's operator f.
+func funcCombine[T Word](f func(a, b T) T) coll.Combine {
+	return func(acc, in []byte) {
 		a, b := decodeVec[T](acc), decodeVec[T](in)
 		for i := range a {
 			a[i] = f(a[i], b[i])
 		}
-		return encodeVec(a), nil
+		copy(acc, encodeVec(a))
 	}
 }
 

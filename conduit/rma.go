@@ -123,12 +123,6 @@ func (j *Job) registerCore() {
 	ep := j.ep
 	hs := map[int]amudp.Handler{}
 	hs[hTable] = j.table.chunk
-	hs[hBarrier] = j.bar.message
-	hs[hGather] = j.gat.message
-	j.tree.h, j.gat.tree.h = hTree, hGatherTree
-	j.tree.abort, j.gat.tree.abort = j.treeAbort, j.treeAbort
-	hs[hTree] = j.tree.message
-	hs[hGatherTree] = j.gat.tree.message
 	hs[hPut] = func(t *amudp.Token, args []uint32, _ []byte) {
 		if len(args) == 1 && t.IsRequest() {
 			t.ReplyShort(hDone, args[0])

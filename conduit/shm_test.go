@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/udpconduit/udpconduit/conduit/internal/coll"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -56,11 +58,11 @@ func TestHierTree(t *testing.T) {
 	}
 	check := func(leaders []int, want map[int]place) {
 		t.Helper()
-		var b amBarrier
+		plan := &coll.Plan{Leaders: leaders}
 		for r, w := range want {
-			b.setHier(leaders, r)
-			if b.algo != barrierHier || b.parent != w.parent || !cmp.Equal(b.children, w.children, cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b int) bool { return a < b })) {
-				t.Errorf("leaders %v: rank %d: parent %d, children %v; want %d, %v", leaders, r, b.parent, b.children, w.parent, w.children)
+			parent, children := plan.Tree(0, r, len(leaders))
+			if parent != w.parent || !cmp.Equal(children, w.children, cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b int) bool { return a < b })) {
+				t.Errorf("leaders %v: rank %d: parent %d, children %v; want %d, %v", leaders, r, parent, children, w.parent, w.children)
 			}
 		}
 	}
@@ -80,10 +82,9 @@ type place struct {
 }
 
 // TestHierTreeShape: for host layouts of 1 to 40 ranks and every root, the
-// two-level tree of a broadcast or reduction (hierTree) spans every rank
-// from root, parents and children agree on each link's round, a rank's
-// children have distinct rounds, and only the heads (root, and the other
-// groups' leaders) exchange messages across groups.
+// two-level tree of a broadcast or reduction (coll.Plan.Tree) spans every
+// rank from root, parents and children agree, and only the heads (root,
+// and the other groups' leaders) exchange messages across groups.
 func TestHierTreeShape(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for trial := range 200 {
@@ -98,31 +99,27 @@ func TestHierTreeShape(t *testing.T) {
 		leaders := shmLeaders(hosts, in, rng.IntN(5))
 		for root := range n {
 			isHead := func(r int) bool { return r == root || (leaders[r] == r && leaders[r] != leaders[root]) }
-			parents := make([]edge, n)
+			plan := &coll.Plan{Leaders: leaders}
+			parents := make([]int, n)
 			for r := range n {
-				p, children := hierTree(leaders, root, r)
+				p, children := plan.Tree(root, r, n)
 				parents[r] = p
-				if (r == root) != (p.rank < 0) {
-					t.Fatalf("trial %d, root %d: rank %d has parent %d", trial, root, r, p.rank)
+				if (r == root) != (p < 0) {
+					t.Fatalf("trial %d, root %d: rank %d has parent %d", trial, root, r, p)
 				}
-				rounds := map[int]bool{}
 				for _, c := range children {
-					if rounds[c.round] || c.round >= maxRounds {
-						t.Fatalf("trial %d, root %d: rank %d has children with round %d twice, or past %d", trial, root, r, c.round, maxRounds)
+					if cp, _ := plan.Tree(root, c, n); cp != r {
+						t.Fatalf("trial %d, root %d: rank %d lists %d as a child, whose parent is %v", trial, root, r, c, cp)
 					}
-					rounds[c.round] = true
-					if cp, _ := hierTree(leaders, root, c.rank); cp != (edge{r, c.round}) {
-						t.Fatalf("trial %d, root %d: rank %d lists %d as a child in round %d, whose parent is %v", trial, root, r, c.rank, c.round, cp)
-					}
-					if leaders[c.rank] != leaders[r] && !(isHead(r) && isHead(c.rank)) {
-						t.Fatalf("trial %d, root %d: link %d→%d crosses groups between ranks that are not heads", trial, root, r, c.rank)
+					if leaders[c] != leaders[r] && !(isHead(r) && isHead(c)) {
+						t.Fatalf("trial %d, root %d: link %d→%d crosses groups between ranks that are not heads", trial, root, r, c)
 					}
 				}
 			}
 			for r := range n {
 				x, steps := r, 0
 				for x != root {
-					if x = parents[x].rank; x < 0 || steps > n {
+					if x = parents[x]; x < 0 || steps > n {
 						t.Fatalf("trial %d, root %d: rank %d does not reach the root", trial, root, r)
 					}
 					steps++

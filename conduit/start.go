@@ -105,14 +105,14 @@ func start() (*Job, int, error) {
 	j := newJob(ep, w, w.Rank(), w.Size(), cfg.ExitTimeout)
 	j.hangWarn = cfg.HangWarn
 	algo, barrierWhy := chooseBarrier(cfg.Barrier, w.Crowded())
-	j.bar.setAlgo(algo, w.Rank(), w.Size())
+	j.setPlan(algo, nil)
 	w.OnEvent(ep.Wake)
 	j.reportAtExit(w, cfg, shared, bind, nets)
 	if err := j.takeTable(w, cfg); err != nil {
 		return nil, 1, err
 	}
 	j.setHosts(w.Hosts())
-	if barrierWhy, err = j.shareGroup(w, cfg, shared, polite, say, barrierWhy); err != nil {
+	if barrierWhy, err = j.shareGroup(w, cfg, shared, polite, say, algo, barrierWhy); err != nil {
 		return nil, 1, err
 	}
 	say(barrierWhy)
@@ -276,18 +276,20 @@ func openTransport(w *spawn.Worker, cfg *spawn.Config, src map[string]spawn.Sour
 // is one group, every area mapped before Init returns (shareAreas). It
 // returns why the barrier runs as it does, for verbose mode: barrierWhy,
 // or the reason for the words.
-func (j *Job) shareGroup(w *spawn.Worker, cfg *spawn.Config, shared *amudp.Shared, polite bool, say func(string), barrierWhy string) (string, error) {
+func (j *Job) shareGroup(w *spawn.Worker, cfg *spawn.Config, shared *amudp.Shared, polite bool, say func(string), algo barrierAlgo, barrierWhy string) (string, error) {
 	ep := j.ep
 	leaders := shmLeaders(w.Hosts(), w.Inboxes(), cfg.SupernodeMax)
 	// The barrier: in two levels where ranks share memory (the same
 	// choice on every rank, made from the same table), before this rank
 	// enters one.
 	pshm := cfg.PSHMBarrierHier && cfg.Barrier == ""
-	if pshm && hierarchical(leaders) {
-		// Broadcasts, reductions and all-gathers over the two-level
-		// tree; the barrier is set below.
-		j.bar.setHier(leaders, w.Rank())
-		j.leaders = leaders
+	if pshm {
+		// Collectives over messages run over trees in two levels where
+		// hosts hold several ranks and the job several hosts.
+		j.setPlan(algo, leaders)
+		if hierarchical(leaders) {
+			barrierWhy = "barrier in two levels, gathered and released: the ranks of each shared-memory group at its leader, the leaders over a binomial tree among themselves, as every collective's tree (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
+		}
 	}
 	group := shmGroup(leaders, w.Rank())
 	var gw *words
@@ -311,23 +313,23 @@ func (j *Job) shareGroup(w *spawn.Worker, cfg *spawn.Config, shared *amudp.Share
 		say(fmt.Sprintf("shared memory among the ranks of a host, in groups of %s (GASNET_SUPERNODE_MAXSIZE): rank 0 shares it with %d of its host's %d ranks; an inbox of %d KiB per rank",
 			groupSize(cfg.SupernodeMax), len(group)-1, len(j.hostRank), amudp.InboxSize(cfg.PSHMDepth)>>10))
 	}
-	if pshm && sharing(leaders) {
-		j.setWords(gw, leaders)
-		if gw != nil && gw.whole {
+	if pshm && gw != nil {
+		gw.fatal = j.fatal
+		if gw.whole {
+			gw.dissem = algo == barrierDissem && len(gw.group) <= 1<<maxGroupRounds
+			j.words = gw
 			if err := j.shareAreas(gw); err != nil {
 				return "", fmt.Errorf("rank %d: %w", w.Rank(), err)
 			}
+			barrierWhy = "barrier on shared words, gathered and released, as every collective of World, each one exchange of posts there: every rank shares memory with every other"
+			if gw.dissem {
+				barrierWhy = "barrier on shared words, by dissemination, as every collective of World, each one exchange of posts there: every rank shares memory with every other, and they fit their host's CPUs"
+			}
+			if polite {
+				barrierWhy += fmt.Sprintf("; a waiting rank yields its CPU to the host's other ranks for up to %v before it sleeps", yieldFor)
+			}
+			barrierWhy += " (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
 		}
-		switch {
-		case gw != nil && gw.dissem:
-			barrierWhy = "barrier on shared words, by dissemination: every rank shares memory with every other, and they fit their host's CPUs"
-		default:
-			barrierWhy = "barrier on shared words, gathered and released: the ranks of each shared-memory group gather at its leader and are released by it through words in shared memory, and the leaders, one per group, over a binomial tree among themselves"
-		}
-		if polite {
-			barrierWhy += fmt.Sprintf("; a waiting rank yields its CPU to the host's other ranks for up to %v before it sleeps", yieldFor)
-		}
-		barrierWhy += " (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
 	}
 	return barrierWhy, nil
 }

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/udpconduit/udpconduit/conduit/internal/coll"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/udpconduit/udpconduit/amudp/amudptest"
@@ -72,8 +74,8 @@ func checkTeam(tb testing.TB, label string, tm *Team) {
 	}
 	a, err := tm.Alltoall(send)
 	fail("all-to-all", a, wantA, err)
-	// Blocks over bruckMax go straight to their member.
-	bigBlock := func(from, to int) []byte { return pattern(jr(from)*64+jr(to), bruckMax+44) }
+	// Blocks over coll.BruckMax go straight to their member.
+	bigBlock := func(from, to int) []byte { return pattern(jr(from)*64+jr(to), coll.BruckMax+44) }
 	send, wantA = nil, nil
 	for r := range n {
 		send = append(send, bigBlock(me, r)...)
@@ -345,11 +347,11 @@ func TestTeamMismatch(t *testing.T) {
 		odd  func(tm *Team) error // what team rank 2 calls
 		want string
 	}{
-		{"a longer vector", func(tm *Team) error { _, err := AllReduce(tm, Sum, []int32{1, 2}); return err }, "elements"},
-		{"another operator", func(tm *Team) error { _, err := AllReduce(tm, Max, []int32{1}); return err }, "max"},
-		{"another type", func(tm *Team) error { _, err := AllReduce(tm, Sum, []uint32{1}); return err }, "of uint32"},
+		{"a longer vector", func(tm *Team) error { _, err := AllReduce(tm, Sum, []int32{1, 2}); return err }, "all-reduce sum of int32 (length 2)"},
+		{"another operator", func(tm *Team) error { _, err := AllReduce(tm, Max, []int32{1}); return err }, "all-reduce max of int32"},
+		{"another type", func(tm *Team) error { _, err := AllReduce(tm, Sum, []uint32{1}); return err }, "all-reduce sum of uint32"},
 		{"another kind", func(tm *Team) error { return tm.Barrier() }, "barrier"},
-		{"another root", func(tm *Team) error { _, err := Reduce(tm, 2, Sum, []int32{1}); return err }, "root"},
+		{"another root", func(tm *Team) error { _, err := Reduce(tm, 2, Sum, []int32{1}); return err }, "to root 2"},
 	} {
 		for seed := uint64(1); seed <= 8; seed++ { // loss and delays differ: who meets it first
 			t.Run(fmt.Sprintf("%s/seed %d", tt.name, seed), func(t *testing.T) {
@@ -384,32 +386,36 @@ func teamMismatch(t *testing.T, seed uint64, odd func(*Team) error, want string)
 		t.Errorf("job ended %d, %q (%q); want 0", res.Code, res.Ends, res.Why)
 	}
 	for r, err := range errs {
-		if !errors.Is(err, ErrCollectiveMismatch) || !strings.Contains(err.Error(), "team collective 1: ") || !strings.Contains(err.Error(), want) {
+		if !errors.Is(err, ErrCollectiveMismatch) || !strings.Contains(err.Error(), " 1: ") || !strings.Contains(err.Error(), want) {
 			t.Errorf("rank %d: %v; want ErrCollectiveMismatch naming %q", r, err, want)
 		}
 	}
 }
 
-// TestTeamBadArguments: what a call can refuse before anything is sent.
+// TestTeamBadArguments: arguments one member refuses fail the call on
+// every member (a root out of range wraps ErrBadRank), and the next
+// collective matches.
 func TestTeamBadArguments(t *testing.T) {
 	runJob(t, 3, loopbackUDP, false, func(j *Job) {
 		w := j.World()
-		if _, err := w.Broadcast(3, nil); !errors.Is(err, ErrBadRank) {
+		if _, err := w.Broadcast(3, nil); !errors.Is(err, ErrBadRank) || !errors.Is(err, ErrCollectiveArgument) {
 			t.Errorf("broadcast from root 3 of 3: %v", err)
 		}
 		if _, err := w.Gather(-1, nil); !errors.Is(err, ErrBadRank) {
 			t.Errorf("gather to root -1: %v", err)
 		}
-		if _, err := w.Alltoall(make([]byte, 4)); err == nil {
-			t.Error("all-to-all of 4 bytes over 3 ranks: no error")
+		if _, err := w.Alltoall(make([]byte, 4)); !errors.Is(err, ErrCollectiveArgument) {
+			t.Errorf("all-to-all of 4 bytes over 3 ranks: %v", err)
 		}
-		if _, err := w.Alltoallv(make([][]byte, 2)); err == nil {
-			t.Error("all-to-all-v of 2 parts over 3 ranks: no error")
+		if _, err := w.Alltoallv(make([][]byte, 2)); !errors.Is(err, ErrCollectiveArgument) {
+			t.Errorf("all-to-all-v of 2 parts over 3 ranks: %v", err)
 		}
+		var parts [][]byte
 		if j.Rank() == 0 {
-			if _, err := w.Scatter(0, make([][]byte, 4)); err == nil {
-				t.Error("scatter of 4 parts over 3 ranks: no error")
-			}
+			parts = make([][]byte, 4)
+		}
+		if _, err := w.Scatter(0, parts); !errors.Is(err, ErrCollectiveArgument) || !strings.Contains(err.Error(), "4 parts for a team of 3") {
+			t.Errorf("rank %d: scatter of 4 parts over 3 ranks: %v", j.Rank(), err)
 		}
 		if _, err := Reduce(w, -1, Prod, []int32{1}); !errors.Is(err, ErrBadRank) {
 			t.Errorf("reduce to root -1: %v", err)
@@ -420,7 +426,6 @@ func TestTeamBadArguments(t *testing.T) {
 		if w.JobRank(3) != -1 || w.JobRank(-1) != -1 {
 			t.Error("JobRank outside the team is not -1")
 		}
-		// The calls above sent nothing: the next collective matches.
 		got, err := w.Alltoall(bytes.Repeat([]byte{byte(j.Rank())}, 3))
 		if err != nil || !cmp.Equal(got, []byte{0, 1, 2}) {
 			t.Errorf("rank %d: all-to-all after the refusals = %v, %v", j.Rank(), got, err)
@@ -572,9 +577,9 @@ func TestTeamCallOrder(t *testing.T) {
 }
 
 // TestTeamMismatchShowsLater: members whose calls differ without any of
-// them receiving the other's message (each broadcasts from its own rank
-// on a team of two) are stopped at their next collective on the team,
-// which finds the other's message left over.
+// them waiting for the other's message (each broadcasts from its own rank
+// on a team of two) abort the job when the other's message comes after
+// they left.
 func TestTeamMismatchShowsLater(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		res, _ := runJob(t, 2, memNet(amudptest.New(8, 0.1, 0.05, 100*time.Microsecond)), false, func(j *Job) {
@@ -586,7 +591,7 @@ func TestTeamMismatchShowsLater(t *testing.T) {
 			tm.Barrier()
 			t.Errorf("rank %d went on after mismatched broadcasts", j.Rank())
 		})
-		if res.Code != 1 || !strings.Contains(res.Why, "which this rank has left") || !strings.Contains(res.Why, "broadcast") {
+		if res.Code != 1 || !strings.Contains(res.Why, "which this member has left") || !strings.Contains(res.Why, "broadcast") {
 			t.Errorf("job ended %d (%q): %q; want an abort naming the left-over broadcast", res.Code, res.Ends, res.Why)
 		}
 	})

@@ -1,7 +1,7 @@
 package conduit
 
-// This file is the collectives of teams (team.go): the algorithms over
-// teamCall's send and recv, and the calls a program makes.
+// This file is the collectives a program calls on a team (team.go), each
+// a call of the engine (conduit/internal/coll) through Team.collect.
 
 import (
 	"bytes"
@@ -9,14 +9,12 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/udpconduit/udpconduit/internal/varenc"
+	"github.com/udpconduit/udpconduit/conduit/internal/coll"
 )
 
-// Barrier returns once every member of the team has entered it, as
-// Job.Barrier does for the whole job: a member enters once every request
-// it sent has been answered, so a Put completed before it is visible to
-// every member after it. On a sub-team it is a dissemination barrier
-// (⌈log2 n⌉ rounds of messages).
+// Barrier returns once every member of the team has entered it: a member
+// enters once every request it sent has been answered, so a Put completed
+// before it is visible to every member after it.
 func (t *Team) Barrier() error {
 	_, err := ordered(t, func() (struct{}, error) { return struct{}{}, t.barrier() })
 	return err
@@ -37,8 +35,7 @@ func (t *Team) BarrierNB() *Handle[struct{}] {
 }
 
 // Broadcast returns the root's data on every member (the root's own data
-// is returned to it as a copy), as Job.Broadcast does: down a binomial
-// tree of the team's ranks rooted at root.
+// is returned to it as a copy; the others' data is not used).
 func (t *Team) Broadcast(root int, data []byte) ([]byte, error) {
 	return ordered(t, func() ([]byte, error) { return t.broadcast(root, data) })
 }
@@ -72,8 +69,7 @@ func (t *Team) GatherContext(ctx context.Context, root int, data []byte) ([][]by
 }
 
 // AllGather returns every member's data, indexed by team rank, on every
-// member, as Job.AllGather does: on a sub-team, a gather to team rank 0
-// and a broadcast of the whole.
+// member.
 func (t *Team) AllGather(data []byte) ([][]byte, error) {
 	return ordered(t, func() ([][]byte, error) { return t.allGather(data) })
 }
@@ -109,15 +105,7 @@ func (t *Team) ScatterContext(ctx context.Context, root int, parts [][]byte) ([]
 // Alltoall exchanges equal blocks between every pair of members: data
 // holds Size() blocks of len(data)/Size() bytes, block i for team rank i,
 // and the result holds the block each member sent this one, in team rank
-// order (MPI_Alltoall). Every member passes as many bytes. On the whole
-// job, when its ranks are one shared-memory group and each rank's blocks
-// fit a slot together (maxSlotPart bytes), they pass through the
-// all-gather's slots in shared memory, with no message; a rank that calls
-// AllGather meanwhile makes every rank's call fail with
-// ErrCollectiveMismatch. Otherwise blocks of up to bruckMax bytes go by
-// Bruck's algorithm (⌈log2 n⌉ messages a member, each carrying about half
-// the blocks, as Open MPI and MPICH do for small blocks); larger ones each
-// go straight to their member.
+// order (MPI_Alltoall). Every member passes as many bytes.
 func (t *Team) Alltoall(data []byte) ([]byte, error) {
 	return ordered(t, func() ([]byte, error) { return t.alltoall(data) })
 }
@@ -162,18 +150,17 @@ func cloneParts(parts [][]byte) [][]byte {
 
 // Reduce combines the vectors of every member of t element by element
 // with op and returns the result at the root (nil elsewhere); every member
-// passes a vector of the same length. It runs up a binomial tree of the
-// team's ranks (on the whole job, uint64 and float64 vectors with Sum, Min
-// and Max take Job.ReduceUint64's and ReduceFloat64's way), so the order
-// in which a float sum adds is fixed by the team's size and root, not by
-// rank order. Integers wrap; float Min and Max follow Go's min and max.
+// passes a vector of the same length. Integers wrap; float Min and Max
+// follow Go's min and max. The order in which a float sum adds is fixed
+// by the team's size, placement on hosts and root: in a job of one
+// shared-memory group, rank order; otherwise up a tree.
 func Reduce[T Word](t *Team, root int, op Op, v []T) ([]T, error) {
-	return ordered(t, func() ([]T, error) { return reduceT(t, root, op, v) })
+	return ordered(t, func() ([]T, error) { return reduceT(t, root, op, v, false) })
 }
 
 // ReduceNB starts Reduce; v must not change until it completes.
 func ReduceNB[T Word](t *Team, root int, op Op, v []T) *Handle[[]T] {
-	return startNB(t, func() ([]T, error) { return reduceT(t, root, op, v) })
+	return startNB(t, func() ([]T, error) { return reduceT(t, root, op, v, false) })
 }
 
 // ReduceContext is Reduce bounded by ctx, as BroadcastContext (with a copy
@@ -182,15 +169,15 @@ func ReduceContext[T Word](ctx context.Context, t *Team, root int, op Op, v []T)
 	return ReduceNB(t, root, op, slices.Clone(v)).WaitContext(ctx)
 }
 
-// AllReduce is Reduce whose result every member gets: a reduction to team
-// rank 0 and a broadcast from it.
+// AllReduce is Reduce whose result every member gets, the same bits on
+// every member.
 func AllReduce[T Word](t *Team, op Op, v []T) ([]T, error) {
-	return ordered(t, func() ([]T, error) { return allReduceT(t, op, v) })
+	return ordered(t, func() ([]T, error) { return reduceT(t, 0, op, v, true) })
 }
 
 // AllReduceNB starts AllReduce; v must not change until it completes.
 func AllReduceNB[T Word](t *Team, op Op, v []T) *Handle[[]T] {
-	return startNB(t, func() ([]T, error) { return allReduceT(t, op, v) })
+	return startNB(t, func() ([]T, error) { return reduceT(t, 0, op, v, true) })
 }
 
 // AllReduceContext is AllReduce bounded by ctx, as ReduceContext.
@@ -202,12 +189,12 @@ func AllReduceContext[T Word](ctx context.Context, t *Team, op Op, v []T) ([]T, 
 // commutative and associative (the tree combines in an order of its
 // own); every member passes the same f.
 func ReduceFunc[T Word](t *Team, root int, f func(a, b T) T, v []T) ([]T, error) {
-	return ordered(t, func() ([]T, error) { return reduceFuncT(t, root, f, v) })
+	return ordered(t, func() ([]T, error) { return reduceFuncT(t, root, f, v, false) })
 }
 
 // ReduceFuncNB starts ReduceFunc; v must not change until it completes.
 func ReduceFuncNB[T Word](t *Team, root int, f func(a, b T) T, v []T) *Handle[[]T] {
-	return startNB(t, func() ([]T, error) { return reduceFuncT(t, root, f, v) })
+	return startNB(t, func() ([]T, error) { return reduceFuncT(t, root, f, v, false) })
 }
 
 // ReduceFuncContext is ReduceFunc bounded by ctx, as ReduceContext.
@@ -218,12 +205,12 @@ func ReduceFuncContext[T Word](ctx context.Context, t *Team, root int, f func(a,
 // AllReduceFunc is AllReduce with the program's own operator, as
 // ReduceFunc.
 func AllReduceFunc[T Word](t *Team, f func(a, b T) T, v []T) ([]T, error) {
-	return ordered(t, func() ([]T, error) { return allReduceFuncT(t, f, v) })
+	return ordered(t, func() ([]T, error) { return reduceFuncT(t, 0, f, v, true) })
 }
 
 // AllReduceFuncNB starts AllReduceFunc; v must not change until it completes.
 func AllReduceFuncNB[T Word](t *Team, f func(a, b T) T, v []T) *Handle[[]T] {
-	return startNB(t, func() ([]T, error) { return allReduceFuncT(t, f, v) })
+	return startNB(t, func() ([]T, error) { return reduceFuncT(t, 0, f, v, true) })
 }
 
 // AllReduceFuncContext is AllReduceFunc bounded by ctx, as ReduceContext.
@@ -231,197 +218,112 @@ func AllReduceFuncContext[T Word](ctx context.Context, t *Team, f func(a, b T) T
 	return AllReduceFuncNB(t, f, slices.Clone(v)).WaitContext(ctx)
 }
 
-// whole reports whether t is the whole job, whose collectives the Job
-// runs itself.
-func (t *Team) whole() bool { return t.index == nil }
+// collect runs this rank's call of a collective on t, with its
+// arguments (those its kind has: data, parts, a reduction's vector in data
+// and its combine): on World in a job of one shared-memory group, as one
+// exchange on the group's words (coll.Post), unless some rank's datum is
+// too large for its slot; else, and then, over active messages.
+func (t *Team) collect(call coll.Call, data []byte, parts [][]byte, combine coll.Combine) (any, error) {
+	c, err := t.begin(call)
+	if err != nil {
+		return nil, t.argErr(call, err)
+	}
+	r := &t.run
+	r.Reset(c, t.plan, call)
+	if w := t.j.words; t.whole() && w != nil && w.whole {
+		posts, err := c.exchange(w, r.Post(data, parts, maxPost))
+		if err != nil {
+			return nil, c.end(err)
+		}
+		big, err := coll.Check(posts)
+		if err != nil {
+			return nil, c.end(t.argErr(call, err))
+		}
+		if !big {
+			v, err := r.Shared(posts, combine)
+			return v, c.end(err)
+		}
+	}
+	var v any
+	switch call.Kind {
+	case coll.Barrier:
+		err = r.Barrier()
+	case coll.Broadcast:
+		v, err = r.Broadcast(data)
+	case coll.Reduce:
+		v, err = r.Reduce(data, combine)
+	case coll.AllReduce:
+		v, err = r.AllReduce(data, combine)
+	case coll.Gather:
+		v, err = r.Gather(data)
+	case coll.AllGather:
+		v, err = r.AllGather(data)
+	case coll.Scatter:
+		v, err = r.Scatter(parts)
+	case coll.Alltoall:
+		v, err = r.Alltoall(data)
+	case coll.Alltoallv:
+		v, err = r.Alltoallv(parts)
+	case coll.Split:
+		v, err = r.SplitOf(data)
+	}
+	if err == nil && call.Kind != coll.Gather && call.Kind != coll.Scatter && call.Kind != coll.Alltoall && call.Kind != coll.Alltoallv {
+		// Every message this rank sent is answered before it leaves a
+		// barrier, broadcast, reduction or all-gather, so that a rank that
+		// ends after it (the program's last) cannot end while another
+		// waits for what it sent.
+		err = t.j.ep.Drain()
+	}
+	return v, c.end(t.argErr(call, err))
+}
+
+// argErr is err, the error of call, wrapping ErrBadRank too where the
+// call's root is not a team rank.
+func (t *Team) argErr(call coll.Call, err error) error {
+	if err != nil && (call.Root < 0 || call.Root >= len(t.ranks)) {
+		return fmt.Errorf("%w: %w", ErrBadRank, err)
+	}
+	return err
+}
+
+// as returns v as a T (its zero value when v is nil).
+func as[T any](v any, err error) (T, error) {
+	out, _ := v.(T)
+	return out, err
+}
 
 // barrier is the body of its exported form, unordered.
 func (t *Team) barrier() error {
-	if t.whole() {
-		return t.j.Barrier()
-	}
-	c, err := t.begin(teamBarrier, 0, 0, 0)
-	if err != nil {
-		return err
-	}
-	return c.end(c.barrier())
-}
-
-func (c *teamCall) barrier() error {
-	if err := c.t.j.ep.Drain(); err != nil {
-		return err
-	}
-	n, me := len(c.t.ranks), c.t.me
-	for k, step := 1, 0; k < n; k, step = k<<1, step+1 {
-		if err := c.send((me+k)%n, step, nil); err != nil {
-			return err
-		}
-		if _, err := c.recv((me-k+n)%n, step); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := t.collect(coll.Call{Kind: coll.Barrier}, nil, nil, nil)
+	return err
 }
 
 // broadcast is the body of its exported form, unordered.
 func (t *Team) broadcast(root int, data []byte) ([]byte, error) {
-	if t.whole() {
-		return t.j.Broadcast(root, data)
-	}
-	c, err := t.begin(teamBroadcast, 0, 0, root)
-	if err != nil {
-		return nil, err
-	}
-	if t.me == root {
-		data = append([]byte{}, data...)
-	}
-	out, err := c.bcast(root, data, 0)
-	return out, c.end(err)
-}
-
-// bcast passes blob down the binomial tree of the team rooted at root:
-// the root's blob, which every member returns.
-func (c *teamCall) bcast(root int, blob []byte, step int) ([]byte, error) {
-	n := len(c.t.ranks)
-	rel := (c.t.me - root + n) % n
-	mask := 1
-	for ; mask < n; mask <<= 1 {
-		if rel&mask != 0 {
-			b, err := c.recv((rel-mask+root)%n, step)
-			if err != nil {
-				return nil, err
-			}
-			blob = b
-			break
-		}
-	}
-	for mask >>= 1; mask > 0; mask >>= 1 {
-		if rel+mask < n {
-			if err := c.send((rel+mask+root)%n, step, blob); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return blob, nil
-}
-
-// reduce combines the members' acc up the binomial tree of bcast: the
-// root returns the combination of all, the others nil. combine may
-// overwrite its first argument.
-func (c *teamCall) reduce(root int, acc []byte, step int, combine func(acc, in []byte) ([]byte, error)) ([]byte, error) {
-	n := len(c.t.ranks)
-	rel := (c.t.me - root + n) % n
-	for mask := 1; mask < n; mask <<= 1 {
-		if rel&mask != 0 {
-			return nil, c.send((rel-mask+root)%n, step, acc)
-		}
-		if src := rel | mask; src < n {
-			in, err := c.recv((src+root)%n, step)
-			if err != nil {
-				return nil, err
-			}
-			if acc, err = combine(acc, in); err != nil {
-				return nil, c.mismatch(fmt.Errorf("from team rank %d: %v", (src+root)%n, err))
-			}
-		}
-	}
-	return acc, nil
+	return as[[]byte](t.collect(coll.Call{Kind: coll.Broadcast, Root: root}, data, nil, nil))
 }
 
 // gather is the body of its exported form, unordered.
 func (t *Team) gather(root int, data []byte) ([][]byte, error) {
-	c, err := t.begin(teamGather, 0, 0, root)
-	if err != nil {
-		return nil, err
-	}
-	if w := t.j.bar.words; t.whole() && w != nil && w.whole {
-		out, err := c.wordGather(w, root, data)
-		return out, c.end(err)
-	}
-	out, err := c.gather(root, data, 0)
-	return out, c.end(err)
-}
-
-func (c *teamCall) gather(root int, data []byte, step int) ([][]byte, error) {
-	if c.t.me != root {
-		return nil, c.send(root, step, data)
-	}
-	out := make([][]byte, len(c.t.ranks))
-	out[root] = append([]byte{}, data...)
-	for r := range out {
-		if r == root {
-			continue
-		}
-		b, err := c.recv(r, step)
-		if err != nil {
-			return nil, err
-		}
-		out[r] = b
-	}
-	return out, nil
+	return as[[][]byte](t.collect(coll.Call{Kind: coll.Gather, Root: root}, data, nil, nil))
 }
 
 // allGather is the body of its exported form, unordered.
 func (t *Team) allGather(data []byte) ([][]byte, error) {
-	if t.whole() {
-		return t.j.AllGather(data)
-	}
-	c, err := t.begin(teamAllGather, 0, 0, 0)
-	if err != nil {
-		return nil, err
-	}
-	out, err := c.allGather(data)
-	return out, c.end(err)
-}
-
-func (c *teamCall) allGather(data []byte) ([][]byte, error) {
-	parts, err := c.gather(0, data, 0)
-	if err != nil {
-		return nil, err
-	}
-	var blob []byte
-	if c.t.me == 0 {
-		for _, p := range parts {
-			blob = varenc.AppendBytes(blob, p)
-		}
-	}
-	if blob, err = c.bcast(0, blob, 1); err != nil {
-		return nil, err
-	}
-	if c.t.me == 0 {
-		return parts, nil
-	}
-	d := varenc.Decoder{B: blob}
-	out := make([][]byte, len(c.t.ranks))
-	for i := range out {
-		out[i] = d.Bytes()
-	}
-	if d.Bad || len(d.B) != 0 {
-		return nil, c.mismatch(fmt.Errorf("a malformed all-gather of %d bytes", len(blob)))
-	}
-	return out, nil
+	return as[[][]byte](t.collect(coll.Call{Kind: coll.AllGather}, data, nil, nil))
 }
 
 // scatter is the body of its exported form, unordered.
 func (t *Team) scatter(root int, parts [][]byte) ([]byte, error) {
-	if t.me == root && len(parts) != len(t.ranks) {
-		return nil, fmt.Errorf("scatter: %d parts for a team of %d", len(parts), len(t.ranks))
-	}
-	c, err := t.begin(teamScatter, 0, 0, root)
-	if err != nil {
-		return nil, err
-	}
-	if t.me != root {
-		b, err := c.recv(root, 0)
-		return b, c.end(err)
-	}
-	for r, p := range parts {
-		if r == root {
-			continue
-		}
-		if err := c.send(r, 0, p); err != nil {
-			return nil, c.end(err)
-		}
-	}
-	return append([]byte{}, parts[root]...), c.end(nil)
+	return as[[]byte](t.collect(coll.Call{Kind: coll.Scatter, Root: root}, nil, parts, nil))
+}
+
+// alltoall is the body of its exported form, unordered.
+func (t *Team) alltoall(data []byte) ([]byte, error) {
+	return as[[]byte](t.collect(coll.Call{Kind: coll.Alltoall, Len: len(data)}, data, nil, nil))
+}
+
+// alltoallv is the body of its exported form, unordered.
+func (t *Team) alltoallv(parts [][]byte) ([][]byte, error) {
+	return as[[][]byte](t.collect(coll.Call{Kind: coll.Alltoallv}, nil, parts, nil))
 }

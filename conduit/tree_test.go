@@ -11,6 +11,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/udpconduit/udpconduit/conduit/internal/amo"
+	"github.com/udpconduit/udpconduit/conduit/internal/coll"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/udpconduit/udpconduit/amudp/amudptest"
@@ -126,14 +129,14 @@ func testBroadcastAndReduce(t *testing.T, n int, hier bool) {
 // definition written out.
 func TestReduceDefinitions(t *testing.T) {
 	u := func(op Op, a, b uint64) uint64 {
-		acc := uint64Bytes([]uint64{a})
-		combine(op, elemUint64, acc, uint64Bytes([]uint64{b}))
-		return bytesUint64(acc)[0]
+		acc := encodeVec([]uint64{a})
+		coll.OpCombine(op, amo.Uint64)(acc, encodeVec([]uint64{b}))
+		return decodeVec[uint64](acc)[0]
 	}
 	f := func(op Op, a, b float64) float64 {
-		acc := float64Bytes([]float64{a})
-		combine(op, elemFloat64, acc, float64Bytes([]float64{b}))
-		return bytesFloat64(acc)[0]
+		acc := encodeVec([]float64{a})
+		coll.OpCombine(op, amo.Float64)(acc, encodeVec([]float64{b}))
+		return decodeVec[float64](acc)[0]
 	}
 	if got := u(Sum, math.MaxUint64, 2); got != 1 {
 		t.Errorf("uint64 sum wraps to %d, want 1", got)
@@ -155,26 +158,21 @@ func TestReduceDefinitions(t *testing.T) {
 	}
 }
 
-// TestTreeCollectiveMisuse: a root out of range and an unknown operator are
-// errors that take no collective's number (the next call still matches on
-// every rank); ranks that call different tree collectives, or disagree on
-// the root, are told so instead of combining what does not belong together;
-// vectors of different lengths are an error at the rank that sees them.
+// TestTreeCollectiveMisuse: a root out of range and an unknown operator
+// are refused on every rank (each wraps ErrBadRank or ErrReduceOp, and
+// ErrCollectiveArgument), and the next call matches on every rank; ranks
+// that call different reductions are told so instead of combining what
+// does not belong together.
 func TestTreeCollectiveMisuse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 4
-		errs := make([][]string, n)
+		errs := make([][]error, n)
 		res, _ := runJob(t, n, memNet(amudptest.New(9, 0, 0, 0)), false, func(j *Job) {
 			me := j.Rank()
-			say := func(err error) {
-				if err != nil {
-					errs[me] = append(errs[me], err.Error())
-				}
-			}
 			_, err := j.Broadcast(n, nil)
-			say(err)
+			errs[me] = append(errs[me], err)
 			_, err = j.ReduceUint64(0, Op(9), []uint64{1})
-			say(err)
+			errs[me] = append(errs[me], err)
 			if got, err := j.AllReduceUint64(Sum, []uint64{uint64(me)}); err != nil || !cmp.Equal(got, []uint64{6}) {
 				t.Errorf("rank %d: after the refused calls, the sum is %v, %v", me, got, err)
 			}
@@ -182,24 +180,25 @@ func TestTreeCollectiveMisuse(t *testing.T) {
 			// rank 1's message reaches rank 0, which names it.
 			if me == 0 {
 				_, err = j.ReduceUint64(0, Max, []uint64{1})
+				errs[me] = append(errs[me], err)
 			} else {
-				_, err = j.ReduceFloat64(0, Max, []float64{1})
+				j.ReduceFloat64(0, Max, []float64{1})
 			}
-			if me == 0 {
-				say(err)
-			}
-			j.Barrier()
 		})
-		_ = res
-		want := []string{
-			"broadcast: root 4: accepted: a rank from 0 to 3: amudp: destination rank outside the job",
-			"conduit: reduction operator not accepted: Op(9); accepted: Sum, Min, Max, Prod, And, Or, Xor",
+		for r, e := range errs {
+			if len(e) < 2 || !errors.Is(e[0], ErrBadRank) || !errors.Is(e[0], ErrCollectiveArgument) || !strings.Contains(e[0].Error(), "root 4: accepted: a team rank from 0 to 3") ||
+				!errors.Is(e[1], ErrReduceOp) || !errors.Is(e[1], ErrCollectiveArgument) || !strings.Contains(e[1].Error(), "Op(9)") {
+				t.Errorf("rank %d's errors: %v", r, e)
+			}
 		}
-		if d := cmp.Diff(want, errs[2]); d != "" {
-			t.Errorf("rank 2's errors (-want +got):\n%s", d)
+		if len(errs[0]) != 3 || !errors.Is(errs[0][2], ErrCollectiveMismatch) || !strings.Contains(errs[0][2].Error(), "reduce max of float64 (length 1) to root 0") ||
+			!strings.Contains(errs[0][2].Error(), "team rank 0 reduce max of uint64") {
+			t.Errorf("rank 0's errors: %v", errs[0])
 		}
-		if len(errs[0]) != 3 || errs[0][2] != "reduce 1: conduit: the ranks called different collectives: rank 1 is in a max reduction of float64 to rank 0, rank 0 in a max reduction of uint64 to rank 0" {
-			t.Errorf("rank 0's errors: %q", errs[0])
+		// The others left their reduction with nothing to wait for: the
+		// difference reaches them after, and the job aborts naming it.
+		if res.Code != 1 || !strings.Contains(res.Why, "the ranks called different collectives") {
+			t.Errorf("job ended %d (%q): %q; want 1 and the mismatch", res.Code, res.Ends, res.Why)
 		}
 	})
 }
@@ -219,11 +218,11 @@ func TestAllReduceMismatchErrsEverywhere(t *testing.T) {
 		want string
 	}{
 		{"float64 on one rank", func(j *Job) error { _, err := j.AllReduceFloat64(Sum, []float64{1}); return err },
-			"a sum reduction of float64 to rank 0"},
+			"all-reduce sum of float64"},
 		{"a longer vector on one rank", func(j *Job) error { _, err := j.AllReduceUint64(Sum, []uint64{1, 2}); return err },
-			"a vector of 2 elements, this rank's has 1"},
+			"all-reduce sum of uint64 (length 2)"},
 		{"another operator on one rank", func(j *Job) error { _, err := j.AllReduceUint64(Max, []uint64{1}); return err },
-			"a max reduction of uint64 to rank 0"},
+			"all-reduce max of uint64"},
 	} {
 		run := func(t *testing.T, jn jobNet) {
 			const n = 6
@@ -291,7 +290,7 @@ func TestBroadcastRootsDiffer(t *testing.T) {
 						switch {
 						case err != nil && !errors.Is(err, ErrCollectiveMismatch):
 							t.Errorf("rank %d: %v, want ErrCollectiveMismatch", r, err)
-						case err != nil && !strings.Contains(err.Error(), "a broadcast from rank "):
+						case err != nil && !strings.Contains(err.Error(), "broadcast from root "):
 							t.Errorf("rank %d: %v names no broadcast", r, err)
 						case err == nil && returned[r] && !aborted:
 							t.Errorf("rank %d returned nil from a broadcast whose roots differ, and the job ended 0 (%q)", r, res.Ends)

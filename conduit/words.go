@@ -13,11 +13,10 @@ import (
 	"unsafe"
 
 	"github.com/udpconduit/udpconduit/amudp"
-	"github.com/udpconduit/udpconduit/internal/binomial"
 )
 
-// groupSync is a kind of synchronisation of a group (barrier, all-gather,
-// broadcast and reductions): where its words lie in a rank's area.
+// groupSync is a kind of synchronisation of a group (the collectives',
+// the start-up's): where its words lie in a rank's area.
 type groupSync struct {
 	arrive  int // the leader's count of its members' arrivals
 	release int // the leader's number of the last one released
@@ -26,14 +25,11 @@ type groupSync struct {
 
 // Layout of a rank's area (amudp.Shared.Area): the words that several
 // ranks write each on a cache line of its own, the dissemination's, which
-// their owner alone writes, packed; then the slots of the all-gathers and
-// of the broadcasts and reductions (which a rank may run at once from two
-// goroutines), and the leader's buffer.
+// their owner alone writes, packed; then the slots of the collectives'
+// posts (teamwords.go), and the leader's buffer.
 var (
-	syncBarrier = groupSync{0, 64, 384}
-	syncGather  = groupSync{128, 192, 384 + 8*maxGroupRounds}
-	syncTree    = groupSync{256, 320, 384 + 16*maxGroupRounds}
-	// syncStart, once at start-up (shareAreas), lies in the barrier's
+	syncColl = groupSync{0, 64, 128}
+	// syncStart, once at start-up (shareAreas), lies in the collectives'
 	// cache lines, past their words: no dissemination.
 	syncStart = groupSync{8, 72, -1}
 )
@@ -42,86 +38,26 @@ const (
 	// maxGroupRounds bounds the rounds of a dissemination within a
 	// group: groups of up to 2^16 ranks.
 	maxGroupRounds = 16
-	// offSlots is where a rank's two all-gather slots begin, one for
-	// each parity of the all-gather's number: the number (8 bytes), the
-	// part's length (8 bytes: slotOversize when it did not fit, and the
-	// collective's kind in the top byte, slotKindShift), and the part.
-	offSlots = 384 + 3*8*maxGroupRounds
+	// offSlots is where a rank's two slots begin, one for each parity
+	// of the collective's number (teamwords.go has their layout).
+	offSlots = 128 + 8*maxGroupRounds
 	slotSize = 1664
-	// maxSlotPart is the largest part an all-gather passes in a slot.
-	maxSlotPart = slotSize - 16
-	// offTreeSlots is where a rank's two slots of broadcasts and
-	// reductions begin: the collective's number, the data's length (or
-	// slotTooLarge), what the rank called (wordMeta, 8 bytes), the data.
-	offTreeSlots = offSlots + 2*slotSize
-	// maxTreePart is the largest datum a broadcast or reduction passes in
-	// a slot.
-	maxTreePart = slotSize - 24
-	// offCombined is where the leader's buffer of an all-gather's parts
-	// begins (see combine), to endCombined: the all-gather's number, the
-	// parts' total length, and the parts.
-	offCombined = offTreeSlots + 2*slotSize
-	endCombined = offGatherRead
-	// offGatherRead is where the gatherSlots words lie, one for each
-	// residue of a team collective's number modulo gatherSlots, in which
-	// the root of a gather on shared words (wordGather) says which
-	// gather's part it has read from this rank's gather slot of that
-	// residue; then the gather slots, to the end of the area: the
-	// gather's number (the team's), the part's length (gatherOversize
-	// when it goes by message) and the root. Eight slots let a non-root
-	// run up to eight gathers ahead of a slow root (two: twice the time
-	// a gather at N = 8 on 2 CPUs; sixteen: no clear gain).
-	offGatherRead  = offGatherSlots - 8*gatherSlots
-	offGatherSlots = amudp.AreaSize - gatherSlots*gatherSlotSize
-	gatherSlots    = 8
-	gatherSlotSize = 256
-	// maxGatherPart is the largest part a gather passes in a slot.
-	maxGatherPart = gatherSlotSize - 24
-	// gatherOversize, as a gather slot's length, says that the part goes
-	// to the root by message.
-	gatherOversize = ^uint64(0)
-	// combinedDirect, as the buffer's length, says that the parts did
+	// offCombined is where the leader's buffer of a collective's posts
+	// begins (see combinePosts), to the end of the area: the
+	// collective's number, the posts' total length, and the posts.
+	offCombined = offSlots + 2*slotSize
+	endCombined = amudp.AreaSize
+	// combinedDirect, as the buffer's length, says that the posts did
 	// not fit in it and are read from the slots.
-	combinedDirect = slotTooLarge - 1
-	// slotTooLarge in a slot's length says that the rank's part did not
-	// fit: the collective then runs over active messages.
-	slotTooLarge = ^uint64(0)
-	// combinedMismatch, as the buffer's length, says that the ranks'
-	// slots were of different collectives (slotKind).
-	combinedMismatch = slotTooLarge - 2
-	// slotKindShift: a slot's length word carries, in its top byte, the
-	// collective that wrote the part (slotAllGather, slotAlltoall), so that
-	// ranks that called different ones find out, also when a part did not
-	// fit (slotOversize).
-	slotKindShift = 56
-	// slotOversize, as an all-gather slot's length (with the kind above
-	// it), says that the rank's part did not fit.
-	slotOversize = 1 << 55
+	combinedDirect = ^uint64(0)
 )
 
-// The collectives that pass their parts through the all-gather's slots.
-const (
-	slotAllGather uint64 = iota
-	slotAlltoall
-)
-
-// slotKindName names a slot kind in a mismatch error.
-func slotKindName(k uint64) string {
-	switch k {
-	case slotAllGather:
-		return "an all-gather"
-	case slotAlltoall:
-		return "an all-to-all"
-	}
-	return fmt.Sprintf("collective kind %d", k)
-}
-
-// words runs the within-group phase of barriers and all-gathers on words
+// words runs the synchronisation of a group's collectives on words
 // in the inbox areas of the group's ranks (amudp.Shared.Area), in one of
 // two ways. Gather and release: each member counts its arrival at
 // synchronisation e of a kind into a word of the leader's area (the
 // group's lowest rank); the leader waits until the count reaches
-// (members)·e, does the job-wide phase among the leaders if any, stores e
+// (members)·e, copies the posts into its buffer (combinePosts), stores e
 // into its release word and wakes the members that sleep
 // (amudp.Shared.Notify); the members wait until the release word reaches
 // e. Each waiting rank wakes once. Dissemination, for a job that is one
@@ -129,10 +65,9 @@ func slotKindName(k uint64) string {
 // word of round i and waits until the rank 2^i before it has done the
 // same: ⌈log2 G⌉ one-way latencies instead of two, but each round may wake
 // each rank. A rank completes e before it arrives at e+1, so the words
-// only grow and need no reset. In a job of one group, all-gathers,
-// broadcasts and reductions pass their data through slots in the areas
-// (wordAllGather, wordTree); data too large for a slot, and those
-// collectives in a job of several groups, run over active messages.
+// only grow and need no reset. Only a job of one group runs its
+// collectives on words (teamwords.go); data too large for a slot, and
+// the collectives of a job of several groups, go over active messages.
 type words struct {
 	sh     *amudp.Shared
 	addrs  []netip.AddrPort // of the group's ranks, in group order
@@ -383,39 +318,4 @@ func (j *Job) disseminate(w *words, k *groupSync, e uint64, posted bool) error {
 		}
 	}
 	return nil
-}
-
-// setWords makes the barrier, and the all-gather of a job that is one
-// group, run their within-group phase on w (nil for a group of one); the
-// barrier's messages then go only among the leaders, over a binomial tree
-// of theirs (leaders is every rank's group leader, shmLeaders). Every rank
-// of the job calls it, or none. Before the job's first collective.
-func (j *Job) setWords(w *words, leaders []int) {
-	b := &j.bar
-	if w != nil && w.whole && b.algo == barrierDissem && len(w.group) <= 1<<maxGroupRounds {
-		w.dissem = true
-	}
-	if w != nil {
-		w.fatal = j.fatal
-	}
-	b.words, b.algo, b.parent, b.children = w, barrierWords, -1, nil
-	if leaders[j.rank] != j.rank {
-		return
-	}
-	var heads []int
-	me := 0
-	for r, l := range leaders {
-		if l == r {
-			if r == j.rank {
-				me = len(heads)
-			}
-			heads = append(heads, r)
-		}
-	}
-	if me > 0 {
-		b.parent = heads[binomial.Parent(me)]
-	}
-	for _, c := range binomial.Children(me, len(heads)) {
-		b.children = append(b.children, heads[c])
-	}
 }

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	bin = dir
-	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/hello", "../cmd/amudprun", "../cmd/testam", "../cmd/testcore", "../cmd/testexit", "./testdata/printer", "./testdata/progress", "./testdata/attacker", "./testdata/ending", "../spawn/internal/pmi/testdata/pmiprobe")
+	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/hello", "../cmd/amudprun", "../cmd/testam", "../cmd/testcore", "../cmd/testexit", "./testdata/printer", "./testdata/progress", "./testdata/attacker", "./testdata/ending", "./testdata/mismatch", "../spawn/internal/pmi/testdata/pmiprobe")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the programs:", err)

@@ -427,7 +427,7 @@ func TestSSHHosts(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, "every request and reply ran exactly once") {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
-		for _, want := range []string{"rank 0: barrier on shared words, gathered and released", "testcore: rank 0 shares its segment with ranks [0 1]\n"} {
+		for _, want := range []string{"rank 0: barrier in two levels, gathered and released", "testcore: rank 0 shares its segment with ranks [0 1]\n"} {
 			if !strings.Contains(r.stdout+r.stderr, want) {
 				t.Errorf("no %q in the output:\nstdout:\n%s\nstderr:\n%s", want, r.stdout, r.stderr)
 			}

@@ -15,14 +15,15 @@ import (
 // abort (Abort), as that result cannot be taken back. Its methods may be
 // called from any goroutine; a Link waits on it by polling Poll.
 type Box struct {
-	mu     sync.Mutex
-	in     map[boxKey]boxMsg
-	failed map[uint64]Failure
-	probes map[boxKey]Call // probes for collectives not yet left
-	cur    uint64          // the collective in progress (0: none)
-	left   uint64          // the last collective left
-	calls  [recent]seqCall // the last collectives entered, by seq%recent
-	abort  string          // why the job must abort; "" if it need not
+	mu      sync.Mutex
+	in      map[boxKey]boxMsg
+	failed  map[uint64]Failure
+	probes  map[boxKey]Call // probes for collectives not yet left
+	cur     uint64          // the collective in progress (0: none)
+	left    uint64          // the last collective left
+	calls   [recent]seqCall // the last collectives entered, by seq%recent
+	abort   string          // why the job must abort; "" if it need not
+	aborted bool            // abort was reported
 }
 
 type boxKey struct {
@@ -166,30 +167,33 @@ func (b *Box) Poll(seq uint64, from int, want Call) (src int, h Header, data []b
 // Leave ends collective seq of this member, with a result (ok) or an
 // error: with a result, a message of it or an earlier one still kept, a
 // probe of another call, or a failure told meanwhile, is another call's,
-// and the job must abort.
-func (b *Box) Leave(seq uint64, ok bool) {
+// and the job must abort. It returns why, as Abort does.
+func (b *Box) Leave(seq uint64, ok bool) (abort string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.left, b.cur = seq, 0
-	for k := range b.probes {
-		if k.seq <= seq {
-			if c := b.probes[k]; ok && c != b.calls[seq%recent].call && k.seq == seq {
+	if len(b.probes) > 0 {
+		for k, c := range b.probes {
+			if k.seq > seq {
+				continue
+			}
+			if ok && k.seq == seq && c != b.calls[seq%recent].call {
 				b.abortf("team rank %d called %v in collective %d, which this member left as %v", k.src, c, seq, b.calls[seq%recent].call)
 			}
 			delete(b.probes, k)
 		}
 	}
-	if !ok {
-		return
-	}
-	if f, failed := b.failed[seq]; failed {
-		b.abortf("collective %d failed after this member left it: %s", seq, f.Why)
-	}
-	for k, m := range b.in {
-		if k.seq <= seq {
-			b.abortf("team rank %d sent %v (step %d) in collective %d, which this member has left", k.src, m.h.Call, m.h.Step, k.seq)
+	if ok {
+		if f, failed := b.failed[seq]; failed {
+			b.abortf("collective %d failed after this member left it: %s", seq, f.Why)
+		}
+		for k, m := range b.in {
+			if k.seq <= seq {
+				b.abortf("team rank %d sent %v (step %d) in collective %d, which this member has left", k.src, m.h.Call, m.h.Step, k.seq)
+			}
 		}
 	}
+	return b.takeAbort()
 }
 
 func (b *Box) abortf(format string, a ...any) {
@@ -202,10 +206,13 @@ func (b *Box) abortf(format string, a ...any) {
 func (b *Box) Abort() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	why := b.abort
-	if why != "" {
-		b.abort = "\x00" // reported
-		return why
+	return b.takeAbort()
+}
+
+func (b *Box) takeAbort() string {
+	if b.aborted {
+		return ""
 	}
-	return ""
+	b.aborted = b.abort != ""
+	return b.abort
 }

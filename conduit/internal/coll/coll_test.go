@@ -212,13 +212,14 @@ func runAll(net *memNet, p *Plan, seq uint64, specs []spec) []outcome {
 
 // plans are the team plans the tests run each collective under, for n
 // members: binomial trees; two levels over groups of 3; the tree
-// barrier and gathers of crowded hosts.
+// barrier and gathers of crowded hosts; the central barrier.
 func plans(n int) map[string]*Plan {
 	leaders := make([]int, n)
 	for r := range leaders {
 		leaders[r] = r - r%3
 	}
-	return map[string]*Plan{"flat": nil, "hier": {Leaders: leaders}, "crowded": {Leaders: leaders, TreeBarrier: true, TreeGather: true}}
+	return map[string]*Plan{"flat": nil, "hier": {Leaders: leaders}, "crowded": {Leaders: leaders, TreeBarrier: true, TreeGather: true},
+		"central": {TreeBarrier: true, Central: true}}
 }
 
 // TestCollectives runs every collective with matching calls under every
@@ -238,7 +239,7 @@ func TestCollectives(t *testing.T) {
 				continue
 			}
 			var flat []outcome
-			for _, name := range []string{"flat", "hier", "crowded"} {
+			for _, name := range []string{"flat", "hier", "crowded", "central"} {
 				net := newMemNet(n)
 				stop := net.bound(10 * time.Second)
 				specs := make([]spec, n)

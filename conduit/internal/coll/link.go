@@ -47,6 +47,9 @@ type Plan struct {
 	// all-to-alls of up to TreeAlltoallMax bytes a member go through it;
 	// else they run Bruck's algorithms.
 	TreeGather bool
+	// Central: barriers gather at team rank 0 and are released by it,
+	// every member its child (GASNET_BARRIER=AMCENTRAL).
+	Central bool
 }
 
 // BruckMax is the largest all-to-all block that goes by Bruck's algorithm
@@ -59,13 +62,13 @@ const BruckMax = 256
 // through the tree (TreeGather).
 const TreeAlltoallMax = 256 << 10
 
-// tree returns member me's parent (-1 at the root) and children, smallest
+// Tree returns member me's parent (-1 at the root) and children, smallest
 // subtree first, in the tree of a collective rooted at root among n
 // members: binomial, or in two levels over p.Leaders (a binomial tree over
 // each group's members rooted at its head, root in root's group and the
 // leader in the others, and one over the heads rooted at root; children
 // come smallest subtree first, the heads' before the group's).
-func (p *Plan) tree(root, me, n int) (parent int, children []int) {
+func (p *Plan) Tree(root, me, n int) (parent int, children []int) {
 	if p == nil || p.Leaders == nil {
 		v := binomial.Rel(me, root, n)
 		parent = -1

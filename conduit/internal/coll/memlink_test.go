@@ -146,7 +146,9 @@ func (m *memNet) enter(me int, seq uint64, c Call) {
 func (m *memNet) leave(me int, seq uint64, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.boxes[me].Leave(seq, err == nil)
+	if why := m.boxes[me].Leave(seq, err == nil); why != "" {
+		m.aborts[me], m.ended = why, true
+	}
 	m.changed()
 }
 

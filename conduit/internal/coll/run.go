@@ -21,6 +21,10 @@ type Run struct {
 // New returns the collective c of the member at the end of l.
 func New(l Link, p *Plan, c Call) *Run { return &Run{l: l, c: c, p: p} }
 
+// Reset makes r the collective c of the member at the end of l, as New
+// would, reusing r.
+func (r *Run) Reset(l Link, p *Plan, c Call) { *r = Run{l: l, c: c, p: p} }
+
 // Refuse fails the collective on every member for this member's own
 // arguments, which why describes.
 func (r *Run) Refuse(format string, a ...any) error {
@@ -68,10 +72,13 @@ func (r *Run) Mismatch(format string, a ...any) error {
 }
 
 // Barrier returns once every member has entered it: a dissemination
-// (⌈log2 n⌉ rounds), or a gather and release over the tree.
+// (⌈log2 n⌉ rounds), a gather and release over the tree, or over a star.
 func (r *Run) Barrier() error {
 	if err := r.check(); err != nil {
 		return err
+	}
+	if r.p != nil && r.p.Central {
+		return r.star()
 	}
 	if r.p != nil && r.p.TreeBarrier {
 		acc, err := r.reduce(0, nil, 0, func(acc, _ []byte) ([]byte, error) { return acc, nil })
@@ -87,6 +94,30 @@ func (r *Run) Barrier() error {
 			return err
 		}
 		if _, err := r.recv((me-k+n)%n, step); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// star is the central barrier: every member tells team rank 0, which
+// then releases each.
+func (r *Run) star() error {
+	n, me := r.l.Size(), r.l.Rank()
+	if me != 0 {
+		if err := r.send(0, 0, nil); err != nil {
+			return err
+		}
+		_, err := r.recv(0, 1)
+		return err
+	}
+	for m := 1; m < n; m++ {
+		if _, err := r.recv(m, 0); err != nil {
+			return err
+		}
+	}
+	for m := 1; m < n; m++ {
+		if err := r.send(m, 1, nil); err != nil {
 			return err
 		}
 	}
@@ -109,7 +140,7 @@ func (r *Run) Broadcast(data []byte) ([]byte, error) {
 
 // bcast passes data down the tree rooted at root.
 func (r *Run) bcast(root int, data []byte, step int) ([]byte, error) {
-	parent, children := r.p.tree(root, r.l.Rank(), r.l.Size())
+	parent, children := r.p.Tree(root, r.l.Rank(), r.l.Size())
 	if parent >= 0 {
 		b, err := r.recv(parent, step)
 		if err != nil {
@@ -128,7 +159,7 @@ func (r *Run) bcast(root int, data []byte, step int) ([]byte, error) {
 // reduce combines the members' acc up the tree rooted at root: the root
 // returns the combination, the others nil. combine may overwrite acc.
 func (r *Run) reduce(root int, acc []byte, step int, combine func(acc, in []byte) ([]byte, error)) ([]byte, error) {
-	parent, children := r.p.tree(root, r.l.Rank(), r.l.Size())
+	parent, children := r.p.Tree(root, r.l.Rank(), r.l.Size())
 	for _, c := range children {
 		in, err := r.recv(c, step)
 		if err != nil {
@@ -316,8 +347,11 @@ func (r *Run) Scatter(parts [][]byte) ([]byte, error) {
 // MPI_Comm_split: the team ranks of this member's sub-team, ordered by key
 // and then by team rank, and this member's place among them; none for a
 // negative color.
-func (r *Run) Split(color, key int) (SplitResult, error) {
-	all, err := r.AllGather(SplitDatum(color, key))
+func (r *Run) Split(color, key int) (SplitResult, error) { return r.SplitOf(SplitDatum(color, key)) }
+
+// SplitOf is Split of the member's SplitDatum.
+func (r *Run) SplitOf(datum []byte) (SplitResult, error) {
+	all, err := r.AllGather(datum)
 	if err != nil {
 		return SplitResult{}, err
 	}

@@ -30,16 +30,12 @@ type Post struct {
 func (r *Run) Post(data []byte, parts [][]byte, max int) Post {
 	p := Post{Call: r.c}
 	n, me := r.l.Size(), r.l.Rank()
-	refuse := func(format string, a ...any) Post {
-		p.Refused, p.Data = true, []byte(fmt.Sprintf("team rank %d's %v: ", me, r.c.Kind)+fmt.Sprintf(format, a...))
-		return p
-	}
 	if r.c.Root < 0 || r.c.Root >= n {
-		return refuse("root %d: accepted: a team rank from 0 to %d", r.c.Root, n-1)
+		return r.refusal("root %d: accepted: a team rank from 0 to %d", r.c.Root, n-1)
 	}
 	if (r.c.Kind == Reduce || r.c.Kind == AllReduce) && r.c.Op != OpFunc {
 		if err := CheckOp(r.c.Op, r.c.Elem); err != nil {
-			return refuse("%v", err)
+			return r.refusal("%v", err)
 		}
 	}
 	switch r.c.Kind {
@@ -50,18 +46,18 @@ func (r *Run) Post(data []byte, parts [][]byte, max int) Post {
 	case Scatter:
 		if me == r.c.Root {
 			if len(parts) != n {
-				return refuse("%d parts for a team of %d", len(parts), n)
+				return r.refusal("%d parts for a team of %d", len(parts), n)
 			}
 			p.Data = appendParts(nil, parts)
 		}
 	case Alltoall:
 		if len(data)%n != 0 {
-			return refuse("%d bytes do not make %d equal blocks", len(data), n)
+			return r.refusal("%d bytes do not make %d equal blocks", len(data), n)
 		}
 		p.Data = data
 	case Alltoallv:
 		if len(parts) != n {
-			return refuse("%d parts for a team of %d", len(parts), n)
+			return r.refusal("%d parts for a team of %d", len(parts), n)
 		}
 		p.Data = appendParts(nil, parts)
 	case Barrier:
@@ -72,6 +68,12 @@ func (r *Run) Post(data []byte, parts [][]byte, max int) Post {
 		p.Data, p.Big = nil, true
 	}
 	return p
+}
+
+// refusal is the post of a member that refuses its arguments.
+func (r *Run) refusal(format string, a ...any) Post {
+	why := fmt.Sprintf("team rank %d's %v: ", r.l.Rank(), r.c.Kind) + fmt.Sprintf(format, a...)
+	return Post{Call: r.c, Refused: true, Data: []byte(why)}
 }
 
 func appendParts(b []byte, parts [][]byte) []byte {
@@ -128,7 +130,7 @@ func (r *Run) Shared(posts []Post, combine Combine) (any, error) {
 		if r.c.Kind == Reduce && me != root {
 			return []byte(nil), nil
 		}
-		acc := bytes.Clone(posts[0].Data)
+		acc := append([]byte{}, posts[0].Data...)
 		for m := 1; m < n; m++ {
 			if len(posts[m].Data) != len(acc) {
 				return nil, Failure{Why: fmt.Sprintf("team rank %d posted a vector of %d bytes, team rank 0 of %d", m, len(posts[m].Data), len(acc))}.Err()

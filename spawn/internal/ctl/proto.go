@@ -166,18 +166,19 @@ func (c Coll) String() string {
 	}
 	s := fmt.Sprintf("in %s %d", c.Kind, c.Seq)
 	switch c.Kind {
-	case "broadcast":
+	case "broadcast", "scatter":
 		s += fmt.Sprintf(" from rank %d", c.Root)
-	case "reduce":
+	case "reduce", "gather":
 		s += fmt.Sprintf(" to rank %d", c.Root)
 	}
 	return s
 }
 
 // CollKinds are the collectives of the whole job a rank reports
-// (Coll.Kind); each kind has its own numbering. Team collectives (InTeam)
+// (Coll.Kind), numbered together. Team collectives (InTeam)
 // are numbered by team.
-var CollKinds = map[string]bool{"barrier": true, "all-gather": true, "broadcast": true, "reduce": true, "all-reduce": true}
+var CollKinds = map[string]bool{"barrier": true, "all-gather": true, "broadcast": true, "reduce": true, "all-reduce": true,
+	"gather": true, "scatter": true, "all-to-all": true, "all-to-all-v": true, "split": true}
 
 // ValidColl reports whether c names a collective a rank may report: one of
 // CollKinds, or a team collective with a kind of at most 64 bytes.

@@ -63,36 +63,40 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "mismatch" {
 		// Mismatched collectives: rank 0 in an all-gather, the others in a
-		// barrier. The job hangs; the console must say where each rank is.
+		// barrier. Each rank returns the mismatch.
+		var err error
 		if conduit.Rank() == 0 {
-			conduit.AllGather([]byte("x"))
+			_, err = conduit.AllGather([]byte("x"))
 		} else {
-			conduit.Barrier()
+			err = conduit.Barrier()
 		}
+		fmt.Printf("rank %d: %v\n", conduit.Rank(), err)
+		conduit.Exit(0)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "roots" {
 		// Every rank the root of its own reduction: each waits for
-		// children that wait for theirs, and no message is sent. The
-		// console must see that the ranks' roots differ.
-		conduit.ReduceUint64(conduit.Rank(), conduit.Sum, []uint64{1})
+		// children that wait for theirs, and no message is sent but the
+		// probes of ranks that waited a while.
+		_, err := conduit.ReduceUint64(conduit.Rank(), conduit.Sum, []uint64{1})
+		fmt.Printf("rank %d: %v\n", conduit.Rank(), err)
+		conduit.Exit(0)
 	}
 	if len(os.Args) > 2 && os.Args[1] == "teams" {
 		// On the whole job's team, or a split of it that reverses the
 		// ranks, job rank 0 gathers to itself while the others wait for a
-		// scatter from it: no member sends anything another takes. The
-		// console must see that the calls differ.
+		// scatter from it.
 		tm := conduit.World()
 		if os.Args[2] == "split" {
 			tm, _ = conduit.World().Split(0, -conduit.Rank())
 		}
 		root, _ := tm.TeamRank(0) // job rank 0's
+		var err error
 		if conduit.Rank() == 0 {
-			_, err := tm.Gather(root, []byte{1})
-			fmt.Printf("rank 0: gather returned %v\n", err)
+			_, err = tm.Gather(root, []byte{1})
 		} else {
-			_, err := tm.Scatter(root, nil)
-			fmt.Printf("rank %d: scatter returned %v\n", conduit.Rank(), err)
+			_, err = tm.Scatter(root, nil)
 		}
+		fmt.Printf("rank %d: %v\n", conduit.Rank(), err)
 		conduit.Exit(0)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "bcastroots" {
@@ -100,7 +104,7 @@ func main() {
 		// own data as if the broadcast had matched.
 		_, err := conduit.Broadcast(conduit.Rank(), []byte{1})
 		conduit.Barrier()
-		fmt.Printf("rank %d: broadcast returned %v\n", conduit.Rank(), err)
+		fmt.Printf("rank %d: %v\n", conduit.Rank(), err)
 		conduit.Exit(0)
 	}
 	me, n := conduit.Rank(), conduit.Size()

@@ -1,0 +1,210 @@
+package conduit
+
+// This file is how the job's collectives are planned (the barrier's
+// algorithm, trees in two levels), and how a rank waits in them.
+
+import (
+	"sync"
+	"time"
+
+	"github.com/udpconduit/udpconduit/conduit/internal/coll"
+	"github.com/udpconduit/udpconduit/spawn"
+)
+
+// barrierAlgo is a barrier algorithm (GASNET_BARRIER). Every rank of a job
+// runs the same one: the console's settings and its welcome's Crowded are
+// the same for all.
+type barrierAlgo uint8
+
+const (
+	// barrierDissem (AMDISSEM): in round k, member r tells member
+	// (r+2^k) mod N that it is there and waits to hear the same from
+	// member (r−2^k) mod N (Hensgen, Finkel and Manber): fewest steps,
+	// but each round may wake every rank. All-gathers and small
+	// all-to-alls then run Bruck's algorithms.
+	barrierDissem barrierAlgo = iota
+	// barrierTree (AMTREE): each member waits for its children in the
+	// tree to arrive, tells its parent, waits to be released and
+	// releases its children: most ranks wake once or twice, whatever N.
+	// All-gathers and small all-to-alls then go through the tree too.
+	barrierTree
+	// barrierCentral (AMCENTRAL, as GASNet's): every member a child of
+	// team rank 0.
+	barrierCentral
+)
+
+// barrierNames are GASNET_BARRIER's values as validated, by algorithm.
+var barrierNames = map[string]barrierAlgo{"AMDISSEM": barrierDissem, "AMTREE": barrierTree, "AMCENTRAL": barrierCentral}
+
+// chooseBarrier picks the barrier: set is GASNET_BARRIER as validated
+// (empty or one of barrierNames), crowded says that some host of the job
+// is oversubscribed (spawn.Welcome.Crowded). why says which, for verbose
+// mode.
+func chooseBarrier(set string, crowded bool) (algo barrierAlgo, why string) {
+	if a, ok := barrierNames[set]; ok {
+		return a, "barrier " + set + " (GASNET_BARRIER as set)"
+	}
+	if crowded {
+		return barrierTree, "barrier AMTREE: some host has more ranks than CPUs, where each round of a dissemination would wake every rank (set GASNET_BARRIER to choose)"
+	}
+	return barrierDissem, "barrier AMDISSEM (set GASNET_BARRIER to choose)"
+}
+
+// setPlan sets how World's collectives run over messages: the barrier's
+// algorithm, and trees in two levels over leaders (every rank's group
+// leader, shmLeaders) where hierarchical says so (nil: binomial). Before
+// the job's first collective.
+func (j *Job) setPlan(algo barrierAlgo, leaders []int) {
+	p := j.world.plan
+	p.TreeBarrier, p.TreeGather, p.Central = algo != barrierDissem, algo != barrierDissem, algo == barrierCentral
+	p.Leaders = nil
+	if leaders != nil && hierarchical(leaders) {
+		// Trees in two levels, whose messages cross hosts only between
+		// their leaders: barriers and all-gathers gather and release
+		// over them too.
+		p.Leaders, p.TreeBarrier, p.TreeGather = leaders, p.TreeBarrier || !p.Central, true
+	}
+}
+
+// hierarchical reports whether the barrier should run in two levels: some
+// shared-memory group has two ranks or more, and there are two groups or
+// more (on one host, every message of a one-level barrier goes through
+// shared memory already).
+func hierarchical(leaders []int) bool {
+	groups, shared := 0, false
+	for r, l := range leaders {
+		if l == r {
+			groups++
+		} else {
+			shared = true
+		}
+	}
+	return shared && groups > 1
+}
+
+// sharing reports whether some shared-memory group has two ranks or more.
+func sharing(leaders []int) bool {
+	for r, l := range leaders {
+		if l != r {
+			return true
+		}
+	}
+	return false
+}
+
+// collWait is the wait of the collectives: it waits until cond. Unlike
+// other waits it goes on for a while (a quarter of the exit timeout) when
+// the console says the job has ended: another rank may have completed this
+// collective and ended the job, and this one must complete it too (the
+// messages it needs are on their way) to print what the program prints
+// after it. A collective that cannot complete (a rank ended without
+// entering it) then ends this rank.
+func (j *Job) collWait(cond func() bool) error {
+	err := j.ep.WaitUntil(func() bool { return cond() || j.leaving() || j.aborting.Load() })
+	if !cond() && j.ctl.Terminating() {
+		j.exitNow()
+	}
+	j.abort()
+	return err
+}
+
+// hangWatch finds the collectives that a rank has waited in for longer
+// than half of GASNET_HANG_WARN, and reports them. One timer looks at the
+// waits in progress every quarter of GASNET_HANG_WARN while there are any,
+// so that a wait costs no timer of its own: a wait is reported between
+// half and three quarters of GASNET_HANG_WARN after it began. A rank
+// waits in any number of collectives at once, one per team, each team in
+// a slot of its own.
+type hangWatch struct {
+	mu     sync.Mutex
+	waits  []hangWait // by slot
+	timer  *time.Timer
+	armed  bool
+	period time.Duration
+	report func(spawn.Coll) error
+}
+
+// hangWait is a wait in progress in one slot of a hangWatch: in call
+// seq of a team, described for the console when it is reported.
+type hangWait struct {
+	c        *teamCall // the team's, which its next call reuses
+	seq      uint64
+	call     coll.Call
+	since    time.Time
+	active   bool
+	reported bool
+}
+
+// coll describes the wait for the console.
+func (w *hangWait) coll() spawn.Coll {
+	kind := w.call.Kind.String()
+	if !w.c.t.whole() {
+		kind = "team " + kind
+	}
+	return spawn.Coll{Kind: kind, Seq: w.seq, Team: w.c.t.id, Root: w.call.Root}
+}
+
+// newSlot returns a slot for a team's waits.
+func (h *hangWatch) newSlot() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.waits = append(h.waits, hangWait{})
+	return len(h.waits) - 1
+}
+
+// enter records a wait in collective c in slot i.
+func (h *hangWatch) enter(i int, c *teamCall, warn time.Duration, report func(spawn.Coll) error) {
+	now := time.Now()
+	h.mu.Lock()
+	h.waits[i] = hangWait{c: c, seq: c.seq, call: c.call, since: now, active: true}
+	if !h.armed {
+		h.armed, h.period, h.report = true, warn/4, report
+		if h.timer == nil {
+			h.timer = time.AfterFunc(h.period, h.check)
+		} else {
+			h.timer.Reset(h.period)
+		}
+	}
+	h.mu.Unlock()
+}
+
+// leave ends the wait in slot i, telling the console when it was reported.
+func (h *hangWatch) leave(i int) {
+	h.mu.Lock()
+	w := h.waits[i]
+	h.waits[i] = hangWait{}
+	h.mu.Unlock()
+	if w.reported {
+		h.report(w.coll())
+	}
+}
+
+// check reports the waits that have lasted two periods, and runs again a
+// period later while any wait is in progress.
+func (h *hangWatch) check() {
+	var due []spawn.Coll
+	h.mu.Lock()
+	busy := false
+	for i, w := range h.waits {
+		if !w.active {
+			continue
+		}
+		busy = true
+		if !w.reported && time.Since(w.since) >= 2*h.period {
+			w.reported = true
+			h.waits[i] = w
+			c := w.coll()
+			c.In = true
+			due = append(due, c)
+		}
+	}
+	h.armed = busy
+	if busy {
+		h.timer.Reset(h.period)
+	}
+	report := h.report
+	h.mu.Unlock()
+	for _, c := range due {
+		report(c)
+	}
+}

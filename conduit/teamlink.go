@@ -1,0 +1,234 @@
+package conduit
+
+// This file is the link of team collectives over active messages
+// (coll.Link): messages, failure notices and probes, each a Medium
+// request of handler hTeam, and the registry that hands each to its
+// team's box.
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/conduit/internal/coll"
+)
+
+// hTeam is the core handler of team collectives: a Medium request whose
+// args are the team's id (lo, hi), the collective's number on the team
+// (lo, hi), the header (coll.Header.Pack: meta, root, length), and the
+// chunk's index, the chunk count and the message's size in bytes; the
+// payload is the chunk. A meta of noticeMeta carries a failure
+// (coll.Failure.Encode); one whose step is probeStep is a probe, whose
+// header is the call its sender waits in.
+const hTeam = 70
+
+const (
+	noticeMeta = 0xff
+	probeStep  = 0xff
+)
+
+// probeAfter is how long a member waits for another in a collective
+// before it tells that member what it called (coll.Box.Probe): a member
+// whose call differs then fails the collective instead of waiting for
+// ever. A collective that takes longer costs one message a waiting member.
+const probeAfter = 100 * time.Millisecond
+
+// Rank is this member's team rank.
+func (c *teamCall) Rank() int { return c.t.me }
+
+// Size is the team's size.
+func (c *teamCall) Size() int { return len(c.t.ranks) }
+
+// Send sends data to team rank to, in chunks of at most MaxMedium bytes.
+func (c *teamCall) Send(to int, h coll.Header, data []byte) error {
+	if f, failed := c.t.box.Failed(c.seq); failed {
+		return f.Err()
+	}
+	meta, root, length := h.Pack()
+	return c.request(to, meta, root, length, data)
+}
+
+// request sends one message of the call, in chunks.
+func (c *teamCall) request(to int, meta, root, length uint32, blob []byte) error {
+	t := c.t
+	return sendChunks(blob, func(i, chunks int, part []byte) error {
+		return t.j.ep.RequestMedium(t.ranks[to], hTeam, part, uint32(t.id), uint32(t.id>>32), uint32(c.seq), uint32(c.seq>>32),
+			meta, root, length, uint32(i), uint32(chunks), uint32(len(blob)))
+	})
+}
+
+// Recv waits for team rank from's message, or another call's (see
+// coll.Box.Poll); after probeAfter it probes from, once.
+func (c *teamCall) Recv(from int, want coll.Call) (int, coll.Header, []byte, error) {
+	t, j := c.t, c.t.j
+	var (
+		src    int
+		h      coll.Header
+		data   []byte
+		f      coll.Failure
+		failed bool
+		done   bool
+	)
+	poll := func() bool { // once done, it stays so: collWait looks again
+		if !done {
+			src, h, data, f, failed, done = t.box.Poll(c.seq, from, want)
+		}
+		return done
+	}
+	if !poll() {
+		probeCall := *c // the team reuses c for its next collective
+		probe := time.AfterFunc(probeAfter, func() {
+			meta, root, length := coll.Header{Call: want}.Pack()
+			// A member that cannot be told ends with the job.
+			_ = probeCall.request(from, meta|probeStep<<24, root, length, nil)
+		})
+		err := j.collWait(poll)
+		probe.Stop()
+		if err != nil {
+			return 0, coll.Header{}, nil, err
+		}
+	}
+	if failed {
+		return 0, coll.Header{}, nil, f.Err()
+	}
+	return src, h, data, nil
+}
+
+// Fail marks the collective failed here and tells every other member.
+func (c *teamCall) Fail(f coll.Failure) error {
+	t := c.t
+	t.box.Fail(c.seq, f)
+	note := f.Encode()
+	for r := range t.ranks {
+		if r != t.me {
+			// A member that cannot be told ends with the job.
+			_ = c.request(r, noticeMeta, 0, 0, note)
+		}
+	}
+	return f.Err()
+}
+
+// teamBox is the registry of this rank's teams, which hands each message
+// of hTeam, once whole, to its team's box, and keeps those of a team this
+// rank has not made yet (a faster member went on from a Split).
+type teamBox struct {
+	mu      sync.Mutex
+	teams   map[uint64]*Team
+	parts   map[partKey]*teamMsg     // messages being received
+	pending map[uint64][]func(*Team) // by team id, until it is made
+	wake    func()                   // Endpoint.Wake
+}
+
+// partKey names a message being received: the sender's job rank src, in
+// collective seq of team id, of class (a message, notice or probe).
+type partKey struct {
+	id, seq uint64
+	src     int
+	class   uint8
+}
+
+// The classes of hTeam's messages.
+const (
+	classMessage = iota
+	classNotice
+	classProbe
+)
+
+// classOf returns the class of a message of meta.
+func classOf(meta uint32) uint8 {
+	switch {
+	case meta == noticeMeta:
+		return classNotice
+	case meta>>24 == probeStep:
+		return classProbe
+	}
+	return classMessage
+}
+
+// teamMsg is a message being received, with its header.
+type teamMsg struct {
+	assembly
+	meta, root, length uint32
+}
+
+// register makes t's messages go to its box, those kept for it first.
+func (b *teamBox) register(t *Team) {
+	b.mu.Lock()
+	if b.teams == nil {
+		b.teams = map[uint64]*Team{}
+	}
+	b.teams[t.id] = t
+	b.wake = t.j.ep.Wake
+	kept := b.pending[t.id]
+	delete(b.pending, t.id)
+	b.mu.Unlock()
+	for _, deliver := range kept {
+		deliver(t)
+	}
+	t.checkAbort()
+}
+
+// message is hTeam's handler.
+func (b *teamBox) message(tok *amudp.Token, a []uint32, p []byte) {
+	if len(a) != 10 || !tok.IsRequest() {
+		return
+	}
+	id, seq := uint64(a[0])|uint64(a[1])<<32, uint64(a[2])|uint64(a[3])<<32
+	k := partKey{id: id, seq: seq, src: tok.Source(), class: classOf(a[4])}
+	b.mu.Lock()
+	if b.parts == nil {
+		b.parts = map[partKey]*teamMsg{}
+	}
+	m := b.parts[k]
+	if m == nil {
+		m = &teamMsg{meta: a[4], root: a[5], length: a[6]}
+		b.parts[k] = m
+	}
+	if m.meta != a[4] || m.root != a[5] || m.length != a[6] {
+		m.bad, m.buf = fmt.Errorf("chunks of different collectives"), nil
+		m.done.Store(true)
+	} else {
+		m.add(int(a[7]), int(a[8]), int(a[9]), p, "a team collective's message")
+	}
+	if !m.done.Load() {
+		b.mu.Unlock()
+		return
+	}
+	delete(b.parts, k)
+	data, err := m.take()
+	deliver := func(t *Team) {
+		src, ok := t.TeamRank(k.src)
+		if !ok {
+			return // not a member: not for this team
+		}
+		h := coll.Unpack(m.meta, m.root, m.length)
+		switch {
+		case k.class == classNotice:
+			t.box.Notice(seq, src, coll.DecodeFailure(data))
+		case err != nil:
+			// A malformed message: of no call, which the receiver's
+			// engine reports as a mismatch to every member.
+			t.box.Put(seq, src, coll.Header{}, nil)
+		case k.class == classProbe:
+			t.box.Probe(seq, src, h.Call)
+		default:
+			t.box.Put(seq, src, h, data)
+		}
+	}
+	t := b.teams[id]
+	if t == nil {
+		if b.pending == nil {
+			b.pending = map[uint64][]func(*Team){}
+		}
+		b.pending[id] = append(b.pending[id], deliver)
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	deliver(t)
+	t.checkAbort()
+	if b.wake != nil {
+		b.wake()
+	}
+}

@@ -1,0 +1,171 @@
+package conduit
+
+// This file is the exchange of World's collectives in a job whose ranks
+// are one shared-memory group (coll.Post): each rank writes its post into
+// a slot of its area, the group synchronises on its words, and each reads
+// every post.
+
+import (
+	"encoding/binary"
+
+	"github.com/udpconduit/udpconduit/conduit/internal/coll"
+)
+
+// A post's slot, one for each parity of the collective's number: the
+// number (stored last, 8 bytes), the datum's length with the post's
+// flags (8 bytes), the header (coll.Header.Pack: meta, root, length; 4
+// bytes each) and 4 bytes unused, then the datum.
+const (
+	postHeader = 32
+	// maxPost is the largest datum a slot holds.
+	maxPost     = slotSize - postHeader
+	postBig     = 1 << 62 // the datum did not fit: over messages
+	postRefused = 1 << 61 // the rank refused its arguments: the datum says why
+	postFlags   = postBig | postRefused
+)
+
+// slot returns the slot of area a for collective n.
+func slot(a []byte, n uint64) []byte {
+	o := offSlots + int(n&1)*slotSize
+	return a[o : o+slotSize]
+}
+
+// exchange posts p as this rank's in its collective and returns every
+// rank's post, by rank. A rank rewrites its slot of parity n&1 only at
+// collective n+2, which it enters after every rank has arrived at n+1,
+// each after it read n; the leader's buffer (combinePosts), likewise at
+// n+1.
+func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, error) {
+	j, n := c.t.j, c.seq
+	own, err := w.area(w.me)
+	if err != nil {
+		return nil, err
+	}
+	s := slot(own, n)
+	// Only this rank writes its slots, each collective of World in turn:
+	// this one holds collective n-2's number, or none yet.
+	if m := word(s, 0).Load(); m != n-2 && !(n <= 2 && m == 0) {
+		return nil, w.corrupt(w.me, "its slot holds collective %#x where this rank wrote %d", m, max(n, 2)-2)
+	}
+	size := uint64(len(p.Data))
+	if p.Big {
+		size |= postBig
+	}
+	if p.Refused {
+		size |= postRefused
+	}
+	binary.LittleEndian.PutUint64(s[8:], size)
+	meta, root, length := coll.Header{Call: p.Call}.Pack()
+	binary.LittleEndian.PutUint32(s[16:], meta)
+	binary.LittleEndian.PutUint32(s[20:], root)
+	binary.LittleEndian.PutUint32(s[24:], length)
+	copy(s[postHeader:], p.Data)
+	word(s, 0).Store(n)
+	if w.dissem {
+		err = j.disseminate(w, &syncColl, n, false)
+	} else {
+		err = j.syncGroup(w, &syncColl, n, func() error { return w.combinePosts(n) })
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !w.dissem {
+		lead, err := w.area(0)
+		if err != nil {
+			return nil, err
+		}
+		m, total := binary.LittleEndian.Uint64(lead[offCombined:]), binary.LittleEndian.Uint64(lead[offCombined+8:])
+		switch {
+		case m != n:
+			return nil, w.corrupt(0, "its buffer of posts is numbered %#x, for collective %d", m, n)
+		case total != combinedDirect:
+			if total > uint64(endCombined-offCombined-16) {
+				return nil, w.corrupt(0, "its buffer of posts has %#x bytes, more than its %d", total, endCombined-offCombined-16)
+			}
+			return c.t.readPosts(w, lead[offCombined+16:offCombined+16+int(total)], n, 0, true)
+		}
+	}
+	c.t.posts, c.t.arena = c.t.posts[:0], c.t.arena[:0]
+	for i := range w.group {
+		a, err := w.area(i)
+		if err != nil {
+			return nil, err
+		}
+		s := slot(a, n)
+		if m := word(s, 0).Load(); m != n {
+			return nil, w.corrupt(i, "its slot is numbered %#x, for collective %d", m, n)
+		}
+		if _, err := c.t.readPosts(w, s[8:], n, i, false); err != nil {
+			return nil, err
+		}
+	}
+	return c.t.posts, nil
+}
+
+// readPosts appends to t.posts the posts in b: every rank's, as
+// combinePosts framed them in the leader's buffer (all; t.posts empty),
+// or the slot of rank i past its number. b is shared memory: each length
+// is read once and checked, and every datum copied out into t.arena,
+// which the posts share until the team's next exchange.
+func (t *Team) readPosts(w *words, b []byte, n uint64, i int, all bool) ([]coll.Post, error) {
+	count, who := 1, i
+	if all {
+		count, who = len(w.group), 0
+		t.posts, t.arena = t.posts[:0], t.arena[:0]
+	}
+	for range count {
+		if len(b) < postHeader-8 {
+			return nil, w.corrupt(who, "its posts of collective %d end early", n)
+		}
+		size := binary.LittleEndian.Uint64(b)
+		h := coll.Unpack(binary.LittleEndian.Uint32(b[8:]), binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint32(b[16:]))
+		l := size &^ postFlags
+		if l > maxPost || l > uint64(len(b)-(postHeader-8)) {
+			return nil, w.corrupt(who, "a post of %#x bytes in collective %d, more than a slot's %d", l, n, maxPost)
+		}
+		b = b[postHeader-8:]
+		start := len(t.arena)
+		t.arena = append(t.arena, b[:l]...)
+		t.posts = append(t.posts, coll.Post{Call: h.Call, Big: size&postBig != 0, Refused: size&postRefused != 0, Data: t.arena[start:len(t.arena):len(t.arena)]})
+		b = b[l:]
+	}
+	return t.posts, nil
+}
+
+// combinePosts copies every rank's post of collective n into the leader's
+// buffer, where each rank reads them from one mapping instead of G (on a
+// crowded host, each look at another mapping after a context switch costs
+// a walk of the page tables), or, where they do not fit, says so. The
+// leader, after every rank arrived at n.
+func (w *words) combinePosts(n uint64) error {
+	lead, err := w.area(0)
+	if err != nil {
+		return err
+	}
+	buf := lead[offCombined+16 : offCombined+16 : endCombined]
+	total := uint64(0)
+	for i := range w.group {
+		a, err := w.area(i)
+		if err != nil {
+			return err
+		}
+		s := slot(a, n)
+		if m := word(s, 0).Load(); m != n {
+			return w.corrupt(i, "its slot is numbered %#x, for collective %d", m, n)
+		}
+		l := binary.LittleEndian.Uint64(s[8:]) &^ postFlags
+		if l > maxPost {
+			return w.corrupt(i, "a post of %#x bytes in collective %d, more than a slot's %d", l, n, maxPost)
+		}
+		rec := s[8 : postHeader+int(l)]
+		if total == combinedDirect || len(buf)+len(rec) > cap(buf) {
+			total = combinedDirect
+			continue
+		}
+		buf = append(buf, rec...)
+		total = uint64(len(buf))
+	}
+	binary.LittleEndian.PutUint64(lead[offCombined:], n)
+	binary.LittleEndian.PutUint64(lead[offCombined+8:], total)
+	return nil
+}
