@@ -15,9 +15,10 @@
 // any goroutine of a worker, at the same time. Handlers run on whichever
 // goroutine polls (a request, Poll, WaitUntil, a collective), one at a
 // time per rank, or on a background goroutine with GASNET_RCV_THREAD=1.
-// Collectives (Barrier, AllGather, Broadcast, the reductions) match across
-// ranks by their order of call: called from several goroutines of a rank
-// they do not race, but take numbers in the order they reach the library.
+// Collectives (Barrier, and every collective of a Team: World is the
+// whole job's) match across ranks by their order of call on their team:
+// called from several goroutines of a rank they do not race, but take
+// numbers in the order they reach the library.
 //
 // In one process: RunLocal runs a job of N ranks on goroutines of the
 // calling process, each with a Job of its own over a loopback UDP socket,
@@ -415,65 +416,6 @@ func Barrier() error {
 		return err
 	}
 	return j.Barrier()
-}
-
-// AllGather contributes data and returns every rank's contribution, indexed
-// by rank.
-func AllGather(data []byte) ([][]byte, error) {
-	j, err := job("AllGather")
-	if err != nil {
-		return nil, err
-	}
-	return j.AllGather(data)
-}
-
-// Broadcast returns the root's data on every rank; see Job.Broadcast.
-func Broadcast(root int, data []byte) ([]byte, error) {
-	j, err := job("Broadcast")
-	if err != nil {
-		return nil, err
-	}
-	return j.Broadcast(root, data)
-}
-
-// ReduceUint64 combines every rank's vector with op, the result at root;
-// see Job.ReduceUint64.
-func ReduceUint64(root int, op Op, v []uint64) ([]uint64, error) {
-	j, err := job("ReduceUint64")
-	if err != nil {
-		return nil, err
-	}
-	return j.ReduceUint64(root, op, v)
-}
-
-// ReduceFloat64 combines every rank's vector with op, the result at root;
-// see Job.ReduceFloat64.
-func ReduceFloat64(root int, op Op, v []float64) ([]float64, error) {
-	j, err := job("ReduceFloat64")
-	if err != nil {
-		return nil, err
-	}
-	return j.ReduceFloat64(root, op, v)
-}
-
-// AllReduceUint64 combines every rank's vector with op, the result on every
-// rank; see Job.AllReduceUint64.
-func AllReduceUint64(op Op, v []uint64) ([]uint64, error) {
-	j, err := job("AllReduceUint64")
-	if err != nil {
-		return nil, err
-	}
-	return j.AllReduceUint64(op, v)
-}
-
-// AllReduceFloat64 combines every rank's vector with op, the result on
-// every rank; see Job.AllReduceFloat64.
-func AllReduceFloat64(op Op, v []float64) ([]float64, error) {
-	j, err := job("AllReduceFloat64")
-	if err != nil {
-		return nil, err
-	}
-	return j.AllReduceFloat64(op, v)
 }
 
 // PutNB starts writing data at offset of dest's segment; see Job.PutNB.

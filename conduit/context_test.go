@@ -133,9 +133,9 @@ func TestContextForms(t *testing.T) {
 	})
 }
 
-// contextTimeouts is rank 0's part of TestContextForms: each collective's
-// Context form on tm, while rank 1 is away, must end with the deadline;
-// the inputs are overwritten after each returns.
+// contextTimeouts is rank 0's part of TestContextForms: a wait bounded by
+// a context (Handle.WaitContext) on each collective's NB form on tm, while
+// rank 1 is away, must end with the deadline.
 func contextTimeouts(t *testing.T, tm *Team) {
 	expire := func(name string, call func(ctx context.Context) error) {
 		t.Helper()
@@ -146,34 +146,27 @@ func contextTimeouts(t *testing.T, tm *Team) {
 		}
 	}
 	data := []byte("a0")
-	expire("AllGatherContext", func(ctx context.Context) error { _, err := tm.AllGatherContext(ctx, data); return err })
-	copy(data, "XX")
-	expire("BroadcastContext", func(ctx context.Context) error { _, err := tm.BroadcastContext(ctx, 1, nil); return err })
+	expire("AllGatherNB", func(ctx context.Context) error { _, err := tm.AllGatherNB(data).WaitContext(ctx); return err })
+	expire("BroadcastNB", func(ctx context.Context) error { _, err := tm.BroadcastNB(1, nil).WaitContext(ctx); return err })
 	g := []byte("g0")
-	expire("GatherContext", func(ctx context.Context) error { _, err := tm.GatherContext(ctx, 0, g); return err })
-	copy(g, "XX")
-	expire("ScatterContext", func(ctx context.Context) error { _, err := tm.ScatterContext(ctx, 1, nil); return err })
+	expire("GatherNB", func(ctx context.Context) error { _, err := tm.GatherNB(0, g).WaitContext(ctx); return err })
+	expire("ScatterNB", func(ctx context.Context) error { _, err := tm.ScatterNB(1, nil).WaitContext(ctx); return err })
 	blocks := []byte("t0t1")
-	expire("AlltoallContext", func(ctx context.Context) error { _, err := tm.AlltoallContext(ctx, blocks); return err })
-	copy(blocks, "XXXX")
+	expire("AlltoallNB", func(ctx context.Context) error { _, err := tm.AlltoallNB(blocks).WaitContext(ctx); return err })
 	parts := [][]byte{[]byte("v00"), []byte("v01")}
-	expire("AlltoallvContext", func(ctx context.Context) error { _, err := tm.AlltoallvContext(ctx, parts); return err })
-	copy(parts[1], "XXX")
+	expire("AlltoallvNB", func(ctx context.Context) error { _, err := tm.AlltoallvNB(parts).WaitContext(ctx); return err })
 	v := []int64{5}
-	expire("AllReduceContext", func(ctx context.Context) error { _, err := AllReduceContext(ctx, tm, Sum, v); return err })
-	v[0] = 1000
+	expire("AllReduceNB", func(ctx context.Context) error { _, err := AllReduceNB(tm, Sum, v).WaitContext(ctx); return err })
 	w := []int64{7}
-	expire("ReduceContext", func(ctx context.Context) error { _, err := ReduceContext(ctx, tm, 1, Sum, w); return err })
-	w[0] = 1000
+	expire("ReduceNB", func(ctx context.Context) error { _, err := ReduceNB(tm, 1, Sum, w).WaitContext(ctx); return err })
 	mul := func(a, b int64) int64 { return a * b }
 	x := []int64{3}
-	expire("ReduceFuncContext", func(ctx context.Context) error { _, err := ReduceFuncContext(ctx, tm, 1, mul, x); return err })
-	x[0] = 1000
-	expire("AllReduceFuncContext", func(ctx context.Context) error {
-		_, err := AllReduceFuncContext(ctx, tm, mul, []int64{2})
+	expire("ReduceFuncNB", func(ctx context.Context) error { _, err := ReduceFuncNB(tm, 1, mul, x).WaitContext(ctx); return err })
+	expire("AllReduceFuncNB", func(ctx context.Context) error {
+		_, err := AllReduceFuncNB(tm, mul, []int64{2}).WaitContext(ctx)
 		return err
 	})
-	expire("SplitContext", func(ctx context.Context) error { _, err := tm.SplitContext(ctx, 0, 0); return err })
+	expire("SplitNB", func(ctx context.Context) error { _, err := tm.SplitNB(0, 0).WaitContext(ctx); return err })
 }
 
 // contextPeer is rank 1's part of TestContextForms: the same collectives,
@@ -307,7 +300,7 @@ func TestAttachContextKeepsOrder(t *testing.T) {
 			} else if _, err := j.Attach(nil, 128); err != nil {
 				t.Fatal(err)
 			}
-			parts, err := j.AllGather([]byte(fmt.Sprintf("user data of %d", me)))
+			parts, err := j.World().AllGather([]byte(fmt.Sprintf("user data of %d", me)))
 			if err != nil || len(parts) != 2 || string(parts[1-me]) != fmt.Sprintf("user data of %d", 1-me) {
 				t.Errorf("rank %d: the all-gather after the attach gave %q, %v", me, parts, err)
 			}

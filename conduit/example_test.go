@@ -39,11 +39,11 @@ func ExamplePut() {
 }
 
 // Collectives: a barrier, a broadcast from rank 0, a sum over every rank.
-func ExampleAllReduceUint64() {
+func ExampleAllReduce() {
 	conduit.Init()
 	conduit.Barrier()
-	cfg, _ := conduit.Broadcast(0, []byte("settings from rank 0"))
-	sum, _ := conduit.AllReduceUint64(conduit.Sum, []uint64{uint64(conduit.Rank())})
+	cfg, _ := conduit.World().Broadcast(0, []byte("settings from rank 0"))
+	sum, _ := conduit.AllReduce(conduit.World(), conduit.Sum, []uint64{uint64(conduit.Rank())})
 	if conduit.Rank() == 0 {
 		fmt.Printf("%s; sum of ranks %d\n", cfg, sum[0])
 	}
@@ -67,7 +67,7 @@ func ExampleRunLocal() {
 		}
 		j.RequestShort((j.Rank()+1)%j.Size(), 130, uint32(j.Rank()))
 		j.WaitUntil(func() bool { return answer.Load() >= 0 })
-		all, _ := j.AllGather([]byte(strconv.FormatInt(answer.Load(), 10)))
+		all, _ := j.World().AllGather([]byte(strconv.FormatInt(answer.Load(), 10)))
 		if j.Rank() == 0 {
 			for r, a := range all {
 				fmt.Printf("rank %d: %s\n", r, a)
@@ -96,7 +96,7 @@ func ExampleJob_Put() {
 		local := string(seg[:6])
 		remote := make([]byte, 6)
 		j.Get(prev, 0, remote) // what prev's predecessor wrote there
-		out, _ := j.AllGather(fmt.Appendf(nil, "rank %d holds %q, rank %d holds %q", j.Rank(), local, prev, remote))
+		out, _ := j.World().AllGather(fmt.Appendf(nil, "rank %d holds %q, rank %d holds %q", j.Rank(), local, prev, remote))
 		if j.Rank() == 0 {
 			for _, o := range out {
 				fmt.Println(string(o))
@@ -109,18 +109,18 @@ func ExampleJob_Put() {
 	// rank 2 holds "from 1", rank 1 holds "from 0"
 }
 
-// Broadcast sends rank 0's bytes to every rank; AllReduceUint64 gives every
+// Broadcast sends rank 0's bytes to every rank; AllReduce gives every
 // rank the sum (or minimum, maximum) over all ranks, element by element.
-func ExampleJob_AllReduceUint64() {
+func ExampleTeam_Broadcast() {
 	conduit.RunLocal(5, func(j *conduit.Job) {
 		var cfg []byte
 		if j.Rank() == 0 {
 			cfg = []byte("step=0.25")
 		}
-		cfg, _ = j.Broadcast(0, cfg)
+		cfg, _ = j.World().Broadcast(0, cfg)
 		r := uint64(j.Rank())
-		sum, _ := j.AllReduceUint64(conduit.Sum, []uint64{r, r * r})
-		max, _ := j.AllReduceUint64(conduit.Max, []uint64{r})
+		sum, _ := conduit.AllReduce(j.World(), conduit.Sum, []uint64{r, r * r})
+		max, _ := conduit.AllReduce(j.World(), conduit.Max, []uint64{r})
 		if j.Rank() == 4 {
 			fmt.Printf("%s; sums %v; max %v\n", cfg, sum, max)
 		}
@@ -179,7 +179,7 @@ func ExampleAtomics() {
 		words := conduit.NewAtomics[int64](j)
 		words.Apply(0, 0, conduit.AtomicAdd, int64(j.Rank()+1), 0)
 		old, _ := words.Fetch(0, 8, conduit.AtomicCompareSwap, 0, int64(j.Rank()+100))
-		won, _ := j.AllReduceUint64(conduit.Sum, []uint64{map[bool]uint64{true: 1}[old == 0]})
+		won, _ := conduit.AllReduce(j.World(), conduit.Sum, []uint64{map[bool]uint64{true: 1}[old == 0]})
 		j.Barrier()
 		if j.Rank() == 0 {
 			sum, _ := words.Fetch(0, 0, conduit.AtomicGet, 0, 0)

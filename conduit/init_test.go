@@ -16,13 +16,13 @@ func TestBeforeInit(t *testing.T) {
 		"Poll":         conduit.Poll,
 		"RequestShort": func() error { return conduit.RequestShort(0, 128) },
 		"Put":          func() error { return conduit.Put(0, 0, []byte{1}) },
-		"Broadcast":    func() error { _, err := conduit.Broadcast(0, nil); return err },
+		"Drain":        conduit.Drain,
 	} {
 		if err := call(); !errors.Is(err, conduit.ErrNotInitialized) || err.Error() != "conduit."+name+": conduit: Init has not run" {
 			t.Errorf("%s before Init: %v, want conduit.%s: wrapping ErrNotInitialized", name, err, name)
 		}
 	}
-	for name, call := range map[string]func(){"Rank": func() { conduit.Rank() }, "Exit": func() { conduit.Exit(0) }} {
+	for name, call := range map[string]func(){"Rank": func() { conduit.Rank() }, "Exit": func() { conduit.Exit(0) }, "World": func() { conduit.World() }} {
 		func() {
 			defer func() {
 				err, _ := recover().(error)

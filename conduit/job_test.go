@@ -328,7 +328,7 @@ func jobProgram(t *testing.T, jn jobNet, rcvThread bool) []*Job {
 				t.Errorf("rank %d: SegmentSize(%d) = %d, want %d", me, r, s, segSize)
 			}
 		}
-		parts, err := j.AllGather([]byte(fmt.Sprintf("rank %d", me)))
+		parts, err := j.World().AllGather([]byte(fmt.Sprintf("rank %d", me)))
 		if err != nil {
 			t.Errorf("rank %d: AllGather: %v", me, err)
 			return
@@ -537,7 +537,7 @@ func TestJobCollectivesFromSeveralGoroutines(t *testing.T) {
 						if err := j.Barrier(); err != nil {
 							t.Error(err)
 						}
-						if parts, err := j.AllGather([]byte{byte(j.Rank()), byte(g)}); err != nil || len(parts) != 3 {
+						if parts, err := j.World().AllGather([]byte{byte(j.Rank()), byte(g)}); err != nil || len(parts) != 3 {
 							t.Errorf("AllGather: %d parts, %v", len(parts), err)
 						}
 					}
@@ -736,12 +736,12 @@ func TestAllGatherOverAMs(t *testing.T) {
 				jn.barrier = c.algo
 				res, _ := runJob(t, n, jn, false, func(j *Job) {
 					for round := range 3 {
-						parts, err := j.AllGather(part(j.Rank(), round))
+						parts, err := j.World().AllGather(part(j.Rank(), round))
 						if err != nil {
 							t.Errorf("rank %d: %v", j.Rank(), err)
 							return
 						}
-						if b, err := j.Broadcast(round%n, []byte{byte(j.Rank())}); err != nil || !bytes.Equal(b, []byte{byte(round % n)}) {
+						if b, err := j.World().Broadcast(round%n, []byte{byte(j.Rank())}); err != nil || !bytes.Equal(b, []byte{byte(round % n)}) {
 							t.Errorf("rank %d: broadcast %d: %q, %v", j.Rank(), round, b, err)
 						}
 						for r := range n {
@@ -782,7 +782,7 @@ func TestRunLocal(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		s, err := j.AllReduceUint64(Sum, []uint64{1})
+		s, err := AllReduce(j.World(), Sum, []uint64{1})
 		if err != nil {
 			t.Error(err)
 		}

@@ -48,29 +48,3 @@ func (j *Job) BarrierWait() error {
 	_, err := h.Wait()
 	return err
 }
-
-// AllGather is World().AllGather: it contributes data and returns every
-// rank's contribution, indexed by rank.
-func (j *Job) AllGather(data []byte) ([][]byte, error) { return j.world.AllGather(data) }
-
-// Broadcast is World().Broadcast: it returns the root's data on every
-// rank.
-func (j *Job) Broadcast(root int, data []byte) ([]byte, error) { return j.world.Broadcast(root, data) }
-
-// ReduceUint64 is Reduce(World(), root, op, v).
-func (j *Job) ReduceUint64(root int, op Op, v []uint64) ([]uint64, error) {
-	return Reduce(j.world, root, op, v)
-}
-
-// ReduceFloat64 is Reduce(World(), root, op, v).
-func (j *Job) ReduceFloat64(root int, op Op, v []float64) ([]float64, error) {
-	return Reduce(j.world, root, op, v)
-}
-
-// AllReduceUint64 is AllReduce(World(), op, v).
-func (j *Job) AllReduceUint64(op Op, v []uint64) ([]uint64, error) { return AllReduce(j.world, op, v) }
-
-// AllReduceFloat64 is AllReduce(World(), op, v).
-func (j *Job) AllReduceFloat64(op Op, v []float64) ([]float64, error) {
-	return AllReduce(j.world, op, v)
-}

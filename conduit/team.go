@@ -5,7 +5,6 @@ package conduit
 // job's (World) among them, and the order of a rank's calls on each.
 
 import (
-	"context"
 	"fmt"
 	"sync"
 
@@ -130,14 +129,13 @@ func (t *Team) Split(color, key int) (*Team, error) {
 	return ordered(t, func() (*Team, error) { return t.split(color, key) })
 }
 
-// SplitContext is Split bounded by ctx, as BarrierContext: when ctx ends
-// first it returns ctx's error, and the split goes on in the background
-// (the other members need this rank's part), but the team it makes is
-// lost to this rank, whose fellow members wait for it in that team's
-// collectives: a deadline here is for giving up on the job, not for
-// trying again.
-func (t *Team) SplitContext(ctx context.Context, color, key int) (*Team, error) {
-	return startNB(t, func() (*Team, error) { return t.split(color, key) }).WaitContext(ctx)
+// SplitNB starts Split. A wait on its handle that gives up (WaitContext)
+// leaves the split going on in the background (the other members need
+// this rank's part), but the team it makes is then lost to this rank,
+// whose fellow members wait for it in that team's collectives: a deadline
+// there is for giving up on the job, not for trying again.
+func (t *Team) SplitNB(color, key int) *Handle[*Team] {
+	return startNB(t, func() (*Team, error) { return t.split(color, key) })
 }
 
 // split is the body of Split, in its turn.

@@ -420,7 +420,7 @@ func TestTeamBadArguments(t *testing.T) {
 		if _, err := Reduce(w, -1, Prod, []int32{1}); !errors.Is(err, ErrBadRank) {
 			t.Errorf("reduce to root -1: %v", err)
 		}
-		if _, err := j.ReduceUint64(3, Xor, []uint64{1}); !errors.Is(err, ErrBadRank) {
+		if _, err := Reduce(j.World(), 3, Xor, []uint64{1}); !errors.Is(err, ErrBadRank) {
 			t.Errorf("ReduceUint64 Xor to root 3: %v", err)
 		}
 		if w.JobRank(3) != -1 || w.JobRank(-1) != -1 {
@@ -509,7 +509,7 @@ func TestWaitContext(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			defer cancel()
-			err := w.BarrierContext(ctx)
+			_, err := w.BarrierNB().WaitContext(ctx)
 			if me == 0 && !errors.Is(err, context.DeadlineExceeded) || me == 1 && err != nil {
 				t.Errorf("rank %d: BarrierContext = %v", me, err)
 			}

@@ -5,9 +5,7 @@ package conduit
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"slices"
 
 	"github.com/udpconduit/udpconduit/conduit/internal/coll"
 )
@@ -17,15 +15,6 @@ import (
 // before it is visible to every member after it.
 func (t *Team) Barrier() error {
 	_, err := ordered(t, func() (struct{}, error) { return struct{}{}, t.barrier() })
-	return err
-}
-
-// BarrierContext is Barrier bounded by ctx: when ctx ends first it returns
-// ctx's error, and the barrier goes on in the background (the other
-// members need this rank's part of it), taking its place in this rank's
-// order of calls on the team as a BarrierNB would.
-func (t *Team) BarrierContext(ctx context.Context) error {
-	_, err := t.BarrierNB().WaitContext(ctx)
 	return err
 }
 
@@ -45,13 +34,6 @@ func (t *Team) BroadcastNB(root int, data []byte) *Handle[[]byte] {
 	return startNB(t, func() ([]byte, error) { return t.broadcast(root, data) })
 }
 
-// BroadcastContext is Broadcast bounded by ctx, as BarrierContext: when
-// ctx ends first it returns ctx's error, and the broadcast goes on in the
-// background with a copy of data.
-func (t *Team) BroadcastContext(ctx context.Context, root int, data []byte) ([]byte, error) {
-	return t.BroadcastNB(root, bytes.Clone(data)).WaitContext(ctx)
-}
-
 // Gather returns, at the root, every member's data indexed by team rank
 // (nil elsewhere): each member sends its data to the root.
 func (t *Team) Gather(root int, data []byte) ([][]byte, error) {
@@ -61,11 +43,6 @@ func (t *Team) Gather(root int, data []byte) ([][]byte, error) {
 // GatherNB starts Gather; data must not change until it completes.
 func (t *Team) GatherNB(root int, data []byte) *Handle[[][]byte] {
 	return startNB(t, func() ([][]byte, error) { return t.gather(root, data) })
-}
-
-// GatherContext is Gather bounded by ctx, as BroadcastContext.
-func (t *Team) GatherContext(ctx context.Context, root int, data []byte) ([][]byte, error) {
-	return t.GatherNB(root, bytes.Clone(data)).WaitContext(ctx)
 }
 
 // AllGather returns every member's data, indexed by team rank, on every
@@ -79,11 +56,6 @@ func (t *Team) AllGatherNB(data []byte) *Handle[[][]byte] {
 	return startNB(t, func() ([][]byte, error) { return t.allGather(data) })
 }
 
-// AllGatherContext is AllGather bounded by ctx, as BroadcastContext.
-func (t *Team) AllGatherContext(ctx context.Context, data []byte) ([][]byte, error) {
-	return t.AllGatherNB(bytes.Clone(data)).WaitContext(ctx)
-}
-
 // Scatter gives each member parts[its team rank] of the root's parts,
 // which must hold one part for each member (parts is read at the root
 // only): the root sends each member its part.
@@ -94,12 +66,6 @@ func (t *Team) Scatter(root int, parts [][]byte) ([]byte, error) {
 // ScatterNB starts Scatter; parts must not change until it completes.
 func (t *Team) ScatterNB(root int, parts [][]byte) *Handle[[]byte] {
 	return startNB(t, func() ([]byte, error) { return t.scatter(root, parts) })
-}
-
-// ScatterContext is Scatter bounded by ctx, as BroadcastContext (with a
-// copy of parts).
-func (t *Team) ScatterContext(ctx context.Context, root int, parts [][]byte) ([]byte, error) {
-	return t.ScatterNB(root, cloneParts(parts)).WaitContext(ctx)
 }
 
 // Alltoall exchanges equal blocks between every pair of members: data
@@ -115,11 +81,6 @@ func (t *Team) AlltoallNB(data []byte) *Handle[[]byte] {
 	return startNB(t, func() ([]byte, error) { return t.alltoall(data) })
 }
 
-// AlltoallContext is Alltoall bounded by ctx, as BroadcastContext.
-func (t *Team) AlltoallContext(ctx context.Context, data []byte) ([]byte, error) {
-	return t.AlltoallNB(bytes.Clone(data)).WaitContext(ctx)
-}
-
 // Alltoallv exchanges parts of any sizes between every pair of members:
 // parts[i] goes to team rank i, and the result holds, in team rank order,
 // what each member sent this one (MPI_Alltoallv).
@@ -130,12 +91,6 @@ func (t *Team) Alltoallv(parts [][]byte) ([][]byte, error) {
 // AlltoallvNB starts Alltoallv; parts must not change until it completes.
 func (t *Team) AlltoallvNB(parts [][]byte) *Handle[[][]byte] {
 	return startNB(t, func() ([][]byte, error) { return t.alltoallv(parts) })
-}
-
-// AlltoallvContext is Alltoallv bounded by ctx, as BroadcastContext (with
-// a copy of parts).
-func (t *Team) AlltoallvContext(ctx context.Context, parts [][]byte) ([][]byte, error) {
-	return t.AlltoallvNB(cloneParts(parts)).WaitContext(ctx)
 }
 
 // cloneParts copies parts and each part, for a collective that may outlive
@@ -163,12 +118,6 @@ func ReduceNB[T Word](t *Team, root int, op Op, v []T) *Handle[[]T] {
 	return startNB(t, func() ([]T, error) { return reduceT(t, root, op, v, false) })
 }
 
-// ReduceContext is Reduce bounded by ctx, as BroadcastContext (with a copy
-// of v).
-func ReduceContext[T Word](ctx context.Context, t *Team, root int, op Op, v []T) ([]T, error) {
-	return ReduceNB(t, root, op, slices.Clone(v)).WaitContext(ctx)
-}
-
 // AllReduce is Reduce whose result every member gets, the same bits on
 // every member.
 func AllReduce[T Word](t *Team, op Op, v []T) ([]T, error) {
@@ -178,11 +127,6 @@ func AllReduce[T Word](t *Team, op Op, v []T) ([]T, error) {
 // AllReduceNB starts AllReduce; v must not change until it completes.
 func AllReduceNB[T Word](t *Team, op Op, v []T) *Handle[[]T] {
 	return startNB(t, func() ([]T, error) { return reduceT(t, 0, op, v, true) })
-}
-
-// AllReduceContext is AllReduce bounded by ctx, as ReduceContext.
-func AllReduceContext[T Word](ctx context.Context, t *Team, op Op, v []T) ([]T, error) {
-	return AllReduceNB(t, op, slices.Clone(v)).WaitContext(ctx)
 }
 
 // ReduceFunc is Reduce with the program's own operator f, which must be
@@ -197,11 +141,6 @@ func ReduceFuncNB[T Word](t *Team, root int, f func(a, b T) T, v []T) *Handle[[]
 	return startNB(t, func() ([]T, error) { return reduceFuncT(t, root, f, v, false) })
 }
 
-// ReduceFuncContext is ReduceFunc bounded by ctx, as ReduceContext.
-func ReduceFuncContext[T Word](ctx context.Context, t *Team, root int, f func(a, b T) T, v []T) ([]T, error) {
-	return ReduceFuncNB(t, root, f, slices.Clone(v)).WaitContext(ctx)
-}
-
 // AllReduceFunc is AllReduce with the program's own operator, as
 // ReduceFunc.
 func AllReduceFunc[T Word](t *Team, f func(a, b T) T, v []T) ([]T, error) {
@@ -211,11 +150,6 @@ func AllReduceFunc[T Word](t *Team, f func(a, b T) T, v []T) ([]T, error) {
 // AllReduceFuncNB starts AllReduceFunc; v must not change until it completes.
 func AllReduceFuncNB[T Word](t *Team, f func(a, b T) T, v []T) *Handle[[]T] {
 	return startNB(t, func() ([]T, error) { return reduceFuncT(t, 0, f, v, true) })
-}
-
-// AllReduceFuncContext is AllReduceFunc bounded by ctx, as ReduceContext.
-func AllReduceFuncContext[T Word](ctx context.Context, t *Team, f func(a, b T) T, v []T) ([]T, error) {
-	return AllReduceFuncNB(t, f, slices.Clone(v)).WaitContext(ctx)
 }
 
 // collect runs this rank's call of a collective on t, with its

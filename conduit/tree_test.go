@@ -80,7 +80,7 @@ func testBroadcastAndReduce(t *testing.T, n int, hier bool) {
 				if me != 0 {
 					time.Sleep(10 * time.Millisecond)
 				}
-				got, err := j.Broadcast(0, blob(0, s))
+				got, err := j.World().Broadcast(0, blob(0, s))
 				if err != nil || !bytes.Equal(got, blob(0, s)) {
 					t.Errorf("rank %d: broadcast %d from 0: %d bytes, %v", me, s, len(got), err)
 				}
@@ -91,7 +91,7 @@ func testBroadcastAndReduce(t *testing.T, n int, hier bool) {
 				if me == root {
 					data = blob(root, s)
 				}
-				got, err := j.Broadcast(root, data)
+				got, err := j.World().Broadcast(root, data)
 				if err != nil || !bytes.Equal(got, blob(root, s)) {
 					t.Errorf("rank %d: broadcast from %d: %d bytes, %v", me, root, len(got), err)
 				}
@@ -105,14 +105,14 @@ func testBroadcastAndReduce(t *testing.T, n int, hier bool) {
 							fwant[i] = map[Op]float64{Sum: fwant[i] + x, Min: min(fwant[i], x), Max: max(fwant[i], x)}[op]
 						}
 					}
-					got, err := j.ReduceUint64(root, op, vec(me, s))
+					got, err := Reduce(j.World(), root, op, vec(me, s))
 					if me != root {
 						want = nil
 					}
 					if err != nil || !cmp.Equal(got, want) {
 						t.Errorf("rank %d: %v reduction to %d: %v (%d elements)", me, op, root, err, len(got))
 					}
-					fgot, err := j.AllReduceFloat64(op, fvec(me, s))
+					fgot, err := AllReduce(j.World(), op, fvec(me, s))
 					if d := cmp.Diff(fwant, fgot); err != nil || d != "" {
 						t.Errorf("rank %d: %v all-reduction: %v %s", me, op, err, d)
 					}
@@ -169,20 +169,20 @@ func TestTreeCollectiveMisuse(t *testing.T) {
 		errs := make([][]error, n)
 		res, _ := runJob(t, n, memNet(amudptest.New(9, 0, 0, 0)), false, func(j *Job) {
 			me := j.Rank()
-			_, err := j.Broadcast(n, nil)
+			_, err := j.World().Broadcast(n, nil)
 			errs[me] = append(errs[me], err)
-			_, err = j.ReduceUint64(0, Op(9), []uint64{1})
+			_, err = Reduce(j.World(), 0, Op(9), []uint64{1})
 			errs[me] = append(errs[me], err)
-			if got, err := j.AllReduceUint64(Sum, []uint64{uint64(me)}); err != nil || !cmp.Equal(got, []uint64{6}) {
+			if got, err := AllReduce(j.World(), Sum, []uint64{uint64(me)}); err != nil || !cmp.Equal(got, []uint64{6}) {
 				t.Errorf("rank %d: after the refused calls, the sum is %v, %v", me, got, err)
 			}
 			// Rank 0 reduces uint64 while the others reduce float64:
 			// rank 1's message reaches rank 0, which names it.
 			if me == 0 {
-				_, err = j.ReduceUint64(0, Max, []uint64{1})
+				_, err = Reduce(j.World(), 0, Max, []uint64{1})
 				errs[me] = append(errs[me], err)
 			} else {
-				j.ReduceFloat64(0, Max, []float64{1})
+				Reduce(j.World(), 0, Max, []float64{1})
 			}
 		})
 		for r, e := range errs {
@@ -217,11 +217,11 @@ func TestAllReduceMismatchErrsEverywhere(t *testing.T) {
 		odd  func(j *Job) error // what rank 3 calls; the others sum uint64s
 		want string
 	}{
-		{"float64 on one rank", func(j *Job) error { _, err := j.AllReduceFloat64(Sum, []float64{1}); return err },
+		{"float64 on one rank", func(j *Job) error { _, err := AllReduce(j.World(), Sum, []float64{1}); return err },
 			"all-reduce sum of float64"},
-		{"a longer vector on one rank", func(j *Job) error { _, err := j.AllReduceUint64(Sum, []uint64{1, 2}); return err },
+		{"a longer vector on one rank", func(j *Job) error { _, err := AllReduce(j.World(), Sum, []uint64{1, 2}); return err },
 			"all-reduce sum of uint64 (length 2)"},
-		{"another operator on one rank", func(j *Job) error { _, err := j.AllReduceUint64(Max, []uint64{1}); return err },
+		{"another operator on one rank", func(j *Job) error { _, err := AllReduce(j.World(), Max, []uint64{1}); return err },
 			"all-reduce max of uint64"},
 	} {
 		run := func(t *testing.T, jn jobNet) {
@@ -232,9 +232,9 @@ func TestAllReduceMismatchErrsEverywhere(t *testing.T) {
 				if me == 3 {
 					errs[me] = tt.odd(j)
 				} else {
-					_, errs[me] = j.AllReduceUint64(Sum, []uint64{1})
+					_, errs[me] = AllReduce(j.World(), Sum, []uint64{1})
 				}
-				got, err := j.AllReduceUint64(Sum, []uint64{uint64(me)})
+				got, err := AllReduce(j.World(), Sum, []uint64{uint64(me)})
 				if err != nil || !cmp.Equal(got, []uint64{15}) {
 					t.Errorf("rank %d: the next all-reduce gave %v, %v", me, got, err)
 				}
@@ -278,7 +278,7 @@ func TestBroadcastRootsDiffer(t *testing.T) {
 					returned := make([]bool, tt.n)
 					res, _ := runJob(t, tt.n, memNet(amudptest.New(seed, 0.1, 0.05, 100*time.Microsecond)), false, func(j *Job) {
 						me := j.Rank()
-						_, errs[me] = j.Broadcast(tt.root(me), []byte{byte(me)})
+						_, errs[me] = j.World().Broadcast(tt.root(me), []byte{byte(me)})
 						returned[me] = true
 						j.Barrier()
 					})

@@ -114,7 +114,7 @@ func TestWordsAllGather(t *testing.T) {
 					defer func() { resent[j.Rank()] = j.ep.Stats().Retransmits }()
 					for round := range 14 {
 						before := fresh()
-						parts, err := j.AllGather(part(j.Rank(), round))
+						parts, err := j.World().AllGather(part(j.Rank(), round))
 						if err != nil {
 							t.Errorf("rank %d: %v", j.Rank(), err)
 							return
@@ -197,7 +197,7 @@ func TestWordsTreeCollectives(t *testing.T) {
 						if round%2 == 1 && fit {
 							data = append(data, make([]byte, maxPost-len(data))...)
 						}
-						got, err := j.Broadcast(root, append(data, byte(me))[:len(data)])
+						got, err := j.World().Broadcast(root, append(data, byte(me))[:len(data)])
 						if err != nil || !bytes.Equal(got, data) {
 							t.Errorf("rank %d: broadcast %d from %d: %d bytes, %v; want %d bytes", me, round, root, len(got), err, len(data))
 						}
@@ -206,7 +206,7 @@ func TestWordsTreeCollectives(t *testing.T) {
 							v[i] = uint64(me*100 + i + round)
 						}
 						op := []Op{Sum, Min, Max}[round%3]
-						red, err := j.ReduceUint64(root, op, v)
+						red, err := Reduce(j.World(), root, op, v)
 						full := make([]uint64, k)
 						for i := range full {
 							switch op {
@@ -225,7 +225,7 @@ func TestWordsTreeCollectives(t *testing.T) {
 						if err != nil || !cmp.Equal(red, want, cmpopts.EquateEmpty()) || (me != root) != (red == nil) {
 							t.Errorf("rank %d: reduce %d to %d (%v): %v, %v; want %v", me, round, root, op, red, err, want)
 						}
-						all, err := j.AllReduceUint64(op, v)
+						all, err := AllReduce(j.World(), op, v)
 						if err != nil || !cmp.Equal(all, full, cmpopts.EquateEmpty()) {
 							t.Errorf("rank %d: all-reduce %d (%v): %v, %v; want %v", me, round, op, all, err, full)
 						}
@@ -233,7 +233,7 @@ func TestWordsTreeCollectives(t *testing.T) {
 						for i := range f {
 							f[i] = 1 / float64(me+i+round+1)
 						}
-						fs, err := j.AllReduceFloat64(Sum, f)
+						fs, err := AllReduce(j.World(), Sum, f)
 						if err != nil || len(fs) != k {
 							t.Errorf("rank %d: float all-reduce %d: %v, %v", me, round, fs, err)
 						}
@@ -361,7 +361,7 @@ func TestWordsAlltoallMismatch(t *testing.T) {
 				if j.Rank() == 0 {
 					_, errs[0] = j.World().Alltoall(make([]byte, n*c.blocks))
 				} else {
-					_, errs[j.Rank()] = j.AllGather(make([]byte, c.gathered))
+					_, errs[j.Rank()] = j.World().AllGather(make([]byte, c.gathered))
 				}
 			})
 			for r, err := range errs {
@@ -498,8 +498,8 @@ func TestWordsCorrupt(t *testing.T) {
 					}
 					for round := range 3 {
 						j.Barrier()
-						j.AllGather([]byte{byte(round)})
-						j.Broadcast(round%n, []byte{1})
+						j.World().AllGather([]byte{byte(round)})
+						j.World().Broadcast(round%n, []byte{1})
 						j.World().Gather(round%n, []byte{2})
 						j.World().Alltoall(make([]byte, n))
 					}

@@ -32,7 +32,7 @@ func main() {
 	}
 	conduit.WaitUntil(func() bool { return got.Load() == int32((me+n-1)%n) })
 	conduit.Barrier()
-	sum, err := conduit.AllReduceUint64(conduit.Sum, []uint64{uint64(me)})
+	sum, err := conduit.AllReduce(conduit.World(), conduit.Sum, []uint64{uint64(me)})
 	if err != nil {
 		panic(err)
 	}

@@ -168,21 +168,21 @@ func collectives(peer, iters int, emit func(Result)) error {
 	}{
 		{"barrier", 0, conduit.Barrier},
 		{"allgather", 8, func() error {
-			parts, err := conduit.AllGather(part)
+			parts, err := conduit.World().AllGather(part)
 			if err == nil && (len(parts) != n || string(parts[n-1]) != fmt.Sprintf("rank%4d", (n-1)%10000)) {
 				err = fmt.Errorf("rank %d: %d parts, the last %q", me, len(parts), parts[len(parts)-1])
 			}
 			return err
 		}},
 		{"broadcast", 8, func() error {
-			b, err := conduit.Broadcast(0, part)
+			b, err := conduit.World().Broadcast(0, part)
 			if err == nil && string(b) != "rank   0" {
 				err = fmt.Errorf("rank %d received %q", me, b)
 			}
 			return err
 		}},
 		{"allreduce", 8, func() error {
-			sum, err := conduit.AllReduceUint64(conduit.Sum, []uint64{uint64(me)})
+			sum, err := conduit.AllReduce(conduit.World(), conduit.Sum, []uint64{uint64(me)})
 			if want := uint64(n * (n - 1) / 2); err == nil && (len(sum) != 1 || sum[0] != want) {
 				err = fmt.Errorf("rank %d: sum %v, want [%d]", me, sum, want)
 			}

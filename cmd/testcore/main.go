@@ -257,7 +257,7 @@ func main() {
 	for d, c := range sentTo {
 		binary.LittleEndian.PutUint32(mine[4*d:], c)
 	}
-	parts, err := conduit.AllGather(mine)
+	parts, err := conduit.World().AllGather(mine)
 	if err != nil {
 		die("all-gather: %v", err)
 	}
@@ -296,7 +296,7 @@ func main() {
 		ok = 0
 	}
 	mu.Unlock()
-	verdicts, err := conduit.AllGather([]byte{ok})
+	verdicts, err := conduit.World().AllGather([]byte{ok})
 	if err != nil {
 		die("all-gather: %v", err)
 	}

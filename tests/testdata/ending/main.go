@@ -41,13 +41,13 @@ func main() {
 	}
 	switch mode {
 	case "broadcast":
-		b, err := conduit.Broadcast(n-1, []byte(fmt.Sprintf("from %d", n-1)))
+		b, err := conduit.World().Broadcast(n-1, []byte(fmt.Sprintf("from %d", n-1)))
 		check("Broadcast", err)
 		fmt.Printf("rank %d: broadcast %q\n", r, b)
 		conduit.Exit(0)
 	case "allreduce":
-		s, err := conduit.AllReduceUint64(conduit.Sum, []uint64{uint64(r)})
-		check("AllReduceUint64", err)
+		s, err := conduit.AllReduce(conduit.World(), conduit.Sum, []uint64{uint64(r)})
+		check("AllReduce", err)
 		fmt.Printf("rank %d: sum %d\n", r, s[0])
 		conduit.Exit(0)
 	case "lastget-exit", "lastget-final":

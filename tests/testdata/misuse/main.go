@@ -66,7 +66,7 @@ func main() {
 		// barrier. Each rank returns the mismatch.
 		var err error
 		if conduit.Rank() == 0 {
-			_, err = conduit.AllGather([]byte("x"))
+			_, err = conduit.World().AllGather([]byte("x"))
 		} else {
 			err = conduit.Barrier()
 		}
@@ -77,7 +77,7 @@ func main() {
 		// Every rank the root of its own reduction: each waits for
 		// children that wait for theirs, and no message is sent but the
 		// probes of ranks that waited a while.
-		_, err := conduit.ReduceUint64(conduit.Rank(), conduit.Sum, []uint64{1})
+		_, err := conduit.Reduce(conduit.World(), conduit.Rank(), conduit.Sum, []uint64{1})
 		fmt.Printf("rank %d: %v\n", conduit.Rank(), err)
 		conduit.Exit(0)
 	}
@@ -102,7 +102,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "bcastroots" {
 		// Every rank the root of its own broadcast: each would return its
 		// own data as if the broadcast had matched.
-		_, err := conduit.Broadcast(conduit.Rank(), []byte{1})
+		_, err := conduit.World().Broadcast(conduit.Rank(), []byte{1})
 		conduit.Barrier()
 		fmt.Printf("rank %d: %v\n", conduit.Rank(), err)
 		conduit.Exit(0)
