@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // Handler runs an active message. args are the message's arguments. For a
@@ -191,6 +192,14 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		e.mu.Unlock()
 		return net.ErrClosed
 	}
+	return e.sendLocked(p, dest, cat, handler, payload, off, args, n, inPlace, size, now)
+}
+
+// sendLocked sends a request to p (rank dest) for which it has credit, of
+// size bytes on the wire (n of them the payload's, sent in place when
+// inPlace), its retransmission timer started at now. e.mu held; it
+// releases it.
+func (e *Endpoint) sendLocked(p *peerState, dest int, cat Category, handler int, payload []byte, off uint64, args []uint32, n int, inPlace bool, size int, now retransmit.Time) error {
 	slot, ok := p.pool.acquire()
 	if !ok {
 		// creditLocked held under e.mu, which is still held: p has a

@@ -183,62 +183,7 @@ func main() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(*seed, uint64(me)<<16|uint64(g)))
-			payload := make([]byte, conduit.MaxMedium)
-			for {
-				idx := int(next.Add(1) - 1)
-				if idx >= *msgs {
-					return
-				}
-				dest := rng.IntN(n)
-				want := rng.IntN(2)
-				args := make([]uint32, aFixed+rng.IntN(conduit.MaxArgs-aFixed))
-				kind := rng.IntN(3)
-				if kind == 2 {
-					want = 1
-					busy := &longBusy[g*n+dest]
-					if err := conduit.WaitUntil(func() bool { return !busy.Load() }); err != nil {
-						die("waiting for the reply to a long request: %v", err)
-					}
-					busy.Store(true)
-					longOf[idx].Store(int32(g*n + dest + 1))
-				}
-				size := 0
-				if kind > 0 {
-					size = rng.IntN(conduit.MaxMedium + 1)
-					if rng.IntN(2) == 0 {
-						size = rng.IntN(513)
-					}
-					for i := range payload[:size] {
-						payload[i] = byte(rng.Uint32())
-					}
-				}
-				p, err := payload[:size], error(nil)
-				args[aSrc], args[aIdx], args[aWant], args[aLen], args[aCRC] = uint32(me), uint32(idx), uint32(want), uint32(size), crc32.ChecksumIEEE(p)
-				for i := aFixed; i < len(args); i++ {
-					args[i] = rng.Uint32()
-				}
-				args = append(args, argsCRC(args))
-				mu.Lock()
-				sentTo[dest]++
-				expected[idx] = want == 1
-				mu.Unlock()
-				if want == 1 {
-					wantReplies.Add(1)
-				}
-				switch kind {
-				case 0:
-					err = conduit.RequestShort(dest, hShort, args...)
-				case 1:
-					err = conduit.RequestMedium(dest, hMedium, p, args...)
-				default:
-					off := uint64((me**threads+g)*region + rng.IntN(region-size+1))
-					err = conduit.RequestLong(dest, hLong, p, off, args...)
-				}
-				if err != nil {
-					fail("request %d to %d: %v", idx, dest, err)
-				}
-			}
+			sendRequests(g, me, n, *msgs, *threads, *seed, &next, sentTo, &wantReplies)
 		}()
 	}
 	wg.Wait()
@@ -252,7 +197,80 @@ func main() {
 		die("barrier: %v", err)
 	}
 
-	// Compare: what each rank sent to me against what ran here.
+	checkRequests(n, me, sentTo)
+	rmaPhase(n, me, *threads*region)
+	visPhase(n, me, *threads*region)
+	teamPhase(n, me)
+	atomicPhase(n, me, uint64(n**threads*region))
+	conduit.Finalize(verdict(n, me, *msgs, *threads))
+}
+
+// sendRequests is goroutine g's part of the requests this rank sends:
+// each of random kind, destination, size and arguments, checksummed,
+// counted in sentTo by destination and, when it asks for a reply, in
+// wantReplies.
+func sendRequests(g, me, n, msgs, threads int, seed uint64, next *atomic.Int64, sentTo []uint32, wantReplies *atomic.Uint64) {
+	rng := rand.New(rand.NewPCG(seed, uint64(me)<<16|uint64(g)))
+	payload := make([]byte, conduit.MaxMedium)
+	for {
+		idx := int(next.Add(1) - 1)
+		if idx >= msgs {
+			return
+		}
+		dest := rng.IntN(n)
+		want := rng.IntN(2)
+		args := make([]uint32, aFixed+rng.IntN(conduit.MaxArgs-aFixed))
+		kind := rng.IntN(3)
+		if kind == 2 {
+			want = 1
+			busy := &longBusy[g*n+dest]
+			if err := conduit.WaitUntil(func() bool { return !busy.Load() }); err != nil {
+				die("waiting for the reply to a long request: %v", err)
+			}
+			busy.Store(true)
+			longOf[idx].Store(int32(g*n + dest + 1))
+		}
+		size := 0
+		if kind > 0 {
+			size = rng.IntN(conduit.MaxMedium + 1)
+			if rng.IntN(2) == 0 {
+				size = rng.IntN(513)
+			}
+			for i := range payload[:size] {
+				payload[i] = byte(rng.Uint32())
+			}
+		}
+		p, err := payload[:size], error(nil)
+		args[aSrc], args[aIdx], args[aWant], args[aLen], args[aCRC] = uint32(me), uint32(idx), uint32(want), uint32(size), crc32.ChecksumIEEE(p)
+		for i := aFixed; i < len(args); i++ {
+			args[i] = rng.Uint32()
+		}
+		args = append(args, argsCRC(args))
+		mu.Lock()
+		sentTo[dest]++
+		expected[idx] = want == 1
+		mu.Unlock()
+		if want == 1 {
+			wantReplies.Add(1)
+		}
+		switch kind {
+		case 0:
+			err = conduit.RequestShort(dest, hShort, args...)
+		case 1:
+			err = conduit.RequestMedium(dest, hMedium, p, args...)
+		default:
+			off := uint64((me*threads+g)*region + rng.IntN(region-size+1))
+			err = conduit.RequestLong(dest, hLong, p, off, args...)
+		}
+		if err != nil {
+			fail("request %d to %d: %v", idx, dest, err)
+		}
+	}
+}
+
+// checkRequests compares what each rank sent to this one with what ran
+// here, and the replies this rank asked for with those that ran.
+func checkRequests(n, me int, sentTo []uint32) {
 	mine := make([]byte, 4*n)
 	for d, c := range sentTo {
 		binary.LittleEndian.PutUint32(mine[4*d:], c)
@@ -283,10 +301,11 @@ func main() {
 		}
 	}
 	mu.Unlock()
-	rmaPhase(n, me, *threads*region)
-	visPhase(n, me, *threads*region)
-	teamPhase(n, me)
-	atomicPhase(n, me, uint64(n**threads*region))
+}
+
+// verdict prints this rank's errors and, on rank 0, the job's verdict,
+// and returns the job's code.
+func verdict(n, me, msgs, threads int) int {
 	mu.Lock()
 	for _, e := range errs {
 		fmt.Fprintf(os.Stderr, "testcore: rank %d: %s\n", me, e)
@@ -308,16 +327,15 @@ func main() {
 	}
 	if me == 0 {
 		if bad == 0 {
-			fmt.Printf("testcore: %d ranks × %d requests (%d goroutines each): every request and reply ran exactly once, every checksum matched\n", n, *msgs, *threads)
+			fmt.Printf("testcore: %d ranks × %d requests (%d goroutines each): every request and reply ran exactly once, every checksum matched\n", n, msgs, threads)
 		} else {
 			fmt.Printf("testcore: FAILED on %d of %d ranks\n", bad, n)
 		}
 	}
-	code := 0
 	if bad > 0 {
-		code = 1
+		return 1
 	}
-	conduit.Finalize(code)
+	return 0
 }
 
 func usage(format string, a ...any) {

@@ -2,7 +2,6 @@ package console
 
 import (
 	"bufio"
-	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -75,18 +74,7 @@ func Run(cfg *envconf.Config, src map[string]envconf.Source, n int, program stri
 	prefix := filepath.Base(program) + ": "
 	say := func(format string, a ...any) { fmt.Fprintf(os.Stderr, prefix+format+"\n", a...) }
 	name, why := launch.Choose(cfg, os.Getenv)
-	var verbose func(string, ...any)
-	if cfg.VerboseEnv {
-		verbose = say
-		if why != "" {
-			say("spawner %s (%s); settings:", name, why)
-		} else {
-			say("spawner %s; settings:", name)
-		}
-		for _, l := range cfg.Describe(src) {
-			fmt.Fprintln(os.Stderr, "  "+l)
-		}
-	}
+	verbose := describe(cfg, src, name, why, say)
 	sp, err := launch.For(name, cfg, src, n, verbose)
 	if err != nil {
 		say("%v", err)
@@ -97,33 +85,10 @@ func Run(cfg *envconf.Config, src map[string]envconf.Source, n int, program stri
 		say("%v", err)
 		return 1
 	}
-	for _, w := range envconf.UnknownVars(os.Environ(), ctl.MarkerVars) {
-		say("%s", w)
-	}
-	if cfg.OutputLabel && !routed {
-		why := envconf.DisplayName(src, "GASNET_ROUTE_OUTPUT") + "=0"
-		if cfg.RouteOutput {
-			why = "the C spawner without " + envconf.DisplayName(src, "GASNET_CSPAWN_ROUTE_OUTPUT") + "=1"
-		}
-		say("warning: %s=1 has no effect: the workers' output does not go through the console (%s)", envconf.DisplayName(src, "GASNET_OUTPUT_LABEL"), why)
-	}
-	host := cfg.MasterIP
-	if r, ok := sp.(launch.Remote); ok && host == "" {
-		// Remote workers get an address, never a name to resolve.
-		if host, err = r.ConsoleAddr(); err != nil {
-			say("%v", err)
-			return 1
-		}
-		if verbose != nil {
-			say("S spawner: workers reach the console at %s", cmp.Or(host, "the address of the interface that routes to each host"))
-		}
-	}
-	if host == "" && name != "S" {
-		host = "127.0.0.1"
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	warnSettings(cfg, src, routed, say)
+	ln, err := listen(cfg, sp, name, verbose != nil, say)
 	if err != nil {
-		say("GASNET_MASTERIP=%s: cannot listen: %v", host, err)
+		say("%v", err)
 		return 1
 	}
 	defer ln.Close()
@@ -158,21 +123,9 @@ func Run(cfg *envconf.Config, src map[string]envconf.Source, n int, program stri
 	// hosts connect to ln.
 	joins := make(chan *peerConn)
 	if name == "L" {
-		// Their environment is the console's and the forwarded variables:
-		// the console reads their configuration once, for all of them.
-		wcfg, wsrc, err := envconf.LoadEnv(append(os.Environ(), fwd...))
-		if err != nil {
-			say("%s: %v", envconf.DisplayName(src, "GASNET_FORWARD_ENV"), err)
+		if spec.Control, err = localControl(cfg, src, fwd, joins); err != nil {
+			say("%v", err)
 			return 1
-		}
-		settings := ctl.EncodeFrame(ctl.FrameSettings, ctl.Settings{Config: envconf.AppendBinary(nil, wcfg, wsrc)})
-		spec.Control = func(_ int, c net.Conn) {
-			go func() {
-				_, err := c.Write(settings)
-				if err != nil || !readJoin(c, cfg.ConnectTimeout, joins) {
-					c.Close()
-				}
-			}()
 		}
 	}
 	// Routed output still in flight when the job ends is delivered, at
