@@ -82,16 +82,6 @@ func hierarchical(leaders []int) bool {
 	return shared && groups > 1
 }
 
-// sharing reports whether some shared-memory group has two ranks or more.
-func sharing(leaders []int) bool {
-	for r, l := range leaders {
-		if l != r {
-			return true
-		}
-	}
-	return false
-}
-
 // collWait is the wait of the collectives: it waits until cond. Unlike
 // other waits it goes on for a while (a quarter of the exit timeout) when
 // the console says the job has ended: another rank may have completed this

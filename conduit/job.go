@@ -158,10 +158,6 @@ func (j *Job) setHosts(hosts []string) {
 // program's call that was polling does not return to it.
 func (j *Job) defaultReturned(r Returned) { j.abortJob(j.describe(r)) }
 
-// treeAbort aborts the job for a mismatch of tree collectives that the
-// ranks' errors cannot report (see amTree.abort).
-func (j *Job) treeAbort(err error) { j.abortJob(err.Error()) }
-
 // abortJob says why this rank aborts the job, once, and aborts it with
 // code 1 before it returns (see defaultReturned).
 func (j *Job) abortJob(why string) {

@@ -4,7 +4,6 @@ package conduit
 // a call of the engine (conduit/internal/coll) through Team.collect.
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/udpconduit/udpconduit/conduit/internal/coll"
@@ -91,16 +90,6 @@ func (t *Team) Alltoallv(parts [][]byte) ([][]byte, error) {
 // AlltoallvNB starts Alltoallv; parts must not change until it completes.
 func (t *Team) AlltoallvNB(parts [][]byte) *Handle[[][]byte] {
 	return startNB(t, func() ([][]byte, error) { return t.alltoallv(parts) })
-}
-
-// cloneParts copies parts and each part, for a collective that may outlive
-// its caller's wait.
-func cloneParts(parts [][]byte) [][]byte {
-	out := make([][]byte, len(parts))
-	for i, p := range parts {
-		out[i] = bytes.Clone(p)
-	}
-	return out
 }
 
 // Reduce combines the vectors of every member of t element by element
