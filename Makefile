@@ -98,7 +98,7 @@ scale:
 FUZZTIME ?= 500000x
 FUZZ_TARGETS := ./amudp/internal/wire/:FuzzDecode ./amudp/internal/shmring/:FuzzPeek ./amudp/internal/shmring/:FuzzRing ./spawn/internal/console/:FuzzControlFrame ./spawn/internal/cmdtmpl/:FuzzExpandTemplate \
 	./spawn/internal/cmdtmpl/:FuzzSplitServers ./spawn/internal/ctl/:FuzzDecodeTable ./spawn/internal/sshc/:FuzzParseServers ./spawn/internal/sshc/:FuzzParseOptions ./spawn/internal/sshc/:FuzzParseConfig \
-	./conduit/internal/ifmatch/:FuzzCandidatesAgree ./spawn/internal/pmi/:FuzzParse ./spawn/internal/pmi/:FuzzClientReplies ./spawn/internal/pmi/:FuzzParseMapping
+	./conduit/internal/ifmatch/:FuzzCandidatesAgree ./conduit/internal/coll/:FuzzBox ./spawn/internal/pmi/:FuzzParse ./spawn/internal/pmi/:FuzzClientReplies ./spawn/internal/pmi/:FuzzParseMapping
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
