@@ -7,6 +7,7 @@ package conduit
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/udpconduit/udpconduit/conduit/internal/coll"
 )
@@ -61,12 +62,15 @@ type Team struct {
 	arena []byte
 
 	// The order of this rank's calls on the team: each call takes a
-	// ticket (next) when it is made and runs when serving reaches it.
+	// ticket (next) when it is made and runs when serving reaches it; a
+	// call that must wait for its turn counts itself in waiting and
+	// sleeps on turned, so that a call whose turn it is costs no lock.
+	next, serving atomic.Uint64
+	waiting       atomic.Int32
 	omu           sync.Mutex
 	turned        sync.Cond // on omu: serving moved
-	next, serving uint64
-	seq           uint64 // collectives begun, by the call whose turn it is
-	splits        uint64 // Splits of this team, which name the sub-teams
+	seq           uint64    // collectives begun, by the call whose turn it is
+	splits        uint64    // Splits of this team, which name the sub-teams
 }
 
 // World returns the team of the whole job: its ranks are the job's.
@@ -198,13 +202,18 @@ type teamCall struct {
 	t    *Team
 	seq  uint64
 	call coll.Call
+	// boxed: the call entered the team's box (enterBox), as a call over
+	// messages does; an exchange on shared words needs none.
+	boxed bool
 }
 
 // begin starts this rank's next collective on the team, call, in the
 // turn of the call that makes it (ordered, startNB), once every request
 // this rank sent has been answered (so that a Put completed before a
-// barrier is visible to every member after it).
-func (t *Team) begin(call coll.Call) (*teamCall, error) {
+// barrier is visible to every member after it). A call over messages
+// enters the team's box here (onWords false), an exchange on words only
+// if it falls back to messages (enterBox).
+func (t *Team) begin(call coll.Call, onWords bool) (*teamCall, error) {
 	j := t.j
 	j.enter()
 	if err := j.ep.Drain(); err != nil {
@@ -213,10 +222,10 @@ func (t *Team) begin(call coll.Call) (*teamCall, error) {
 	t.seq++
 	t.call = teamCall{t: t, seq: t.seq, call: call}
 	c := &t.call
-	if f, failed := t.box.Enter(c.seq, call); failed {
-		// Another member failed it before this rank came.
-		t.box.Leave(c.seq, false)
-		return nil, j.done(fmt.Errorf("%v %d: %w", call.Kind, c.seq, f.Err()))
+	if !onWords {
+		if err := c.enterBox(); err != nil {
+			return nil, j.done(fmt.Errorf("%v %d: %w", call.Kind, c.seq, err))
+		}
 	}
 	if j.hangWarn > 0 {
 		// Its reports (GASNET_HANG_WARN) let the console see members
@@ -226,6 +235,19 @@ func (t *Team) begin(call coll.Call) (*teamCall, error) {
 	return c, nil
 }
 
+// enterBox enters the call into the team's box, which keeps the messages
+// that come for it: its error is the failure another member told before
+// this rank came.
+func (c *teamCall) enterBox() error {
+	c.boxed = true
+	if f, failed := c.t.box.Enter(c.seq, c.call); failed {
+		c.t.box.Leave(c.seq, false)
+		c.boxed = false
+		return f.Err()
+	}
+	return nil
+}
+
 // end ends the call with err: what came for it after it returned a result
 // (another call's message, a failure) aborts the job.
 func (c *teamCall) end(err error) error {
@@ -233,8 +255,10 @@ func (c *teamCall) end(err error) error {
 	if t.j.hangWarn > 0 {
 		t.j.watch.leave(t.watch)
 	}
-	if why := t.box.Leave(c.seq, err == nil); why != "" {
-		t.j.abortJob(fmt.Sprintf("%v: %s", ErrCollectiveMismatch, why))
+	if c.boxed {
+		if why := t.box.Leave(c.seq, err == nil); why != "" {
+			t.j.abortJob(fmt.Sprintf("%v: %s", ErrCollectiveMismatch, why))
+		}
 	}
 	if err == nil {
 		t.j.ep.Fence()
@@ -253,28 +277,32 @@ func (t *Team) checkAbort() {
 }
 
 // ticket takes the next place in the order of this rank's calls on t.
-func (t *Team) ticket() uint64 {
-	t.omu.Lock()
-	defer t.omu.Unlock()
-	t.next++
-	return t.next - 1
-}
+func (t *Team) ticket() uint64 { return t.next.Add(1) - 1 }
 
 // turn waits until the calls before ticket n have ended.
 func (t *Team) turn(n uint64) {
+	if t.serving.Load() == n {
+		return
+	}
 	t.omu.Lock()
-	for t.serving != n {
+	t.waiting.Add(1)
+	for t.serving.Load() != n {
 		t.turned.Wait()
 	}
+	t.waiting.Add(-1)
 	t.omu.Unlock()
 }
 
-// release ends the call whose turn it is.
+// release ends the call whose turn it is. A call that counted itself
+// waiting after it saw serving did so under omu, before it sleeps: the
+// broadcast under omu reaches it.
 func (t *Team) release() {
-	t.omu.Lock()
-	t.serving++
-	t.turned.Broadcast()
-	t.omu.Unlock()
+	t.serving.Add(1)
+	if t.waiting.Load() > 0 {
+		t.omu.Lock()
+		t.turned.Broadcast()
+		t.omu.Unlock()
+	}
 }
 
 // ordered runs f, a collective on t, after this rank's calls on t made

@@ -147,13 +147,15 @@ func AllReduceFuncNB[T Word](t *Team, f func(a, b T) T, v []T) *Handle[[]T] {
 // exchange on the group's words (coll.Post), unless some rank's datum is
 // too large for its slot; else, and then, over active messages.
 func (t *Team) collect(call coll.Call, data []byte, parts [][]byte, combine coll.Combine) (any, error) {
-	c, err := t.begin(call)
+	w := t.j.words
+	onWords := t.whole() && w != nil && w.whole
+	c, err := t.begin(call, onWords)
 	if err != nil {
 		return nil, t.argErr(call, err)
 	}
 	r := &t.run
 	r.Reset(c, t.plan, call)
-	if w := t.j.words; t.whole() && w != nil && w.whole {
+	if onWords {
 		posts, err := c.exchange(w, r.Post(data, parts, maxPost))
 		if err != nil {
 			return nil, c.end(err)
@@ -165,6 +167,9 @@ func (t *Team) collect(call coll.Call, data []byte, parts [][]byte, combine coll
 		if !big {
 			v, err := r.Shared(posts, combine)
 			return v, c.end(err)
+		}
+		if err := c.enterBox(); err != nil {
+			return nil, c.end(err)
 		}
 	}
 	var v any
