@@ -208,16 +208,18 @@ type teamCall struct {
 }
 
 // begin starts this rank's next collective on the team, call, in the
-// turn of the call that makes it (ordered, startNB), once every request
-// this rank sent has been answered (so that a Put completed before a
-// barrier is visible to every member after it). A call over messages
+// turn of the call that makes it (ordered, startNB), for the kinds that
+// drain once every request this rank sent has been answered (so that a
+// Put completed before a barrier is visible to every member after it). A call over messages
 // enters the team's box here (onWords false), an exchange on words only
 // if it falls back to messages (enterBox).
 func (t *Team) begin(call coll.Call, onWords bool) (*teamCall, error) {
 	j := t.j
 	j.enter()
-	if err := j.ep.Drain(); err != nil {
-		return nil, j.done(err)
+	if drains(call.Kind) {
+		if err := j.ep.Drain(); err != nil {
+			return nil, j.done(err)
+		}
 	}
 	t.seq++
 	t.call = teamCall{t: t, seq: t.seq, call: call}
@@ -233,6 +235,15 @@ func (t *Team) begin(call coll.Call, onWords bool) (*teamCall, error) {
 		j.watch.enter(t.watch, c, j.hangWarn, j.ctl.Report)
 	}
 	return c, nil
+}
+
+// drains reports whether a collective of kind k begins once every request
+// the rank sent has been answered, and over messages leaves once its own
+// messages are: the barrier, broadcast, reductions, all-gather and split.
+// A gather, scatter or all-to-all does neither, so that a member's calls
+// in a row need not wait for the answers to the previous one.
+func drains(k coll.Kind) bool {
+	return k != coll.Gather && k != coll.Scatter && k != coll.Alltoall && k != coll.Alltoallv
 }
 
 // enterBox enters the call into the team's box, which keeps the messages

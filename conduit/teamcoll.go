@@ -195,7 +195,7 @@ func (t *Team) collect(call coll.Call, data []byte, parts [][]byte, combine coll
 	case coll.Split:
 		v, err = r.SplitOf(data)
 	}
-	if err == nil && call.Kind != coll.Gather && call.Kind != coll.Scatter && call.Kind != coll.Alltoall && call.Kind != coll.Alltoallv {
+	if err == nil && drains(call.Kind) {
 		// Every message this rank sent is answered before it leaves a
 		// barrier, broadcast, reduction or all-gather, so that a rank that
 		// ends after it (the program's last) cannot end while another

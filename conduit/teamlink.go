@@ -115,9 +115,9 @@ func (c *teamCall) Fail(f coll.Failure) error {
 type teamBox struct {
 	mu      sync.Mutex
 	teams   map[uint64]*Team
-	parts   map[partKey]*teamMsg     // messages being received
-	pending map[uint64][]func(*Team) // by team id, until it is made
-	wake    func()                   // Endpoint.Wake
+	parts   map[partKey]*teamMsg  // messages being received in chunks
+	pending map[uint64][]wholeMsg // by team id, until it is made
+	wake    func()                // Endpoint.Wake
 }
 
 // partKey names a message being received: the sender's job rank src, in
@@ -146,10 +146,19 @@ func classOf(meta uint32) uint8 {
 	return classMessage
 }
 
-// teamMsg is a message being received, with its header.
+// teamMsg is a message being received in chunks, with its header.
 type teamMsg struct {
 	assembly
 	meta, root, length uint32
+}
+
+// wholeMsg is a message received whole: its key, header and data, or why
+// it is malformed.
+type wholeMsg struct {
+	k                  partKey
+	meta, root, length uint32
+	data               []byte
+	bad                error
 }
 
 // register makes t's messages go to its box, those kept for it first.
@@ -163,72 +172,90 @@ func (b *teamBox) register(t *Team) {
 	kept := b.pending[t.id]
 	delete(b.pending, t.id)
 	b.mu.Unlock()
-	for _, deliver := range kept {
-		deliver(t)
+	for _, m := range kept {
+		m.deliver(t)
 	}
 	t.checkAbort()
 }
 
-// message is hTeam's handler.
+// deliver hands m to its team's box.
+func (m *wholeMsg) deliver(t *Team) {
+	src, ok := t.TeamRank(m.k.src)
+	if !ok {
+		return // not a member: not for this team
+	}
+	h := coll.Unpack(m.meta, m.root, m.length)
+	switch {
+	case m.k.class == classNotice:
+		t.box.Notice(m.k.seq, src, coll.DecodeFailure(m.data))
+	case m.bad != nil:
+		// A malformed message: of no call, which the receiver's engine
+		// reports as a mismatch to every member.
+		t.box.Put(m.k.seq, src, coll.Header{}, nil)
+	case m.k.class == classProbe:
+		t.box.Probe(m.k.seq, src, h.Call)
+	default:
+		t.box.Put(m.k.seq, src, h, m.data)
+	}
+}
+
+// message is hTeam's handler. A message in one chunk (every message of a
+// collective's usual sizes) goes to its team's box without a stop in
+// parts.
 func (b *teamBox) message(tok *amudp.Token, a []uint32, p []byte) {
 	if len(a) != 10 || !tok.IsRequest() {
 		return
 	}
-	id, seq := uint64(a[0])|uint64(a[1])<<32, uint64(a[2])|uint64(a[3])<<32
-	k := partKey{id: id, seq: seq, src: tok.Source(), class: classOf(a[4])}
+	m := wholeMsg{k: partKey{id: uint64(a[0]) | uint64(a[1])<<32, seq: uint64(a[2]) | uint64(a[3])<<32, src: tok.Source(), class: classOf(a[4])},
+		meta: a[4], root: a[5], length: a[6]}
 	b.mu.Lock()
-	if b.parts == nil {
-		b.parts = map[partKey]*teamMsg{}
-	}
-	m := b.parts[k]
-	if m == nil {
-		m = &teamMsg{meta: a[4], root: a[5], length: a[6]}
-		b.parts[k] = m
-	}
-	if m.meta != a[4] || m.root != a[5] || m.length != a[6] {
-		m.bad, m.buf = fmt.Errorf("chunks of different collectives"), nil
-		m.done.Store(true)
-	} else {
-		m.add(int(a[7]), int(a[8]), int(a[9]), p, "a team collective's message")
-	}
-	if !m.done.Load() {
+	if a[7] == 0 && a[8] == 1 && int(a[9]) == len(p) && b.parts[m.k] == nil {
+		if len(p) > 0 {
+			m.data = append([]byte(nil), p...)
+		}
+	} else if !b.assemble(&m, a, p) {
 		b.mu.Unlock()
 		return
 	}
-	delete(b.parts, k)
-	data, err := m.take()
-	deliver := func(t *Team) {
-		src, ok := t.TeamRank(k.src)
-		if !ok {
-			return // not a member: not for this team
-		}
-		h := coll.Unpack(m.meta, m.root, m.length)
-		switch {
-		case k.class == classNotice:
-			t.box.Notice(seq, src, coll.DecodeFailure(data))
-		case err != nil:
-			// A malformed message: of no call, which the receiver's
-			// engine reports as a mismatch to every member.
-			t.box.Put(seq, src, coll.Header{}, nil)
-		case k.class == classProbe:
-			t.box.Probe(seq, src, h.Call)
-		default:
-			t.box.Put(seq, src, h, data)
-		}
-	}
-	t := b.teams[id]
+	t := b.teams[m.k.id]
 	if t == nil {
 		if b.pending == nil {
-			b.pending = map[uint64][]func(*Team){}
+			b.pending = map[uint64][]wholeMsg{}
 		}
-		b.pending[id] = append(b.pending[id], deliver)
+		b.pending[m.k.id] = append(b.pending[m.k.id], m)
 		b.mu.Unlock()
 		return
 	}
 	b.mu.Unlock()
-	deliver(t)
+	m.deliver(t)
 	t.checkAbort()
 	if b.wake != nil {
 		b.wake()
 	}
+}
+
+// assemble adds chunk p (args a) to its message in parts, and reports
+// whether the message is whole, which m then holds. b.mu held.
+func (b *teamBox) assemble(m *wholeMsg, a []uint32, p []byte) bool {
+	if b.parts == nil {
+		b.parts = map[partKey]*teamMsg{}
+	}
+	pm := b.parts[m.k]
+	if pm == nil {
+		pm = &teamMsg{meta: a[4], root: a[5], length: a[6]}
+		b.parts[m.k] = pm
+	}
+	if pm.meta != a[4] || pm.root != a[5] || pm.length != a[6] {
+		pm.bad, pm.buf = fmt.Errorf("chunks of different collectives"), nil
+		pm.done.Store(true)
+	} else {
+		pm.add(int(a[7]), int(a[8]), int(a[9]), p, "a team collective's message")
+	}
+	if !pm.done.Load() {
+		return false
+	}
+	delete(b.parts, m.k)
+	m.meta, m.root, m.length = pm.meta, pm.root, pm.length
+	m.data, m.bad = pm.take()
+	return true
 }
