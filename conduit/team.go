@@ -267,9 +267,7 @@ func (c *teamCall) end(err error) error {
 		t.j.watch.leave(t.watch)
 	}
 	if c.boxed {
-		if why := t.box.Leave(c.seq, err == nil); why != "" {
-			t.j.abortJob(fmt.Sprintf("%v: %s", ErrCollectiveMismatch, why))
-		}
+		t.abortFor(t.box.Leave(c.seq, err == nil))
 	}
 	if err == nil {
 		t.j.ep.Fence()
@@ -278,11 +276,12 @@ func (c *teamCall) end(err error) error {
 	return t.j.done(fmt.Errorf("%v %d: %w", c.call.Kind, c.seq, err))
 }
 
-// checkAbort aborts the job when the team's box found a difference after
-// this rank left the collective it belongs to. In a worker the abort ends
-// the process; in RunLocal the rank ends at its next call.
-func (t *Team) checkAbort() {
-	if why := t.box.Abort(); why != "" {
+// abortFor aborts the job for why, a difference the team's box found
+// after this rank left the collective it belongs to ("": none). In a
+// worker the abort ends the process; in RunLocal the rank ends at its
+// next call.
+func (t *Team) abortFor(why string) {
+	if why != "" {
 		t.j.abortJob(fmt.Sprintf("%v: %s", ErrCollectiveMismatch, why))
 	}
 }

@@ -173,30 +173,29 @@ func (b *teamBox) register(t *Team) {
 	delete(b.pending, t.id)
 	b.mu.Unlock()
 	for _, m := range kept {
-		m.deliver(t)
+		t.abortFor(m.deliver(t))
 	}
-	t.checkAbort()
 }
 
-// deliver hands m to its team's box.
-func (m *wholeMsg) deliver(t *Team) {
+// deliver hands m to its team's box, and returns why the job must abort
+// ("" if it need not; see coll.Box.Put).
+func (m *wholeMsg) deliver(t *Team) string {
 	src, ok := t.TeamRank(m.k.src)
 	if !ok {
-		return // not a member: not for this team
+		return "" // not a member: not for this team
 	}
 	h := coll.Unpack(m.meta, m.root, m.length)
 	switch {
 	case m.k.class == classNotice:
-		t.box.Notice(m.k.seq, src, coll.DecodeFailure(m.data))
+		return t.box.Notice(m.k.seq, src, coll.DecodeFailure(m.data))
 	case m.bad != nil:
 		// A malformed message: of no call, which the receiver's engine
 		// reports as a mismatch to every member.
-		t.box.Put(m.k.seq, src, coll.Header{}, nil)
+		return t.box.Put(m.k.seq, src, coll.Header{}, nil)
 	case m.k.class == classProbe:
-		t.box.Probe(m.k.seq, src, h.Call)
-	default:
-		t.box.Put(m.k.seq, src, h, m.data)
+		return t.box.Probe(m.k.seq, src, h.Call)
 	}
+	return t.box.Put(m.k.seq, src, h, m.data)
 }
 
 // message is hTeam's handler. A message in one chunk (every message of a
@@ -227,8 +226,7 @@ func (b *teamBox) message(tok *amudp.Token, a []uint32, p []byte) {
 		return
 	}
 	b.mu.Unlock()
-	m.deliver(t)
-	t.checkAbort()
+	t.abortFor(m.deliver(t))
 	if b.wake != nil {
 		b.wake()
 	}

@@ -45,8 +45,10 @@ type seqCall struct {
 // with a probe that comes after it left them.
 const recent = 64
 
-// Put keeps message (h, data) from team rank src in collective seq.
-func (b *Box) Put(seq uint64, src int, h Header, data []byte) {
+// Put keeps message (h, data) from team rank src in collective seq. It
+// returns why the job must abort, as Abort does: with Notice and Probe,
+// what its handler calls, so that a message costs one lock of the box.
+func (b *Box) Put(seq uint64, src int, h Header, data []byte) (abort string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
@@ -59,20 +61,22 @@ func (b *Box) Put(seq uint64, src int, h Header, data []byte) {
 		}
 		b.in[boxKey{seq, src}] = boxMsg{h, data}
 	}
+	return b.takeAbort()
 }
 
-// Notice records that collective seq failed, as team rank src tells.
-func (b *Box) Notice(seq uint64, src int, f Failure) {
+// Notice records that collective seq failed, as team rank src tells, and
+// returns what Put does.
+func (b *Box) Notice(seq uint64, src int, f Failure) (abort string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.failed[seq].Why != "" {
-		return
-	}
-	if seq <= b.left {
+	switch {
+	case b.failed[seq].Why != "":
+	case seq <= b.left:
 		b.abortf("team rank %d found, after this member left collective %d: %s", src, seq, f.Why)
-		return
+	default:
+		b.markFailed(seq, f)
 	}
-	b.markFailed(seq, f)
+	return b.takeAbort()
 }
 
 func (b *Box) markFailed(seq uint64, f Failure) {
@@ -91,20 +95,21 @@ func (b *Box) markFailed(seq uint64, f Failure) {
 }
 
 // Probe records that team rank src, in collective seq, called call and
-// has waited a while.
-func (b *Box) Probe(seq uint64, src int, call Call) {
+// has waited a while, and returns what Put does.
+func (b *Box) Probe(seq uint64, src int, call Call) (abort string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if seq <= b.left {
 		if c := b.calls[seq%recent]; c.seq == seq && c.call != call && b.failed[seq].Why == "" {
 			b.abortf("team rank %d called %v in collective %d, which this member left as %v", src, call, seq, c.call)
 		}
-		return
+		return b.takeAbort()
 	}
 	if b.probes == nil {
 		b.probes = map[boxKey]Call{}
 	}
 	b.probes[boxKey{seq, src}] = call
+	return ""
 }
 
 // Enter begins collective seq of this member, a call of call: it returns

@@ -72,15 +72,16 @@ type memLink struct {
 func (l *memLink) Rank() int { return l.me }
 func (l *memLink) Size() int { return l.net.n }
 
-// changed notes what the boxes decided after an operation: m.mu held.
-func (m *memNet) changed() {
-	for r := range m.boxes {
-		if why := m.boxes[r].Abort(); why != "" {
-			m.aborts[r], m.ended = why, true
-		}
+// record notes that member r aborts the job for why ("": it does not),
+// which ends every member's waits. m.mu held.
+func (m *memNet) record(r int, why string) {
+	if why != "" && m.aborts[r] == "" {
+		m.aborts[r], m.ended = why, true
 	}
-	m.cond.Broadcast()
 }
+
+// changed wakes the waits after an operation. m.mu held.
+func (m *memNet) changed() { m.cond.Broadcast() }
 
 func (l *memLink) Send(to int, h Header, data []byte) error {
 	m := l.net
@@ -89,7 +90,7 @@ func (l *memLink) Send(to int, h Header, data []byte) error {
 	if f, failed := m.boxes[l.me].Failed(l.seq); failed {
 		return f.Err()
 	}
-	m.boxes[to].Put(l.seq, l.me, h, bytes.Clone(data))
+	m.record(to, m.boxes[to].Put(l.seq, l.me, h, bytes.Clone(data)))
 	m.changed()
 	return nil
 }
@@ -112,7 +113,7 @@ func (l *memLink) Recv(from int, want Call) (int, Header, []byte, error) {
 			return 0, Header{}, nil, errHang
 		case !probed && time.Since(start) > probeAfter:
 			probed = true
-			m.boxes[from].Probe(l.seq, l.me, want)
+			m.record(from, m.boxes[from].Probe(l.seq, l.me, want))
 			m.changed()
 			continue
 		}
@@ -128,7 +129,7 @@ func (l *memLink) Fail(f Failure) error {
 	m.boxes[l.me].Fail(l.seq, f)
 	for r := range m.boxes {
 		if r != l.me {
-			m.boxes[r].Notice(l.seq, l.me, f)
+			m.record(r, m.boxes[r].Notice(l.seq, l.me, f))
 		}
 	}
 	m.changed()
@@ -146,9 +147,7 @@ func (m *memNet) enter(me int, seq uint64, c Call) {
 func (m *memNet) leave(me int, seq uint64, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if why := m.boxes[me].Leave(seq, err == nil); why != "" {
-		m.aborts[me], m.ended = why, true
-	}
+	m.record(me, m.boxes[me].Leave(seq, err == nil))
 	m.changed()
 }
 

@@ -195,12 +195,7 @@ func TestEveryMismatchPair(t *testing.T) {
 		for name, p := range plans(n) {
 			for i, a := range calls {
 				for _, b := range calls[i+1:] {
-					sa, _ := parseSpec(a)
-					sb, _ := parseSpec(b)
-					specs := make([]spec, n)
-					for m := range specs {
-						specs[m] = [2]spec{sa, sb}[m%2]
-					}
+					specs := evenOdd(a, b, n)
 					got, _ := runCase(n, p, specs)
 					aborted := slices.Contains(got, "abort")
 					for m, o := range got {
@@ -212,4 +207,16 @@ func TestEveryMismatchPair(t *testing.T) {
 			}
 		}
 	}
+}
+
+// evenOdd returns the calls of n members, the even calling a and the odd
+// b (as parseSpec reads them).
+func evenOdd(a, b string, n int) []spec {
+	sa, _ := parseSpec(a)
+	sb, _ := parseSpec(b)
+	specs := make([]spec, n)
+	for m := range specs {
+		specs[m] = [2]spec{sa, sb}[m%2]
+	}
+	return specs
 }

@@ -86,12 +86,7 @@ func TestSharedMismatchPairs(t *testing.T) {
 	for _, n := range []int{2, 3, 4} {
 		for i, a := range calls {
 			for _, b := range calls[i+1:] {
-				sa, _ := parseSpec(a)
-				sb, _ := parseSpec(b)
-				specs := make([]spec, n)
-				for m := range specs {
-					specs[m] = [2]spec{sa, sb}[m%2]
-				}
+				specs := evenOdd(a, b, n)
 				got, _ := shared(specs, 2000)
 				for m := range got {
 					if f := failed(got[m].err); f != "mismatch" && f != "argument" || got[m].err.Error() != got[0].err.Error() {
