@@ -366,7 +366,7 @@ func (l *loopTransport) Close() error                     { return nil }
 // datagrams go straight from one's Send to the other's queue, in one
 // goroutine: the library's own work per round trip (both sides' encoding,
 // sealing, opening, decoding, credit, handlers and locks), without the
-// kernel, for each protection mode. README's "The network path" sets it
+// kernel, for each protection mode. BENCHMARKS.md's "The network path" sets it
 // against the round trip over loopback.
 func BenchmarkRoundTripWork(b *testing.B) {
 	for _, mode := range []struct {
