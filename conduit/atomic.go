@@ -44,11 +44,8 @@ type Word interface {
 // be applied without fetching (Apply). x and y are the operands.
 type AtomicOp uint8
 
-// The atomic operations and what each stores. Integers wrap; AtomicMin
-// and AtomicMax of floats follow Go's min and max (a NaN gives NaN);
-// AtomicCompareSwap compares the bits of the word and x, as the processor
-// does (so -0 differs from +0, and a NaN can match itself); the bitwise
-// operations apply to integer words only.
+// The atomic operations and what each stores. Integers wrap; float Min and
+// Max follow Go's; CompareSwap compares bits; bitwise ones are for integers.
 const (
 	AtomicSet         = AtomicOp(amo.Set)         // x
 	AtomicGet         = AtomicOp(amo.Get)         // the word unchanged (Fetch only)
@@ -68,65 +65,35 @@ const (
 
 func (o AtomicOp) String() string { return amo.Op(o).String() }
 
-// Atomics operates atomically on words of type T in the segments of a
-// job's ranks: an atomic domain, as gex_AD_Create makes one. Operations
-// on one word through Atomics of different types do not combine
-// meaningfully; operations on a word that other code changes with plain
-// stores or Puts meanwhile race with them. A rank reads or writes its own
-// words, or those of LocalView, atomically with sync/atomic, or through
-// its Atomics.
-//
-// The methods may be called from any goroutine of a rank, not from a
-// handler (they may wait for the network, and to a remote rank they send
-// a request).
+// Atomics is an atomic domain (gex_AD_Create) on words of type T in the
+// job's segments. Its methods may be called from any goroutine, not from a
+// handler. Plain stores to the same words race with it.
 type Atomics[T Word] struct {
 	j    *Job
 	kind amo.Kind
 }
 
-// NewAtomics returns the atomics on words of type T of job j, or, when j
-// is nil, of this worker's job (Default) as Init makes it.
+// NewAtomics returns the atomics of job j (nil: Default).
 func NewAtomics[T Word](j *Job) *Atomics[T] {
 	return &Atomics[T]{j: j, kind: kindOf[T]()}
 }
 
-// Fetch applies op with operands x and y to the word of type T at offset
-// of rank's segment and returns the value the word held before.
+// Fetch applies op with operands x and y to the word at offset of rank's
+// segment and returns the value it held before.
 func (a *Atomics[T]) Fetch(rank int, offset uint64, op AtomicOp, x, y T) (T, error) {
 	old, err := a.do(rank, offset, op, x, y, true)
 	return fromBits[T](old), err
 }
 
-// Apply applies op with operands x and y to the word of type T at offset
-// of rank's segment, and returns once it is done.
+// Apply is Fetch without the value.
 func (a *Atomics[T]) Apply(rank int, offset uint64, op AtomicOp, x, y T) error {
 	_, err := a.do(rank, offset, op, x, y, false)
 	return err
 }
 
-// FetchContext is Fetch bounded by ctx: when ctx ends before the
-// operation is sent (it waits for credit), it is not applied; when ctx
-// ends while its answer is awaited, it is applied all the same, and its
-// fetched value is lost. Either way FetchContext returns ctx's error.
-func (a *Atomics[T]) FetchContext(ctx context.Context, rank int, offset uint64, op AtomicOp, x, y T) (T, error) {
-	old, err := a.doContext(ctx, rank, offset, op, x, y, true)
-	return fromBits[T](old), err
-}
-
-// ApplyContext is Apply bounded by ctx, as FetchContext.
-func (a *Atomics[T]) ApplyContext(ctx context.Context, rank int, offset uint64, op AtomicOp, x, y T) error {
-	_, err := a.doContext(ctx, rank, offset, op, x, y, false)
-	return err
-}
-
-// do is Fetch and Apply.
+// do is Fetch and Apply: on a mapped word it returns at once, with no
+// handle.
 func (a *Atomics[T]) do(rank int, offset uint64, op AtomicOp, x, y T, fetch bool) (uint64, error) {
-	return a.doContext(context.Background(), rank, offset, op, x, y, fetch)
-}
-
-// doContext is do bounded by ctx (FetchContext): on a mapped word it
-// returns at once, with no handle.
-func (a *Atomics[T]) doContext(ctx context.Context, rank int, offset uint64, op AtomicOp, x, y T, fetch bool) (uint64, error) {
 	j, view, err := a.check(rank, offset, op, fetch)
 	if err != nil {
 		return 0, err
@@ -134,23 +101,18 @@ func (a *Atomics[T]) doContext(ctx context.Context, rank int, offset uint64, op 
 	if view != nil {
 		return a.local(j, view, offset, op, x, y)
 	}
-	h, err := a.send(ctx, j, rank, offset, op, x, y)
-	if err == nil {
-		err = h.waitContext(ctx)
-	}
+	h, err := a.send(context.Background(), j, rank, offset, op, x, y)
 	if err != nil {
-		if h != nil && !h.done() {
-			h.abandon()
-		}
+		return 0, err
+	}
+	if err := h.wait(); err != nil {
 		return 0, err
 	}
 	return h.bits.Load(), nil
 }
 
-// FetchNB starts Fetch and returns its handle. The operation, its
-// operands, the word's type, alignment (offset a multiple of the word's
-// size) and place in the segment are checked first: what does not fit is
-// an error, and nothing is sent.
+// FetchNB starts Fetch. A bad operation, type, alignment or range is an
+// error before anything is sent.
 func (a *Atomics[T]) FetchNB(rank int, offset uint64, op AtomicOp, x, y T) (*Handle[T], error) {
 	h, err := a.start(rank, offset, op, x, y, true)
 	if err != nil {
@@ -159,7 +121,7 @@ func (a *Atomics[T]) FetchNB(rank int, offset uint64, op AtomicOp, x, y T) (*Han
 	return &Handle[T]{op: h, get: func() T { return fromBits[T](h.bits.Load()) }}, nil
 }
 
-// ApplyNB starts Apply and returns its handle, checked as FetchNB is.
+// ApplyNB starts Apply.
 func (a *Atomics[T]) ApplyNB(rank int, offset uint64, op AtomicOp, x, y T) (*Handle[struct{}], error) {
 	return handleOf(a.start(rank, offset, op, x, y, false))
 }

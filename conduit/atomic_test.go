@@ -84,7 +84,7 @@ func TestAtomicCounters(t *testing.T) {
 			mu.Lock()
 			fetched = append(fetched, mine...)
 			mu.Unlock()
-			if err := j.Barrier(); err != nil {
+			if err := j.World().Barrier(); err != nil {
 				t.Errorf("rank %d: Barrier: %v", j.Rank(), err)
 			}
 			if j.Rank() < 2 {
@@ -95,7 +95,7 @@ func TestAtomicCounters(t *testing.T) {
 				}
 				final[j.Rank()] = v + uint64(w)<<32
 			}
-			if err := j.Barrier(); err != nil { // rank 0 and 1 serve the reads
+			if err := j.World().Barrier(); err != nil { // rank 0 and 1 serve the reads
 				t.Errorf("rank %d: Barrier: %v", j.Rank(), err)
 			}
 		})
@@ -266,7 +266,7 @@ func TestAtomicModel(t *testing.T) {
 			if !drain() {
 				return
 			}
-			if err := j.Barrier(); err != nil {
+			if err := j.World().Barrier(); err != nil {
 				t.Errorf("rank %d: Barrier: %v", me, err)
 				return
 			}
@@ -287,7 +287,7 @@ func TestAtomicModel(t *testing.T) {
 					}
 				}
 			}
-			if err := j.Barrier(); err != nil { // every rank serves the Gets
+			if err := j.World().Barrier(); err != nil { // every rank serves the Gets
 				t.Errorf("rank %d: Barrier: %v", me, err)
 			}
 		})
@@ -344,7 +344,7 @@ func TestAtomicCASLock(t *testing.T) {
 						return
 					}
 				}
-				if err := j.Barrier(); err != nil {
+				if err := j.World().Barrier(); err != nil {
 					t.Errorf("rank %d: Barrier: %v", me, err)
 				}
 				if me == 0 {
@@ -376,7 +376,7 @@ func TestAtomicErrors(t *testing.T) {
 			return
 		}
 		if j.Rank() != 0 {
-			j.Barrier()
+			j.World().Barrier()
 			return
 		}
 		f := NewAtomics[float64](j)
@@ -414,7 +414,7 @@ func TestAtomicErrors(t *testing.T) {
 		if err := h.wait(); !errors.Is(err, ErrOutOfSegment) || !strings.Contains(err.Error(), "refused an atomic add") {
 			t.Errorf("a request past the owner's segment: %v", err)
 		}
-		j.Barrier()
+		j.World().Barrier()
 	})
 	if res.Code != 0 {
 		t.Fatalf("job ended %+v", res)
@@ -465,7 +465,7 @@ func TestHandleDoneLeavesNothing(t *testing.T) {
 			}
 			j.rma.mu.Unlock()
 		}
-		j.Barrier()
+		j.World().Barrier()
 	})
 	if res.Code != 0 {
 		t.Fatalf("job ended %+v", res)

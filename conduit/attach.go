@@ -11,26 +11,12 @@ import (
 	"github.com/udpconduit/udpconduit/amudp"
 )
 
-// Attach registers the client's handlers (indexes 128..255, each at most
-// once, none nil), allocates a segment of segmentSize bytes that Long
-// messages and Put/Get address, and waits until every rank has attached.
-// It is collective: every rank calls it once, before any request, Put or
-// Get of its own. A bad table or a segment that cannot be allocated is an
-// error, and nothing is registered: the rank may call Attach again.
+// Attach registers the program's handlers (indexes 128..255) and allocates
+// its segment of segmentSize bytes, which Long messages and Put/Get address.
+// It is collective: every rank calls it once, before its first request. On
+// an error nothing is registered, and Attach may be called again.
 func (j *Job) Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
-	return j.attachContext(context.Background(), handlers, segmentSize)
-}
-
-// AttachContext is Attach bounded by ctx: when ctx ends before every rank
-// has attached, it returns ctx's error, and the exchange of segment sizes
-// goes on in the background (the other ranks need this rank's), after
-// which requests, Puts and Gets work as after Attach; the segment is then
-// LocalView(Rank()).
-func (j *Job) AttachContext(ctx context.Context, handlers []HandlerEntry, segmentSize int) ([]byte, error) {
-	return j.attachContext(ctx, handlers, segmentSize)
-}
-
-func (j *Job) attachContext(ctx context.Context, handlers []HandlerEntry, segmentSize int) ([]byte, error) {
+	ctx := context.Background()
 	ep := j.enter()
 	if err := checkTable(handlers); err != nil {
 		return nil, err
@@ -139,8 +125,7 @@ func (j *Job) clientCall(handler int) (*amudp.Endpoint, error) {
 	return ep, nil
 }
 
-// RequestShort sends a Short request to the client handler (128..255) of
-// dest.
+// RequestShort sends a Short request to handler (128..255) of dest.
 func (j *Job) RequestShort(dest, handler int, args ...uint32) error {
 	ep, err := j.clientCall(handler)
 	if err != nil {
@@ -159,8 +144,7 @@ func (j *Job) RequestMedium(dest, handler int, payload []byte, args ...uint32) e
 }
 
 // RequestLong sends a Long request writing payload at offset of dest's
-// segment; the range is checked against the segment sizes exchanged at
-// Attach.
+// segment.
 func (j *Job) RequestLong(dest, handler int, payload []byte, offset uint64, args ...uint32) error {
 	ep, err := j.clientCall(handler)
 	if err != nil {
@@ -170,44 +154,6 @@ func (j *Job) RequestLong(dest, handler int, payload []byte, offset uint64, args
 		return err
 	}
 	return j.done(ep.RequestLong(dest, handler, payload, offset, args...))
-}
-
-// RequestShortContext is RequestShort bounded by ctx: a request that
-// waits for credit (GASNET_NETWORKDEPTH requests to dest unanswered) or
-// for room in dest's shared-memory inbox when ctx ends is not sent, and
-// ctx's error is returned. Once sent, a request is delivered (or returned
-// to handler 0) whatever becomes of ctx.
-func (j *Job) RequestShortContext(ctx context.Context, dest, handler int, args ...uint32) error {
-	ep, err := j.clientCall(handler)
-	if err != nil {
-		return err
-	}
-	return j.done(ep.RequestShortContext(ctx, dest, handler, args...))
-}
-
-// RequestMediumContext is RequestMedium bounded by ctx, as
-// RequestShortContext.
-func (j *Job) RequestMediumContext(ctx context.Context, dest, handler int, payload []byte, args ...uint32) error {
-	ep, err := j.clientCall(handler)
-	if err != nil {
-		return err
-	}
-	return j.done(ep.RequestMediumContext(ctx, dest, handler, payload, args...))
-}
-
-// RequestLongContext is RequestLong bounded by ctx, as
-// RequestShortContext; to a rank whose segment this process maps
-// (LocalView), the payload is written there before the request waits, so
-// a request not sent may have written it.
-func (j *Job) RequestLongContext(ctx context.Context, dest, handler int, payload []byte, offset uint64, args ...uint32) error {
-	ep, err := j.clientCall(handler)
-	if err != nil {
-		return err
-	}
-	if err := j.checkRemote(dest, offset, len(payload)); err != nil {
-		return err
-	}
-	return j.done(ep.RequestLongContext(ctx, dest, handler, payload, offset, args...))
 }
 
 // checkRemote checks a range of dest's segment against the sizes exchanged

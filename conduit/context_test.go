@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -45,88 +44,64 @@ func TestContextForms(t *testing.T) {
 				t.Errorf("rank %d: barrier after the Context forms: %v", me, err)
 			}
 
-			// Requests: 16 (the network depth) take every credit to rank
-			// 1; the next waits for credit, which it never gets in time.
-			if me == 0 {
-				time.Sleep(100 * time.Millisecond) // rank 1 has left the barrier: away
-				for range 16 {
-					if err := j.RequestShort(1, 200); err != nil {
-						t.Fatal(err)
-					}
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-				err := j.RequestShortContext(ctx, 1, 200)
-				cancel()
-				if !errors.Is(err, context.DeadlineExceeded) {
-					t.Errorf("RequestShortContext without credit = %v, want the deadline", err)
-				}
-				done, stop := context.WithCancel(context.Background())
-				stop()
-				if err := j.RequestMediumContext(done, 1, 200, []byte{1}); !errors.Is(err, context.Canceled) {
-					t.Errorf("RequestMediumContext with an ended context = %v", err)
-				}
-			} else {
-				time.Sleep(time.Second)
-			}
-			j.Barrier()
-			if me == 1 && ran.Load() != 16 {
-				t.Errorf("the handler ran %d times, want 16: a request whose context ended while it waited for credit was sent", ran.Load())
-			}
-
 			// Remote memory: rank 1 is away again while rank 0 gets, puts
 			// and adds.
 			buf := bytes.Repeat([]byte{0xee}, 8)
 			vbuf := bytes.Repeat([]byte{0xee}, 4)
 			if me == 0 {
 				time.Sleep(100 * time.Millisecond) // rank 1 away
-				short := func() (context.Context, context.CancelFunc) {
-					return context.WithTimeout(context.Background(), 50*time.Millisecond)
-				}
-				for _, c := range []struct {
-					name string
-					call func(context.Context) error
-				}{
-					{"GetContext", func(ctx context.Context) error { return j.GetContext(ctx, 1, 0, buf) }},
-					{"GetVContext", func(ctx context.Context) error {
-						return j.GetVContext(ctx, 1, []Piece{{Offset: 8, Data: vbuf[:2]}, {Offset: 16, Data: vbuf[2:]}})
-					}},
-					{"PutContext", func(ctx context.Context) error { return j.PutContext(ctx, 1, 64, []byte("put data")) }},
-					{"PutStridedContext", func(ctx context.Context) error {
-						return j.PutStridedContext(ctx, 1, Strided{Offset: 256, Stride: 8, Count: 2, Size: 2}, []byte("abcd"), 2)
-					}},
-					{"FetchContext", func(ctx context.Context) error {
-						_, err := NewAtomics[uint64](j).FetchContext(ctx, 1, 128, AtomicAdd, 5, 0)
-						return err
-					}},
-					{"ApplyContext", func(ctx context.Context) error {
-						return NewAtomics[uint64](j).ApplyContext(ctx, 1, 136, AtomicInc, 0, 0)
-					}},
-				} {
-					ctx, cancel := short()
-					if err := c.call(ctx); !errors.Is(err, context.DeadlineExceeded) {
-						t.Errorf("%s while the target is away = %v, want the deadline", c.name, err)
+				var hs []Waiter
+				wait := func(name string, h interface {
+					Waiter
+					WaitContext(context.Context) error
+				}, err error) {
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
 					}
-					cancel()
+					ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+					defer cancel()
+					if err := h.WaitContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("%s: WaitContext while the target is away = %v, want the deadline", name, err)
+					}
+					hs = append(hs, h)
+				}
+				h, err := j.GetNB(1, 0, buf)
+				wait("GetNB", errOnly[struct{}]{h}, err)
+				h, err = j.GetVNB(1, []Piece{{Offset: 8, Data: vbuf[:2]}, {Offset: 16, Data: vbuf[2:]}})
+				wait("GetVNB", errOnly[struct{}]{h}, err)
+				h, err = j.PutNB(1, 64, []byte("put data"))
+				wait("PutNB", errOnly[struct{}]{h}, err)
+				h, err = j.PutStridedNB(1, Strided{Offset: 256, Stride: 8, Count: 2, Size: 2}, []byte("abcd"), 2)
+				wait("PutStridedNB", errOnly[struct{}]{h}, err)
+				fh, err := NewAtomics[uint64](j).FetchNB(1, 128, AtomicAdd, 5, 0)
+				wait("FetchNB", errOnly[uint64]{fh}, err)
+				h, err = NewAtomics[uint64](j).ApplyNB(1, 136, AtomicInc, 0, 0)
+				wait("ApplyNB", errOnly[struct{}]{h}, err)
+				if err := WaitAll(hs...); err != nil {
+					t.Errorf("the operations whose waits gave up: %v", err)
+				}
+				if old, _ := fh.Wait(); old != 0 {
+					t.Errorf("FetchNB fetched %d, want 0", old)
 				}
 			} else {
 				copy(seg, bytes.Repeat([]byte{0x11}, 32))
 				time.Sleep(time.Second)
 			}
-			j.Barrier() // every request of rank 0 answered: the replies have come
-			j.Barrier()
+			j.World().Barrier() // every request of rank 0 answered: the replies have come
+			j.World().Barrier()
 			if me == 0 {
-				if !bytes.Equal(buf, bytes.Repeat([]byte{0xee}, 8)) || !bytes.Equal(vbuf, bytes.Repeat([]byte{0xee}, 4)) {
-					t.Errorf("gets abandoned by their Context form wrote into their buffers later: %x %x", buf, vbuf)
+				if !bytes.Equal(buf, bytes.Repeat([]byte{0x11}, 8)) || !bytes.Equal(vbuf, bytes.Repeat([]byte{0x11}, 4)) {
+					t.Errorf("gets whose waits gave up and went on read %x %x, want 0x11 bytes", buf, vbuf)
 				}
 			} else {
 				if got := string(seg[64:72]); got != "put data" {
-					t.Errorf("the put sent before its deadline wrote %q", got)
+					t.Errorf("the put whose wait gave up wrote %q", got)
 				}
 				if got := string([]byte{seg[256], seg[257], seg[264], seg[265]}); got != "abcd" {
-					t.Errorf("the strided put sent before its deadline wrote %q", got)
+					t.Errorf("the strided put whose wait gave up wrote %q", got)
 				}
 				if a, b := binary.LittleEndian.Uint64(seg[128:]), binary.LittleEndian.Uint64(seg[136:]); a != 5 || b != 1 {
-					t.Errorf("atomics sent before their deadline: words %d and %d, want 5 and 1 (each applied once)", a, b)
+					t.Errorf("atomics whose waits gave up: words %d and %d, want 5 and 1 (each applied once)", a, b)
 				}
 			}
 		})
@@ -206,114 +181,6 @@ func contextPeer(t *testing.T, tm *Team) {
 	}
 }
 
-// TestRequestContextShared: over shared memory (the direct path), a
-// request whose context ends while it waits for credit to a rank that is
-// away is not sent either.
-func TestRequestContextShared(t *testing.T) {
-	var ran atomic.Int64
-	away := make(chan struct{})
-	runJob(t, 2, loopbackShared(t), false, func(j *Job) {
-		if _, err := j.Attach([]HandlerEntry{{Index: 200, Fn: func(*Token, []uint32, []byte) { ran.Add(1) }}}, 64); err != nil {
-			t.Fatal(err)
-		}
-		if j.Rank() == 1 {
-			close(away)
-			time.Sleep(300 * time.Millisecond) // polls nothing
-		} else {
-			<-away
-			for range 16 {
-				if err := j.RequestShort(1, 200); err != nil {
-					t.Fatal(err)
-				}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-			err := j.RequestShortContext(ctx, 1, 200)
-			cancel()
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("RequestShortContext without credit = %v, want the deadline", err)
-			}
-		}
-		j.Barrier()
-		if n := ran.Load(); j.Rank() == 1 && n != 16 {
-			t.Errorf("the handler ran %d times, want 16", n)
-		}
-		if st := j.ep.Stats(); j.Rank() == 0 && st.Sent > 4 {
-			// The requests went through the inboxes, not UDP datagrams.
-			t.Errorf("rank 0 sent %d datagrams: the test did not run over the direct path", st.Sent)
-		}
-	})
-}
-
-// TestAttachContext: an Attach whose context ends before the other ranks
-// have attached returns the context's error and completes in the
-// background; the rank's segment is then LocalView(Rank()), and Puts work.
-func TestAttachContext(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		runJob(t, 2, memNet(amudptest.New(13, 0, 0, 100*time.Microsecond)), false, func(j *Job) {
-			me := j.Rank()
-			var seg []byte
-			if me == 1 {
-				time.Sleep(time.Second)
-				var err error
-				if seg, err = j.Attach(nil, 64); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-				s, err := j.AttachContext(ctx, nil, 64)
-				cancel()
-				if !errors.Is(err, context.DeadlineExceeded) || s != nil {
-					t.Errorf("AttachContext before rank 1 attached = %v, %v; want the deadline", s, err)
-				}
-				if err := j.WaitUntil(func() bool { return j.LocalView(0) != nil }); err != nil {
-					t.Fatal(err)
-				}
-				seg = j.LocalView(0)
-			}
-			if len(seg) != 64 {
-				t.Fatalf("rank %d: segment of %d bytes", me, len(seg))
-			}
-			if err := j.Put(1-me, 0, []byte{byte(10 + me)}); err != nil {
-				t.Errorf("rank %d: put after the attach: %v", me, err)
-			}
-			j.Barrier()
-			if seg[0] != byte(11-me) {
-				t.Errorf("rank %d: segment holds %d, want %d", me, seg[0], 11-me)
-			}
-		})
-	})
-}
-
-// TestAttachContextKeepsOrder: an AttachContext whose context has ended
-// already still takes its place in the rank's order of all-gathers before
-// the rank's next one, as it does on the other ranks.
-func TestAttachContextKeepsOrder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		runJob(t, 2, memNet(amudptest.New(14, 0, 0, 100*time.Microsecond)), false, func(j *Job) {
-			me := j.Rank()
-			if me == 0 {
-				done, stop := context.WithCancel(context.Background())
-				stop()
-				if _, err := j.AttachContext(done, nil, 64); !errors.Is(err, context.Canceled) {
-					t.Errorf("AttachContext with an ended context = %v", err)
-				}
-			} else if _, err := j.Attach(nil, 128); err != nil {
-				t.Fatal(err)
-			}
-			parts, err := j.World().AllGather([]byte(fmt.Sprintf("user data of %d", me)))
-			if err != nil || len(parts) != 2 || string(parts[1-me]) != fmt.Sprintf("user data of %d", 1-me) {
-				t.Errorf("rank %d: the all-gather after the attach gave %q, %v", me, parts, err)
-			}
-			if err := j.WaitUntil(func() bool { return j.SegmentSize(1-me) != 0 }); err != nil {
-				t.Fatal(err)
-			}
-			if got, want := j.SegmentSize(1-me), 64+64*(1-me); got != want {
-				t.Errorf("rank %d: rank %d's segment size %d, want %d", me, 1-me, got, want)
-			}
-		})
-	})
-}
-
 // TestGetFromHandlerRefused: a get started inside a handler is refused
 // with ErrRequestInHandler (as every request there is), at once.
 func TestGetFromHandlerRefused(t *testing.T) {
@@ -335,7 +202,7 @@ func TestGetFromHandlerRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		j.Barrier()
+		j.World().Barrier()
 	})
 	if !ran.Load() {
 		t.Fatal("the handler did not run")
@@ -345,4 +212,12 @@ func TestGetFromHandlerRefused(t *testing.T) {
 			t.Errorf("call %d inside a handler: %v, want ErrRequestInHandler", i, err)
 		}
 	}
+}
+
+// errOnly is a handle's WaitContext without its result.
+type errOnly[T any] struct{ *Handle[T] }
+
+func (h errOnly[T]) WaitContext(ctx context.Context) error {
+	_, err := h.Handle.WaitContext(ctx)
+	return err
 }

@@ -92,7 +92,7 @@ func ExampleJob_Put() {
 		seg, _ := j.Attach(nil, 64)
 		next, prev := (j.Rank()+1)%j.Size(), (j.Rank()+j.Size()-1)%j.Size()
 		j.Put(next, 0, fmt.Appendf(nil, "from %d", j.Rank()))
-		j.Barrier() // every Put has landed
+		j.World().Barrier() // every Put has landed
 		local := string(seg[:6])
 		remote := make([]byte, 6)
 		j.Get(prev, 0, remote) // what prev's predecessor wrote there
@@ -137,7 +137,7 @@ func ExampleJob_Finalize() {
 	code, _ := conduit.RunLocal(2, func(j *conduit.Job) {
 		seg, _ := j.Attach(nil, 8)
 		seg[0] = byte(10 + j.Rank())
-		j.Barrier()
+		j.World().Barrier()
 		if j.Rank() == 0 {
 			buf := make([]byte, 1)
 			j.Get(1, 0, buf)
@@ -159,7 +159,7 @@ func ExampleJob_Exit() {
 		if j.Rank() == 1 {
 			j.Exit(3)
 		}
-		j.Barrier()
+		j.World().Barrier()
 		fmt.Println("not reached")
 	})
 	fmt.Println("exit code", code)
@@ -180,7 +180,7 @@ func ExampleAtomics() {
 		words.Apply(0, 0, conduit.AtomicAdd, int64(j.Rank()+1), 0)
 		old, _ := words.Fetch(0, 8, conduit.AtomicCompareSwap, 0, int64(j.Rank()+100))
 		won, _ := conduit.AllReduce(j.World(), conduit.Sum, []uint64{map[bool]uint64{true: 1}[old == 0]})
-		j.Barrier()
+		j.World().Barrier()
 		if j.Rank() == 0 {
 			sum, _ := words.Fetch(0, 0, conduit.AtomicGet, 0, 0)
 			owner, _ := words.Fetch(0, 8, conduit.AtomicGet, 0, 0)
@@ -205,7 +205,7 @@ func ExampleTeam() {
 		tops, _ := col.Gather(0, []byte{byte(me)})
 		blocks, _ := row.Alltoall([]byte{byte(10 * me), byte(10*me + 1), byte(10*me + 2)})
 		for r := range j.Size() {
-			j.Barrier()
+			j.World().Barrier()
 			if r == me && row.Rank() == 0 {
 				fmt.Printf("row of rank %d: sum %d, column gathered %v, blocks %v\n", me, sum[0], tops, blocks)
 			}
@@ -234,7 +234,7 @@ func ExampleJob_PutStrided() {
 			j.GetIndexed(1, []uint64{0, 20, 40, 60}, 4, diag)
 			fmt.Println("diagonal:", diag[0], diag[4], diag[8], diag[12])
 		}
-		j.Barrier()
+		j.World().Barrier()
 		if j.Rank() == 1 {
 			fmt.Println("row 3:", j.LocalView(1)[48:64])
 		}

@@ -10,22 +10,9 @@ import (
 	"unicode"
 )
 
-// Finalize ends the job collectively, as MPI_Finalize and UPC++'s
-// finalize do, except that it does not return: every rank calls it once
-// its part of the job is done, and the job ends once all have, with the
-// highest code any of them passed, and each process exits with it. Until
-// then the rank serves the others' requests: a rank that still makes
-// remote calls after the last barrier (a Get of a result, a check) gets
-// its answers, and what it prints after them is not lost. A rank first
-// waits until every request it sent has been answered. Another rank's
-// Exit, a failure or a stop signal ends the job at once, as always; an
-// Exit(0) then still ends it with the highest code passed to Finalize
-// before it. Codes are 0..MaxExitCode, as Exit's; any other is reported on
-// stderr and counts as 1.
-//
-// Any goroutine of the program may call it, once; a handler must not (a
-// handler may only reply): there it aborts the job with 1. In RunLocal it
-// ends the calling goroutine (runtime.Goexit) once the job has ended.
+// Finalize ends the job collectively, as MPI_Finalize does, but does not
+// return: the job ends once every rank has called it, with the highest code
+// passed; until then the rank answers requests. Not from a handler.
 func (j *Job) Finalize(code int) {
 	j.enter()
 	if j.ep.InHandler() {
@@ -53,9 +40,6 @@ func (j *Job) Finalize(code int) {
 		}
 	}
 }
-
-// Finalize ends the job collectively; see Job.Finalize.
-func Finalize(code int) { must("Finalize").Finalize(code) }
 
 // exitNow ends a rank whose job ended elsewhere (Terminating), from inside
 // a call of the API, which it names (apiCall) when another rank's Exit

@@ -115,7 +115,7 @@ func TestLibraryHandlersShrugMisfits(t *testing.T) {
 			j.ep.RequestShort(peer, h, 1<<31, 1<<31, 1<<31, 1<<31, 1<<31, 1<<31)
 			j.ep.RequestMedium(peer, h, make([]byte, 300), 9, 9, 9)
 		}
-		if err := j.Barrier(); err != nil {
+		if err := j.World().Barrier(); err != nil {
 			t.Errorf("rank %d: barrier after the misfits: %v", j.Rank(), err)
 		}
 		j.Finalize(0)

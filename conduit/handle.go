@@ -6,14 +6,9 @@ import (
 	"fmt"
 )
 
-// Handle is a non-blocking operation in progress, whose result Wait
-// returns: a Put, Get or vector transfer (T is struct{}: its effect is in
-// the segments or the caller's buffer), an atomic (the value the word held
-// before, or struct{}), a collective (its result). Every non-blocking call
-// of the package returns one (GASNet-EX's gex_Event_t, MPI's
-// MPI_Request, UPC++'s future). Test, Wait and WaitContext may be called
-// from any goroutine, by several at once; WaitAll and WaitAny wait for
-// several, of any result types.
+// Handle is a non-blocking operation in progress (GASNet-EX's gex_Event_t,
+// MPI_Request): every NB call returns one. Its methods may be called from
+// any goroutine; WaitAll and WaitAny wait for handles of any result types.
 type Handle[T any] struct {
 	op  pending
 	get func() T // the result, once op completed without error; nil: T's zero
@@ -32,12 +27,10 @@ type pending interface {
 	owner() *Job
 }
 
-// Test reports whether the operation has completed (MPI_Test,
-// gex_Event_Test): Wait then returns at once.
+// Test reports whether the operation has completed.
 func (h *Handle[T]) Test() bool { return h.op.done() }
 
-// Wait waits, servicing the network (see Job.WaitUntil for where handlers
-// run meanwhile), until the operation completes, and returns its result.
+// Wait runs handlers until the operation completes and returns its result.
 // Not from a handler.
 func (h *Handle[T]) Wait() (T, error) {
 	if err := h.op.wait(); err != nil {
@@ -47,9 +40,8 @@ func (h *Handle[T]) Wait() (T, error) {
 	return h.result(), nil
 }
 
-// WaitContext is Wait bounded by ctx: when ctx ends first it returns
-// ctx's error, and the operation goes on; a later Wait or Test sees it
-// complete.
+// WaitContext is Wait bounded by ctx: when ctx ends first it returns ctx's
+// error, and the operation goes on.
 func (h *Handle[T]) WaitContext(ctx context.Context) (T, error) {
 	if err := h.op.waitContext(ctx); err != nil {
 		var zero T
@@ -75,10 +67,7 @@ type Waiter interface {
 	pending() pending
 }
 
-// WaitAll waits until every handle's operation has completed (MPI_Waitall,
-// gex_Event_WaitAll) and returns their errors joined (errors.Join), nil
-// when none failed; each handle's result is then its Wait's, at once.
-// Nil handles are skipped. Not from a handler.
+// WaitAll waits for every handle and returns their errors joined.
 func WaitAll(hs ...Waiter) error {
 	var errs []error
 	for i, h := range hs {
@@ -92,10 +81,8 @@ func WaitAll(hs ...Waiter) error {
 	return errors.Join(errs...)
 }
 
-// WaitAny waits until one of the handles' operations has completed
-// (MPI_Waitany, gex_Event_WaitSome) and returns its index and error; its
-// result is then its Wait's, at once. Nil handles are skipped; with none,
-// it returns -1 and ErrNoHandle. Not from a handler.
+// WaitAny waits until one handle (nil ones skipped) has completed and returns
+// its index and error; with none, -1 and ErrNoHandle.
 func WaitAny(hs ...Waiter) (int, error) {
 	var j *Job
 	for _, h := range hs {
@@ -125,9 +112,6 @@ func WaitAny(hs ...Waiter) (int, error) {
 	}
 	return first, hs[first].pending().wait()
 }
-
-// ErrNoHandle: WaitAny was given no handle to wait for.
-var ErrNoHandle = errors.New("conduit: WaitAny: no handle")
 
 // handleOf wraps op, made by a call that may have failed.
 func handleOf(op *rmaOp, err error) (*Handle[struct{}], error) {

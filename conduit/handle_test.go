@@ -17,7 +17,7 @@ func TestWaitAllAny(t *testing.T) {
 			t.Error(err)
 		}
 		seg[8] = 40
-		if err := j.Barrier(); err != nil {
+		if err := j.World().Barrier(); err != nil {
 			t.Error(err)
 		}
 		sum := AllReduceNB(j.World(), Sum, []uint64{uint64(j.Rank() + 1)})
@@ -49,7 +49,7 @@ func TestWaitAllAny(t *testing.T) {
 		if i, err := WaitAny(); i != -1 || !errors.Is(err, ErrNoHandle) {
 			t.Errorf("WaitAny() = %d, %v; want -1, ErrNoHandle", i, err)
 		}
-		if err := j.Barrier(); err != nil {
+		if err := j.World().Barrier(); err != nil {
 			t.Error(err)
 		}
 		if j.Rank() == 1 && (string(seg[:2]) != "hi" || seg[8] != 42) {

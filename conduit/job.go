@@ -13,13 +13,9 @@ import (
 	"github.com/udpconduit/udpconduit/spawn"
 )
 
-// Job is one rank's view of a running job: its endpoint, its link to the
-// console, its segment and the order of its collectives. Init makes the Job
-// of a worker process, and the package-level functions act on it (see
-// Default); a Job's methods are the same calls on a given Job, which is how
-// RunLocal runs several ranks in one process. Every method may be called
-// from any goroutine, by several at once, with the ordering rules of the
-// package doc for collectives.
+// Job is one rank of a running job. Init makes a worker's (Default), and
+// RunLocal one for each rank it runs; every method may be called from any
+// goroutine.
 type Job struct {
 	ep          *amudp.Endpoint
 	ctl         control
@@ -54,12 +50,8 @@ type Job struct {
 	attachMu sync.Mutex
 	attach   bool
 
-	world *Team   // the whole job (World)
-	teams teamBox // messages of team collectives
-	// notified is the barrier BarrierNotify started, which BarrierWait
-	// waits for; under splitMu.
-	splitMu    sync.Mutex
-	notified   *Handle[struct{}]
+	world      *Team         // the whole job (World)
+	teams      teamBox       // messages of team collectives
 	hangWarn   time.Duration // GASNET_HANG_WARN (see waitIn); 0: never report
 	watch      hangWatch
 	onReturned atomic.Pointer[defaultReturnedFn]
@@ -244,9 +236,7 @@ func (j *Job) waitContext(ctx context.Context, cond func() bool) error {
 }
 
 // SetReturnedHandler replaces handler 0, which receives undeliverable
-// requests. The default aborts the job. h runs as handlers do, on the
-// goroutine that polls when the request is given up, and must not block;
-// it may be replaced from any goroutine at any time.
+// requests; by default it aborts the job. h runs as a handler does.
 func (j *Job) SetReturnedHandler(h func(Returned)) {
 	j.enter()
 	j.onReturned.Store(&defaultReturnedFn{h})
@@ -269,54 +259,31 @@ func (j *Job) returned(r Returned) {
 	}
 }
 
-// Rank returns this worker's rank in [0, Size()). Like Size and
-// HostRanks it only reads: it does not end a rank whose job ended
-// elsewhere, so `if Rank() == 0 { print the result }` after the final
-// barrier prints even when the other ranks' Exit came first.
+// Rank returns this rank, in [0, Size()).
 func (j *Job) Rank() int { return j.rank }
 
-// Size returns the number of workers, N.
+// Size returns the number of ranks, N.
 func (j *Job) Size() int { return j.size }
 
-// HostRanks returns the ranks that share this worker's host, in order.
+// HostRanks returns the ranks on this rank's host, in order.
 func (j *Job) HostRanks() []int { return append([]int(nil), j.hostRank...) }
 
-// Poll handles pending messages and due retransmissions, running their
-// handlers on the calling goroutine, and returns without waiting. If
-// another goroutine of the rank is polling at that moment, Poll leaves the
-// messages to it (so from a handler, Poll does nothing).
+// Poll runs the handlers of pending messages on the calling goroutine and
+// returns without waiting (nothing when another goroutine is polling).
 func (j *Job) Poll() error { return j.enter().Poll() }
 
-// WaitUntil services the network until cond returns true, running
-// handlers on the calling goroutine (or, while another goroutine polls,
-// sleeping until that one's next pass). cond is called on the calling
-// goroutine after every pass, so it must be cheap and must not block; state
-// that handlers write and cond reads needs a mutex or atomics, as handlers
-// may run on another goroutine. It returns early with the error of a
-// request given up (handler 0 has seen it). Not from a handler.
+// WaitUntil runs handlers until cond, called after each pass, returns true;
+// cond must be cheap, and read what handlers write through atomics or a
+// mutex. It returns early with the error of a request given up. Not from a
+// handler.
 func (j *Job) WaitUntil(cond func() bool) error { j.enter(); return j.wait(cond) }
 
-// Drain waits, servicing the network, until every request this rank has
-// sent has been answered: its handler has run at its destination (a
-// flood's end, say). Not from a handler.
+// Drain waits until every request this rank sent has been answered. Not
+// from a handler.
 func (j *Job) Drain() error { return j.done(j.enter().Drain()) }
 
-// WaitUntilContext is WaitUntil bounded by ctx: it returns ctx's error
-// when ctx ends before cond holds.
-func (j *Job) WaitUntilContext(ctx context.Context, cond func() bool) error {
-	j.enter()
-	return j.waitContext(ctx, cond)
-}
-
-// Exit ends the job: the first rank to call Exit sets the console's exit
-// code, and every other rank is told to exit, even one that is computing
-// without polling. It does not return. Exit codes are 0..MaxExitCode, as a
-// process's are; any other code is reported on stderr and the job ends with
-// 1, so that no failure can wrap around to success (256 would be 0).
-// In a worker process any goroutine may call it, a handler too, and it
-// ends the process. In RunLocal it ends the calling goroutine
-// (runtime.Goexit), which must be one of the rank's program goroutines, not
-// a handler, and the rank's other goroutines at their next wait.
+// Exit ends the job with code (0..MaxExitCode; others end it with 1): every
+// other rank is told to exit, even one computing. It does not return.
 func (j *Job) Exit(code int) {
 	j.enter()
 	if code < 0 || code > MaxExitCode {

@@ -343,7 +343,7 @@ func jobProgram(t *testing.T, jn jobNet, rcvThread bool) []*Job {
 			t.Errorf("rank %d: Put: %v", me, err)
 			return
 		}
-		if err := j.Barrier(); err != nil {
+		if err := j.World().Barrier(); err != nil {
 			t.Errorf("rank %d: Barrier: %v", me, err)
 			return
 		}
@@ -371,7 +371,7 @@ func jobProgram(t *testing.T, jn jobNet, rcvThread bool) []*Job {
 		if err := j.WaitUntil(func() bool { return got[me].Load() == perPeer*(n-1) }); err != nil {
 			t.Errorf("rank %d: WaitUntil: %v", me, err)
 		}
-		if err := j.Barrier(); err != nil {
+		if err := j.World().Barrier(); err != nil {
 			t.Errorf("rank %d: Barrier: %v", me, err)
 		}
 	})
@@ -403,7 +403,7 @@ func TestJobExitEndsTheOthers(t *testing.T) {
 				j.Exit(3)
 				t.Error("Exit returned")
 			}
-			j.Barrier()
+			j.World().Barrier()
 			t.Errorf("rank %d: Barrier returned although rank 2 never entered it", j.Rank())
 		})
 		want := jobResult{Code: 3, Ends: []string{"terminated", "terminated", "exit 3"}}
@@ -515,7 +515,7 @@ func TestJobMisuseErrors(t *testing.T) {
 			if err := j.Put(1-j.Rank(), 56, buf); err != nil {
 				t.Errorf("rank %d: Put at the segment's end: %v", j.Rank(), err)
 			}
-			j.Barrier()
+			j.World().Barrier()
 		})
 		if d := cmp.Diff(jobResult{Ends: []string{"returned", "returned"}}, res); d != "" {
 			t.Errorf("(-want +got):\n%s", d)
@@ -534,7 +534,7 @@ func TestJobCollectivesFromSeveralGoroutines(t *testing.T) {
 			for g := range 2 {
 				wg.Go(func() {
 					for range rounds {
-						if err := j.Barrier(); err != nil {
+						if err := j.World().Barrier(); err != nil {
 							t.Error(err)
 						}
 						if parts, err := j.World().AllGather([]byte{byte(j.Rank()), byte(g)}); err != nil || len(parts) != 3 {
@@ -561,7 +561,7 @@ func TestJobCollectivesFromSeveralGoroutines(t *testing.T) {
 // that drop 10% and duplicate 5% of the datagrams and reorder them, ranks
 // entering in an order that changes from barrier to barrier, no rank leaves
 // a barrier before every rank has entered it, through Barrier and through
-// BarrierNotify and BarrierWait with work between them.
+// BarrierNB and its Wait with work between them.
 func TestBarrierAlgorithms(t *testing.T) {
 	names := map[barrierAlgo]string{barrierDissem: "AMDISSEM", barrierTree: "AMTREE", barrierCentral: "AMCENTRAL", barrierHier: "two levels"}
 	for algo, name := range names {
@@ -600,10 +600,11 @@ func enterBarriers(t *testing.T, j *Job, entered []atomic.Int32, unit time.Durat
 		entered[e].Add(1)
 		var err error
 		if e%2 == 0 {
-			err = j.Barrier()
-		} else if err = j.BarrierNotify(); err == nil {
+			err = j.World().Barrier()
+		} else {
+			h := j.World().BarrierNB()
 			time.Sleep(time.Duration(me%3) * unit) // work between
-			err = j.BarrierWait()
+			_, err = h.Wait()
 		}
 		if err != nil {
 			t.Errorf("rank %d: barrier %d: %v", me, e+1, err)
@@ -778,7 +779,7 @@ func TestRunLocal(t *testing.T) {
 	var sums sync.Map
 	code, err := RunLocal(n, func(j *Job) {
 		for range 20 {
-			if err := j.Barrier(); err != nil {
+			if err := j.World().Barrier(); err != nil {
 				t.Error(err)
 			}
 		}
@@ -787,7 +788,7 @@ func TestRunLocal(t *testing.T) {
 			t.Error(err)
 		}
 		sums.Store(j.Rank(), s[0])
-		j.Barrier() // Exit ends the ranks still waiting
+		j.World().Barrier() // Exit ends the ranks still waiting
 		if j.Rank() == n-1 {
 			j.Exit(7)
 		}

@@ -15,26 +15,9 @@ import (
 	"github.com/udpconduit/udpconduit/spawn"
 )
 
-// RunLocal runs a job of n ranks inside this process and returns its exit
-// code: each rank's program runs on a goroutine of its own, with a Job over
-// a UDP socket on 127.0.0.1 of its own, so its messages, collectives and
-// Put/Get take the same path as between processes. It is for examples,
-// tests and trying the library out; a program run as `./prog N` uses Init
-// and the package-level functions instead, which act on this process's own
-// job and cannot be called from inside RunLocal.
-//
-// program receives its rank's Job and calls its methods. The job ends when
-// every program has returned (code 0), when every rank has called
-// Job.Finalize (the highest code passed), or when one calls Job.Exit: its
-// code is the job's, and Exit ends the calling goroutine (runtime.Goexit)
-// and every other rank's at its next wait, as it ends processes. A rank
-// that returns while the others are all in Finalize ends the job with 1,
-// as a worker that returns from main while others run does. A rank that
-// computes without waiting runs on until it returns. A panic in a program
-// ends the whole process, as it would end a worker's.
-//
-// RunLocal may be called from several goroutines at once; each call is a
-// job of its own. n is 1 to amudp.MaxPeers.
+// RunLocal runs a job of n ranks on goroutines of this process, each with its
+// own Job over loopback UDP, and returns its exit code, for examples and
+// tests. The job ends as a spawned one does.
 func RunLocal(n int, program func(j *Job)) (int, error) {
 	if n < 1 || n > amudp.MaxPeers {
 		return 0, fmt.Errorf("conduit: RunLocal: n=%d: accepted: 1 to %d ranks", n, amudp.MaxPeers)

@@ -14,9 +14,8 @@ import (
 // Op is a reduction operator of Reduce and AllReduce.
 type Op = coll.Op
 
-// The reduction operators. Sum and Prod of integers wrap; Min and Max of
-// floats follow Go's min and max (a NaN anywhere gives NaN); And, Or and
-// Xor apply to integers only.
+// The reduction operators: integers wrap, float Min and Max follow Go's,
+// and And, Or and Xor are for integers.
 const (
 	Sum  = coll.Sum
 	Min  = coll.Min

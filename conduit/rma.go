@@ -44,8 +44,8 @@ func (h *rmaOp) owner() *Job { return h.job }
 // done reports whether the operation completed.
 func (h *rmaOp) done() bool { return h.pending.Load() == 0 }
 
-// WaitContext is Wait bounded by ctx: when ctx ends first it returns
-// ctx's error, and the operation goes on; a later Wait or Done sees it
+// waitContext is wait bounded by ctx: when ctx ends first it returns
+// ctx's error, and the operation goes on; a later Wait or Test sees it
 // complete.
 func (h *rmaOp) waitContext(ctx context.Context) error {
 	j := h.job
@@ -169,9 +169,8 @@ func (j *Job) registerCore() {
 	ep.RegisterAll(hs)
 }
 
-// PutNB starts writing data at offset of dest's segment and returns a
-// handle; data may be reused once PutNB returns. To a rank whose segment
-// this process maps (LocalView), it is a copy, complete on return.
+// PutNB starts writing data at offset of dest's segment; data may be reused
+// on return.
 func (j *Job) PutNB(dest int, offset uint64, data []byte) (*Handle[struct{}], error) {
 	return handleOf(j.putNB(context.Background(), dest, offset, data))
 }
@@ -211,31 +210,6 @@ func (j *Job) Put(dest int, offset uint64, data []byte) error {
 	return h.wait()
 }
 
-// PutContext is Put bounded by ctx: when ctx ends first, PutContext
-// returns its error, and part or all of data may still be written (what
-// was sent goes on; data may be reused at once either way).
-func (j *Job) PutContext(ctx context.Context, dest int, offset uint64, data []byte) error {
-	h, err := j.putNB(ctx, dest, offset, data)
-	return waitContext(ctx, h, err)
-}
-
-// waitContext waits for h, started by an operation whose sends ctx
-// bounded, until ctx ends. An operation that writes into the caller's
-// memory (a get) is then abandoned: nothing writes there after its
-// Context form returns.
-func waitContext(ctx context.Context, h *rmaOp, err error) error {
-	if err != nil {
-		return err
-	}
-	if err := h.waitContext(ctx); err != nil {
-		if !h.done() {
-			h.abandon()
-		}
-		return err
-	}
-	return nil
-}
-
 // abandon forgets h, whose operation has not completed, so that no reply
 // of it writes into the caller's memory from now on: once forgotten, the
 // handlers drop its replies (each looks h up under rma.mu), and the poll
@@ -259,8 +233,6 @@ func (h *rmaOp) giveUp(sent int) {
 }
 
 // GetNB starts reading len(buf) bytes at offset of src's segment into buf.
-// From a rank whose segment this process maps (LocalView), it is a copy,
-// complete on return.
 func (j *Job) GetNB(src int, offset uint64, buf []byte) (*Handle[struct{}], error) {
 	return handleOf(j.getNB(context.Background(), src, offset, buf))
 }
@@ -301,31 +273,12 @@ func (j *Job) Get(src int, offset uint64, buf []byte) error {
 	return h.wait()
 }
 
-// GetContext is Get bounded by ctx: when ctx ends first, GetContext
-// returns its error, buf's contents are unspecified, and nothing writes
-// into buf after it returns.
-func (j *Job) GetContext(ctx context.Context, src int, offset uint64, buf []byte) error {
-	h, err := j.getNB(ctx, src, offset, buf)
-	return waitContext(ctx, h, err)
-}
-
-// LocalView returns rank's segment as this process maps it, to load from
-// and store into directly, as GASNet-EX's gex_EP_QueryBoundSegmentNB and
-// UPC++'s local_team give: this rank's own segment, and that of every rank
-// of its shared-memory group (Neighbors) whose segment is in shared
-// memory. It returns nil for any other rank, before Attach, and when the
-// segment cannot be mapped; Put and Get then send messages.
-//
-// Visibility between ranks follows from the ordering of the events that
-// connect them, as in Go's memory model: stores made through a view, and
-// Puts completed, before a rank enters a barrier are visible to loads
-// that any rank makes after leaving it; those made before a rank sends a
-// request or a reply are visible to the handler that message runs, and to
-// what the handler's rank does after it. Without such an event between
-// them, a store and a load of the same bytes by two ranks race, and the
-// load may see either value or, for more than a word, a mix: use
-// sync/atomic on aligned words for data that ranks update concurrently.
-// The race detector does not see other processes' accesses.
+// LocalView returns rank's segment as this process maps it, to load from and
+// store into directly (GASNet-EX's gex_EP_QueryBoundSegmentNB): this rank's
+// own, and those of its Neighbors in shared memory; nil otherwise. Stores
+// through a view are ordered as Puts are: visible to other ranks after a
+// barrier both pass, or to the handler of a message sent after them; use
+// sync/atomic for words that ranks update concurrently.
 func (j *Job) LocalView(rank int) []byte {
 	j.enter()
 	if !j.attached.Load() {
@@ -355,8 +308,6 @@ func (j *Job) peerView(rank int) []byte {
 	return j.localView(rank)
 }
 
-// Neighbors returns the ranks of this rank's shared-memory group, in
-// order, this rank included (GASNet's supernode, GASNET_SUPERNODE_MAXSIZE):
-// those whose messages take shared memory, and whose segments LocalView
-// may return. It is this rank alone when the rank shares no memory.
+// Neighbors returns the ranks of this rank's shared-memory group, this rank
+// included (GASNet's supernode), in order.
 func (j *Job) Neighbors() []int { return slices.Clone(j.nb.group) }

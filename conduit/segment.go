@@ -6,10 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MaxSegment is the largest segment Attach accepts: Long offsets are 64-bit,
-// but a segment must fit the address space of this process.
-const MaxSegment = 1 << 46
-
 // allocSegment maps size bytes of anonymous memory for the segment. Unlike
 // make, which ends the process with an out-of-memory trace when the memory
 // cannot be had, mmap fails with an error the caller can return. The

@@ -12,37 +12,15 @@ import (
 	"github.com/udpconduit/udpconduit/conduit/internal/coll"
 )
 
-// Team is a group of the job's ranks that run collectives together, with
-// ranks of its own, 0..Size()-1 (MPI_Comm_split's and gex_TM_Split's
-// semantics). World is the whole job; Split makes sub-teams of any team.
-// Every member calls a team's collectives in the same order; collectives
-// on different teams are independent, so ranks that belong to several
-// teams may run them from different goroutines at once. A rank's
-// concurrent calls on one team run one after another, in the order they
-// were made.
-//
-// Every collective of every team runs on one engine (package
-// conduit/internal/coll): where every rank of the job shares memory, a
-// collective of World is one exchange on shared words (each rank posts
-// what it called and its datum, the ranks synchronise, and each reads
-// every post); otherwise, and for data too large for its slot (1632
-// bytes), its messages go over active messages along binomial trees
-// (in two levels where hosts hold several ranks), a dissemination or
-// Bruck's algorithms, as the hosts' load suggests.
-//
-// Each message says what its sender called (kind, root, operator,
-// element type and length). A member that finds another call, or a
-// member whose arguments were refused (a root out of range, a Scatter
-// root's part count), fails the collective on every member: each returns
-// an error wrapping ErrCollectiveMismatch or ErrCollectiveArgument, and
-// the members go on with their next collective. A member that has waited
-// a while (probeAfter) tells the member it waits for what it called, so
-// that calls that wait for each other without a message (reductions to
-// different roots) fail the same way instead of hanging. A member that
-// had already returned its result when the difference showed (the root
-// of a broadcast, whose sending was done) aborts the job with code 1
-// naming it, as that result cannot be taken back; in a job of one shared
-// memory group no member returns before every member's call is seen.
+// Team is a group of the job's ranks that run collectives together, ranked
+// 0..Size()-1 (MPI's communicator, GASNet-EX's gex_TM_t); World is the whole
+// job, and Split makes sub-teams. Members call a team's collectives in the
+// same order; a rank's concurrent calls on one team run in the order made,
+// and different teams are independent. When members call a collective
+// differently, or one refuses its arguments, each member gets an error
+// wrapping ErrCollectiveMismatch or ErrCollectiveArgument and the team goes
+// on; a member that had already returned its result (a broadcast's root)
+// aborts the job instead, naming the calls (DESIGN.md §7).
 type Team struct {
 	j     *Job
 	id    uint64
@@ -73,7 +51,7 @@ type Team struct {
 	splits        uint64    // Splits of this team, which name the sub-teams
 }
 
-// World returns the team of the whole job: its ranks are the job's.
+// World returns the team of the whole job.
 func (j *Job) World() *Team { return j.world }
 
 // newWorld makes the team of the whole job.
@@ -102,8 +80,7 @@ func (t *Team) Rank() int { return t.me }
 // Size returns the number of ranks in the team.
 func (t *Team) Size() int { return len(t.ranks) }
 
-// JobRank returns the job rank of the team's rank r, or -1 when r is not
-// one of its ranks.
+// JobRank returns the job rank of team rank r, or -1.
 func (t *Team) JobRank(r int) int {
 	if r < 0 || r >= len(t.ranks) {
 		return -1
@@ -111,8 +88,7 @@ func (t *Team) JobRank(r int) int {
 	return t.ranks[r]
 }
 
-// TeamRank returns the team rank of the job's rank r, and whether r is a
-// member.
+// TeamRank returns the team rank of job rank r, and whether it is a member.
 func (t *Team) TeamRank(r int) (int, bool) {
 	if t.index == nil {
 		return r, r >= 0 && r < len(t.ranks)
@@ -124,20 +100,15 @@ func (t *Team) TeamRank(r int) (int, bool) {
 // whole reports whether t is the whole job.
 func (t *Team) whole() bool { return t.index == nil }
 
-// Split divides the team into sub-teams, one for each color, as
-// MPI_Comm_split does: every member calls it, as a collective; the members
-// that pass the same color form one team, ranked by key and then by their
-// rank in this team. A negative color joins none: Split returns nil for
-// it. Splits of sub-teams nest.
+// Split divides the team as MPI_Comm_split does: members passing the same
+// color form a team, ranked by key, then by rank; a negative color joins
+// none (nil).
 func (t *Team) Split(color, key int) (*Team, error) {
 	return ordered(t, func() (*Team, error) { return t.split(color, key) })
 }
 
-// SplitNB starts Split. A wait on its handle that gives up (WaitContext)
-// leaves the split going on in the background (the other members need
-// this rank's part), but the team it makes is then lost to this rank,
-// whose fellow members wait for it in that team's collectives: a deadline
-// there is for giving up on the job, not for trying again.
+// SplitNB starts Split. A WaitContext that gives up loses the new team to
+// this rank, while its fellow members wait for it.
 func (t *Team) SplitNB(color, key int) *Handle[*Team] {
 	return startNB(t, func() (*Team, error) { return t.split(color, key) })
 }

@@ -9,9 +9,8 @@ import (
 	"github.com/udpconduit/udpconduit/conduit/internal/coll"
 )
 
-// Barrier returns once every member of the team has entered it: a member
-// enters once every request it sent has been answered, so a Put completed
-// before it is visible to every member after it.
+// Barrier returns once every member has entered it; a member enters once
+// its requests have been answered, so its Puts are visible after it.
 func (t *Team) Barrier() error {
 	_, err := ordered(t, func() (struct{}, error) { return struct{}{}, t.barrier() })
 	return err
@@ -22,8 +21,7 @@ func (t *Team) BarrierNB() *Handle[struct{}] {
 	return startNB(t, func() (struct{}, error) { return struct{}{}, t.barrier() })
 }
 
-// Broadcast returns the root's data on every member (the root's own data
-// is returned to it as a copy; the others' data is not used).
+// Broadcast returns the root's data on every member.
 func (t *Team) Broadcast(root int, data []byte) ([]byte, error) {
 	return ordered(t, func() ([]byte, error) { return t.broadcast(root, data) })
 }
@@ -33,8 +31,8 @@ func (t *Team) BroadcastNB(root int, data []byte) *Handle[[]byte] {
 	return startNB(t, func() ([]byte, error) { return t.broadcast(root, data) })
 }
 
-// Gather returns, at the root, every member's data indexed by team rank
-// (nil elsewhere): each member sends its data to the root.
+// Gather returns every member's data by team rank at the root (nil
+// elsewhere).
 func (t *Team) Gather(root int, data []byte) ([][]byte, error) {
 	return ordered(t, func() ([][]byte, error) { return t.gather(root, data) })
 }
@@ -44,8 +42,7 @@ func (t *Team) GatherNB(root int, data []byte) *Handle[[][]byte] {
 	return startNB(t, func() ([][]byte, error) { return t.gather(root, data) })
 }
 
-// AllGather returns every member's data, indexed by team rank, on every
-// member.
+// AllGather returns every member's data by team rank on every member.
 func (t *Team) AllGather(data []byte) ([][]byte, error) {
 	return ordered(t, func() ([][]byte, error) { return t.allGather(data) })
 }
@@ -55,9 +52,7 @@ func (t *Team) AllGatherNB(data []byte) *Handle[[][]byte] {
 	return startNB(t, func() ([][]byte, error) { return t.allGather(data) })
 }
 
-// Scatter gives each member parts[its team rank] of the root's parts,
-// which must hold one part for each member (parts is read at the root
-// only): the root sends each member its part.
+// Scatter gives each member its part of the root's parts, one per member.
 func (t *Team) Scatter(root int, parts [][]byte) ([]byte, error) {
 	return ordered(t, func() ([]byte, error) { return t.scatter(root, parts) })
 }
@@ -67,10 +62,8 @@ func (t *Team) ScatterNB(root int, parts [][]byte) *Handle[[]byte] {
 	return startNB(t, func() ([]byte, error) { return t.scatter(root, parts) })
 }
 
-// Alltoall exchanges equal blocks between every pair of members: data
-// holds Size() blocks of len(data)/Size() bytes, block i for team rank i,
-// and the result holds the block each member sent this one, in team rank
-// order (MPI_Alltoall). Every member passes as many bytes.
+// Alltoall sends block i of data, Size() equal blocks, to team rank i, and
+// returns the blocks received in team rank order (MPI_Alltoall).
 func (t *Team) Alltoall(data []byte) ([]byte, error) {
 	return ordered(t, func() ([]byte, error) { return t.alltoall(data) })
 }
@@ -80,9 +73,8 @@ func (t *Team) AlltoallNB(data []byte) *Handle[[]byte] {
 	return startNB(t, func() ([]byte, error) { return t.alltoall(data) })
 }
 
-// Alltoallv exchanges parts of any sizes between every pair of members:
-// parts[i] goes to team rank i, and the result holds, in team rank order,
-// what each member sent this one (MPI_Alltoallv).
+// Alltoallv sends parts[i] to team rank i and returns the parts received in
+// team rank order (MPI_Alltoallv).
 func (t *Team) Alltoallv(parts [][]byte) ([][]byte, error) {
 	return ordered(t, func() ([][]byte, error) { return t.alltoallv(parts) })
 }
@@ -92,51 +84,44 @@ func (t *Team) AlltoallvNB(parts [][]byte) *Handle[[][]byte] {
 	return startNB(t, func() ([][]byte, error) { return t.alltoallv(parts) })
 }
 
-// Reduce combines the vectors of every member of t element by element
-// with op and returns the result at the root (nil elsewhere); every member
-// passes a vector of the same length. Integers wrap; float Min and Max
-// follow Go's min and max. The order in which a float sum adds is fixed
-// by the team's size, placement on hosts and root: in a job of one
-// shared-memory group, rank order; otherwise up a tree.
+// Reduce combines the members' vectors, all of one length, element by element
+// with op, and returns the result at the root (nil elsewhere).
 func Reduce[T Word](t *Team, root int, op Op, v []T) ([]T, error) {
 	return ordered(t, func() ([]T, error) { return reduceT(t, root, op, v, false) })
 }
 
-// ReduceNB starts Reduce; v must not change until it completes.
+// ReduceNB starts Reduce.
 func ReduceNB[T Word](t *Team, root int, op Op, v []T) *Handle[[]T] {
 	return startNB(t, func() ([]T, error) { return reduceT(t, root, op, v, false) })
 }
 
-// AllReduce is Reduce whose result every member gets, the same bits on
-// every member.
+// AllReduce is Reduce whose result, the same bits, every member gets.
 func AllReduce[T Word](t *Team, op Op, v []T) ([]T, error) {
 	return ordered(t, func() ([]T, error) { return reduceT(t, 0, op, v, true) })
 }
 
-// AllReduceNB starts AllReduce; v must not change until it completes.
+// AllReduceNB starts AllReduce.
 func AllReduceNB[T Word](t *Team, op Op, v []T) *Handle[[]T] {
 	return startNB(t, func() ([]T, error) { return reduceT(t, 0, op, v, true) })
 }
 
-// ReduceFunc is Reduce with the program's own operator f, which must be
-// commutative and associative (the tree combines in an order of its
-// own); every member passes the same f.
+// ReduceFunc is Reduce with the program's operator f, which must be
+// commutative and associative, the same on every member.
 func ReduceFunc[T Word](t *Team, root int, f func(a, b T) T, v []T) ([]T, error) {
 	return ordered(t, func() ([]T, error) { return reduceFuncT(t, root, f, v, false) })
 }
 
-// ReduceFuncNB starts ReduceFunc; v must not change until it completes.
+// ReduceFuncNB starts ReduceFunc.
 func ReduceFuncNB[T Word](t *Team, root int, f func(a, b T) T, v []T) *Handle[[]T] {
 	return startNB(t, func() ([]T, error) { return reduceFuncT(t, root, f, v, false) })
 }
 
-// AllReduceFunc is AllReduce with the program's own operator, as
-// ReduceFunc.
+// AllReduceFunc is AllReduce with the program's operator, as ReduceFunc.
 func AllReduceFunc[T Word](t *Team, f func(a, b T) T, v []T) ([]T, error) {
 	return ordered(t, func() ([]T, error) { return reduceFuncT(t, 0, f, v, true) })
 }
 
-// AllReduceFuncNB starts AllReduceFunc; v must not change until it completes.
+// AllReduceFuncNB starts AllReduceFunc.
 func AllReduceFuncNB[T Word](t *Team, f func(a, b T) T, v []T) *Handle[[]T] {
 	return startNB(t, func() ([]T, error) { return reduceFuncT(t, 0, f, v, true) })
 }

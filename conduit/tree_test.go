@@ -238,7 +238,7 @@ func TestAllReduceMismatchErrsEverywhere(t *testing.T) {
 				if err != nil || !cmp.Equal(got, []uint64{15}) {
 					t.Errorf("rank %d: the next all-reduce gave %v, %v", me, got, err)
 				}
-				j.Barrier()
+				j.World().Barrier()
 			})
 			for r, err := range errs {
 				if !errors.Is(err, ErrCollectiveMismatch) || !strings.HasPrefix(err.Error(), "all-reduce 1: ") || !strings.Contains(err.Error(), tt.want) {
@@ -280,7 +280,7 @@ func TestBroadcastRootsDiffer(t *testing.T) {
 						me := j.Rank()
 						_, errs[me] = j.World().Broadcast(tt.root(me), []byte{byte(me)})
 						returned[me] = true
-						j.Barrier()
+						j.World().Barrier()
 					})
 					aborted := res.Code == 1 && slices.Contains(res.Ends, "abort 1")
 					if !aborted && res.Code != 0 {

@@ -19,9 +19,8 @@ const (
 	hVisDone     = 74 // Short reply: handle, refused
 )
 
-// Piece is one run of bytes of a vector transfer: Data at Offset of the
-// remote rank's segment (PutV writes Data there; GetV fills Data from
-// there).
+// Piece is a run of bytes of a vector transfer: Data at Offset of the remote
+// segment.
 type Piece struct {
 	Offset uint64
 	Data   []byte
@@ -89,12 +88,9 @@ func (j *Job) checkPieces(rank int, pieces []Piece) error {
 	return nil
 }
 
-// PutVNB starts writing each piece's Data at its Offset of dest's
-// segment, and returns one handle for all of them; the pieces' bytes may
-// be reused once it returns. The pieces go in as few Medium messages as
-// hold them (a piece may straddle two). To a rank whose segment this
-// process maps (LocalView), it is a copy, complete on return. A piece
-// outside the segment is an error before anything is sent.
+// PutVNB starts writing each piece's Data at its Offset of dest's segment:
+// one handle for all; the pieces may be reused on return. A piece outside
+// the segment is an error before anything is sent.
 func (j *Job) PutVNB(dest int, pieces []Piece) (*Handle[struct{}], error) {
 	return handleOf(j.putVNB(context.Background(), dest, pieces))
 }
@@ -116,11 +112,8 @@ func (j *Job) putVNB(ctx context.Context, dest int, pieces []Piece) (*rmaOp, err
 	return j.sendVis(ctx, h, packPieces(pieces, false), hVisPut, "vector put to")
 }
 
-// GetVNB starts reading, for each piece, len(Data) bytes at its Offset of
-// src's segment into its Data, and returns one handle for all of them.
-// The piece lists go in as few Medium requests as hold them, each answered
-// by one reply of at most MaxMedium bytes. From a rank whose segment this
-// process maps, it is a copy, complete on return.
+// GetVNB starts reading each piece's Data from its Offset of src's segment:
+// one handle for all.
 func (j *Job) GetVNB(src int, pieces []Piece) (*Handle[struct{}], error) {
 	return handleOf(j.getVNB(context.Background(), src, pieces))
 }
@@ -167,29 +160,14 @@ func (j *Job) sendVis(ctx context.Context, h *rmaOp, msgs []visMsg, handler int,
 	return h, nil
 }
 
-// PutV is PutVNB and a wait for its handle.
+// PutV is PutVNB and a wait.
 func (j *Job) PutV(dest int, pieces []Piece) error { return waitNB(j.PutVNB(dest, pieces)) }
 
-// GetV is GetVNB and a wait for its handle.
+// GetV is GetVNB and a wait.
 func (j *Job) GetV(src int, pieces []Piece) error { return waitNB(j.GetVNB(src, pieces)) }
 
-// PutVContext is PutV bounded by ctx, as PutContext.
-func (j *Job) PutVContext(ctx context.Context, dest int, pieces []Piece) error {
-	h, err := j.putVNB(ctx, dest, pieces)
-	return waitContext(ctx, h, err)
-}
-
-// GetVContext is GetV bounded by ctx, as GetContext: when ctx ends first,
-// the pieces' contents are unspecified, and nothing writes into them after
-// it returns.
-func (j *Job) GetVContext(ctx context.Context, src int, pieces []Piece) error {
-	h, err := j.getVNB(ctx, src, pieces)
-	return waitContext(ctx, h, err)
-}
-
-// PutIndexedNB writes len(offsets) pieces of size bytes each, packed one
-// after another in data, piece i at offsets[i] of dest's segment, as
-// PutVNB.
+// PutIndexedNB is PutVNB of pieces of size bytes, packed in data, piece i at
+// offsets[i].
 func (j *Job) PutIndexedNB(dest int, offsets []uint64, size int, data []byte) (*Handle[struct{}], error) {
 	ps, err := indexed(offsets, size, data)
 	if err != nil {
@@ -198,8 +176,8 @@ func (j *Job) PutIndexedNB(dest int, offsets []uint64, size int, data []byte) (*
 	return j.PutVNB(dest, ps)
 }
 
-// GetIndexedNB reads len(offsets) pieces of size bytes each, piece i from
-// offsets[i] of src's segment into buf[i*size:], as GetVNB.
+// GetIndexedNB is GetVNB of pieces of size bytes from offsets, piece i into
+// buf[i*size:].
 func (j *Job) GetIndexedNB(src int, offsets []uint64, size int, buf []byte) (*Handle[struct{}], error) {
 	ps, err := indexed(offsets, size, buf)
 	if err != nil {
@@ -208,44 +186,24 @@ func (j *Job) GetIndexedNB(src int, offsets []uint64, size int, buf []byte) (*Ha
 	return j.GetVNB(src, ps)
 }
 
-// PutIndexed is PutIndexedNB and a wait for its handle.
+// PutIndexed is PutIndexedNB and a wait.
 func (j *Job) PutIndexed(dest int, offsets []uint64, size int, data []byte) error {
 	return waitNB(j.PutIndexedNB(dest, offsets, size, data))
 }
 
-// GetIndexed is GetIndexedNB and a wait for its handle.
+// GetIndexed is GetIndexedNB and a wait.
 func (j *Job) GetIndexed(src int, offsets []uint64, size int, buf []byte) error {
 	return waitNB(j.GetIndexedNB(src, offsets, size, buf))
 }
 
-// PutIndexedContext is PutIndexed bounded by ctx, as PutContext.
-func (j *Job) PutIndexedContext(ctx context.Context, dest int, offsets []uint64, size int, data []byte) error {
-	ps, err := indexed(offsets, size, data)
-	if err != nil {
-		return err
-	}
-	return j.PutVContext(ctx, dest, ps)
-}
-
-// GetIndexedContext is GetIndexed bounded by ctx, as GetVContext.
-func (j *Job) GetIndexedContext(ctx context.Context, src int, offsets []uint64, size int, buf []byte) error {
-	ps, err := indexed(offsets, size, buf)
-	if err != nil {
-		return err
-	}
-	return j.GetVContext(ctx, src, ps)
-}
-
-// Strided describes count pieces of size bytes each in a segment: piece i
-// at Offset + i·Stride (a column of a row-major matrix, every k-th record).
+// Strided describes Count pieces of Size bytes, piece i at Offset+i·Stride.
 type Strided struct {
 	Offset, Stride uint64
 	Count, Size    int
 }
 
-// PutStridedNB writes the pieces r describes in dest's segment from data,
-// where piece i is at data[i*dataStride:] (dataStride r.Size: packed), as
-// PutVNB.
+// PutStridedNB is PutVNB of the pieces r describes, piece i from
+// data[i*dataStride:].
 func (j *Job) PutStridedNB(dest int, r Strided, data []byte, dataStride int) (*Handle[struct{}], error) {
 	ps, err := strided(r, data, dataStride)
 	if err != nil {
@@ -254,8 +212,8 @@ func (j *Job) PutStridedNB(dest int, r Strided, data []byte, dataStride int) (*H
 	return j.PutVNB(dest, ps)
 }
 
-// GetStridedNB reads the pieces r describes in src's segment into buf,
-// piece i at buf[i*bufStride:], as GetVNB.
+// GetStridedNB is GetVNB of the pieces r describes, piece i into
+// buf[i*bufStride:].
 func (j *Job) GetStridedNB(src int, r Strided, buf []byte, bufStride int) (*Handle[struct{}], error) {
 	ps, err := strided(r, buf, bufStride)
 	if err != nil {
@@ -264,32 +222,14 @@ func (j *Job) GetStridedNB(src int, r Strided, buf []byte, bufStride int) (*Hand
 	return j.GetVNB(src, ps)
 }
 
-// PutStrided is PutStridedNB and a wait for its handle.
+// PutStrided is PutStridedNB and a wait.
 func (j *Job) PutStrided(dest int, r Strided, data []byte, dataStride int) error {
 	return waitNB(j.PutStridedNB(dest, r, data, dataStride))
 }
 
-// GetStrided is GetStridedNB and a wait for its handle.
+// GetStrided is GetStridedNB and a wait.
 func (j *Job) GetStrided(src int, r Strided, buf []byte, bufStride int) error {
 	return waitNB(j.GetStridedNB(src, r, buf, bufStride))
-}
-
-// PutStridedContext is PutStrided bounded by ctx, as PutContext.
-func (j *Job) PutStridedContext(ctx context.Context, dest int, r Strided, data []byte, dataStride int) error {
-	ps, err := strided(r, data, dataStride)
-	if err != nil {
-		return err
-	}
-	return j.PutVContext(ctx, dest, ps)
-}
-
-// GetStridedContext is GetStrided bounded by ctx, as GetVContext.
-func (j *Job) GetStridedContext(ctx context.Context, src int, r Strided, buf []byte, bufStride int) error {
-	ps, err := strided(r, buf, bufStride)
-	if err != nil {
-		return err
-	}
-	return j.GetVContext(ctx, src, ps)
 }
 
 // indexed makes the pieces of an indexed transfer over local.

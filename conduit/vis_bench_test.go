@@ -48,7 +48,7 @@ func BenchmarkStridedPut(b *testing.B) {
 					}
 					elapsed = time.Since(start)
 				}
-				j.Barrier()
+				j.World().Barrier()
 			})
 			if code != 0 || err != nil {
 				b.Fatalf("job: %d, %v", code, err)

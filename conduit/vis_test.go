@@ -122,7 +122,7 @@ func TestVISRoundTrip(t *testing.T) {
 			if err := j.PutV(to, nil); err != nil {
 				t.Errorf("rank %d: empty PutV: %v", me, err)
 			}
-			j.Barrier()
+			j.World().Barrier()
 
 			// What the rank before wrote is in this segment.
 			from := (me + n - 1) % n
@@ -145,7 +145,7 @@ func TestVISRoundTrip(t *testing.T) {
 					t.Fatalf("rank %d: vector piece at %d wrong", me, p.Offset)
 				}
 			}
-			j.Barrier()
+			j.World().Barrier()
 
 			// And back: Gets of what this rank wrote into the next.
 			back := make([]byte, col.Count*32)
@@ -172,7 +172,7 @@ func TestVISRoundTrip(t *testing.T) {
 			if err := j.GetV(to, []Piece{}); err != nil {
 				t.Errorf("rank %d: empty GetV: %v", me, err)
 			}
-			j.Barrier()
+			j.World().Barrier()
 		})
 		if res.Code != 0 {
 			t.Errorf("job ended %d: %q", res.Code, res.Ends)
@@ -212,7 +212,7 @@ func TestVISErrors(t *testing.T) {
 			if got := lnet.Sent(); got != sent {
 				t.Errorf("the refused calls sent %d datagrams", got-sent)
 			}
-			j.Barrier()
+			j.World().Barrier()
 		})
 	})
 }

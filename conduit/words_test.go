@@ -45,7 +45,7 @@ func sentBy(j *Job) uint64 {
 // TestWordsBarrier: over shared words, on 1 to 8 ranks entering in an
 // order that changes from barrier to barrier, no rank leaves a barrier
 // before every rank has entered it, through Barrier and through
-// BarrierNotify and BarrierWait with work between them. In one group no
+// BarrierNB and its Wait with work between them. In one group no
 // barrier sends a datagram; in groups, only the leaders send between
 // groups.
 func TestWordsBarrier(t *testing.T) {
@@ -426,7 +426,7 @@ func TestWordsGather(t *testing.T) {
 					}
 					// A slow root: the others run up to 8 gathers
 					// ahead, and wait for it to read their slots.
-					j.Barrier()
+					j.World().Barrier()
 					if me == 0 {
 						time.Sleep(50 * time.Millisecond)
 					}
@@ -442,7 +442,7 @@ func TestWordsGather(t *testing.T) {
 							}
 						}
 					}
-					j.Barrier()
+					j.World().Barrier()
 				})
 				checkQuiet(t, res, m.size == 0, quiet[:n], resent[:n], "gathers whose parts fit their slots")
 			})
@@ -464,7 +464,7 @@ func TestWordsGatherRootsDiffer(t *testing.T) {
 		if !errors.Is(err, ErrCollectiveMismatch) || !strings.Contains(err.Error(), "gather to root 1") || !strings.Contains(err.Error(), "gather to root 0") {
 			t.Errorf("rank %d: %v; want the mismatch naming both roots", j.Rank(), err)
 		}
-		if err := j.Barrier(); err != nil {
+		if err := j.World().Barrier(); err != nil {
 			t.Errorf("rank %d: the next barrier: %v", j.Rank(), err)
 		}
 	})
@@ -486,7 +486,7 @@ func TestWordsCorrupt(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/rank %d", m.name, victim), func(t *testing.T) {
 				const n = 4
 				res, _ := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
-					j.Barrier()
+					j.World().Barrier()
 					if j.Rank() == 1 {
 						a, err := j.words.area(victim)
 						if err != nil {
@@ -497,7 +497,7 @@ func TestWordsCorrupt(t *testing.T) {
 						}
 					}
 					for round := range 3 {
-						j.Barrier()
+						j.World().Barrier()
 						j.World().AllGather([]byte{byte(round)})
 						j.World().Broadcast(round%n, []byte{1})
 						j.World().Gather(round%n, []byte{2})

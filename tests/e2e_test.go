@@ -425,11 +425,11 @@ func TestAbortNeverEndsInSuccess(t *testing.T) {
 	}
 }
 
-// TestSplitBarrierKeepsTheEnd: BarrierWait on a rank whose barrier the
+// TestSplitBarrierKeepsTheEnd: the Wait of a BarrierNB on a rank whose barrier the
 // others completed (and then called Exit(0)) completes it and returns, so
 // the lines printed after it reach the console, as after a plain Barrier
 // (scenario 37 on 2 ranks: rank 1's message reaches rank 0 before it
-// notifies, and rank 0 sleeps 50 ms between BarrierNotify and BarrierWait,
+// starts it, and rank 0 sleeps 50 ms between BarrierNB and its Wait,
 // so that rank 1 completes the barrier and calls Exit(0) first).
 func TestSplitBarrierKeepsTheEnd(t *testing.T) {
 	for i := range 6 {

@@ -361,20 +361,20 @@ var Scenarios = []Scenario{
 		fmt.Printf("rank %d left the barrier\n", r)
 		conduit.Exit(0)
 	}},
-	{"split-phase barrier at the end: BarrierNotify, print, BarrierWait, print, Exit(0)", 0, func(r, n int) {
+	{"non-blocking barrier at the end: BarrierNB, print, Wait, print, Exit(0)", 0, func(r, n int) {
 		attach()
 		if r == 0 {
-			// The others' first message waits here, and Notify's polling
+			// The others' first message waits here, and BarrierNB's polling
 			// answers it: their barrier completes while this rank sleeps,
 			// and their Exit(0) comes first.
 			time.Sleep(10 * time.Millisecond)
 		}
-		conduit.BarrierNotify()
+		h := conduit.World().BarrierNB()
 		fmt.Printf("rank %d notified\n", r)
 		if r == 0 {
 			time.Sleep(50 * time.Millisecond)
 		}
-		conduit.BarrierWait()
+		h.Wait()
 		fmt.Printf("rank %d waited\n", r)
 		conduit.Exit(0)
 	}},

@@ -183,13 +183,14 @@ func main() {
 	for round := range 20 {
 		data := bytes.Repeat([]byte{byte(me + round)}, 1024)
 		check(fmt.Sprintf("put round %d", round), conduit.Put(peer, 0, data))
-		// Split-phase: the barrier completes while this rank computes, so
-		// BarrierWait finds it done at once; with GASNET_RCV_THREAD=1 the
+		// Non-blocking: the barrier completes while this rank computes, so
+		// its Wait finds it done at once; with GASNET_RCV_THREAD=1 the
 		// put into this rank's segment was written by the background
 		// poller, and only the barrier orders it before the read below.
-		conduit.BarrierNotify()
+		h := conduit.World().BarrierNB()
 		time.Sleep(10 * time.Millisecond)
-		conduit.BarrierWait()
+		_, err := h.Wait()
+		check(fmt.Sprintf("barrier round %d", round), err)
 		from := (me + n - 1) % n
 		// A plain loop, not bytes.Equal: the race detector sees only reads
 		// made by Go code, not by assembly.
