@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all build demo test unit e2e bench net-bench shm-bench atomic-bench vis-bench hier-bench routes-bench wire-bench loss scale fuzz deps lint vet cross fmt clean
+.PHONY: all build demo test unit e2e bench gasnet-bench net-bench shm-bench atomic-bench vis-bench hier-bench routes-bench wire-bench loss scale fuzz deps lint vet cross fmt clean
 
 all: build
 
@@ -43,6 +43,11 @@ bench:
 # shared-memory transport and a C floor (figures, not a test).
 shm-bench:
 	scripts/shm-bench.sh
+
+# GASNet-EX's udp-conduit and test programs next to ours, alternating
+# rounds (scripts/gasnet-bench.sh; GASNET_TARBALL, ROUNDS, ITERS, ONLY).
+gasnet-bench:
+	scripts/gasnet-bench.sh
 
 # The network path in each protection mode against raw-UDP floors
 # (scripts/net-bench.sh; ITERS, ROUNDS).

@@ -178,14 +178,8 @@ func (j *Job) PutNB(dest int, offset uint64, data []byte) (*Handle[struct{}], er
 // putNB is PutNB whose waits for credit end when ctx does (its error is
 // then returned, and what was sent may have been written).
 func (j *Job) putNB(ctx context.Context, dest int, offset uint64, data []byte) (*rmaOp, error) {
-	j.enter()
-	if err := j.checkRemote(dest, offset, len(data)); err != nil {
-		return nil, err
-	}
-	if v := j.localView(dest); v != nil {
-		copy(v[offset:], data)
-		j.nb.puts.Add(1)
-		return &rmaOp{job: j}, nil
+	if copied, err := j.putCopy(dest, offset, data); err != nil || copied {
+		return &rmaOp{job: j}, err
 	}
 	h := &rmaOp{job: j}
 	j.rma.add(h)
@@ -201,8 +195,27 @@ func (j *Job) putNB(ctx context.Context, dest int, offset uint64, data []byte) (
 	return h, nil
 }
 
+// putCopy checks a put and, to a rank whose segment this process maps,
+// does it by a copy: then it reports true.
+func (j *Job) putCopy(dest int, offset uint64, data []byte) (bool, error) {
+	j.enter()
+	if err := j.checkRemote(dest, offset, len(data)); err != nil {
+		return false, err
+	}
+	v := j.localView(dest)
+	if v == nil {
+		return false, nil
+	}
+	copy(v[offset:], data)
+	j.nb.puts.Add(1)
+	return true, nil
+}
+
 // Put writes data at offset of dest's segment and waits until it is there.
 func (j *Job) Put(dest int, offset uint64, data []byte) error {
+	if copied, err := j.putCopy(dest, offset, data); err != nil || copied {
+		return err
+	}
 	h, err := j.putNB(context.Background(), dest, offset, data)
 	if err != nil {
 		return err
@@ -240,14 +253,8 @@ func (j *Job) GetNB(src int, offset uint64, buf []byte) (*Handle[struct{}], erro
 // getNB is GetNB whose waits for credit end when ctx does (its error is
 // then returned, and nothing writes into buf after getNB returns).
 func (j *Job) getNB(ctx context.Context, src int, offset uint64, buf []byte) (*rmaOp, error) {
-	j.enter()
-	if err := j.checkRemote(src, offset, len(buf)); err != nil {
-		return nil, err
-	}
-	if v := j.localView(src); v != nil {
-		copy(buf, v[offset:])
-		j.nb.gets.Add(1)
-		return &rmaOp{job: j}, nil
+	if copied, err := j.getCopy(src, offset, buf); err != nil || copied {
+		return &rmaOp{job: j}, err
 	}
 	h := &rmaOp{dst: buf, peer: src, job: j}
 	j.rma.add(h)
@@ -264,8 +271,27 @@ func (j *Job) getNB(ctx context.Context, src int, offset uint64, buf []byte) (*r
 	return h, nil
 }
 
+// getCopy checks a get and, from a rank whose segment this process maps,
+// does it by a copy: then it reports true.
+func (j *Job) getCopy(src int, offset uint64, buf []byte) (bool, error) {
+	j.enter()
+	if err := j.checkRemote(src, offset, len(buf)); err != nil {
+		return false, err
+	}
+	v := j.localView(src)
+	if v == nil {
+		return false, nil
+	}
+	copy(buf, v[offset:])
+	j.nb.gets.Add(1)
+	return true, nil
+}
+
 // Get reads len(buf) bytes at offset of src's segment into buf.
 func (j *Job) Get(src int, offset uint64, buf []byte) error {
+	if copied, err := j.getCopy(src, offset, buf); err != nil || copied {
+		return err
+	}
 	h, err := j.getNB(context.Background(), src, offset, buf)
 	if err != nil {
 		return err

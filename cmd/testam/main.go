@@ -7,6 +7,7 @@
 //	./testam N [-json] [-iters K] [-sizes 64,1024,65000]
 //	./testam N -coll [-json] [-iters K]
 //	./testam N -atomics [-json] [-iters K]
+//	./testam N -rma [-json] [-iters K] [-sizes 8,1048576]
 //
 // With -coll, every rank runs K barriers, K all-gathers of 8 bytes, K
 // broadcasts of 8 bytes from rank 0, K all-reductions (sum) of one
@@ -19,6 +20,10 @@
 // rank 0's segment K times, one at a time, then K times to a random word
 // of a random other rank (remote atomics, conduit.Atomics); rank 0 checks
 // the counter and reports the operations per second of each phase.
+//
+// With -rma, rank 0 times K blocking Puts to rank 1 and then K blocking
+// Gets of each size, as GASNet's testsmall and testlarge do (section A),
+// with a segment of 1 MiB.
 //
 // Program flags follow N: everything after N is the workers' argv. Rank 0
 // prints one line per measurement, or with -json one JSON object per line:
@@ -82,26 +87,40 @@ var handlers = []conduit.HandlerEntry{
 }
 
 func main() {
-	conduit.Usage = "[-json] [-iters K] [-sizes LIST | -coll | -atomics]"
+	conduit.Usage = "[-json] [-iters K] [-sizes LIST] [-coll | -atomics | -rma]"
 	conduit.Init()
 	fs := flag.NewFlagSet("testam", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print one JSON object per measurement")
 	coll := fs.Bool("coll", false, "measure barrier and 8-byte all-gather over every rank instead")
 	atom := fs.Bool("atomics", false, "measure fetch-and-add throughput from every rank instead")
+	rmaMode := fs.Bool("rma", false, "measure blocking Put and Get latency and bandwidth instead")
 	iters := fs.Int("iters", 10000, "iterations of each measurement")
-	sizes := fs.String("sizes", defaultSzs, "comma-separated payload sizes in bytes, 1.."+strconv.Itoa(conduit.MaxMedium))
+	sizes := fs.String("sizes", "", "comma-separated payload sizes in bytes, 1.."+strconv.Itoa(conduit.MaxMedium)+" (with -rma 1.."+strconv.Itoa(rmaSegment)+")")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		usage("%v", err)
 	}
-	szs, err := parseSizes(*sizes)
+	if n := btoi(*coll) + btoi(*atom) + btoi(*rmaMode); n > 1 {
+		usage("-coll, -atomics and -rma: accepted: at most one of them")
+	}
+	parse, segment := parseSizes, conduit.MaxLong
+	if *sizes == "" {
+		*sizes = defaultSzs
+	}
+	if *rmaMode {
+		parse, segment = parseRMASizes, rmaSegment
+		if *sizes == defaultSzs {
+			*sizes = defaultRMASizes
+		}
+	}
+	szs, err := parse(*sizes)
 	if err != nil {
 		usage("%v", err)
 	}
 	if *iters < 1 {
 		usage("-iters %d: accepted: a positive count", *iters)
 	}
-	if _, err := conduit.Attach(handlers, conduit.MaxLong); err != nil {
+	if _, err := conduit.Attach(handlers, segment); err != nil {
 		die("attach: %v", err)
 	}
 	if err := conduit.Barrier(); err != nil {
@@ -123,7 +142,11 @@ func main() {
 		}
 	}
 	peer := min(1, conduit.Size()-1)
-	if *atom {
+	if *rmaMode {
+		if err := rma(peer, *iters, szs, emit); err != nil {
+			die("%v", err)
+		}
+	} else if *atom {
 		if err := atomics(*iters, emit); err != nil {
 			die("%v", err)
 		}
@@ -140,7 +163,15 @@ func main() {
 }
 
 func usage(format string, a ...any) {
-	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST | -coll | -atomics]", format, a...)
+	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST] [-coll | -atomics | -rma]", format, a...)
+}
+
+// btoi is 1 for true.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // collBlocks is the number of blocks a collective's iterations are split

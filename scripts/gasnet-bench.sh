@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# gasnet-bench.sh: GASNet-EX's udp-conduit and its own test programs (testam,
+# testsmall, testlarge, testbarrier, testhello) next to udpconduit's, in
+# alternating rounds in one run (make gasnet-bench; BENCHMARKS.md).
+#
+#   GASNET_TARBALL=/path/to/GASNet-2025.8.0.tar.gz make gasnet-bench [ROUNDS=5] [ITERS=10000] [ONLY=LIST]
+#
+# The tarball is GASNet-EX's release as https://gasnet.lbl.gov/ serves it.
+# Its udp-conduit (PSHM on, as it ships) is built once, about 5-8 minutes
+# on 2 CPUs, into GASNET_CACHE (default ~/.cache/udpconduit/gasnet-VERSION)
+# and reused by later runs. Figures, not a test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tarball=${GASNET_TARBALL:-}
+if [ -z "$tarball" ] || [ ! -f "$tarball" ]; then
+  echo "gasnet-bench: GASNET_TARBALL=\"$tarball\": accepted: the path of a GASNet-EX release tarball (GASNet-VERSION.tar.gz from https://gasnet.lbl.gov/)" >&2
+  exit 2
+fi
+name=$(basename "$tarball" .tar.gz)
+case "$name" in
+  GASNet-*) ;;
+  *) echo "gasnet-bench: GASNET_TARBALL=\"$tarball\": accepted: a file named GASNet-VERSION.tar.gz" >&2; exit 2 ;;
+esac
+cache=${GASNET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/udpconduit/${name,,}}
+dir=$cache/build/udp-conduit
+tests="testam testsmall testlarge testbarrier testhello"
+built() { for t in $tests; do [ -x "$dir/$t" ] || return 1; done; }
+if ! built; then
+  echo "gasnet-bench: building $name's udp-conduit into $cache (once; log in $cache/build.log)" >&2
+  mkdir -p "$cache"
+  (
+    set -e
+    [ -d "$cache/$name" ] || tar -xzf "$tarball" -C "$cache"
+    mkdir -p "$cache/build" && cd "$cache/build"
+    [ -f Makefile ] || "../$name/configure" --enable-udp --disable-mpi --disable-ibv --disable-ofi \
+      --disable-ucx --disable-smp --enable-pshm --disable-par --disable-parsync
+    make -j"$(nproc)"
+    make -C udp-conduit $tests
+  ) >"$cache/build.log" 2>&1 || { echo "gasnet-bench: building $name failed; see $cache/build.log" >&2; tail -20 "$cache/build.log" >&2; exit 1; }
+fi
+make -s build
+only=()
+[ -n "${ONLY:-}" ] && only=(-only "$ONLY")
+exec go run ./scripts/gasnetbench -gasnet "$dir" -bin bin -rounds "${ROUNDS:-5}" -iters "${ITERS:-10000}" "${only[@]}"
