@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
+	"github.com/udpconduit/udpconduit/amudp/shmem"
 	"github.com/udpconduit/udpconduit/retransmit"
 )
 
@@ -470,7 +471,7 @@ func (e *Endpoint) placeInPeer(rank int, payload []byte, off uint64) bool {
 	if v == nil || off > uint64(len(v)) || uint64(len(payload)) > uint64(len(v))-off {
 		return false
 	}
-	copy(v[off:], payload)
+	shmem.Copy(v[off:], payload)
 	e.stats.inPlace.Add(1)
 	return true
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/amudp/shmem"
 )
 
 // Handler indexes of the extended API (64–127, DESIGN.md §3).
@@ -206,7 +207,7 @@ func (j *Job) putCopy(dest int, offset uint64, data []byte) (bool, error) {
 	if v == nil {
 		return false, nil
 	}
-	copy(v[offset:], data)
+	shmem.Copy(v[offset:], data)
 	j.nb.puts.Add(1)
 	return true, nil
 }
@@ -282,7 +283,7 @@ func (j *Job) getCopy(src int, offset uint64, buf []byte) (bool, error) {
 	if v == nil {
 		return false, nil
 	}
-	copy(buf, v[offset:])
+	shmem.Copy(buf, v[offset:])
 	j.nb.gets.Add(1)
 	return true, nil
 }

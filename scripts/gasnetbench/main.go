@@ -37,6 +37,7 @@ type figure struct {
 type group struct {
 	name    string
 	env     []string
+	genv    []string // GASNet's runs only
 	gasnet  []string // program (in DIR) and arguments
 	ours    []string // program (in bin) and arguments
 	timed   bool     // the figure is the run's wall time (start-up)
@@ -77,7 +78,7 @@ func main() {
 			figs[f] = &figure{name: g.name + ": " + f, higher: g.rate[f]}
 		}
 		for r := range *rounds {
-			gm, err := run(filepath.Join(*gdir, g.gasnet[0]), g.gasnet[1:], g.env, g.timed, g.parseG)
+			gm, err := run(filepath.Join(*gdir, g.gasnet[0]), g.gasnet[1:], append(g.genv, g.env...), g.timed, g.parseG)
 			if err != nil {
 				fail(g.name, "GASNet", r, err)
 			}
@@ -149,7 +150,14 @@ func groups(iters int) []group {
 	}
 	for _, n := range []int{2, 8, 16, 64} {
 		k := strconv.Itoa(max(iters/(n*n/4+1), 100))
-		gs = append(gs, group{name: fmt.Sprintf("barrier N=%d", n), gasnet: []string{"testbarrier", strconv.Itoa(n), k}, ours: []string{"testam", strconv.Itoa(n), "-coll", "-iters", k}, parseG: gasnetBarrier, parseU: oursBarrier, figures: []string{"barrier (µs)"}})
+		// GASNet's tests spin without yielding unless told the CPUs are
+		// overcommitted (its README: GASNET_TEST_POLITE_SYNC); a GASNet
+		// user with more ranks than CPUs sets it, and so does this run.
+		var genv []string
+		if n > nproc() {
+			genv = []string{"GASNET_TEST_POLITE_SYNC=1"}
+		}
+		gs = append(gs, group{name: fmt.Sprintf("barrier N=%d", n), genv: genv, gasnet: []string{"testbarrier", strconv.Itoa(n), k}, ours: []string{"testam", strconv.Itoa(n), "-coll", "-iters", k}, parseG: gasnetBarrier, parseU: oursBarrier, figures: []string{"barrier (µs)"}})
 	}
 	for _, n := range []int{16, 64} {
 		gs = append(gs, group{name: fmt.Sprintf("start-up N=%d", n), gasnet: []string{"testhello", strconv.Itoa(n)}, ours: []string{"hello", strconv.Itoa(n)}, timed: true, figures: []string{"job wall time (ms)"}})
@@ -185,7 +193,7 @@ func run(prog string, args, env []string, timed bool, parse func(string) map[str
 var (
 	reAM      = regexp.MustCompile(`(?m)^([A-K]):\s+(\d*)\s*(AM\w+)\s+([\w-]+)\s+([\w-]+)\s+(\w+)\s*:\s+[\d.]+ sec\s+([\d.]+) us(?:\s+([\d.]+) MB/s)?`)
 	reRMA     = regexp.MustCompile(`(?m)^[A-Z]:\s+\d+ -\s+(\d+) byte :\s+\d+ iters, (?:latency\s+\d+ us total,\s+([\d.]+) us ave\.|throughput\s+([\d.]+) ([KM])B/sec) \((\w+)Blocking`)
-	reBarrier = regexp.MustCompile(`Avg GEX Blocking Barrier latency:\s+([\d.]+) us`)
+	reBarrier = regexp.MustCompile(`Avg ([\w. ]+) Barrier latency:\s+([\d.]+) us`)
 )
 
 // gasnetAM reads GASNet's testam: sections A (short ping-pong), B (medium
@@ -282,11 +290,20 @@ func oursRMA(out string) map[string]float64 {
 	return f
 }
 
+// gasnetBarrier reads testbarrier: the fastest of its barriers (named,
+// anonymous, mixed, unnamed, GEX blocking and non-blocking), the best
+// GASNet does.
 func gasnetBarrier(out string) map[string]float64 {
-	if m := reBarrier.FindStringSubmatch(out); m != nil {
-		return map[string]float64{"barrier (µs)": num(m[1])}
+	best := -1.0
+	for _, m := range reBarrier.FindAllStringSubmatch(out, -1) {
+		if v := num(m[2]); best < 0 || v < best {
+			best = v
+		}
 	}
-	return nil
+	if best < 0 {
+		return nil
+	}
+	return map[string]float64{"barrier (µs)": best}
 }
 
 // oursBarrier reads testam -coll's barrier line.

@@ -39,6 +39,7 @@ import (
 	"unsafe"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/release"
+	"github.com/udpconduit/udpconduit/amudp/shmem"
 )
 
 // Layout of the header, four pages: each field that more than one process
@@ -289,8 +290,8 @@ func (r *Ring) push(kind uint32, a, b []byte) bool {
 		t += pad
 	}
 	o := t & r.mask
-	copy(r.data[o+recHeader:], a)
-	copy(r.data[o+recHeader+uint64(len(a)):], b)
+	shmem.Copy(r.data[o+recHeader:], a)
+	shmem.Copy(r.data[o+recHeader+uint64(len(a)):], b)
 	r.commit(t, kind, uint32(n))
 	return true
 }
