@@ -313,6 +313,7 @@ func jobProgram(t *testing.T, jn jobNet, rcvThread bool) []*Job {
 	var got [n]atomic.Int64
 	res, jobs := runJob(t, n, jn, rcvThread, func(j *Job) {
 		me := j.Rank()
+		j.nb.counted = true // as GASNET_STATS=1 has it
 		seg, err := j.Attach([]HandlerEntry{{130, func(tk *Token, a []uint32, _ []byte) {
 			mu.Lock()
 			runs[me][a[0]][a[1]]++

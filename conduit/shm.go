@@ -70,7 +70,8 @@ type nbrhd struct {
 	mu    sync.Mutex               // serialises mapping
 	views []atomic.Pointer[[]byte] // by rank, once looked at; a nil slice: cannot be mapped
 
-	puts, gets atomic.Uint64 // Put and Get calls done by a copy
+	puts, gets atomic.Uint64 // Put and Get calls done by a copy, when counted
+	counted    bool          // GASNET_STATS: count them (set before Attach)
 	atomics    atomic.Uint64 // atomics done on a mapping (Atomics)
 }
 

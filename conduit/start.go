@@ -340,6 +340,7 @@ func (j *Job) shareGroup(w *spawn.Worker, cfg *spawn.Config, shared *amudp.Share
 func (j *Job) reportAtExit(w *spawn.Worker, cfg *spawn.Config, shared *amudp.Shared, bind netip.Addr, nets []spawn.Net) {
 	ep := j.ep
 	var atExit []func()
+	j.nb.counted = cfg.Stats
 	if cfg.Stats {
 		atExit = append(atExit, func() {
 			line := ep.Stats().String()
