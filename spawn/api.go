@@ -98,12 +98,10 @@ const ShmRanksPerCPU = ctl.ShmRanksPerCPU
 
 // SharesMemory is the one rule by which the ranks of a host (ranks ranks,
 // cpus CPUs) exchange messages through shared memory: never with
-// GASNET_SUPERNODE_MAXSIZE=1 (max), and on a host with more than 4 ranks
-// per CPU (ctl.ShmRanksPerCPU) only when the variable is set (set): there
-// start-up dominates, and each rank's inbox and mappings cost more than
-// its messages gain (hello 1024 on 2 CPUs ran 13-50% longer with them,
-// hello 64 20%; a barrier of 8 ranks on 2 CPUs takes 11 µs with them and
-// 196 without, DESIGN.md §6a). The console leaves the inboxes of the
+// GASNET_SUPERNODE_MAXSIZE=1 (max), and on a host with more than 32
+// ranks per CPU (ctl.ShmRanksPerCPU) only when the variable is set (set):
+// there every rank maps every other's inbox, whose page tables and
+// start-up grow with the square of the ranks (DESIGN.md §6a). The console leaves the inboxes of the
 // other hosts' ranks out of the address table, and those ranks release
 // theirs.
 func SharesMemory(max int, set bool, ranks, cpus int) bool {

@@ -155,7 +155,7 @@ func TestTestamAtomics(t *testing.T) {
 }
 
 // crowdedBarrier is what rank 0 says of the barrier of ranks that
-// outnumber their host's CPUs, at most 4 to a CPU (spawn.ShmRanksPerCPU):
+// outnumber their host's CPUs, at most 32 to a CPU (spawn.ShmRanksPerCPU):
 // they share memory unless GASNET_SUPERNODE_MAXSIZE=1.
 func crowdedBarrier() string {
 	if os.Getenv("GASNET_SUPERNODE_MAXSIZE") == "1" {
@@ -228,8 +228,8 @@ func TestOversubscribedWorkers(t *testing.T) {
 		if said := strings.Contains(r.stderr, want); r.code != 0 || said != (len(env) == 1) {
 			t.Errorf("hello %d with %q: exit %d, said %q: %v\nstderr:\n%s", n, env, r.code, want, said, r.stderr)
 		}
-		// More than 4 ranks per CPU: no shared memory, as the default.
-		noShm := fmt.Sprintf("rank 0: no shared memory between ranks: %d ranks share this host's %d CPUs, more than 4 to a CPU", n, cpus)
+		// More than 32 ranks per CPU: no shared memory, as the default.
+		noShm := fmt.Sprintf("rank 0: no shared memory between ranks: %d ranks share this host's %d CPUs, more than 32 to a CPU", n, cpus)
 		if os.Getenv("GASNET_SUPERNODE_MAXSIZE") == "" && !strings.Contains(r.stderr, noShm) {
 			t.Errorf("hello %d with %q: want %q in stderr:\n%s", n, env, noShm, r.stderr)
 		}
