@@ -104,7 +104,11 @@ func Barrier() error { return on0("Barrier", func(j *Job) error { return j.world
 
 // Put is Job.Put.
 func Put(dest int, offset uint64, data []byte) error {
-	return on0("Put", func(j *Job) error { return j.Put(dest, offset, data) })
+	j, err := job("Put")
+	if err != nil {
+		return err
+	}
+	return j.Put(dest, offset, data)
 }
 
 // PutNB is Job.PutNB.
@@ -114,7 +118,11 @@ func PutNB(dest int, offset uint64, data []byte) (*Handle[struct{}], error) {
 
 // Get is Job.Get.
 func Get(src int, offset uint64, buf []byte) error {
-	return on0("Get", func(j *Job) error { return j.Get(src, offset, buf) })
+	j, err := job("Get")
+	if err != nil {
+		return err
+	}
+	return j.Get(src, offset, buf)
 }
 
 // GetNB is Job.GetNB.
