@@ -106,8 +106,8 @@ func (j *Job) putVNB(ctx context.Context, dest int, pieces []Piece) (*rmaOp, err
 			copy(v[p.Offset:], p.Data)
 		}
 		if j.nb.counted {
-		j.nb.puts.Add(1)
-	}
+			j.nb.puts.Add(1)
+		}
 		return &rmaOp{job: j}, nil
 	}
 	h := &rmaOp{job: j, peer: dest, what: "a vector put into its segment"}
@@ -131,8 +131,8 @@ func (j *Job) getVNB(ctx context.Context, src int, pieces []Piece) (*rmaOp, erro
 			copy(p.Data, v[p.Offset:])
 		}
 		if j.nb.counted {
-		j.nb.gets.Add(1)
-	}
+			j.nb.gets.Add(1)
+		}
 		return &rmaOp{job: j}, nil
 	}
 	h := &rmaOp{job: j, peer: src, what: "a vector get from its segment", vis: packPieces(pieces, true)}
