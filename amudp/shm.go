@@ -449,8 +449,26 @@ func (t *Shared) Area(to netip.AddrPort) []byte {
 // changed (see Area): a peer asleep in Wait, or about to sleep, wakes. Call
 // it after the change. It does nothing for a peer that shares no memory
 // with this rank.
-func (t *Shared) Notify(to netip.AddrPort) error {
-	p := (*t.peers.Load())[to]
+func (t *Shared) Notify(to netip.AddrPort) error { return t.notify((*t.peers.Load())[to], to) }
+
+// Bell is Notify of one peer without finding it by its address each
+// time, for a rank that notifies the same peers again and again.
+type Bell struct {
+	t  *Shared
+	p  *shmPeer // nil: the peer shares no memory with this rank
+	to netip.AddrPort
+}
+
+// Bell returns the bell of the peer at to, as SetInboxes named it.
+func (t *Shared) Bell(to netip.AddrPort) Bell {
+	return Bell{t: t, p: (*t.peers.Load())[to], to: to}
+}
+
+// Ring is Notify of the bell's peer.
+func (b Bell) Ring() error { return b.t.notify(b.p, b.to) }
+
+// notify is Notify of peer p at to.
+func (t *Shared) notify(p *shmPeer, to netip.AddrPort) error {
 	if p == nil {
 		return nil
 	}

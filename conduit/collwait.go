@@ -100,17 +100,20 @@ func (j *Job) collWait(cond func() bool) error {
 
 // hangWatch finds the collectives that a rank has waited in for longer
 // than half of GASNET_HANG_WARN, and reports them. One timer looks at the
-// waits in progress every quarter of GASNET_HANG_WARN while there are any,
-// so that a wait costs no timer of its own: a wait is reported between
-// half and three quarters of GASNET_HANG_WARN after it began. A rank
-// waits in any number of collectives at once, one per team, each team in
-// a slot of its own.
+// waits in progress every quarter of GASNET_HANG_WARN (a period) while
+// there are any, counting the periods, so that a wait costs no timer and
+// no clock of its own: it records the period it began in, and is reported
+// at the third look after it (between two and three periods, half and
+// three quarters of GASNET_HANG_WARN, after it began). A rank waits in any
+// number of collectives at once, one per team, each team in a slot of its
+// own.
 type hangWatch struct {
 	mu     sync.Mutex
 	waits  []hangWait // by slot
 	timer  *time.Timer
 	armed  bool
 	period time.Duration
+	looks  uint64 // the looks (check) so far
 	report func(spawn.Coll) error
 }
 
@@ -120,7 +123,7 @@ type hangWait struct {
 	c        *teamCall // the team's, which its next call reuses
 	seq      uint64
 	call     coll.Call
-	since    time.Time
+	since    uint64 // hangWatch.looks when it began
 	active   bool
 	reported bool
 }
@@ -143,12 +146,11 @@ func (h *hangWatch) newSlot() int {
 }
 
 // enter records a wait in collective c in slot i.
-func (h *hangWatch) enter(i int, c *teamCall, warn time.Duration, report func(spawn.Coll) error) {
-	now := time.Now()
+func (h *hangWatch) enter(i int, c *teamCall, warn time.Duration) {
 	h.mu.Lock()
-	h.waits[i] = hangWait{c: c, seq: c.seq, call: c.call, since: now, active: true}
+	h.waits[i] = hangWait{c: c, seq: c.seq, call: c.call, since: h.looks, active: true}
 	if !h.armed {
-		h.armed, h.period, h.report = true, warn/4, report
+		h.armed, h.period = true, warn/4
 		if h.timer == nil {
 			h.timer = time.AfterFunc(h.period, h.check)
 		} else {
@@ -174,13 +176,14 @@ func (h *hangWatch) leave(i int) {
 func (h *hangWatch) check() {
 	var due []spawn.Coll
 	h.mu.Lock()
+	h.looks++
 	busy := false
 	for i, w := range h.waits {
 		if !w.active {
 			continue
 		}
 		busy = true
-		if !w.reported && time.Since(w.since) >= 2*h.period {
+		if !w.reported && h.looks-w.since >= 3 {
 			w.reported = true
 			h.waits[i] = w
 			c := w.coll()

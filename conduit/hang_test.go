@@ -27,26 +27,28 @@ func TestHangWatch(t *testing.T) {
 			got = append(got, c.Kind+map[bool]string{true: " in at ", false: " out at "}[c.In]+time.Since(start).String())
 			return nil
 		}
-		var h hangWatch
+		h := hangWatch{report: report}
 		world := &Team{ranks: []int{0}}
 		kinds := map[string]coll.Kind{"barrier": coll.Barrier, "all-gather": coll.AllGather, "broadcast": coll.Broadcast}
 		wait := func(kind string, d time.Duration) {
 			i := h.newSlot()
-			h.enter(i, &teamCall{t: world, seq: 1, call: coll.Call{Kind: kinds[kind]}}, warn, report)
+			h.enter(i, &teamCall{t: world, seq: 1, call: coll.Call{Kind: kinds[kind]}}, warn)
 			time.Sleep(d)
 			h.leave(i)
 		}
-		wait("barrier", time.Second) // shorter than warn/2: never reported
+		// Checks every second from the first wait at 0; a wait is
+		// reported at the third check after it began.
+		wait("barrier", 1500*time.Millisecond) // shorter than warn/2: never reported
 		var wg sync.WaitGroup
 		wg.Go(func() { wait("barrier", 5*time.Second) })
 		wg.Go(func() { time.Sleep(time.Second); wait("all-gather", 3*time.Second) })
 		wg.Wait()
-		time.Sleep(10 * time.Second) // idle
-		wait("broadcast", 3*time.Second)
+		time.Sleep(10 * time.Second) // idle: the checks stop at 7s
+		wait("broadcast", 3500*time.Millisecond)
 		want := []string{
-			"barrier in at 3s", "all-gather in at 4s", // at the checks 2s after each began
-			"all-gather out at 5s", "barrier out at 6s",
-			"broadcast in at 18s", "broadcast out at 19s", // checks 1s apart from 16s
+			"barrier in at 4s", "all-gather in at 5s", // 2.5s after each began
+			"all-gather out at 5.5s", "barrier out at 6.5s",
+			"broadcast in at 19.5s", "broadcast out at 20s", // checks 1s apart from 17.5s
 		}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("reports (-want +got):\n%s", d)

@@ -89,6 +89,7 @@ type control interface {
 func newJob(ep *amudp.Endpoint, ctl control, rank, size int, exitTimeout time.Duration) *Job {
 	j := &Job{ep: ep, ctl: ctl, rank: rank, size: size, hostRank: []int{rank}, exitTimeout: exitTimeout}
 	j.nb.group = []int{rank}
+	j.watch.report = ctl.Report
 	j.onReturned.Store(&defaultReturnedFn{j.defaultReturned})
 	ep.SetReturnedHandler(j.returned)
 	ep.SetFatalHandler(j.fatal)

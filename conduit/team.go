@@ -203,7 +203,7 @@ func (t *Team) begin(call coll.Call, onWords bool) (*teamCall, error) {
 	if j.hangWarn > 0 {
 		// Its reports (GASNET_HANG_WARN) let the console see members
 		// waiting in different calls of one collective.
-		j.watch.enter(t.watch, c, j.hangWarn, j.ctl.Report)
+		j.watch.enter(t.watch, c, j.hangWarn)
 	}
 	return c, nil
 }

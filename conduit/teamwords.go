@@ -62,7 +62,7 @@ func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, error) {
 	copy(s[postHeader:], p.Data)
 	word(s, 0).Store(n)
 	if w.dissem {
-		err = j.disseminate(w, &syncColl, n, false)
+		err = j.disseminate(w, &syncColl, n, true)
 	} else {
 		err = j.syncGroup(w, &syncColl, n, func() error { return w.combinePosts(n) })
 	}

@@ -71,6 +71,7 @@ const (
 type words struct {
 	sh     *amudp.Shared
 	addrs  []netip.AddrPort // of the group's ranks, in group order
+	bells  []amudp.Bell     // Notify of each, in group order
 	group  []int            // the group's ranks, in order; group[0] leads
 	me     int              // this rank's index in group
 	whole  bool             // the group is the whole job
@@ -96,6 +97,7 @@ func newWords(sh *amudp.Shared, addrs []netip.AddrPort, group []int, rank int) *
 	w := &words{sh: sh, group: group, whole: len(group) == len(addrs), areas: make([]atomic.Pointer[[]byte], len(group))}
 	for i, r := range group {
 		w.addrs = append(w.addrs, addrs[r])
+		w.bells = append(w.bells, sh.Bell(addrs[r]))
 		if r == rank {
 			w.me = i
 		}
@@ -168,7 +170,7 @@ func (w *words) arrive(k *groupSync, e uint64) error {
 		return err
 	}
 	word(a, k.arrive).Add(1)
-	return w.sh.Notify(w.addrs[0])
+	return w.bells[0].Ring()
 }
 
 // arrived reports whether every member has arrived at synchronisation e of
@@ -192,8 +194,8 @@ func (w *words) release(k *groupSync, e uint64) error {
 		return err
 	}
 	word(a, k.release).Store(e)
-	for _, to := range w.addrs[1:] {
-		if err := w.sh.Notify(to); err != nil {
+	for _, b := range w.bells[1:] {
+		if err := b.Ring(); err != nil {
 			return err
 		}
 	}
@@ -286,22 +288,41 @@ func (w *words) post(k *groupSync, i int, e uint64) error {
 		return err
 	}
 	word(own, k.rounds+8*i).Store(e)
-	return w.sh.Notify(w.addrs[(w.me+1<<i)%len(w.group)])
+	return w.bells[(w.me+1<<i)%len(w.group)].Ring()
 }
 
 // disseminate runs synchronisation e of kind k as a dissemination (see
-// words), its first round posted already when posted.
-func (j *Job) disseminate(w *words, k *groupSync, e uint64, posted bool) error {
+// words). With slots, its first round is the posts of collective e: each
+// rank has numbered its slot e (teamwords.go), and waits for the rank
+// before it to have done the same, so that the round's word and the post
+// it announces travel in one cache line.
+func (j *Job) disseminate(w *words, k *groupSync, e uint64, slots bool) error {
 	g := len(w.group)
 	for i := 0; 1<<i < g; i++ {
-		if i > 0 || !posted {
-			if err := w.post(k, i, e); err != nil {
-				return err
-			}
-		}
 		from := (w.me - 1<<i + g) % g
 		a, err := w.area(from)
 		if err != nil {
+			return err
+		}
+		if i == 0 && slots {
+			// The rank before rewrites this parity's slot only at
+			// e+2, after this rank has arrived at e+1.
+			if err := w.bells[(w.me+1)%g].Ring(); err != nil {
+				return err
+			}
+			r := word(slot(a, e), 0)
+			if err := j.wordWait(w, func() bool {
+				v := r.Load()
+				if v > e || v != e && v+2 != e && e > 2 {
+					return w.broken(from, "its slot is numbered %#x, while this rank waits for %d", v, e)
+				}
+				return v == e
+			}); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := w.post(k, i, e); err != nil {
 			return err
 		}
 		// The rank before may post e+1 (it completed e), not e+2,
