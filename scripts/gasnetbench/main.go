@@ -149,7 +149,7 @@ func groups(iters int) []group {
 			group{name: name + " 1 MiB", env: env, gasnet: []string{"testlarge", "2", "-minsz", "1048576", large, "1048576", "A"}, ours: []string{"testam", "2", "-rma", "-iters", large, "-sizes", "1048576"}, parseG: gasnetRMA, parseU: oursRMA, figures: []string{"put 1 MiB (MB/s)", "get 1 MiB (MB/s)"}, rate: amRates})
 	}
 	for _, n := range []int{2, 8, 16, 64} {
-		k := strconv.Itoa(max(iters/(n*n/4+1), 100))
+		k := strconv.Itoa(max(iters*10/(n*n), 100))
 		// GASNet's tests spin without yielding unless told the CPUs are
 		// overcommitted (its README: GASNET_TEST_POLITE_SYNC); a GASNet
 		// user with more ranks than CPUs sets it, and so does this run.
