@@ -142,12 +142,14 @@ func (t *Team) collect(call coll.Call, data []byte, parts [][]byte, combine coll
 	r.Reset(c, t.plan, call)
 	if onWords {
 		posts, err := c.exchange(w, r.Post(data, parts, maxPost))
-		if err != nil {
+		big := err == errOverMessages
+		if err != nil && !big {
 			return nil, c.end(err)
 		}
-		big, err := coll.Check(posts)
-		if err != nil {
-			return nil, c.end(t.argErr(call, err))
+		if !big {
+			if big, err = coll.Check(posts); err != nil {
+				return nil, c.end(t.argErr(call, err))
+			}
 		}
 		if !big {
 			v, err := r.Shared(posts, combine)

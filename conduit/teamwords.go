@@ -7,6 +7,7 @@ package conduit
 
 import (
 	"encoding/binary"
+	"errors"
 
 	"github.com/udpconduit/udpconduit/conduit/internal/coll"
 )
@@ -29,6 +30,11 @@ func slot(a []byte, n uint64) []byte {
 	o := offSlots + int(n&1)*slotSize
 	return a[o : o+slotSize]
 }
+
+// errOverMessages is exchange's word that the posts did not fit the
+// leader's buffer in a group whose members read only that: every rank
+// then runs the collective over messages.
+var errOverMessages = errors.New("conduit: the posts go over messages")
 
 // exchange posts p as this rank's in its collective and returns every
 // rank's post, by rank. A rank rewrites its slot of parity n&1 only at
@@ -83,6 +89,10 @@ func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, error) {
 				return nil, w.corrupt(0, "its buffer of posts has %#x bytes, more than its %d", total, endCombined-offCombined-16)
 			}
 			return c.t.readPosts(w, lead[offCombined+16:offCombined+16+int(total)], n, 0, true)
+		case len(w.group) > eagerAreas:
+			// Its members have not mapped each other's areas
+			// (shareAreas): the collective goes over messages.
+			return nil, errOverMessages
 		}
 	}
 	c.t.posts, c.t.arena = c.t.posts[:0], c.t.arena[:0]

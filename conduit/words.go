@@ -242,21 +242,34 @@ func (j *Job) wordWait(w *words, cond func() bool) error {
 	return w.err()
 }
 
-// shareAreas maps the area of every rank of a group that is the whole job
-// (the collectives on its words read any of them) and then synchronises
-// the group once, at start-up: no rank returns from Init before every rank
-// of the group has mapped every area. A mapping keeps its inbox, so a
-// collective that another rank completed before it ended (its Exit, say)
-// still reads that rank's words and parts; mapped on first use instead, an
-// inbox whose rank had ended could no longer be mapped.
+// shareAreas maps, at start-up, the areas that this rank's collectives
+// read, and then synchronises the group once: no rank returns from Init
+// before every rank of the group has mapped them. A mapping keeps its
+// inbox, so a collective that another rank completed before it ended (its
+// Exit, say) still reads that rank's words and parts; mapped on first use
+// instead, an inbox whose rank had ended could no longer be mapped. By
+// dissemination, and in a group of up to eagerAreas ranks, each rank
+// reads every area, and maps them all; in a larger group gathered and
+// released, a member reads the leader's (its release word and buffer of
+// posts) and maps only that one, and the leader maps them all: G² mappings
+// there would cost the host more page tables and start-up than the job
+// has use for. A member of such a group maps another's area when a
+// collective's posts do not fit the leader's buffer (combinePosts).
 func (j *Job) shareAreas(w *words) error {
 	for i := range w.group {
+		if !w.dissem && len(w.group) > eagerAreas && !w.leads() && i != 0 && i != w.me {
+			continue
+		}
 		if _, err := w.area(i); err != nil {
 			return err
 		}
 	}
 	return j.syncGroup(w, &syncStart, 1, func() error { return nil })
 }
+
+// eagerAreas is the largest group, gathered and released, whose ranks
+// each map every area at start-up (shareAreas).
+var eagerAreas = 64
 
 // syncGroup runs synchronisation e of kind k within the group: every
 // member arrives, and returns once the leader has released it; the leader

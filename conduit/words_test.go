@@ -513,3 +513,53 @@ func TestWordsCorrupt(t *testing.T) {
 		}
 	}
 }
+
+// TestWordsLazyAreas: in a group larger than eagerAreas, gathered and
+// released, a member maps only the leader's area and its own at start-up
+// (the leader maps all), and a collective whose posts overflow the
+// leader's buffer runs over messages on every rank, with the right
+// result, and maps nothing more; those that fit stay on words.
+func TestWordsLazyAreas(t *testing.T) {
+	defer func(e int) { eagerAreas = e }(eagerAreas)
+	eagerAreas = 2
+	const n = 8
+	part := func(r, size int) []byte { return bytes.Repeat([]byte{byte(r + 1)}, size) }
+	runJob(t, n, loopbackGroups(t, 0, true), false, func(j *Job) {
+		me, w := j.Rank(), j.words
+		if err := j.shareAreas(w); err != nil {
+			t.Fatalf("rank %d: %v", me, err)
+		}
+		mapped := func() (m []int) {
+			for i := range w.areas {
+				if w.areas[i].Load() != nil {
+					m = append(m, i)
+				}
+			}
+			return m
+		}
+		want := []int{0, me}
+		if me == 0 {
+			want = []int{0, 1, 2, 3, 4, 5, 6, 7}
+		}
+		if d := cmp.Diff(want, mapped()); d != "" {
+			t.Errorf("rank %d: areas mapped at start-up (-want +got):\n%s", me, d)
+		}
+		for _, size := range []int{1600, 8, 1600} { // 8 x 1600 bytes overflow the buffer
+			parts, err := j.World().AllGather(part(me, size))
+			if err != nil {
+				t.Fatalf("rank %d: all-gather of %d bytes: %v", me, size, err)
+			}
+			for r := range n {
+				if !bytes.Equal(parts[r], part(r, size)) {
+					t.Errorf("rank %d: all-gather of %d bytes: part %d is %x", me, size, r, parts[r])
+				}
+			}
+		}
+		if d := cmp.Diff(want, mapped()); d != "" {
+			t.Errorf("rank %d: areas mapped after the all-gathers (-want +got):\n%s", me, d)
+		}
+		if err := j.World().Barrier(); err != nil {
+			t.Errorf("rank %d: barrier: %v", me, err)
+		}
+	})
+}
