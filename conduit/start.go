@@ -208,7 +208,7 @@ func startConsole(directOff bool) (int, error) {
 		fmt.Print(spawn.Help(os.Args[0], Usage))
 		return 0, nil
 	}
-	n, err := spawn.ParseN(os.Args)
+	n, err := spawn.ParseN(os.Args, Usage)
 	if err != nil {
 		return 1, err
 	}

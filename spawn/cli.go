@@ -6,11 +6,8 @@ import (
 	"strconv"
 )
 
-// Usage is the one-line usage of a program's console.
-func Usage(prog string) string { return usageOf(prog, "") }
-
-// usageOf is Usage for a program whose own arguments are args ("" for
-// "[args...]").
+// usageOf is the one-line usage of a program's console, whose own
+// arguments are args ("" for "[args...]").
 func usageOf(prog, args string) string {
 	if args == "" {
 		args = "[args...]"
@@ -21,15 +18,17 @@ func usageOf(prog, args string) string {
 // IsHelp reports whether arg asks for the usage: -h, -help or --help.
 func IsHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
-// ParseN reads the node count from the console's argv[1].
-func ParseN(argv []string) (int, error) {
+// ParseN reads the node count from the console's argv[1]; its errors end
+// with the program's usage, whose own arguments are args (conduit.Usage;
+// "" for "[args...]").
+func ParseN(argv []string, args string) (int, error) {
 	if len(argv) < 2 {
-		return 0, fmt.Errorf("missing N: %s", Usage(argv[0]))
+		return 0, fmt.Errorf("missing N: %s", usageOf(argv[0], args))
 	}
 	n, err := strconv.Atoi(argv[1])
 	if err != nil || n <= 0 {
 		//lint:ignore ST1005 the message starts with the name of the argument, N
-		return 0, fmt.Errorf("N=%q: accepted: a positive integer; %s", argv[1], Usage(argv[0]))
+		return 0, fmt.Errorf("N=%q: accepted: a positive integer; %s", argv[1], usageOf(argv[0], args))
 	}
 	if n > 1<<20 {
 		//lint:ignore ST1005 the message starts with the name of the argument, N

@@ -84,7 +84,7 @@ func run(argv []string) int {
 	if *np == "" {
 		return fail("missing -np N; %s", usage)
 	}
-	n, err := spawn.ParseN([]string{"amudprun", *np})
+	n, err := spawn.ParseN([]string{"amudprun", *np}, "")
 	if err != nil {
 		return fail("-np %s: accepted: a positive integer; %s", *np, usage)
 	}
