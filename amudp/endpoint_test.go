@@ -350,10 +350,14 @@ func TestUndeliverableAfterTimeout(t *testing.T) {
 		t.Errorf("gave up after %v, before the configured %v", el, rc.GiveUpAfter())
 	}
 	// On wall-clock time a late timer may leave one retransmission fewer
-	// before the give-up time; the exact schedule is tested on a fake
-	// clock in package retransmit.
-	if s := eps[0].Stats(); s.Retransmits == 0 || s.Retransmits > uint64(rc.Retries()) {
-		t.Errorf("%d retransmissions, want 1..%d", s.Retransmits, rc.Retries())
+	// before the give-up time, and a peer heard from during the setup
+	// within the Heard window makes the waits grow by the RTT estimate
+	// instead of doubling (Config.NextWait), so more fit than in the
+	// reference schedule; the exact schedules are tested on a fake clock
+	// in package retransmit. Here: some, and no more than one per MinRTO.
+	most := uint64(rc.GiveUpAfter() / rc.MinRTO)
+	if s := eps[0].Stats(); s.Retransmits == 0 || s.Retransmits > most {
+		t.Errorf("%d retransmissions, want 1..%d", s.Retransmits, most)
 	}
 }
 
