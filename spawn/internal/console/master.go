@@ -142,7 +142,7 @@ func Run(cfg *envconf.Config, src map[string]envconf.Source, n int, program stri
 	signal.Notify(sigs, forwardSignals...)
 	defer signal.Stop(sigs)
 
-	started, err := sp.Start(spec)
+	started, err := startSaying(sp, spec, say)
 	if err != nil {
 		say("%v", err)
 		return 1

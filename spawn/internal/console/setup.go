@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync/atomic"
+	"time"
 
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
@@ -91,4 +93,36 @@ func localControl(cfg *envconf.Config, src map[string]envconf.Source, fwd []stri
 			}
 		}()
 	}, nil
+}
+
+// startSaying starts the workers with sp, and while that takes longer
+// than reportEvery (a local job of thousands of ranks) says every
+// reportEvery how many a spawner that starts them here has started.
+func startSaying(sp launch.Spawner, spec *launch.Spec, say func(string, ...any)) (launch.Launch, error) {
+	var n atomic.Int64
+	if control := spec.Control; control != nil {
+		spec.Control = func(i int, c net.Conn) {
+			n.Add(1)
+			control(i, c)
+		}
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(reportEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if spec.Control != nil {
+					say("started %d of %d workers", n.Load(), spec.Count)
+				} else {
+					say("starting %d workers", spec.Count)
+				}
+			}
+		}
+	}()
+	return sp.Start(spec)
 }
