@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all build demo test unit e2e bench gasnet-bench net-bench shm-bench atomic-bench vis-bench hier-bench routes-bench wire-bench loss scale fuzz deps lint vet cross fmt clean
+.PHONY: all build demo test check unit e2e bench gasnet-bench net-bench shm-bench atomic-bench vis-bench hier-bench routes-bench wire-bench loss scale fuzz deps lint vet cross fmt clean
 
 all: build
 
@@ -35,6 +35,17 @@ test: deps vet
 
 unit:
 	$(GO) test -count=1 -short ./amudp/... ./retransmit/... ./spawn/... ./conduit/...
+
+# A smoke test of under two minutes that needs nothing but Go: build, vet,
+# the unit tests of the core packages (the pure logic, shared memory and
+# the collective engine), and one job of each way to start one that needs
+# no daemon or launcher (L, C through /bin/sh, amudprun).
+check: build
+	$(GO) vet ./...
+	$(GO) test -count=1 -short ./retransmit/... ./amudp/internal/... ./amudp/shmem ./conduit/internal/... ./spawn/internal/ctl ./spawn/internal/verdict ./spawn/internal/envconf
+	GASNET_SPAWNFN=L bin/hello 2 L
+	GASNET_SPAWNFN=C GASNET_CSPAWN_CMD='for i in $$(seq %N); do %C & done; wait' bin/hello 2 C
+	bin/amudprun -np 2 bin/hello amudprun
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=2s ./amudp/
