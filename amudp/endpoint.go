@@ -234,7 +234,7 @@ type Endpoint struct {
 	// clock is the poller's reading of e.now(), taken when a poll pass
 	// starts and after each datagram it handles: the pass's timestamps
 	// (a peer heard, a round-trip sample, acks' ages, due timers) use it
-	// rather than read the clock each (about 60 ns a read on a VM).
+	// rather than read the clock each (a read is not free on a VM).
 	// Poller only.
 	clock retransmit.Time
 	// passSeq is odd while a poll pass runs and even between passes; its

@@ -33,7 +33,7 @@ const maxBlock = 20 * time.Millisecond
 // one. Each extra wakeup of a waiter costs context switches (the Go
 // runtime's monitor thread polls after each blocking syscall) that the busy
 // ranks pay for, while the early ranks of a large job on few cores wait
-// long for the last to start (DESIGN.md §7 has the measurements).
+// long for the last to start (BENCHMARKS.md, Scale).
 const maxBlockPolite = 5 * time.Second
 
 // Poll handles pending messages (at most the receive depth) and due
@@ -200,8 +200,8 @@ const (
 // replies and retransmissions go on), and steps aside while one does,
 // which then polls itself. A waiting goroutine that only slept until a
 // background poller's pass would wait for the scheduler to run it after
-// each message, long on a host whose cores the pollers keep busy (README
-// has the figures). Run it on one goroutine per endpoint.
+// each message, long on a host whose cores the pollers keep busy
+// (BENCHMARKS.md, GASNET_RCV_THREAD). Run it on one goroutine per endpoint.
 func (e *Endpoint) Progress() error {
 	e.bgActive.Store(true)
 	defer e.bgActive.Store(false)

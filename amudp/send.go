@@ -135,7 +135,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	// a syscall that would find the socket empty is most of a round trip's
 	// overhead on a virtual machine.
 	// The clock read here also starts the request's retransmission timer
-	// (a read costs tens of nanoseconds on a virtual machine), unless a
+	// (a read is not free on a virtual machine), unless a
 	// poll pass or a wait for credit comes between.
 	now := e.now()
 	if time.Duration(int64(now)-e.lastPass.Load()) >= pollFirstGap && e.pollMu.TryLock() {

@@ -125,8 +125,7 @@ type Shared struct {
 
 // udpEvery is how often, in polls of an empty inbox, Recv reads the UDP
 // socket once a read found it empty: a system call costs about as much as
-// a whole round trip through the inbox (1.1-1.4 µs on the VM of README's
-// figures), and a co-located peer's datagram comes by UDP only when its
+// a whole round trip through the inbox, and a co-located peer's datagram comes by UDP only when its
 // inbox was full, which the peer says in the inbox (Ring.Detour): Recv
 // then reads the socket at once. Datagrams from other hosts wait at most
 // udpEvery-1 looks at the inbox; a read that finds one keeps Recv reading
@@ -138,9 +137,9 @@ const udpEvery = 8
 // rank (SetAllShared): the socket then carries only datagrams that the
 // inbox's detour count announces, doorbells, which Wait sees anyway, and
 // those of a peer that could not map the inbox, which this bounds the wait
-// of (an empty poll takes 0.1 µs or more). A message that arrives while
-// the poller is in the system call waits for it to end: at udpEvery, one
-// round trip in ten or so did.
+// of. A message that arrives while the poller is in the system call
+// waits for it to end, which at udpEvery a measurable share of round
+// trips did (BENCHMARKS.md).
 const udpEveryShared = 1024
 
 // shmPeer is a co-located rank's inbox, mapped on first use.

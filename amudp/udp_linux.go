@@ -225,8 +225,8 @@ func (u *UDP) Recv(b []byte) (int, netip.AddrPort, error) {
 // passes, which Wake moves to the past. A goroutine blocked in a system
 // call keeps the runtime's monitor thread waking every 20 µs to take its
 // processor back and hand it to another thread; on a host with many more
-// ranks than CPUs that churn costs more than the ranks' own work (README,
-// "Scale"), and a parked goroutine costs nothing. It is not
+// ranks than CPUs that churn costs more than the ranks' own work
+// (BENCHMARKS.md, Scale), and a parked goroutine costs nothing. It is not
 // safe to call concurrently with Wait or Wake.
 func (u *UDP) SetPark(park bool) error {
 	if !park || u.raw != nil {

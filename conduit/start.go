@@ -165,8 +165,8 @@ const crowdedWaitPerRank = 2 * time.Millisecond
 // once the scheduler runs it, which takes longer the more ranks wait for
 // each CPU, and a retransmission meanwhile only wakes both ranks for a
 // duplicate: unless the user set it, the wait is then at least
-// crowdedWaitPerRank per rank per CPU (1 s for 1024 ranks on 2 CPUs, where
-// 100 ms made a quarter of hello's datagrams retransmissions). why says
+// crowdedWaitPerRank per rank per CPU (1 s for 1024 ranks on 2 CPUs,
+// where a flat 100 ms retransmits much of hello's traffic). why says
 // so, for verbose mode ("" when initial stands).
 func firstWait(initial, max time.Duration, set bool, ranks, cpus int) (time.Duration, string) {
 	if set || !spawn.Oversubscribed(ranks, cpus) {

@@ -253,8 +253,8 @@ func (j *Job) wordWait(w *words, cond func() bool) error {
 // released, a member reads the leader's (its release word and buffer of
 // posts) and maps only that one, and the leader maps them all: G² mappings
 // there would cost the host more page tables and start-up than the job
-// has use for. A member of such a group maps another's area when a
-// collective's posts do not fit the leader's buffer (combinePosts).
+// has use for. A collective whose posts do not fit the leader's buffer
+// (combinePosts) goes over messages there (errOverMessages).
 func (j *Job) shareAreas(w *words) error {
 	for i := range w.group {
 		if !w.dissem && len(w.group) > eagerAreas && !w.leads() && i != 0 && i != w.me {

@@ -44,8 +44,8 @@ const maxScheduleTerms = 64
 //   - Probe is ours: no wait is longer than Probe either (zero means
 //     DefaultProbe). A peer that is alive but idle (in a barrier, say)
 //     sends nothing of its own, so under heavy loss it cannot be told from
-//     a dead one; waits that doubled up to Max (30 s) stalled such jobs
-//     for a minute. Probing at least this often costs one datagram per
+//     a dead one, and waits that double up to Max stall such jobs for
+//     as long. Probing at least this often costs one datagram per
 //     Probe to a peer that is really silent (whose requests are probed one
 //     at a time), and leaves the give-up time as it is.
 type Config struct {

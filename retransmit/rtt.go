@@ -60,8 +60,8 @@ func (r *RTT) estimate() time.Duration {
 // in one late round show up together), and stays so until a sample within
 // the estimate of a request sent since. A peer slower than the estimate (its queue grew: a slow
 // receiver, a loaded host) is then not sent a copy of every request in
-// its queue, each copy lengthening it, which had made floods to it take
-// two to three times as long (amudp's TestSlowReceiver). Timeouts of lost
+// its queue, each copy lengthening it, which makes floods to it take
+// far longer (amudp's TestSlowReceiver). Timeouts of lost
 // datagrams do not back off: under heavy loss a lone request's waits
 // stay near the RTT (Config.NextWait).
 func (r *RTT) Backoff(now Time, c Config) {

@@ -39,7 +39,7 @@ var launchers = []launcher{
 	{
 		name: "openmpi", template: "mpirun.openmpi -np %N %C", labelled: "mpirun.openmpi --tag-output -np %N %C",
 		label: regexp.MustCompile(`^\[1,(\d+)\]<stdout>:(.*)$`), rankVar: "OMPI_COMM_WORLD_RANK",
-		// As root, and with more ranks than cores (NOTES in DESIGN.md §9).
+		// As root, and with more ranks than cores (README.md, Running).
 		env:   []string{"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_rmaps_base_oversubscribe=1"},
 		setup: needCommand("mpirun.openmpi", "openmpi-bin"),
 	},

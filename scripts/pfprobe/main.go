@@ -3,7 +3,7 @@
 // allocates and zeroes a page), and the first read of each page of a file
 // already in the page cache (the kernel maps up to 16 pages per fault). In
 // a paravirtualised guest both cost far more than on bare metal, and a Go
-// program's start touches a few hundred pages (DESIGN.md §7).
+// program's start touches a few hundred pages (BENCHMARKS.md, Scale).
 //
 //	go run ./scripts/pfprobe [FILE]
 package main

@@ -120,8 +120,7 @@ type Ring struct {
 	// cache line of their own: where one process pushes into a ring and
 	// takes from it (tests, benchmarks), the line that producers read
 	// from this view for each push would move at each Advance
-	// (BenchmarkPingPong: 0.21-0.25 µs a round trip instead of
-	// 0.16-0.19).
+	// (BenchmarkPingPong).
 	_ [64]byte
 	// own is the consumer's head, which it alone writes: Peek, Advance
 	// and Empty go by it, never by the shared word, which the consumer

@@ -9,7 +9,7 @@ import (
 )
 
 // A TCP connection of a worker shows the console that it knows the job
-// secret without sending it (DESIGN.md §9): its first frame carries a
+// secret without sending it (DESIGN.md §7.1): its first frame carries a
 // random nonce and a proof, HMAC-SHA-256 keyed by the secret over what
 // the frame is (Hello, or which Output stream) and the nonce. Someone who
 // reads the connection learns neither the secret nor a proof that the

@@ -5,9 +5,8 @@ package launch
 // into the child and every exec closes the copies again, and the console
 // holds four descriptors per worker already started (its output pipes,
 // its control connection, its pidfd): starting N workers cost O(N²)
-// descriptor copies and closes (a Go program starting 1024 bare programs
-// with 4 descriptors kept per child: 1.00-1.10 s against 0.83-0.99 without,
-// /usr/bin/time, three rounds). Instead the console starts one process,
+// descriptor copies and closes (BENCHMARKS.md, L spawner's fork server).
+// Instead the console starts one process,
 // the program itself marked ctl.EnvForkServer, whose package
 // initialisation turns it into the server before the program's main runs:
 // with a descriptor table that stays small it forks and execs every

@@ -174,8 +174,8 @@ func closeAll(fs []*os.File) {
 // and the user did not set GOMAXPROCS (set; an empty value, which the
 // runtime ignores, is not set), as each worker would choose
 // after its welcome anyway (see conduit's procsMode): set at the start, the
-// runtime never sets up the second P, which on 1024 workers on 2 cores
-// measured 7.5% less CPU for the job (DESIGN.md §7). ctl.EnvProcs tells the
+// runtime never sets up the second P, which saves the job CPU
+// (BENCHMARKS.md, Scale). ctl.EnvProcs tells the
 // worker to take GOMAXPROCS out of its environment again, so the program
 // sees the environment its user gave.
 func localProcs(count, cpus int, set bool) []string {

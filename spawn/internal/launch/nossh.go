@@ -12,7 +12,7 @@ import (
 // a program built with -tags udpconduit_nossh. Such a program does not link
 // golang.org/x/crypto/ssh, github.com/pkg/sftp and
 // github.com/kevinburke/ssh_config, whose initialisation every worker
-// would otherwise pay for at start (DESIGN.md §7); it starts workers with
+// would otherwise pay for at start (DESIGN.md §9); it starts workers with
 // L and C only.
 
 // noSSH says why there is no S spawner.

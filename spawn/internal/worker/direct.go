@@ -371,8 +371,8 @@ func nodeRanks(c *pmi.Client, rank, size int) []int {
 // asks again about the same rank after 0.5 ms, then 1 ms, then every 2 ms:
 // one question at a time however many are missing (500 a second at most,
 // to the node's PMI server), and a node whose last rank comes up is seen
-// within 2 ms (with waits doubling up to 64 ms, hello at 64 tasks under
-// Hydra took 6.2x the launcher alone against 4.9x).
+// within 2 ms (waits doubling up to 64 ms made a job of 64 tasks under
+// Hydra slower; BENCHMARKS.md, Direct launch).
 func waitRanks(ranks []int, timeout time.Duration, up func(int) bool) []int {
 	deadline := time.Now().Add(timeout)
 	const first, most = 500 * time.Microsecond, 2 * time.Millisecond
