@@ -325,6 +325,39 @@ func TestLauncherRoutedOutput(t *testing.T) {
 	})
 }
 
+// TestRoutedOutputOfUnnamedWorkers: workers that a launcher starts without
+// telling them their spawn index (here /bin/sh) and that route their
+// output through the console get labels and files by rank, each its own:
+// none shares "worker -1"'s label or file, where they overwrote each
+// other.
+func TestRoutedOutputOfUnnamedWorkers(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"GASNET_SPAWNFN=C", "GASNET_CSPAWN_CMD=for i in $(seq %N); do %C & done; wait", "GASNET_CSPAWN_ROUTE_OUTPUT=1"}
+	host, _ := os.Hostname()
+	line := func(r int) string { return fmt.Sprintf("hello from rank %d of 3 on %s args=[]", r, host) }
+	r := run(t, t.Name()+"label", append(env, "GASNET_OUTPUT_LABEL=1"), "hello", "3")
+	got := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	sort.Strings(got)
+	var want []string
+	for i := range 3 {
+		want = append(want, fmt.Sprintf("[%d] %s", i, line(i)))
+	}
+	if d := cmp.Diff(want, got); r.code != 0 || d != "" {
+		t.Errorf("labelled: exit %d, output (-want +got):\n%s\nstderr:\n%s", r.code, d, r.stderr)
+	}
+	r = run(t, t.Name()+"dir", append(env, "GASNET_OUTPUT_DIR="+dir), "hello", "3")
+	if r.code != 0 || r.stdout != "" {
+		t.Errorf("GASNET_OUTPUT_DIR: exit %d, stdout %q\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for i := range 3 {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank.%d.stdout", i)))
+		if err != nil || string(b) != line(i)+"\n" {
+			t.Errorf("rank %d's file: %q, %v", i, b, err)
+		}
+	}
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
+}
+
 // TestBoundRanksAreNotCrowded: ranks that mpirun binds one to a core each
 // (--bind-to core: one CPU in each rank's mask) on a host with a core per
 // rank are not judged crowded, since the console counts the union of the

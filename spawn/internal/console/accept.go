@@ -68,7 +68,7 @@ func accept(ln net.Listener, ac acceptConfig, joins chan<- *peerConn, outs *outp
 			case typ == ctl.FrameOutput && ctl.DecodeBody(body, &o) == nil && o.Check(secret) && nonces.Fresh(o.Nonce) &&
 				(o.Stream == 1 || o.Stream == 2):
 				c.SetReadDeadline(time.Time{})
-				outs.serve(c, r, o.Stream, o.Index)
+				outs.serve(c, r, o.Stream, outputKey(o.Index, o.PID))
 				return
 			}
 			c.Close() // not one of ours

@@ -254,10 +254,15 @@ func (j *job) run(joins <-chan *peerConn) int {
 		return j.abort(1, joined)
 	}
 	j.peers = make([]*peerConn, j.n)
-	byIndex := map[int]int{}
+	byIndex, pids := map[int]int{}, map[int]int{}
 	for i, p := range joined {
-		if p.join.Index >= 0 {
-			byIndex[p.join.Index] = ranks[i]
+		key := outputKey(p.join.Index, p.join.PID)
+		pids[key]++
+		byIndex[key] = ranks[i]
+	}
+	for key, n := range pids {
+		if n > 1 || key == -1 { // one PID on two hosts, or none: no rank
+			delete(byIndex, key)
 		}
 	}
 	if j.outs != nil {

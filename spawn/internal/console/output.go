@@ -98,10 +98,14 @@ func newLineWriter(c *console, stream, size int) *lineWriter {
 var streamNames = [3]string{"", "stdout", "stderr"}
 
 // who names the worker of this stream: "rank R", or before ranks are
-// assigned (or for a worker the console does not know) "worker I".
+// assigned (or for a worker the console does not know) "worker I" by its
+// spawn index, or "pid P" for one that its launcher started unnamed.
 func (w *lineWriter) who() (string, int) {
 	if r, ok := w.o.rankOf(w.index); ok {
 		return "rank", r
+	}
+	if w.index < -1 {
+		return "pid", -1 - w.index
 	}
 	return "worker", w.index
 }
@@ -117,8 +121,8 @@ func (w *lineWriter) emit(b []byte) {
 	default:
 		kind, n := w.who()
 		label := "[" + strconv.Itoa(n)
-		if kind == "worker" {
-			label = "[worker " + strconv.Itoa(n)
+		if kind != "rank" {
+			label = "[" + kind + " " + strconv.Itoa(n)
 		}
 		if w.stream == 2 {
 			label += " stderr"

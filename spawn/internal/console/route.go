@@ -24,7 +24,19 @@ func newOutputs(cons *console, size int) *outputs {
 	return &outputs{cons: cons, size: size, open: map[io.Closer]bool{}, ranks: new(atomic.Pointer[map[int]int])}
 }
 
-// setRanks records the rank of each spawn index, for labels and file names.
+// outputKey is the key of a worker's streams among the console's outputs
+// (serve, setRanks): its spawn index, or for a worker that its launcher
+// started unnamed (C) -1-PID, so that the streams of different workers
+// never share a label or a file.
+func outputKey(index, pid int) int {
+	if index < 0 && pid > 0 {
+		return -1 - pid
+	}
+	return index
+}
+
+// setRanks records the rank of each output key (outputKey), for labels
+// and file names.
 func (o *outputs) setRanks(m map[int]int) { o.ranks.Store(&m) }
 
 // rankOf returns the rank of the worker of spawn index i, once known.
