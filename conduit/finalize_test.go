@@ -76,6 +76,15 @@ func TestFinalizeLocal(t *testing.T) {
 		t.Errorf("rank 0 called Finalize after rank 1 returned: code %d, want 1", code)
 	}
 
+	code = runLocalWithin(t, bound, 3, func(j *Job) {
+		if j.Rank() != 0 {
+			j.World().Barrier() // never completes: rank 0 returned
+		}
+	})
+	if code != 1 {
+		t.Errorf("rank 0 returned while the others waited in a barrier: code %d, want 1 (it hung before)", code)
+	}
+
 	code = runLocalWithin(t, bound, 2, func(j *Job) {
 		if j.Rank() == 0 {
 			j.Finalize(3)

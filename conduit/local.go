@@ -36,6 +36,7 @@ func RunLocal(n int, program func(j *Job)) (int, error) {
 	}
 	algo, _ := chooseBarrier("", polite)
 	lj.setBarrier(algo)
+	lj.c.endLate = true
 	<-lj.start(program)
 	lj.close()
 	return lj.c.code, nil
@@ -57,7 +58,7 @@ type localJob struct {
 // newLocalJob opens n endpoints with listen, configured by cfg (its Rank
 // and Reserved set here), and makes their Jobs under one localConsole.
 func newLocalJob(n int, listen func(i int) (amudp.Transport, error), cfg amudp.Config, exitTimeout time.Duration) (*localJob, error) {
-	c := &localConsole{n: n, ends: make([]string, n), finalized: make([]bool, n)}
+	c := &localConsole{n: n, ends: make([]string, n), finalized: make([]bool, n), exitTimeout: exitTimeout}
 	lj := &localJob{c: c, jobs: make([]*Job, n)}
 	addrs := make([]netip.AddrPort, n)
 	for i := range n {
@@ -128,6 +129,11 @@ type localConsole struct {
 	finalized   []bool
 	final, done int
 	terminating atomic.Bool
+	// exitTimeout is as a job's GASNET_EXIT_TIMEOUT, after which, with
+	// endLate set (RunLocal's), a job whose ranks did not all return ends
+	// (lateOthers); the package tests' jobs, some on a fake clock, wait.
+	exitTimeout time.Duration
+	endLate     bool
 }
 
 func (c *localConsole) wakeAll() {
@@ -161,7 +167,28 @@ func (c *localConsole) returned(rank int) {
 		return
 	}
 	c.done++
+	if c.done == 1 && c.n > 1 && c.endLate {
+		time.AfterFunc(c.exitTimeout, c.lateOthers)
+	}
 	c.settleLocked()
+}
+
+// lateOthers ends the job with 1 when, an exit timeout after the first
+// rank returned, others still neither returned nor are all in Finalize
+// (waiting in a collective that the returned rank will never enter, say),
+// as a worker returning from main while others run ends a job of
+// processes, said on stderr.
+func (c *localConsole) lateOthers() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.codeSet || c.done == c.n {
+		return
+	}
+	r := slices.Index(c.ends, "returned")
+	fmt.Fprintf(os.Stderr, "%s: rank %d returned without calling Finalize or Exit while %d other ranks still run; ending the job with 1\n", progName(), r, c.n-c.done)
+	c.code, c.codeSet = 1, true
+	c.terminating.Store(true)
+	c.wakeAll()
 }
 
 // settleLocked ends the job once every rank has finalized or returned and
