@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -206,7 +207,24 @@ var launcherVars = []struct{ rank, size, launcher, template string }{
 	{"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "srun", "srun -n %N %C"},
 	{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun", "mpirun -np %N %C"},
 	{"PMIX_RANK", "", "a PMIx launcher", "mpirun -np %N %C"},
-	{"PMI_RANK", "PMI_SIZE", "mpiexec", "mpiexec -n %N %C"},
+	{"PMI_RANK", "PMI_SIZE", "mpiexec", "mpiexec.hydra -n %N %C"},
+}
+
+// hintTemplate is template as a machine of cpus CPUs needs it for size
+// tasks, run by root or not: Open MPI's mpirun refuses root without
+// --allow-run-as-root, and more tasks than cores without --oversubscribe.
+func hintTemplate(template string, size int, root bool, cpus int) string {
+	rest, ok := strings.CutPrefix(template, "mpirun ")
+	if !ok {
+		return template
+	}
+	if size > cpus {
+		rest = "--oversubscribe " + rest
+	}
+	if root {
+		rest = "--allow-run-as-root " + rest
+	}
+	return "mpirun " + rest
 }
 
 // LauncherRank returns the rank a launcher gave this process (-1: none).
@@ -243,7 +261,7 @@ func DirectLaunch(getenv func(string) string, prog string, off bool) (msg string
 			direct = "or unset GASNET_DIRECT_LAUNCH (and AMUDP_DIRECT_LAUNCH), set to 0 here, to run these tasks as the job's ranks"
 		}
 		msg = fmt.Sprintf("started by %s as task %d of %d without a console: a udpconduit program starts its own workers, so run it once, not under the launcher: GASNET_SPAWNFN=C GASNET_CSPAWN_CMD='%s' %s N args (inside a SLURM allocation plain `%s N args` uses srun by itself); %s",
-			v.launcher, rank, size, v.template, prog, prog, direct)
+			v.launcher, rank, size, hintTemplate(v.template, size, os.Geteuid() == 0, runtime.NumCPU()), prog, prog, direct)
 		return msg, rank == 0, true
 	}
 	return "", false, false

@@ -59,8 +59,8 @@ func TestDirectLaunch(t *testing.T) {
 	}{
 		{"srun task 0", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "4"), false, true, true, "started by srun as task 0 of 4"},
 		{"srun task 2", env("SLURM_PROCID", "2", "SLURM_STEP_NUM_TASKS", "4"), false, true, false, "task 2 of 4"},
-		{"mpirun", env("OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "3"), false, true, true, "GASNET_CSPAWN_CMD='mpirun -np %N %C'"},
-		{"mpiexec", env("PMI_RANK", "0", "PMI_SIZE", "2"), false, true, true, "mpiexec -n %N %C"},
+		{"mpirun", env("OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "3"), false, true, true, "-np %N %C' ./prog N args"},
+		{"mpiexec", env("PMI_RANK", "0", "PMI_SIZE", "2"), false, true, true, "GASNET_CSPAWN_CMD='mpiexec.hydra -n %N %C'"},
 		{"PMI_FD alone is not GASNET_DIRECT_LAUNCH=0", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "4", "PMI_FD", "5"), false, true, true, "srun --mpi=pmi2 -n 4"},
 		{"srun, no PMI", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "4"), false, true, true, "srun --mpi=pmi2 -n 4 ./prog args, or mpiexec.hydra -n 4 ./prog args"},
 		{"srun with PMI, direct launch off", env("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "4"), true, true, true, "or unset GASNET_DIRECT_LAUNCH"},
@@ -103,6 +103,28 @@ func TestCheckLauncher(t *testing.T) {
 		err := checkLauncher(tmpl, look)
 		if want == "" && err != nil || want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)) {
 			t.Errorf("%q: %v, want %q", tmpl, err, want)
+		}
+	}
+}
+
+// TestHintTemplate: the template a direct-launch hint gives has the
+// switches Open MPI's mpirun needs on the machine it runs on.
+func TestHintTemplate(t *testing.T) {
+	for _, c := range []struct {
+		template   string
+		size, cpus int
+		root       bool
+		want       string
+	}{
+		{"mpirun -np %N %C", 2, 2, false, "mpirun -np %N %C"},
+		{"mpirun -np %N %C", 3, 2, false, "mpirun --oversubscribe -np %N %C"},
+		{"mpirun -np %N %C", 2, 2, true, "mpirun --allow-run-as-root -np %N %C"},
+		{"mpirun -np %N %C", 4, 2, true, "mpirun --allow-run-as-root --oversubscribe -np %N %C"},
+		{"srun -n %N %C", 4, 2, true, "srun -n %N %C"},
+		{"mpiexec.hydra -n %N %C", 4, 2, true, "mpiexec.hydra -n %N %C"},
+	} {
+		if got := hintTemplate(c.template, c.size, c.root, c.cpus); got != c.want {
+			t.Errorf("hintTemplate(%q, %d tasks, root %v, %d CPUs) = %q, want %q", c.template, c.size, c.root, c.cpus, got, c.want)
 		}
 	}
 }
