@@ -217,8 +217,14 @@ func (c *Config) validate(src map[string]Source) error {
 		return err
 	}
 	if c.SockBufInit > c.SockBufMax {
-		return fmt.Errorf("%s=%d: accepted: at most %s=%d", DisplayName(src, "GASNET_SOCKETBUFFER_INITIAL"), c.SockBufInit,
-			DisplayName(src, "GASNET_SOCKETBUFFER_MAX"), c.SockBufMax)
+		// A maximum set below the initial size's default lowers it; an
+		// initial size set above the maximum is refused.
+		if _, set := src["GASNET_SOCKETBUFFER_INITIAL"]; !set {
+			c.SockBufInit = c.SockBufMax
+		} else {
+			return fmt.Errorf("%s=%d: accepted: at most %s=%d", DisplayName(src, "GASNET_SOCKETBUFFER_INITIAL"), c.SockBufInit,
+				DisplayName(src, "GASNET_SOCKETBUFFER_MAX"), c.SockBufMax)
+		}
 	}
 	switch strings.ToUpper(c.Barrier) {
 	case "", "AMDISSEM", "AMCENTRAL", "AMTREE":

@@ -23,3 +23,16 @@ func TestConfigBoundsInclusive(t *testing.T) {
 		}
 	}
 }
+
+// TestMaximumLowersDefault: GASNET_SOCKETBUFFER_MAX set below the default
+// initial size lowers it, as GASNET_REQUESTTIMEOUT_MAX does the initial
+// timeout's, instead of refusing a variable the user did not set.
+func TestMaximumLowersDefault(t *testing.T) {
+	c, _, err := LoadEnv([]string{"GASNET_SOCKETBUFFER_MAX=64K"})
+	if err != nil {
+		t.Fatalf("GASNET_SOCKETBUFFER_MAX=64K: %v", err)
+	}
+	if c.SockBufInit != 65536 || c.SockBufMax != 65536 {
+		t.Errorf("GASNET_SOCKETBUFFER_MAX=64K: initial %d, max %d; want both 65536", c.SockBufInit, c.SockBufMax)
+	}
+}
