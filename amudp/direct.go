@@ -228,9 +228,8 @@ func (e *Endpoint) encodeDirect(h *directHead, m *wire.Message) ([]byte, error) 
 }
 
 // requestDirect sends a request to l's rank through its inbox, waiting
-// for credit and for room there (or until stop, if not nil, returns true:
-// errStopped, the request unsent).
-func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []byte, off uint64, args []uint32, stop func() bool) error {
+// for credit and for room there.
+func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []byte, off uint64, args []uint32) error {
 	if e.isClosed() {
 		return net.ErrClosed
 	}
@@ -242,10 +241,7 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 	}
 	num, ok := l.reserve(e.depth)
 	for !ok {
-		if stop != nil && stop() {
-			return errStopped
-		}
-		if err := e.directWait(func() bool { return l.outstanding() < e.depth || stop != nil && stop() }); err != nil {
+		if err := e.directWait(func() bool { return l.outstanding() < e.depth }); err != nil {
 			return err
 		}
 		num, ok = l.reserve(e.depth)
@@ -262,10 +258,6 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 			// Given up while it waited for room (checkLanes): handler 0
 			// has it as undeliverable.
 			return nil
-		}
-		if stop != nil && stop() {
-			err = errStopped
-			break
 		}
 		err = e.directWait(nil)
 	}

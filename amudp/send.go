@@ -1,7 +1,6 @@
 package amudp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -57,67 +56,22 @@ func checkMessage(cat Category, handler int, payload []byte, args []uint32) erro
 
 // RequestShort sends a Short request to dest's handler.
 func (e *Endpoint) RequestShort(dest, handler int, args ...uint32) error {
-	return e.request(dest, Short, handler, nil, 0, args, nil)
-}
-
-// RequestShortContext is RequestShort bounded by ctx: a request that
-// waits for credit (GASNET_NETWORKDEPTH requests to dest unanswered) or
-// for room in dest's shared-memory inbox when ctx ends is not sent, and
-// ctx's error is returned. Once sent, a request is delivered (or returned
-// to handler 0) whatever becomes of ctx.
-func (e *Endpoint) RequestShortContext(ctx context.Context, dest, handler int, args ...uint32) error {
-	return e.requestContext(ctx, dest, Short, handler, nil, 0, args)
-}
-
-// RequestMediumContext is RequestMedium bounded by ctx, as
-// RequestShortContext.
-func (e *Endpoint) RequestMediumContext(ctx context.Context, dest, handler int, payload []byte, args ...uint32) error {
-	return e.requestContext(ctx, dest, Medium, handler, payload, 0, args)
-}
-
-// RequestLongContext is RequestLong bounded by ctx, as
-// RequestShortContext; to a peer whose segment this process maps, the
-// payload is written there before the request waits, so a request not
-// sent may have written it.
-func (e *Endpoint) RequestLongContext(ctx context.Context, dest, handler int, payload []byte, offset uint64, args ...uint32) error {
-	return e.requestContext(ctx, dest, Long, handler, payload, offset, args)
-}
-
-// errStopped is what a request's wait returns when its stop function
-// (requestContext's context) says to give up.
-var errStopped = errors.New("amudp: request stopped")
-
-// requestContext runs request with a stop function that ends its waits
-// when ctx ends, and returns ctx's error for a request that gave up.
-func (e *Endpoint) requestContext(ctx context.Context, dest int, cat Category, handler int, payload []byte, off uint64, args []uint32) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if ctx.Done() == nil { // never ends
-		return e.request(dest, cat, handler, payload, off, args, nil)
-	}
-	defer context.AfterFunc(ctx, e.Wake)()
-	err := e.request(dest, cat, handler, payload, off, args, func() bool { return ctx.Err() != nil })
-	if err == errStopped {
-		return ctx.Err()
-	}
-	return err
+	return e.request(dest, Short, handler, nil, 0, args)
 }
 
 // RequestMedium sends a Medium request; payload is copied before return.
 func (e *Endpoint) RequestMedium(dest, handler int, payload []byte, args ...uint32) error {
-	return e.request(dest, Medium, handler, payload, 0, args, nil)
+	return e.request(dest, Medium, handler, payload, 0, args)
 }
 
 // RequestLong sends a Long request that writes payload into dest's segment
 // at offset before its handler runs; payload is copied before return.
 func (e *Endpoint) RequestLong(dest, handler int, payload []byte, offset uint64, args ...uint32) error {
-	return e.request(dest, Long, handler, payload, offset, args, nil)
+	return e.request(dest, Long, handler, payload, offset, args)
 }
 
-// request sends a request; its waits for credit end with errStopped, the
-// request unsent, when stop (if not nil) returns true.
-func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, off uint64, args []uint32, stop func() bool) error {
+// request sends a request, waiting for credit.
+func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, off uint64, args []uint32) error {
 	if err := checkMessage(cat, handler, payload, args); err != nil {
 		return err
 	}
@@ -128,7 +82,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		return e.selfRequest(cat, handler, payload, off, args)
 	}
 	if l := e.laneTo(dest); l != nil {
-		return e.requestDirect(l, cat, handler, payload, off, args, stop)
+		return e.requestDirect(l, cat, handler, payload, off, args)
 	}
 	// Every request polls first (DESIGN.md §3), unless a poll pass ended
 	// within the last pollFirstGap: that pass was this request's poll, and
@@ -176,11 +130,8 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 		if e.interrupted() {
 			return ErrInterrupted
 		}
-		if stop != nil && stop() {
-			return errStopped
-		}
 		e.fg.Add(1)
-		err := e.waitOnce(func() bool { return e.hasCredit(p, size) || e.interrupted() || stop != nil && stop() })
+		err := e.waitOnce(func() bool { return e.hasCredit(p, size) || e.interrupted() })
 		e.leaveWait()
 		if err != nil {
 			return err

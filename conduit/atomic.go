@@ -1,7 +1,6 @@
 package conduit
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"unsafe"
@@ -101,7 +100,7 @@ func (a *Atomics[T]) do(rank int, offset uint64, op AtomicOp, x, y T, fetch bool
 	if view != nil {
 		return a.local(j, view, offset, op, x, y)
 	}
-	h, err := a.send(context.Background(), j, rank, offset, op, x, y)
+	h, err := a.send(j, rank, offset, op, x, y)
 	if err != nil {
 		return 0, err
 	}
@@ -138,7 +137,7 @@ func (a *Atomics[T]) start(rank int, offset uint64, op AtomicOp, x, y T, fetch b
 		h.bits.Store(old)
 		return h, err
 	}
-	return a.send(context.Background(), j, rank, offset, op, x, y)
+	return a.send(j, rank, offset, op, x, y)
 }
 
 // check returns the job, and rank's segment as this process maps it (nil
@@ -185,14 +184,13 @@ func (a *Atomics[T]) local(j *Job, view []byte, offset uint64, op AtomicOp, x, y
 	return old, nil
 }
 
-// send starts the operation on a remote rank: one Short request, whose
-// wait for credit ends when ctx does.
-func (a *Atomics[T]) send(ctx context.Context, j *Job, rank int, offset uint64, op AtomicOp, x, y T) (*rmaOp, error) {
+// send starts the operation on a remote rank: one Short request.
+func (a *Atomics[T]) send(j *Job, rank int, offset uint64, op AtomicOp, x, y T) (*rmaOp, error) {
 	xb, yb := toBits(x), toBits(y)
 	h := &rmaOp{peer: rank, job: j, what: "an atomic " + op.String()}
 	j.rma.add(h)
 	h.pending.Store(1)
-	err := j.ep.RequestShortContext(ctx, rank, hAtomicReq, uint32(op)|uint32(a.kind)<<8, uint32(offset), uint32(offset>>32),
+	err := j.ep.RequestShort(rank, hAtomicReq, uint32(op)|uint32(a.kind)<<8, uint32(offset), uint32(offset>>32),
 		uint32(xb), uint32(xb>>32), uint32(yb), uint32(yb>>32), h.id)
 	if err != nil {
 		j.rma.forget(h)

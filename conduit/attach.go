@@ -4,7 +4,6 @@ package conduit
 // that makes every rank's segment known, and a client's requests.
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 
@@ -16,7 +15,6 @@ import (
 // It is collective: every rank calls it once, before its first request. On
 // an error nothing is registered, and Attach may be called again.
 func (j *Job) Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
-	ctx := context.Background()
 	ep := j.enter()
 	if err := checkTable(handlers); err != nil {
 		return nil, err
@@ -47,43 +45,20 @@ func (j *Job) Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
 	// Every rank's segment size, and the path by which the ranks of its
 	// shared-memory group map it ("" for none).
 	b := binary.LittleEndian.AppendUint64(nil, uint64(segmentSize))
-	// The exchange takes its place in the order of the rank's World
-	// collectives here, whether it runs here or goes on in the
-	// background.
-	h := j.world.AllGatherNB(append(b, j.nb.path()...))
-	exchange := func() error {
-		parts, err := h.Wait()
-		if err != nil {
-			return err
-		}
-		segs, paths := make([]uint64, len(parts)), make([]string, len(parts))
-		for i, p := range parts {
-			if len(p) >= 8 {
-				segs[i], paths[i] = binary.LittleEndian.Uint64(p), string(p[8:])
-			}
-		}
-		j.segs = segs
-		j.nb.setPaths(paths)
-		j.attached.Store(true)
-		return nil
+	parts, err := j.world.AllGather(append(b, j.nb.path()...))
+	if err != nil {
+		return nil, err
 	}
-	if ctx.Done() == nil {
-		if err := exchange(); err != nil {
-			return nil, err
+	segs, paths := make([]uint64, len(parts)), make([]string, len(parts))
+	for i, p := range parts {
+		if len(p) >= 8 {
+			segs[i], paths[i] = binary.LittleEndian.Uint64(p), string(p[8:])
 		}
-		return seg, nil
 	}
-	done := make(chan error, 1)
-	go func() { done <- exchange() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return nil, err
-		}
-		return seg, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	j.segs = segs
+	j.nb.setPaths(paths)
+	j.attached.Store(true)
+	return seg, nil
 }
 
 // checkTable checks a handler table: client indexes, each once, no nil

@@ -173,22 +173,21 @@ func (j *Job) registerCore() {
 // PutNB starts writing data at offset of dest's segment; data may be reused
 // on return.
 func (j *Job) PutNB(dest int, offset uint64, data []byte) (*Handle[struct{}], error) {
-	return handleOf(j.putNB(context.Background(), dest, offset, data))
+	if copied, err := j.putCopy(dest, offset, data); err != nil || copied {
+		return handleOf(&rmaOp{job: j}, err)
+	}
+	return handleOf(j.putSend(dest, offset, data))
 }
 
-// putNB is PutNB whose waits for credit end when ctx does (its error is
-// then returned, and what was sent may have been written).
-func (j *Job) putNB(ctx context.Context, dest int, offset uint64, data []byte) (*rmaOp, error) {
-	if copied, err := j.putCopy(dest, offset, data); err != nil || copied {
-		return &rmaOp{job: j}, err
-	}
+// putSend sends a put that putCopy checked and did not do by a copy.
+func (j *Job) putSend(dest int, offset uint64, data []byte) (*rmaOp, error) {
 	h := &rmaOp{job: j}
 	j.rma.add(h)
 	chunks := (len(data) + MaxLong - 1) / MaxLong
 	h.pending.Store(int64(chunks))
 	for i := 0; i < chunks; i++ {
 		c := data[i*MaxLong : min((i+1)*MaxLong, len(data))]
-		if err := j.ep.RequestLongContext(ctx, dest, hPut, c, offset+uint64(i*MaxLong), h.id); err != nil {
+		if err := j.ep.RequestLong(dest, hPut, c, offset+uint64(i*MaxLong), h.id); err != nil {
 			j.rma.forget(h)
 			return nil, j.done(fmt.Errorf("conduit: put to rank %d: %w", dest, err))
 		}
@@ -219,7 +218,7 @@ func (j *Job) Put(dest int, offset uint64, data []byte) error {
 	if copied, err := j.putCopy(dest, offset, data); err != nil || copied {
 		return err
 	}
-	h, err := j.putNB(context.Background(), dest, offset, data)
+	h, err := j.putSend(dest, offset, data)
 	if err != nil {
 		return err
 	}
@@ -250,15 +249,15 @@ func (h *rmaOp) giveUp(sent int) {
 
 // GetNB starts reading len(buf) bytes at offset of src's segment into buf.
 func (j *Job) GetNB(src int, offset uint64, buf []byte) (*Handle[struct{}], error) {
-	return handleOf(j.getNB(context.Background(), src, offset, buf))
+	if copied, err := j.getCopy(src, offset, buf); err != nil || copied {
+		return handleOf(&rmaOp{job: j}, err)
+	}
+	return handleOf(j.getSend(src, offset, buf))
 }
 
-// getNB is GetNB whose waits for credit end when ctx does (its error is
-// then returned, and nothing writes into buf after getNB returns).
-func (j *Job) getNB(ctx context.Context, src int, offset uint64, buf []byte) (*rmaOp, error) {
-	if copied, err := j.getCopy(src, offset, buf); err != nil || copied {
-		return &rmaOp{job: j}, err
-	}
+// getSend sends a get that getCopy checked and did not do by a copy; when
+// a request fails, nothing writes into buf after getSend returns.
+func (j *Job) getSend(src int, offset uint64, buf []byte) (*rmaOp, error) {
 	h := &rmaOp{dst: buf, peer: src, job: j}
 	j.rma.add(h)
 	chunks := (len(buf) + MaxMedium - 1) / MaxMedium
@@ -266,7 +265,7 @@ func (j *Job) getNB(ctx context.Context, src int, offset uint64, buf []byte) (*r
 	for i := 0; i < chunks; i++ {
 		n := min(MaxMedium, len(buf)-i*MaxMedium)
 		off := offset + uint64(i*MaxMedium)
-		if err := j.ep.RequestShortContext(ctx, src, hGetReq, uint32(off), uint32(off>>32), uint32(n), h.id, uint32(i*MaxMedium)); err != nil {
+		if err := j.ep.RequestShort(src, hGetReq, uint32(off), uint32(off>>32), uint32(n), h.id, uint32(i*MaxMedium)); err != nil {
 			h.giveUp(i) // replies of the requests sent must not write buf
 			return nil, j.done(fmt.Errorf("conduit: get from rank %d: %w", src, err))
 		}
@@ -297,7 +296,7 @@ func (j *Job) Get(src int, offset uint64, buf []byte) error {
 	if copied, err := j.getCopy(src, offset, buf); err != nil || copied {
 		return err
 	}
-	h, err := j.getNB(context.Background(), src, offset, buf)
+	h, err := j.getSend(src, offset, buf)
 	if err != nil {
 		return err
 	}

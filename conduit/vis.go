@@ -5,10 +5,10 @@ package conduit
 // into as few messages as fit, completed by one handle.
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/amudp/shmem"
 	"github.com/udpconduit/udpconduit/internal/varenc"
 )
 
@@ -92,18 +92,18 @@ func (j *Job) checkPieces(rank int, pieces []Piece) error {
 // one handle for all; the pieces may be reused on return. A piece outside
 // the segment is an error before anything is sent.
 func (j *Job) PutVNB(dest int, pieces []Piece) (*Handle[struct{}], error) {
-	return handleOf(j.putVNB(context.Background(), dest, pieces))
+	return handleOf(j.putVNB(dest, pieces))
 }
 
-// putVNB is PutVNB whose waits for credit end when ctx does.
-func (j *Job) putVNB(ctx context.Context, dest int, pieces []Piece) (*rmaOp, error) {
+// putVNB is PutVNB, its handle not yet wrapped.
+func (j *Job) putVNB(dest int, pieces []Piece) (*rmaOp, error) {
 	j.enter()
 	if err := j.checkPieces(dest, pieces); err != nil {
 		return nil, err
 	}
 	if v := j.localView(dest); v != nil {
 		for _, p := range pieces {
-			copy(v[p.Offset:], p.Data)
+			shmem.Copy(v[p.Offset:], p.Data)
 		}
 		if j.nb.counted {
 			j.nb.puts.Add(1)
@@ -111,24 +111,24 @@ func (j *Job) putVNB(ctx context.Context, dest int, pieces []Piece) (*rmaOp, err
 		return &rmaOp{job: j}, nil
 	}
 	h := &rmaOp{job: j, peer: dest, what: "a vector put into its segment"}
-	return j.sendVis(ctx, h, packPieces(pieces, false), hVisPut, "vector put to")
+	return j.sendVis(h, packPieces(pieces, false), hVisPut, "vector put to")
 }
 
 // GetVNB starts reading each piece's Data from its Offset of src's segment:
 // one handle for all.
 func (j *Job) GetVNB(src int, pieces []Piece) (*Handle[struct{}], error) {
-	return handleOf(j.getVNB(context.Background(), src, pieces))
+	return handleOf(j.getVNB(src, pieces))
 }
 
-// getVNB is GetVNB whose waits for credit end when ctx does.
-func (j *Job) getVNB(ctx context.Context, src int, pieces []Piece) (*rmaOp, error) {
+// getVNB is GetVNB, its handle not yet wrapped.
+func (j *Job) getVNB(src int, pieces []Piece) (*rmaOp, error) {
 	j.enter()
 	if err := j.checkPieces(src, pieces); err != nil {
 		return nil, err
 	}
 	if v := j.localView(src); v != nil {
 		for _, p := range pieces {
-			copy(p.Data, v[p.Offset:])
+			shmem.Copy(p.Data, v[p.Offset:])
 		}
 		if j.nb.counted {
 			j.nb.gets.Add(1)
@@ -136,13 +136,13 @@ func (j *Job) getVNB(ctx context.Context, src int, pieces []Piece) (*rmaOp, erro
 		return &rmaOp{job: j}, nil
 	}
 	h := &rmaOp{job: j, peer: src, what: "a vector get from its segment", vis: packPieces(pieces, true)}
-	return j.sendVis(ctx, h, h.vis, hVisGet, "vector get from")
+	return j.sendVis(h, h.vis, hVisGet, "vector get from")
 }
 
 // sendVis sends each of msgs to h's peer as a Medium request to handler,
 // with h's id and the message's index: its piece list and, for a put, its
-// pieces' bytes. Its waits for credit end when ctx does.
-func (j *Job) sendVis(ctx context.Context, h *rmaOp, msgs []visMsg, handler int, what string) (*rmaOp, error) {
+// pieces' bytes.
+func (j *Job) sendVis(h *rmaOp, msgs []visMsg, handler int, what string) (*rmaOp, error) {
 	if len(msgs) == 0 {
 		return h, nil
 	}
@@ -156,7 +156,7 @@ func (j *Job) sendVis(ctx context.Context, h *rmaOp, msgs []visMsg, handler int,
 				buf = append(buf, p.Data...)
 			}
 		}
-		if err := j.ep.RequestMediumContext(ctx, h.peer, handler, buf, h.id, uint32(i)); err != nil {
+		if err := j.ep.RequestMedium(h.peer, handler, buf, h.id, uint32(i)); err != nil {
 			h.giveUp(i) // a get's replies must not write its pieces
 			return nil, j.done(fmt.Errorf("conduit: %s rank %d: %w", what, h.peer, err))
 		}
