@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -50,16 +51,7 @@ func runCmd(t *testing.T, ctx context.Context, cmd *exec.Cmd, marker string, env
 		left := killMarked(marker)
 		t.Fatalf("%s %v: timed out; killed what was left of the job: %q\nstderr:\n%s", prog, args, left, errb.String())
 	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal())
-		}
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, out.String(), errb.String()}
+	return result{exitCode(t, err), out.String(), errb.String()}
 }
 
 // startWaitingJob starts a 4-worker printer job and returns once every
@@ -153,4 +145,21 @@ func sortedLines(s string) []string {
 // under one: rank 1,3,2 ended ... while 1 other ranks still run).
 func allReturnWindow(t *testing.T) string {
 	return "GASNET_EXIT_TIMEOUT=" + testbound.For(t, 2*time.Second).Round(time.Millisecond).String()
+}
+
+// exitCode is the exit code of a command whose Run returned err: 128+N
+// for signal N, as a shell says; an error that is no exit fails the test.
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ee.ExitCode()
 }

@@ -109,14 +109,5 @@ func runMismatch(t *testing.T, marker string, env []string, args ...string) resu
 		t.Fatalf("mismatch %v: no end within %v (a hang); stopped the job (left after SIGTERM, killed: %q)\nstdout:\n%s\nstderr:\n%s",
 			args, bound, left, out.String(), errb.String())
 	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal())
-		}
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, out.String(), errb.String()}
+	return result{exitCode(t, err), out.String(), errb.String()}
 }

@@ -87,7 +87,7 @@ func TestREADMEShellBlocks(t *testing.T) {
 				slurmReady(t)
 			}
 			if strings.Contains(b.text, "mpirun") {
-				needCommand("mpirun.openmpi", "openmpi-bin")(t)
+				needCommand("mpirun", "openmpi-bin")(t)
 			}
 			if strings.Contains(b.text, "mpiexec.hydra") {
 				needCommand("mpiexec.hydra", "mpich")(t)
