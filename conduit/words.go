@@ -326,7 +326,7 @@ func (j *Job) disseminate(w *words, k *groupSync, e uint64, slots bool) error {
 			r := word(slot(a, e), 0)
 			if err := j.wordWait(w, func() bool {
 				v := r.Load()
-				if v > e || v != e && v+2 != e && e > 2 {
+				if v != e && !(v < e && e-v == 2) && !(v == 0 && e <= 2) {
 					return w.broken(from, "its slot is numbered %#x, while this rank waits for %d", v, e)
 				}
 				return v == e

@@ -103,15 +103,12 @@ func main() {
 	if n := btoi(*coll) + btoi(*atom) + btoi(*rmaMode); n > 1 {
 		usage("-coll, -atomics and -rma: accepted: at most one of them")
 	}
-	parse, segment := parseSizes, conduit.MaxLong
-	if *sizes == "" {
-		*sizes = defaultSzs
-	}
+	parse, segment, def := parseSizes, conduit.MaxLong, defaultSzs
 	if *rmaMode {
-		parse, segment = parseRMASizes, rmaSegment
-		if *sizes == defaultSzs {
-			*sizes = defaultRMASizes
-		}
+		parse, segment, def = parseRMASizes, rmaSegment, defaultRMASizes
+	}
+	if *sizes == "" {
+		*sizes = def
 	}
 	szs, err := parse(*sizes)
 	if err != nil {

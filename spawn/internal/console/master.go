@@ -254,13 +254,13 @@ func (j *job) run(joins <-chan *peerConn) int {
 		return j.abort(1, joined)
 	}
 	j.peers = make([]*peerConn, j.n)
-	byIndex, pids := map[int]int{}, map[int]int{}
+	byIndex, seen := map[int]int{}, map[int]int{}
 	for i, p := range joined {
 		key := outputKey(p.join.Index, p.join.PID)
-		pids[key]++
+		seen[key]++
 		byIndex[key] = ranks[i]
 	}
-	for key, n := range pids {
+	for key, n := range seen {
 		if n > 1 || key == -1 { // one PID on two hosts, or none: no rank
 			delete(byIndex, key)
 		}
