@@ -113,7 +113,8 @@ func loopbackGroups(t *testing.T, size int, crowded bool) jobNet {
 			j.setPlan(algo, leaders)
 			if len(group) == n && n > 1 {
 				w := newWords(shared[r], addrs, group, r)
-				w.yield, w.dissem, w.fatal = crowded, !crowded, j.fatal
+				w.yield, w.fatal = crowded, j.fatal
+				w.setWay(algo)
 				j.words = w
 			}
 		}

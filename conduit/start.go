@@ -316,13 +316,16 @@ func (j *Job) shareGroup(w *spawn.Worker, cfg *spawn.Config, shared *amudp.Share
 	if pshm && gw != nil {
 		gw.fatal = j.fatal
 		if gw.whole {
-			gw.dissem = algo == barrierDissem && len(gw.group) <= 1<<maxGroupRounds
+			gw.setWay(algo)
 			j.words = gw
 			if err := j.shareAreas(gw); err != nil {
 				return "", fmt.Errorf("rank %d: %w", w.Rank(), err)
 			}
 			barrierWhy = "barrier on shared words, gathered and released, as every collective of World, each one exchange of posts there: every rank shares memory with every other"
-			if gw.dissem {
+			switch {
+			case gw.counted:
+				barrierWhy = "barrier on shared words, counted (the last rank to arrive releases the others), as every collective of World, each one exchange of posts there: every rank shares memory with every other"
+			case gw.dissem:
 				barrierWhy = "barrier on shared words, by dissemination, as every collective of World, each one exchange of posts there: every rank shares memory with every other, and they fit their host's CPUs"
 			}
 			if polite {

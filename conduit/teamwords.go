@@ -6,6 +6,7 @@ package conduit
 // every post.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 
@@ -85,10 +86,22 @@ func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, error) {
 		case m != n:
 			return nil, w.corrupt(0, "its buffer of posts is numbered %#x, for collective %d", m, n)
 		case total != combinedDirect:
-			if total > uint64(endCombined-offCombined-16) {
+			l := total &^ combinedSame
+			if l > uint64(endCombined-offCombined-16) {
 				return nil, w.corrupt(0, "its buffer of posts has %#x bytes, more than its %d", total, endCombined-offCombined-16)
 			}
-			return c.t.readPosts(w, lead[offCombined+16:offCombined+16+int(total)], n, 0, true)
+			c.t.posts, c.t.arena = c.t.posts[:0], c.t.arena[:0]
+			b := lead[offCombined+16 : offCombined+16+int(l)]
+			if total&combinedSame == 0 {
+				return c.t.readPosts(w, b, n, 0, len(w.group))
+			}
+			if _, err := c.t.readPosts(w, b, n, 0, 1); err != nil {
+				return nil, err
+			}
+			for range len(w.group) - 1 {
+				c.t.posts = append(c.t.posts, c.t.posts[0])
+			}
+			return c.t.posts, nil
 		case len(w.group) > eagerAreas:
 			// Its members have not mapped each other's areas
 			// (shareAreas): the collective goes over messages.
@@ -105,24 +118,19 @@ func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, error) {
 		if m := word(s, 0).Load(); m != n {
 			return nil, w.corrupt(i, "its slot is numbered %#x, for collective %d", m, n)
 		}
-		if _, err := c.t.readPosts(w, s[8:], n, i, false); err != nil {
+		if _, err := c.t.readPosts(w, s[8:], n, i, 1); err != nil {
 			return nil, err
 		}
 	}
 	return c.t.posts, nil
 }
 
-// readPosts appends to t.posts the posts in b: every rank's, as
-// combinePosts framed them in the leader's buffer (all; t.posts empty),
-// or the slot of rank i past its number. b is shared memory: each length
-// is read once and checked, and every datum copied out into t.arena,
-// which the posts share until the team's next exchange.
-func (t *Team) readPosts(w *words, b []byte, n uint64, i int, all bool) ([]coll.Post, error) {
-	count, who := 1, i
-	if all {
-		count, who = len(w.group), 0
-		t.posts, t.arena = t.posts[:0], t.arena[:0]
-	}
+// readPosts appends to t.posts the count posts in b: as combinePosts
+// framed them in the leader's buffer (who 0), or the slot of rank who
+// past its number (count 1). b is shared memory: each length is read once
+// and checked, and every datum copied out into t.arena, which the posts
+// share until the team's next exchange.
+func (t *Team) readPosts(w *words, b []byte, n uint64, who, count int) ([]coll.Post, error) {
 	for range count {
 		if len(b) < postHeader-8 {
 			return nil, w.corrupt(who, "its posts of collective %d end early", n)
@@ -145,15 +153,18 @@ func (t *Team) readPosts(w *words, b []byte, n uint64, i int, all bool) ([]coll.
 // combinePosts copies every rank's post of collective n into the leader's
 // buffer, where each rank reads them from one mapping instead of G (on a
 // crowded host, each look at another mapping after a context switch costs
-// a walk of the page tables), or, where they do not fit, says so. The
-// leader, after every rank arrived at n.
+// a walk of the page tables), or, where they do not fit, says so. Where
+// every post is the same (a barrier's, say), the buffer holds it once,
+// and its length says so (combinedSame): each rank reads one post
+// instead of G. The rank that completes the group's arrivals, after every
+// rank arrived at n.
 func (w *words) combinePosts(n uint64) error {
 	lead, err := w.area(0)
 	if err != nil {
 		return err
 	}
 	buf := lead[offCombined+16 : offCombined+16 : endCombined]
-	total := uint64(0)
+	total, same := uint64(0), true
 	for i := range w.group {
 		a, err := w.area(i)
 		if err != nil {
@@ -172,8 +183,14 @@ func (w *words) combinePosts(n uint64) error {
 			total = combinedDirect
 			continue
 		}
+		if same && i > 0 && !bytes.Equal(rec, buf[:len(buf)/i]) {
+			same = false
+		}
 		buf = append(buf, rec...)
 		total = uint64(len(buf))
+	}
+	if same && total != combinedDirect {
+		total = total/uint64(len(w.group)) | combinedSame
 	}
 	binary.LittleEndian.PutUint64(lead[offCombined:], n)
 	binary.LittleEndian.PutUint64(lead[offCombined+8:], total)

@@ -50,24 +50,30 @@ const (
 	// combinedDirect, as the buffer's length, says that the posts did
 	// not fit in it and are read from the slots.
 	combinedDirect = ^uint64(0)
+	// combinedSame, in the buffer's length, says that it holds one post
+	// that is every rank's.
+	combinedSame = 1 << 62
 )
 
-// words runs the synchronisation of a group's collectives on words
-// in the inbox areas of the group's ranks (amudp.Shared.Area), in one of
-// two ways. Gather and release: each member counts its arrival at
-// synchronisation e of a kind into a word of the leader's area (the
-// group's lowest rank); the leader waits until the count reaches
-// (members)·e, copies the posts into its buffer (combinePosts), stores e
-// into its release word and wakes the members that sleep
-// (amudp.Shared.Notify); the members wait until the release word reaches
-// e. Each waiting rank wakes once. Dissemination, for a job that is one
-// group whose ranks fit its CPUs: in round i, each rank stores e into its
-// word of round i and waits until the rank 2^i before it has done the
-// same: ⌈log2 G⌉ one-way latencies instead of two, but each round may wake
-// each rank. A rank completes e before it arrives at e+1, so the words
-// only grow and need no reset. Only a job of one group runs its
-// collectives on words (teamwords.go); data too large for a slot, and
-// the collectives of a job of several groups, go over active messages.
+// words runs the synchronisation of a group's collectives on words in the
+// inbox areas of the group's ranks (amudp.Shared.Area), in one of three
+// ways. Counted, where every rank maps every area (counted): each rank
+// counts its arrival at synchronisation e of a kind into a word of the
+// leader's area (the group's lowest rank); the one whose arrival brings
+// the count to (ranks)·e copies the posts into the leader's buffer
+// (combinePosts), stores e into the leader's release word and wakes the
+// ranks that sleep (amudp.Shared.Notify); the others wait until the
+// release word reaches e. Gathered and released, in a larger group: the
+// same, but the members count and the leader waits for the count to reach
+// (members)·e and releases them. Each waiting rank wakes once.
+// Dissemination, for a job that is one group whose ranks fit its CPUs: in
+// round i, each rank stores e into its word of round i and waits until the
+// rank 2^i before it has done the same: ⌈log2 G⌉ one-way latencies instead
+// of two, but each round may wake each rank. A rank completes e before it
+// arrives at e+1, so the words only grow and need no reset. Only a job of
+// one group runs its collectives on words (teamwords.go); data too large
+// for a slot, and the collectives of a job of several groups, go over
+// active messages.
 type words struct {
 	sh     *amudp.Shared
 	addrs  []netip.AddrPort // of the group's ranks, in group order
@@ -80,6 +86,10 @@ type words struct {
 	// the CPU between looks at the words for up to yieldFor before it
 	// sleeps (see wait).
 	yield bool
+	// counted: every rank of the group, the leader too, counts its
+	// arrival, and the one that completes the count releases the group
+	// (see syncGroup).
+	counted bool
 
 	mu    sync.Mutex
 	areas []atomic.Pointer[[]byte] // by index in group, once mapped
@@ -103,6 +113,15 @@ func newWords(sh *amudp.Shared, addrs []netip.AddrPort, group []int, rank int) *
 		}
 	}
 	return w
+}
+
+// setWay chooses how the group synchronises (see words): by
+// dissemination where the barrier is AMDISSEM, else counted where every
+// rank maps every area (shareAreas), else gathered and released. Before
+// shareAreas.
+func (w *words) setWay(algo barrierAlgo) {
+	w.dissem = algo == barrierDissem && len(w.group) <= 1<<maxGroupRounds
+	w.counted = !w.dissem && len(w.group) <= eagerAreas
 }
 
 // leads reports whether this rank leads its group.
@@ -202,9 +221,10 @@ func (w *words) release(k *groupSync, e uint64) error {
 	return nil
 }
 
-// released reports whether the leader has released synchronisation e of
-// kind k. Members only, after area(0) succeeded. The leader releases e+1
-// only once this member has arrived at it: a word beyond e is corrupt.
+// released reports whether synchronisation e of kind k is released.
+// Members, or any rank where it is counted, after area(0) succeeded. No
+// rank releases e+1 before this one has arrived at it: a word beyond e is
+// corrupt.
 func (w *words) released(k *groupSync, e uint64) bool {
 	a := *w.areas[0].Load()
 	v := word(a, k.release).Load()
@@ -271,12 +291,16 @@ func (j *Job) shareAreas(w *words) error {
 // each map every area at start-up (shareAreas).
 var eagerAreas = 64
 
-// syncGroup runs synchronisation e of kind k within the group: every
-// member arrives, and returns once the leader has released it; the leader
-// waits for them all, runs before and releases them.
+// syncGroup runs synchronisation e of kind k within the group, counted
+// (syncCounted) or gathered and released: every member arrives, and
+// returns once the leader has released it; the leader waits for them all,
+// runs before and releases them.
 func (j *Job) syncGroup(w *words, k *groupSync, e uint64, before func() error) error {
 	if _, err := w.area(0); err != nil {
 		return err
+	}
+	if w.counted {
+		return j.syncCounted(w, k, e, before)
 	}
 	if !w.leads() {
 		if err := w.arrive(k, e); err != nil {
@@ -291,6 +315,37 @@ func (j *Job) syncGroup(w *words, k *groupSync, e uint64, before func() error) e
 		return err
 	}
 	return w.release(k, e)
+}
+
+// syncCounted runs synchronisation e of kind k within a group whose
+// ranks have mapped every area: each rank, the leader too, adds its
+// arrival to the leader's count, and the one that brings it to
+// (ranks)·e runs before, releases e and wakes the ranks that sleep; the
+// others wait for the release. No rank waits for a look of the leader's
+// after the last arrival, which on a crowded host is a turn on a CPU.
+func (j *Job) syncCounted(w *words, k *groupSync, e uint64, before func() error) error {
+	a := *w.areas[0].Load()
+	g := uint64(len(w.group))
+	// Every rank arrived at e-1 before any left it, this one too.
+	n := word(a, k.arrive).Add(1)
+	if n <= g*(e-1) || n > g*e {
+		return w.corrupt(0, "an arrival count of %#x, where %d ranks arrive at synchronisation %d", n, g, e)
+	}
+	if n < g*e {
+		return j.wordWait(w, func() bool { return w.released(k, e) })
+	}
+	if err := before(); err != nil {
+		return err
+	}
+	word(a, k.release).Store(e)
+	for i, b := range w.bells {
+		if i != w.me {
+			if err := b.Ring(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // post stores e into this rank's word of round i of a dissemination of

@@ -154,14 +154,15 @@ func TestTestamAtomics(t *testing.T) {
 	checkNoSurvivors(t, t.Name(), 2*time.Second)
 }
 
-// crowdedBarrier is what rank 0 says of the barrier of ranks that
-// outnumber their host's CPUs, at most 32 to a CPU (spawn.ShmRanksPerCPU):
-// they share memory unless GASNET_SUPERNODE_MAXSIZE=1.
+// crowdedBarrier is what rank 0 says of the barrier of up to 64 ranks
+// that outnumber their host's CPUs, at most 32 to a CPU
+// (spawn.ShmRanksPerCPU): they share memory unless
+// GASNET_SUPERNODE_MAXSIZE=1.
 func crowdedBarrier() string {
 	if os.Getenv("GASNET_SUPERNODE_MAXSIZE") == "1" {
 		return "barrier AMTREE: some host has more ranks than CPUs"
 	}
-	return "barrier on shared words, gathered and released"
+	return "barrier on shared words, counted"
 }
 
 // TestAmudprun launches programs through amudprun: hello's args and ranks,

@@ -1,0 +1,108 @@
+package conduit
+
+// Tests of the leader's buffer of posts (combinePosts): one post for
+// all where they are the same, and a large group's members that read
+// only the leader's area.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestWordsSamePosts: where every rank posts the same (a barrier, an
+// all-gather of equal parts), the leader's buffer holds that post once
+// and says so, and the collective returns every rank's; posts that differ
+// in a byte or in length fill the buffer, one each.
+func TestWordsSamePosts(t *testing.T) {
+	const n = 4
+	cases := []struct {
+		name string
+		part func(r int) []byte
+		same bool
+	}{
+		{"equal parts", func(int) []byte { return []byte("same") }, true},
+		{"empty parts", func(int) []byte { return nil }, true},
+		{"a byte differs", func(r int) []byte { return []byte{'x', byte(r / 3)} }, false},
+		{"a length differs", func(r int) []byte { return make([]byte, 1+r/3) }, false},
+	}
+	runJob(t, n, loopbackGroups(t, 0, true), false, func(j *Job) {
+		me, w := j.Rank(), j.words
+		// Read before this rank arrives at the next collective, which
+		// rewrites the buffer only once every rank has.
+		same := func() bool {
+			a, err := w.area(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return binary.LittleEndian.Uint64(a[offCombined+8:])&combinedSame != 0
+		}
+		if err := j.World().Barrier(); err != nil || !same() {
+			t.Errorf("rank %d: barrier: %v; the buffer holds one post: %v, want true", me, err, same())
+		}
+		for _, c := range cases {
+			parts, err := j.World().AllGather(c.part(me))
+			if got := same(); err != nil || got != c.same {
+				t.Errorf("rank %d, %s: %v; the buffer holds one post: %v, want %v", me, c.name, err, got, c.same)
+			}
+			for r := range n {
+				_ = append(parts[(r+n-1)%n], 0xee)
+				if !bytes.Equal(parts[r], c.part(r)) {
+					t.Errorf("rank %d, %s: part %d is %q, want %q", me, c.name, r, parts[r], c.part(r))
+				}
+			}
+		}
+	})
+}
+
+// TestWordsLazyAreas: in a group larger than eagerAreas, gathered and
+// released, a member maps only the leader's area and its own at start-up
+// (the leader maps all), and a collective whose posts overflow the
+// leader's buffer runs over messages on every rank, with the right
+// result, and maps nothing more; those that fit stay on words.
+func TestWordsLazyAreas(t *testing.T) {
+	defer func(e int) { eagerAreas = e }(eagerAreas)
+	eagerAreas = 2
+	const n = 8
+	part := func(r, size int) []byte { return bytes.Repeat([]byte{byte(r + 1)}, size) }
+	runJob(t, n, loopbackGroups(t, 0, true), false, func(j *Job) {
+		me, w := j.Rank(), j.words
+		if err := j.shareAreas(w); err != nil {
+			t.Fatalf("rank %d: %v", me, err)
+		}
+		mapped := func() (m []int) {
+			for i := range w.areas {
+				if w.areas[i].Load() != nil {
+					m = append(m, i)
+				}
+			}
+			return m
+		}
+		want := []int{0, me}
+		if me == 0 {
+			want = []int{0, 1, 2, 3, 4, 5, 6, 7}
+		}
+		if d := cmp.Diff(want, mapped()); d != "" {
+			t.Errorf("rank %d: areas mapped at start-up (-want +got):\n%s", me, d)
+		}
+		for _, size := range []int{1600, 8, 1600} { // 8 x 1600 bytes overflow the buffer
+			parts, err := j.World().AllGather(part(me, size))
+			if err != nil {
+				t.Fatalf("rank %d: all-gather of %d bytes: %v", me, size, err)
+			}
+			for r := range n {
+				if !bytes.Equal(parts[r], part(r, size)) {
+					t.Errorf("rank %d: all-gather of %d bytes: part %d is %x", me, size, r, parts[r])
+				}
+			}
+		}
+		if d := cmp.Diff(want, mapped()); d != "" {
+			t.Errorf("rank %d: areas mapped after the all-gathers (-want +got):\n%s", me, d)
+		}
+		if err := j.World().Barrier(); err != nil {
+			t.Errorf("rank %d: barrier: %v", me, err)
+		}
+	})
+}
