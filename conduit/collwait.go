@@ -5,6 +5,7 @@ package conduit
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/udpconduit/udpconduit/conduit/internal/coll"
@@ -106,68 +107,80 @@ func (j *Job) collWait(cond func() bool) error {
 // at the third look after it (between two and three periods, half and
 // three quarters of GASNET_HANG_WARN, after it began). A rank waits in any
 // number of collectives at once, one per team, each team in a slot of its
-// own.
+// own, which a wait enters and leaves with atomic stores alone.
 type hangWatch struct {
-	mu     sync.Mutex
-	waits  []hangWait // by slot
+	mu     sync.Mutex // over slots, the timer and period
+	slots  []*hangSlot
 	timer  *time.Timer
-	armed  bool
+	armed  atomic.Bool // the timer runs; check and arming hold mu
 	period time.Duration
-	looks  uint64 // the looks (check) so far
+	looks  atomic.Uint32 // the looks (check) so far
 	report func(spawn.Coll) error
 }
 
-// hangWait is a wait in progress in one slot of a hangWatch: in call
-// seq of a team, described for the console when it is reported.
-type hangWait struct {
-	c        *teamCall // the team's, which its next call reuses
-	seq      uint64
-	call     coll.Call
-	since    uint64 // hangWatch.looks when it began
-	active   bool
-	reported bool
+// hangSlot is a team's slot in a hangWatch: the wait in progress in call
+// seq of the team, if any. Only the team's caller writes seq and call,
+// before it stores state; check reads them only while state holds that
+// wait, which names the low bits of seq.
+type hangSlot struct {
+	t *Team
+	// state: 0 with no wait; else the look the wait began at (high 32
+	// bits), seq's low 30 bits (shifted by 2), hangReported, hangActive.
+	state atomic.Uint64
+	seq   atomic.Uint64
+	call  atomic.Uint64 // kind (high 32 bits) and root
 }
 
-// coll describes the wait for the console.
-func (w *hangWait) coll() spawn.Coll {
-	kind := w.call.Kind.String()
-	if !w.c.t.whole() {
+const (
+	hangActive   = 1
+	hangReported = 2
+)
+
+// coll describes the wait of call seq, its kind and root packed as in
+// hangSlot.call, for the console.
+func (s *hangSlot) coll(seq, call uint64) spawn.Coll {
+	kind := coll.Kind(call >> 32).String()
+	if !s.t.whole() {
 		kind = "team " + kind
 	}
-	return spawn.Coll{Kind: kind, Seq: w.seq, Team: w.c.t.id, Root: w.call.Root}
+	return spawn.Coll{Kind: kind, Seq: seq, Team: s.t.id, Root: int(uint32(call))}
 }
 
-// newSlot returns a slot for a team's waits.
-func (h *hangWatch) newSlot() int {
+// newSlot returns a slot for team t's waits.
+func (h *hangWatch) newSlot(t *Team) *hangSlot {
+	s := &hangSlot{t: t}
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.waits = append(h.waits, hangWait{})
-	return len(h.waits) - 1
+	h.slots = append(h.slots, s)
+	h.mu.Unlock()
+	return s
 }
 
-// enter records a wait in collective c in slot i.
-func (h *hangWatch) enter(i int, c *teamCall, warn time.Duration) {
-	h.mu.Lock()
-	h.waits[i] = hangWait{c: c, seq: c.seq, call: c.call, since: h.looks, active: true}
-	if !h.armed {
-		h.armed, h.period = true, warn/4
-		if h.timer == nil {
-			h.timer = time.AfterFunc(h.period, h.check)
-		} else {
-			h.timer.Reset(h.period)
+// enter records a wait in collective c in slot s.
+func (h *hangWatch) enter(s *hangSlot, c *teamCall, warn time.Duration) {
+	s.seq.Store(c.seq)
+	s.call.Store(uint64(c.call.Kind)<<32 | uint64(uint32(c.call.Root)))
+	s.state.Store(uint64(h.looks.Load())<<32 | (c.seq&(1<<30-1))<<2 | hangActive)
+	// check clears armed before it looks at the slots: either it sees
+	// this wait, or this sees armed clear.
+	if !h.armed.Load() {
+		h.mu.Lock()
+		if !h.armed.Load() {
+			h.armed.Store(true)
+			h.period = warn / 4
+			if h.timer == nil {
+				h.timer = time.AfterFunc(h.period, h.check)
+			} else {
+				h.timer.Reset(h.period)
+			}
 		}
+		h.mu.Unlock()
 	}
-	h.mu.Unlock()
 }
 
-// leave ends the wait in slot i, telling the console when it was reported.
-func (h *hangWatch) leave(i int) {
-	h.mu.Lock()
-	w := h.waits[i]
-	h.waits[i] = hangWait{}
-	h.mu.Unlock()
-	if w.reported {
-		h.report(w.coll())
+// leave ends the wait in slot s, telling the console when it was reported.
+func (h *hangWatch) leave(s *hangSlot) {
+	if s.state.Swap(0)&hangReported != 0 {
+		h.report(s.coll(s.seq.Load(), s.call.Load()))
 	}
 }
 
@@ -176,23 +189,28 @@ func (h *hangWatch) leave(i int) {
 func (h *hangWatch) check() {
 	var due []spawn.Coll
 	h.mu.Lock()
-	h.looks++
+	looks := h.looks.Add(1)
+	h.armed.Store(false)
 	busy := false
-	for i, w := range h.waits {
-		if !w.active {
+	for _, s := range h.slots {
+		v := s.state.Load()
+		if v&hangActive == 0 {
 			continue
 		}
 		busy = true
-		if !w.reported && h.looks-w.since >= 3 {
-			w.reported = true
-			h.waits[i] = w
-			c := w.coll()
-			c.In = true
-			due = append(due, c)
+		if v&hangReported != 0 || looks-uint32(v>>32) < 3 {
+			continue
 		}
+		seq, call := s.seq.Load(), s.call.Load()
+		if (seq&(1<<30-1))<<2 != v&(1<<32-4) || !s.state.CompareAndSwap(v, v|hangReported) {
+			continue // it ended, and another began: seen at the next look
+		}
+		c := s.coll(seq, call)
+		c.In = true
+		due = append(due, c)
 	}
-	h.armed = busy
 	if busy {
+		h.armed.Store(true)
 		h.timer.Reset(h.period)
 	}
 	report := h.report

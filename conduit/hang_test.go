@@ -31,10 +31,10 @@ func TestHangWatch(t *testing.T) {
 		world := &Team{ranks: []int{0}}
 		kinds := map[string]coll.Kind{"barrier": coll.Barrier, "all-gather": coll.AllGather, "broadcast": coll.Broadcast}
 		wait := func(kind string, d time.Duration) {
-			i := h.newSlot()
-			h.enter(i, &teamCall{t: world, seq: 1, call: coll.Call{Kind: kinds[kind]}}, warn)
+			s := h.newSlot(world)
+			h.enter(s, &teamCall{t: world, seq: 1, call: coll.Call{Kind: kinds[kind]}}, warn)
 			time.Sleep(d)
-			h.leave(i)
+			h.leave(s)
 		}
 		// Checks every second from the first wait at 0; a wait is
 		// reported at the third check after it began.

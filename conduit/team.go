@@ -29,7 +29,7 @@ type Team struct {
 	me    int         // this rank's team rank
 	plan  *coll.Plan  // how its collectives run over messages
 	box   coll.Box    // what comes for its collectives
-	watch int         // its slot in the job's hang watch
+	watch *hangSlot   // its slot in the job's hang watch
 
 	// The collective in progress, reused by each in turn: its link,
 	// engine, and the posts of an exchange (teamwords.go) with the
@@ -68,7 +68,7 @@ func newWorld(j *Job) *Team {
 func newTeam(t *Team) *Team {
 	t.turned.L = &t.omu
 	if t.j != nil {
-		t.watch = t.j.watch.newSlot()
+		t.watch = t.j.watch.newSlot(t)
 		t.j.teams.register(t)
 	}
 	return t
