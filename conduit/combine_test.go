@@ -14,7 +14,8 @@ import (
 
 // TestWordsSamePosts: where every rank posts the same (a barrier, an
 // all-gather of equal parts), the leader's buffer holds that post once
-// and says so, and the collective returns every rank's; posts that differ
+// and says so, and the collective returns every rank's, in a row of such
+// collectives as well (whose posts a rank reads once); posts that differ
 // in a byte or in length fill the buffer, one each.
 func TestWordsSamePosts(t *testing.T) {
 	const n = 4
@@ -24,6 +25,8 @@ func TestWordsSamePosts(t *testing.T) {
 		same bool
 	}{
 		{"equal parts", func(int) []byte { return []byte("same") }, true},
+		{"the same again", func(int) []byte { return []byte("same") }, true},
+		{"other equal parts", func(int) []byte { return []byte("SAME") }, true},
 		{"empty parts", func(int) []byte { return nil }, true},
 		{"a byte differs", func(r int) []byte { return []byte{'x', byte(r / 3)} }, false},
 		{"a length differs", func(r int) []byte { return make([]byte, 1+r/3) }, false},

@@ -33,11 +33,13 @@ type Team struct {
 
 	// The collective in progress, reused by each in turn: its link,
 	// engine, and the posts of an exchange (teamwords.go) with the
-	// arena that holds their data.
-	call  teamCall
-	run   coll.Run
-	posts []coll.Post
-	arena []byte
+	// arena that holds their data, and where they are one post, every
+	// rank's, the record they were read from (sameRec).
+	call    teamCall
+	run     coll.Run
+	posts   []coll.Post
+	arena   []byte
+	sameRec []byte
 
 	// The order of this rank's calls on the team: each call takes a
 	// ticket (next) when it is made and runs when serving reaches it; a

@@ -141,13 +141,17 @@ func (t *Team) collect(call coll.Call, data []byte, parts [][]byte, combine coll
 	r := &t.run
 	r.Reset(c, t.plan, call)
 	if onWords {
-		posts, err := c.exchange(w, r.Post(data, parts, maxPost))
+		posts, same, err := c.exchange(w, r.Post(data, parts, maxPost))
 		big := err == errOverMessages
 		if err != nil && !big {
 			return nil, c.end(err)
 		}
 		if !big {
-			if big, err = coll.Check(posts); err != nil {
+			checked := posts
+			if same {
+				checked = posts[:1] // the others' are the same
+			}
+			if big, err = coll.Check(checked); err != nil {
 				return nil, c.end(t.argErr(call, err))
 			}
 		}

@@ -38,21 +38,21 @@ func slot(a []byte, n uint64) []byte {
 var errOverMessages = errors.New("conduit: the posts go over messages")
 
 // exchange posts p as this rank's in its collective and returns every
-// rank's post, by rank. A rank rewrites its slot of parity n&1 only at
+// rank's post, by rank, and whether they are all the same. A rank rewrites its slot of parity n&1 only at
 // collective n+2, which it enters after every rank has arrived at n+1,
 // each after it read n; the leader's buffer (combinePosts), likewise at
 // n+1.
-func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, error) {
+func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, bool, error) {
 	j, n := c.t.j, c.seq
 	own, err := w.area(w.me)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	s := slot(own, n)
 	// Only this rank writes its slots, each collective of World in turn:
 	// this one holds collective n-2's number, or none yet.
 	if m := word(s, 0).Load(); m != n-2 && !(n <= 2 && m == 0) {
-		return nil, w.corrupt(w.me, "its slot holds collective %#x where this rank wrote %d", m, max(n, 2)-2)
+		return nil, false, w.corrupt(w.me, "its slot holds collective %#x where this rank wrote %d", m, max(n, 2)-2)
 	}
 	size := uint64(len(p.Data))
 	if p.Big {
@@ -74,55 +74,73 @@ func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, error) {
 		err = j.syncGroup(w, &syncColl, n, func() error { return w.combinePosts(n) })
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !w.dissem {
 		lead, err := w.area(0)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		m, total := binary.LittleEndian.Uint64(lead[offCombined:]), binary.LittleEndian.Uint64(lead[offCombined+8:])
 		switch {
 		case m != n:
-			return nil, w.corrupt(0, "its buffer of posts is numbered %#x, for collective %d", m, n)
+			return nil, false, w.corrupt(0, "its buffer of posts is numbered %#x, for collective %d", m, n)
 		case total != combinedDirect:
 			l := total &^ combinedSame
 			if l > uint64(endCombined-offCombined-16) {
-				return nil, w.corrupt(0, "its buffer of posts has %#x bytes, more than its %d", total, endCombined-offCombined-16)
+				return nil, false, w.corrupt(0, "its buffer of posts has %#x bytes, more than its %d", total, endCombined-offCombined-16)
 			}
-			c.t.posts, c.t.arena = c.t.posts[:0], c.t.arena[:0]
-			b := lead[offCombined+16 : offCombined+16+int(l)]
-			if total&combinedSame == 0 {
-				return c.t.readPosts(w, b, n, 0, len(w.group))
-			}
-			if _, err := c.t.readPosts(w, b, n, 0, 1); err != nil {
-				return nil, err
-			}
-			for range len(w.group) - 1 {
-				c.t.posts = append(c.t.posts, c.t.posts[0])
-			}
-			return c.t.posts, nil
+			return c.t.combined(w, lead[offCombined+16:offCombined+16+int(l)], n, total&combinedSame != 0)
 		case len(w.group) > eagerAreas:
 			// Its members have not mapped each other's areas
 			// (shareAreas): the collective goes over messages.
-			return nil, errOverMessages
+			return nil, false, errOverMessages
 		}
 	}
-	c.t.posts, c.t.arena = c.t.posts[:0], c.t.arena[:0]
+	c.t.resetPosts()
 	for i := range w.group {
 		a, err := w.area(i)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		s := slot(a, n)
 		if m := word(s, 0).Load(); m != n {
-			return nil, w.corrupt(i, "its slot is numbered %#x, for collective %d", m, n)
+			return nil, false, w.corrupt(i, "its slot is numbered %#x, for collective %d", m, n)
 		}
 		if _, err := c.t.readPosts(w, s[8:], n, i, 1); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return c.t.posts, nil
+	return c.t.posts, false, nil
+}
+
+// combined returns the posts of collective n from the leader's buffer b,
+// every rank's, or with same one post that is every rank's
+// (combinedSame), and same. The posts of a team's exchanges in a row
+// that are one and the same (its barriers, say) are read and copied once.
+func (t *Team) combined(w *words, b []byte, n uint64, same bool) ([]coll.Post, bool, error) {
+	g := len(w.group)
+	if same && len(t.sameRec) > 0 && len(t.posts) == g && bytes.Equal(b, t.sameRec) {
+		return t.posts, true, nil
+	}
+	t.resetPosts()
+	if !same {
+		posts, err := t.readPosts(w, b, n, 0, g)
+		return posts, false, err
+	}
+	if _, err := t.readPosts(w, b, n, 0, 1); err != nil {
+		return nil, false, err
+	}
+	for range g - 1 {
+		t.posts = append(t.posts, t.posts[0])
+	}
+	t.sameRec = append(t.sameRec, b...)
+	return t.posts, true, nil
+}
+
+// resetPosts empties the team's posts and their arena.
+func (t *Team) resetPosts() {
+	t.posts, t.arena, t.sameRec = t.posts[:0], t.arena[:0], t.sameRec[:0]
 }
 
 // readPosts appends to t.posts the count posts in b: as combinePosts
