@@ -11,7 +11,7 @@ import (
 // the same bytes (TestGMACMatchesGCM).
 type gmac struct {
 	rk  [11][16]byte // the AES-128 round keys, for aesEncrypt
-	tbl [16][16]byte // H^16 .. H^1, in ghash_amd64.s's representation
+	tbl [32][16]byte // H^32 .. H^1, in ghash_amd64.s's representation
 }
 
 // newGMAC returns the GMAC under the AES-128 key, or nil where the fast
@@ -35,8 +35,8 @@ func newGMAC(key []byte) *gmac {
 	var h1 [16]byte
 	binary.LittleEndian.PutUint64(h1[:8], lo)
 	binary.LittleEndian.PutUint64(h1[8:], hi)
-	g.tbl[15] = h1
-	for k := 14; k >= 0; k-- {
+	g.tbl[31] = h1
+	for k := 30; k >= 0; k-- {
 		gfmul(&g.tbl[k+1], &h1, &g.tbl[k])
 	}
 	return g
@@ -53,7 +53,7 @@ func (g *gmac) tag(out []byte, nonce, aad []byte) {
 }
 
 // shortMax is the most bytes tagShort takes: 15 blocks and the lengths
-// block, the 16 powers of H in the table.
+// block, the table's last 16 powers of H (H^16 .. H^1).
 const shortMax = 15 * 16
 
 // tagShort is tag of at most shortMax bytes in one call of 128-bit
@@ -79,7 +79,7 @@ func (g *gmac) tagShort(out []byte, nonce, aad []byte) {
 	if full > 0 {
 		data = &aad[0]
 	}
-	gmacShort(&t, &g.rk, &g.tbl, data, full, &tail[0], ntail, &j0)
+	gmacShort(&t, &g.rk, (*[16][16]byte)(g.tbl[16:]), data, full, &tail[0], ntail, &j0)
 	copy(out, t[:])
 }
 
