@@ -15,10 +15,11 @@ var fastGHASH = cpu.X86.HasAES && cpu.X86.HasAVX && cpu.X86.HasAVX2 && cpu.X86.H
 func gfmul(x, y, out *[16]byte)
 
 // ghashBlocks folds nblocks 16-byte blocks at data into acc: acc =
-// (acc ⊕ X₁)·H ... , with tbl[k] = H^(32−k) (ghash_amd64.s).
+// (acc ⊕ X₁)·H ... , with tbl[k] = H^(32−k) and, in tbl[32+k]'s low
+// half, the sum of its halves (ghash_amd64.s).
 //
 //go:noescape
-func ghashBlocks(acc *[16]byte, tbl *[32][16]byte, data *byte, nblocks int)
+func ghashBlocks(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)
 
 // aesEncrypt encrypts one block with the AES-128 round keys rk (AES-NI).
 //
@@ -29,7 +30,7 @@ func aesEncrypt(rk *[11][16]byte, dst, src *[16]byte)
 // blocks to dst.
 //
 //go:noescape
-func ghashCopy(acc *[16]byte, tbl *[32][16]byte, dst, src *byte, nblocks int)
+func ghashCopy(acc *[16]byte, tbl *[64][16]byte, dst, src *byte, nblocks int)
 
 // gmacShort writes to out the GMAC tag of the nfull blocks at data
 // followed by the ntail blocks at tail, the last of them the lengths block

@@ -114,23 +114,40 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 	LANES(Z7, Y7, X7); \
 	REDUCE(X15)
 
+// MULK adds the products of the blocks of x by the powers of H in h
+// (four of each) to the low (lo), high (hi) and middle (mid) sums, the
+// middle one by Karatsuba: (x₀⊕x₁)·(h₀⊕h₁), with h₀⊕h₁ at hk(SI) (the
+// table's second half), which leaves lo ⊕ hi to add to mid once at the
+// end; t and u are clobbered.
+#define MULK(h, hk, x, t, u, lo, hi, mid) \
+	VPCLMULQDQ $0x00, h, x, t; \
+	VPXORQ     t, lo, lo; \
+	VPCLMULQDQ $0x11, h, x, t; \
+	VPXORQ     t, hi, hi; \
+	VPSHUFD    $78, x, u; \
+	VPXORQ     x, u, u; \
+	VPCLMULQDQ $0x00, hk(SI), u, t; \
+	VPXORQ     t, mid, mid
+
 // MUL32 folds the 32 blocks of Z0..Z3 and Z20..Z23 (swapped, the
-// accumulator in Z0) into the accumulator X15. The products that do not
-// depend on the accumulator come first, so that the next iteration's
-// wait for it is one product, two sums and the reduction.
+// accumulator in Z0) into the accumulator X15, three products a block
+// (MULK). The products that do not depend on the accumulator come first,
+// so that the next iteration's wait for it is one product, two sums and
+// the reduction.
 #define MUL32 \
-	VPCLMULQDQ $0x00, Z13, Z23, Z4; \
-	VPCLMULQDQ $0x11, Z13, Z23, Z6; \
-	VPCLMULQDQ $0x01, Z13, Z23, Z7; \
-	VPCLMULQDQ $0x10, Z13, Z23, Z5; \
-	VPXORQ     Z5, Z7, Z7; \
-	MULADD(Z12, Z22, Z5, Z4, Z6, Z7); \
-	MULADD(Z11, Z21, Z5, Z4, Z6, Z7); \
-	MULADD(Z10, Z20, Z5, Z4, Z6, Z7); \
-	MULADD(Z19, Z3, Z5, Z4, Z6, Z7); \
-	MULADD(Z18, Z2, Z5, Z4, Z6, Z7); \
-	MULADD(Z17, Z1, Z5, Z4, Z6, Z7); \
-	MULADD(Z16, Z0, Z5, Z4, Z6, Z7); \
+	VPXORQ Z4, Z4, Z4; \
+	VPXORQ Z6, Z6, Z6; \
+	VPXORQ Z7, Z7, Z7; \
+	MULK(Z13, 960, Z23, Z5, Z24, Z4, Z6, Z7); \
+	MULK(Z12, 896, Z22, Z5, Z24, Z4, Z6, Z7); \
+	MULK(Z11, 832, Z21, Z5, Z24, Z4, Z6, Z7); \
+	MULK(Z10, 768, Z20, Z5, Z24, Z4, Z6, Z7); \
+	MULK(Z19, 704, Z3, Z5, Z24, Z4, Z6, Z7); \
+	MULK(Z18, 640, Z2, Z5, Z24, Z4, Z6, Z7); \
+	MULK(Z17, 576, Z1, Z5, Z24, Z4, Z6, Z7); \
+	MULK(Z16, 512, Z0, Z5, Z24, Z4, Z6, Z7); \
+	VPXORQ Z4, Z7, Z7; \
+	VPXORQ Z6, Z7, Z7; \
 	LANES(Z4, Y4, X4); \
 	LANES(Z6, Y6, X6); \
 	LANES(Z7, Y7, X7); \
@@ -154,7 +171,7 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 	VPXOR      X5, X7, X7; \
 	REDUCE(X15)
 
-// func ghashBlocks(acc *[16]byte, tbl *[32][16]byte, data *byte, nblocks int)
+// func ghashBlocks(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)
 TEXT ·ghashBlocks(SB), NOSPLIT, $0-32
 	MOVQ acc+0(FP), DI
 	MOVQ tbl+8(FP), SI
@@ -215,7 +232,7 @@ done:
 	VZEROUPPER
 	RET
 
-// func ghashCopy(acc *[16]byte, tbl *[32][16]byte, dst, src *byte, nblocks int)
+// func ghashCopy(acc *[16]byte, tbl *[64][16]byte, dst, src *byte, nblocks int)
 // is ghashBlocks over src that also copies src to dst.
 TEXT ·ghashCopy(SB), NOSPLIT, $0-40
 	MOVQ acc+0(FP), DI

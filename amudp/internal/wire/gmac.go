@@ -11,7 +11,9 @@ import (
 // the same bytes (TestGMACMatchesGCM).
 type gmac struct {
 	rk  [11][16]byte // the AES-128 round keys, for aesEncrypt
-	tbl [32][16]byte // H^32 .. H^1, in ghash_amd64.s's representation
+	// tbl holds H^32 .. H^1, in ghash_amd64.s's representation, then
+	// for each the sum of its two halves in the low one (Karatsuba's).
+	tbl [64][16]byte
 }
 
 // newGMAC returns the GMAC under the AES-128 key, or nil where the fast
@@ -38,6 +40,10 @@ func newGMAC(key []byte) *gmac {
 	g.tbl[31] = h1
 	for k := 30; k >= 0; k-- {
 		gfmul(&g.tbl[k+1], &h1, &g.tbl[k])
+	}
+	for k := range 32 {
+		p := &g.tbl[k]
+		binary.LittleEndian.PutUint64(g.tbl[32+k][:8], binary.LittleEndian.Uint64(p[:8])^binary.LittleEndian.Uint64(p[8:]))
 	}
 	return g
 }
