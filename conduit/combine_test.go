@@ -13,10 +13,12 @@ import (
 )
 
 // TestWordsSamePosts: where every rank posts the same (a barrier, an
-// all-gather of equal parts), the leader's buffer holds that post once
-// and says so, and the collective returns every rank's, in a row of such
-// collectives as well (whose posts a rank reads once); posts that differ
-// in a byte or in length fill the buffer, one each.
+// all-gather of equal parts), a rank builds every rank's post from its
+// own (Team.samePosts) and the collective returns every rank's, in a row
+// of such collectives as well (whose posts a rank builds once); gathered
+// and released, the leader's buffer holds that post once and says so.
+// Posts that differ in a byte or in length are read one each. By
+// dissemination and gathered and released.
 func TestWordsSamePosts(t *testing.T) {
 	const n = 4
 	cases := []struct {
@@ -30,34 +32,44 @@ func TestWordsSamePosts(t *testing.T) {
 		{"empty parts", func(int) []byte { return nil }, true},
 		{"a byte differs", func(r int) []byte { return []byte{'x', byte(r / 3)} }, false},
 		{"a length differs", func(r int) []byte { return make([]byte, 1+r/3) }, false},
+		{"equal parts after", func(int) []byte { return []byte("same") }, true},
 	}
-	runJob(t, n, loopbackGroups(t, 0, true), false, func(j *Job) {
-		me, w := j.Rank(), j.words
-		// Read before this rank arrives at the next collective, which
-		// rewrites the buffer only once every rank has.
-		same := func() bool {
-			a, err := w.area(0)
-			if err != nil {
-				t.Fatal(err)
+	for _, crowded := range []bool{false, true} {
+		runJob(t, n, loopbackGroups(t, 0, crowded), false, func(j *Job) {
+			me, w := j.Rank(), j.words
+			// Read before this rank arrives at the next collective,
+			// which rewrites the buffer only once every rank has.
+			same := func() bool {
+				if w.dissem {
+					return len(j.World().sameRec) > 0
+				}
+				a, err := w.area(0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				buf := binary.LittleEndian.Uint64(a[offCombined+8:])&combinedSame != 0
+				if built := len(j.World().sameRec) > 0; built != buf {
+					t.Errorf("rank %d: the buffer holds one post: %v; built from this rank's: %v", me, buf, built)
+				}
+				return buf
 			}
-			return binary.LittleEndian.Uint64(a[offCombined+8:])&combinedSame != 0
-		}
-		if err := j.World().Barrier(); err != nil || !same() {
-			t.Errorf("rank %d: barrier: %v; the buffer holds one post: %v, want true", me, err, same())
-		}
-		for _, c := range cases {
-			parts, err := j.World().AllGather(c.part(me))
-			if got := same(); err != nil || got != c.same {
-				t.Errorf("rank %d, %s: %v; the buffer holds one post: %v, want %v", me, c.name, err, got, c.same)
+			if err := j.World().Barrier(); err != nil || !same() {
+				t.Errorf("rank %d, crowded %v: barrier: %v; one post: %v, want true", me, crowded, err, same())
 			}
-			for r := range n {
-				_ = append(parts[(r+n-1)%n], 0xee)
-				if !bytes.Equal(parts[r], c.part(r)) {
-					t.Errorf("rank %d, %s: part %d is %q, want %q", me, c.name, r, parts[r], c.part(r))
+			for _, c := range cases {
+				parts, err := j.World().AllGather(c.part(me))
+				if got := same(); err != nil || got != c.same {
+					t.Errorf("rank %d, crowded %v, %s: %v; one post: %v, want %v", me, crowded, c.name, err, got, c.same)
+				}
+				for r := range n {
+					_ = append(parts[(r+n-1)%n], 0xee)
+					if !bytes.Equal(parts[r], c.part(r)) {
+						t.Errorf("rank %d, crowded %v, %s: part %d is %q, want %q", me, crowded, c.name, r, parts[r], c.part(r))
+					}
 				}
 			}
-		}
-	})
+		})
+	}
 }
 
 // TestWordsLazyAreas: in a group larger than eagerAreas, gathered and

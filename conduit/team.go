@@ -32,11 +32,12 @@ type Team struct {
 	watch *hangSlot   // its slot in the job's hang watch
 
 	// The collective in progress, reused by each in turn: its link,
-	// engine, and the posts of an exchange (teamwords.go) with the
-	// arena that holds their data, and where they are one post, every
-	// rank's, the record they were read from (sameRec).
+	// engine, this rank's record in an exchange (teamwords.go), and the
+	// posts of the exchange with the arena that holds their data, and
+	// where they are one post, every rank's, its record (sameRec).
 	call    teamCall
 	run     coll.Run
+	rec     []byte
 	posts   []coll.Post
 	arena   []byte
 	sameRec []byte

@@ -54,19 +54,8 @@ func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, bool, error) {
 	if m := word(s, 0).Load(); m != n-2 && !(n <= 2 && m == 0) {
 		return nil, false, w.corrupt(w.me, "its slot holds collective %#x where this rank wrote %d", m, max(n, 2)-2)
 	}
-	size := uint64(len(p.Data))
-	if p.Big {
-		size |= postBig
-	}
-	if p.Refused {
-		size |= postRefused
-	}
-	binary.LittleEndian.PutUint64(s[8:], size)
-	meta, root, length := coll.Header{Call: p.Call}.Pack()
-	binary.LittleEndian.PutUint32(s[16:], meta)
-	binary.LittleEndian.PutUint32(s[20:], root)
-	binary.LittleEndian.PutUint32(s[24:], length)
-	copy(s[postHeader:], p.Data)
+	c.t.rec = appendRecord(c.t.rec[:0], p)
+	copy(s[8:], c.t.rec)
 	word(s, 0).Store(n)
 	if w.dissem {
 		err = j.disseminate(w, &syncColl, n, true)
@@ -97,7 +86,7 @@ func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, bool, error) {
 			return nil, false, errOverMessages
 		}
 	}
-	c.t.resetPosts()
+	same := true
 	for i := range w.group {
 		a, err := w.area(i)
 		if err != nil {
@@ -107,35 +96,73 @@ func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, bool, error) {
 		if m := word(s, 0).Load(); m != n {
 			return nil, false, w.corrupt(i, "its slot is numbered %#x, for collective %d", m, n)
 		}
-		if _, err := c.t.readPosts(w, s[8:], n, i, 1); err != nil {
+		same = same && bytes.Equal(s[8:8+len(c.t.rec)], c.t.rec)
+	}
+	if same {
+		return c.t.samePosts(w, n)
+	}
+	c.t.resetPosts()
+	for i := range w.group {
+		if _, err := c.t.readPosts(w, slot(*w.areas[i].Load(), n)[8:], n, i, 1); err != nil {
 			return nil, false, err
 		}
 	}
 	return c.t.posts, false, nil
 }
 
-// combined returns the posts of collective n from the leader's buffer b,
-// every rank's, or with same one post that is every rank's
-// (combinedSame), and same. The posts of a team's exchanges in a row
-// that are one and the same (its barriers, say) are read and copied once.
-func (t *Team) combined(w *words, b []byte, n uint64, same bool) ([]coll.Post, bool, error) {
+// appendRecord appends p's record in a slot, past the slot's number: the
+// datum's length with the post's flags, the header, 4 bytes unused
+// (zero), the datum.
+func appendRecord(b []byte, p coll.Post) []byte {
+	size := uint64(len(p.Data))
+	if p.Big {
+		size |= postBig
+	}
+	if p.Refused {
+		size |= postRefused
+	}
+	b = binary.LittleEndian.AppendUint64(b, size)
+	meta, root, length := coll.Header{Call: p.Call}.Pack()
+	b = binary.LittleEndian.AppendUint32(b, meta)
+	b = binary.LittleEndian.AppendUint32(b, root)
+	b = binary.LittleEndian.AppendUint32(b, length)
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	return append(b, p.Data...)
+}
+
+// samePosts returns the posts of collective n where every rank's record
+// is this rank's (t.rec), and true: G copies of this rank's post, which a
+// team's exchanges in a row with the same record (its barriers, say)
+// build once.
+func (t *Team) samePosts(w *words, n uint64) ([]coll.Post, bool, error) {
 	g := len(w.group)
-	if same && len(t.sameRec) > 0 && len(t.posts) == g && bytes.Equal(b, t.sameRec) {
+	if len(t.posts) == g && bytes.Equal(t.sameRec, t.rec) {
 		return t.posts, true, nil
 	}
 	t.resetPosts()
-	if !same {
-		posts, err := t.readPosts(w, b, n, 0, g)
-		return posts, false, err
-	}
-	if _, err := t.readPosts(w, b, n, 0, 1); err != nil {
+	if _, err := t.readPosts(w, t.rec, n, w.me, 1); err != nil {
 		return nil, false, err
 	}
 	for range g - 1 {
 		t.posts = append(t.posts, t.posts[0])
 	}
-	t.sameRec = append(t.sameRec, b...)
+	t.sameRec = append(t.sameRec, t.rec...)
 	return t.posts, true, nil
+}
+
+// combined returns the posts of collective n from the leader's buffer b,
+// every rank's, or with same one post that is every rank's
+// (combinedSame), and same.
+func (t *Team) combined(w *words, b []byte, n uint64, same bool) ([]coll.Post, bool, error) {
+	if same {
+		if !bytes.Equal(b, t.rec) {
+			return nil, false, w.corrupt(0, "its buffer holds one post for every rank in collective %d, not this rank's", n)
+		}
+		return t.samePosts(w, n)
+	}
+	t.resetPosts()
+	posts, err := t.readPosts(w, b, n, 0, len(w.group))
+	return posts, false, err
 }
 
 // resetPosts empties the team's posts and their arena.
