@@ -38,10 +38,10 @@ func slot(a []byte, n uint64) []byte {
 var errOverMessages = errors.New("conduit: the posts go over messages")
 
 // exchange posts p as this rank's in its collective and returns every
-// rank's post, by rank, and whether they are all the same. A rank rewrites its slot of parity n&1 only at
-// collective n+2, which it enters after every rank has arrived at n+1,
-// each after it read n; the leader's buffer (combinePosts), likewise at
-// n+1.
+// rank's post, by rank, and whether they are all the same. A rank
+// rewrites its slot of parity n&1 only at collective n+2, which it enters
+// after every rank has arrived at n+1, each after it read n; the leader's
+// buffer (combinePosts), likewise at n+1.
 func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, bool, error) {
 	j, n := c.t.j, c.seq
 	own, err := w.area(w.me)
