@@ -160,16 +160,32 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 	VPSHUFB Z14, Z22, Z22; \
 	VPSHUFB Z14, Z23, Z23
 
-// MUL1 folds the block of X0 (loaded, not swapped) into X15, with H in X8.
-#define MUL1 \
+// SHORTMUL adds the products of the block in X0 (loaded, not swapped) by
+// the power of H at SI to the low (X4), high (X6) and middle (X7) sums,
+// and moves SI to the next power; X5 and X8 are clobbered.
+#define SHORTMUL \
+	VPSHUFB X14, X0, X0; \
+	VMOVDQU (SI), X8; \
+	MULADD(X8, X0, X5, X4, X6, X7); \
+	ADDQ    $16, SI
+
+// TAIL_START points SI at H^CX in the table (CX = 1..15 blocks left),
+// clears the sums and adds the product of the first block, the
+// accumulator folded in, by it: the last blocks are multiplied by
+// H^CX .. H^1 and reduced once.
+#define TAIL_START \
+	MOVQ       $32, AX; \
+	SUBQ       CX, AX; \
+	SHLQ       $4, AX; \
+	ADDQ       AX, SI; \
+	VPXOR      X4, X4, X4; \
+	VPXOR      X6, X6, X6; \
+	VPXOR      X7, X7, X7; \
 	VPSHUFB    X14, X0, X0; \
 	VPXOR      X15, X0, X0; \
-	VPCLMULQDQ $0x00, X8, X0, X4; \
-	VPCLMULQDQ $0x11, X8, X0, X6; \
-	VPCLMULQDQ $0x01, X8, X0, X7; \
-	VPCLMULQDQ $0x10, X8, X0, X5; \
-	VPXOR      X5, X7, X7; \
-	REDUCE(X15)
+	VMOVDQU    (SI), X8; \
+	MULADD(X8, X0, X5, X4, X6, X7); \
+	ADDQ       $16, SI
 
 // func ghashBlocks(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)
 TEXT ·ghashBlocks(SB), NOSPLIT, $0-32
@@ -218,14 +234,21 @@ loop16:
 single:
 	TESTQ CX, CX
 	JZ    done
-	VMOVDQU 496(SI), X8
+	VMOVDQU (DX), X0
+	TAIL_START
+	ADDQ    $16, DX
+	DECQ    CX
+	JZ      tailred
 
 loop1:
 	VMOVDQU (DX), X0
-	MUL1
-	ADDQ $16, DX
-	DECQ CX
-	JNZ  loop1
+	SHORTMUL
+	ADDQ    $16, DX
+	DECQ    CX
+	JNZ     loop1
+
+tailred:
+	REDUCE(X15)
 
 done:
 	VMOVDQU X15, (DI)
@@ -295,16 +318,25 @@ loop16c:
 singlec:
 	TESTQ CX, CX
 	JZ    donec
-	VMOVDQU 496(SI), X8
+	VMOVDQU (DX), X0
+	VMOVDQU X0, (R8)
+	TAIL_START
+	ADDQ    $16, DX
+	ADDQ    $16, R8
+	DECQ    CX
+	JZ      tailredc
 
 loop1c:
 	VMOVDQU (DX), X0
 	VMOVDQU X0, (R8)
-	MUL1
-	ADDQ $16, DX
-	ADDQ $16, R8
-	DECQ CX
-	JNZ  loop1c
+	SHORTMUL
+	ADDQ    $16, DX
+	ADDQ    $16, R8
+	DECQ    CX
+	JNZ     loop1c
+
+tailredc:
+	REDUCE(X15)
 
 donec:
 	VMOVDQU X15, (DI)
@@ -341,15 +373,6 @@ TEXT ·aesEncrypt(SB), NOSPLIT, $0-24
 	AESENCLAST X1, X0
 	MOVOU  X0, (BX)
 	RET
-
-// SHORTMUL adds the products of the block in X0 (loaded, not swapped) by
-// the power of H at SI to the low (X4), high (X6) and middle (X7) sums,
-// and moves SI to the next power; X5 and X8 are clobbered.
-#define SHORTMUL \
-	VPSHUFB X14, X0, X0; \
-	VMOVDQU (SI), X8; \
-	MULADD(X8, X0, X5, X4, X6, X7); \
-	ADDQ    $16, SI
 
 // func gmacShort(out *[16]byte, rk *[11][16]byte, tbl *[16][16]byte, data *byte, nfull int, tail *byte, ntail int, j0 *[16]byte)
 // writes the GMAC tag of the nfull blocks at data followed by the ntail
