@@ -143,7 +143,7 @@ func (s *hangSlot) coll(seq, call uint64) spawn.Coll {
 	if !s.t.whole() {
 		kind = "team " + kind
 	}
-	return spawn.Coll{Kind: kind, Seq: seq, Team: s.t.id, Root: int(uint32(call))}
+	return spawn.Coll{Kind: kind, Seq: seq, Team: s.t.id, Root: int(int32(uint32(call)))}
 }
 
 // newSlot returns a slot for team t's waits.

@@ -7,6 +7,7 @@ package conduit
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,10 +16,10 @@ import (
 // TestWordsSamePosts: where every rank posts the same (a barrier, an
 // all-gather of equal parts), a rank builds every rank's post from its
 // own (Team.samePosts) and the collective returns every rank's, in a row
-// of such collectives as well (whose posts a rank builds once); gathered
-// and released, the leader's buffer holds that post once and says so.
-// Posts that differ in a byte or in length are read one each. By
-// dissemination and gathered and released.
+// of such collectives as well (whose posts a rank builds once); counted or
+// gathered, the leader's buffer holds that post once and says so. Posts
+// that differ in a byte or in length are read one each. By dissemination,
+// counted, and gathered and released.
 func TestWordsSamePosts(t *testing.T) {
 	const n = 4
 	cases := []struct {
@@ -34,8 +35,8 @@ func TestWordsSamePosts(t *testing.T) {
 		{"a length differs", func(r int) []byte { return make([]byte, 1+r/3) }, false},
 		{"equal parts after", func(int) []byte { return []byte("same") }, true},
 	}
-	for _, crowded := range []bool{false, true} {
-		runJob(t, n, loopbackGroups(t, 0, crowded), false, func(j *Job) {
+	for _, m := range wordModes[:3] {
+		res, _ := runJob(t, n, m.net(t), false, func(j *Job) {
 			me, w := j.Rank(), j.words
 			// Read before this rank arrives at the next collective,
 			// which rewrites the buffer only once every rank has.
@@ -54,21 +55,25 @@ func TestWordsSamePosts(t *testing.T) {
 				return buf
 			}
 			if err := j.World().Barrier(); err != nil || !same() {
-				t.Errorf("rank %d, crowded %v: barrier: %v; one post: %v, want true", me, crowded, err, same())
+				t.Errorf("rank %d, mode %s: barrier: %v; one post: %v, want true", me, m.name, err, same())
 			}
 			for _, c := range cases {
 				parts, err := j.World().AllGather(c.part(me))
 				if got := same(); err != nil || got != c.same {
-					t.Errorf("rank %d, crowded %v, %s: %v; one post: %v, want %v", me, crowded, c.name, err, got, c.same)
+					t.Errorf("rank %d, mode %s, %s: %v; one post: %v, want %v", me, m.name, c.name, err, got, c.same)
 				}
 				for r := range n {
 					_ = append(parts[(r+n-1)%n], 0xee)
 					if !bytes.Equal(parts[r], c.part(r)) {
-						t.Errorf("rank %d, crowded %v, %s: part %d is %q, want %q", me, crowded, c.name, r, parts[r], c.part(r))
+						t.Errorf("rank %d, mode %s, %s: part %d is %q, want %q", me, m.name, c.name, r, parts[r], c.part(r))
 					}
 				}
 			}
 		})
+		want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
+		if d := cmp.Diff(want, res); d != "" {
+			t.Errorf("mode %s: (-want +got):\n%s", m.name, d)
+		}
 	}
 }
 

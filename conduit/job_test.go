@@ -69,7 +69,8 @@ func loopbackShared(t *testing.T) jobNet { return loopbackGroups(t, 0, false) }
 // loopbackGroups is loopbackShared with groups of size consecutive ranks
 // (0: one group of all), as on hosts of size ranks each, where the
 // barrier runs in two levels; crowded, as on hosts with more ranks than
-// CPUs: the groups gather and release, and waiting ranks yield the CPU.
+// CPUs: one group of up to eagerAreas ranks synchronises counted, and
+// waiting ranks yield the CPU.
 func loopbackGroups(t *testing.T, size int, crowded bool) jobNet {
 	var shared []*amudp.Shared
 	jn := loopbackUDP

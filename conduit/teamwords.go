@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"github.com/udpconduit/udpconduit/conduit/internal/coll"
 )
@@ -55,6 +56,9 @@ func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, bool, error) {
 		return nil, false, w.corrupt(w.me, "its slot holds collective %#x where this rank wrote %d", m, max(n, 2)-2)
 	}
 	c.t.rec = appendRecord(c.t.rec[:0], p)
+	if len(c.t.rec) > slotSize-8 {
+		return nil, false, fmt.Errorf("conduit: a post of %d bytes does not fit a slot of %d", len(c.t.rec), slotSize-8)
+	}
 	copy(s[8:], c.t.rec)
 	word(s, 0).Store(n)
 	if w.dissem {
@@ -171,10 +175,11 @@ func (t *Team) resetPosts() {
 }
 
 // readPosts appends to t.posts the count posts in b: as combinePosts
-// framed them in the leader's buffer (who 0), or the slot of rank who
-// past its number (count 1). b is shared memory: each length is read once
-// and checked, and every datum copied out into t.arena, which the posts
-// share until the team's next exchange.
+// framed them in the leader's buffer (who 0), the slot of rank who past
+// its number (count 1), or this rank's own record (t.rec, who this rank).
+// b may be shared memory: each length is read once and checked, and every
+// datum copied out into t.arena, which the posts share until the team's
+// next exchange.
 func (t *Team) readPosts(w *words, b []byte, n uint64, who, count int) ([]coll.Post, error) {
 	for range count {
 		if len(b) < postHeader-8 {
@@ -200,16 +205,16 @@ func (t *Team) readPosts(w *words, b []byte, n uint64, who, count int) ([]coll.P
 // crowded host, each look at another mapping after a context switch costs
 // a walk of the page tables), or, where they do not fit, says so. Where
 // every post is the same (a barrier's, say), the buffer holds it once,
-// and its length says so (combinedSame): each rank reads one post
-// instead of G. The rank that completes the group's arrivals, after every
-// rank arrived at n.
+// and its length says so (combinedSame). The rank that completes the
+// group's arrivals, after every rank arrived at n.
 func (w *words) combinePosts(n uint64) error {
 	lead, err := w.area(0)
 	if err != nil {
 		return err
 	}
 	buf := lead[offCombined+16 : offCombined+16 : endCombined]
-	total, same := uint64(0), true
+	direct, same := false, true
+	var first []byte // the first rank's record, in buf
 	for i := range w.group {
 		a, err := w.area(i)
 		if err != nil {
@@ -224,18 +229,38 @@ func (w *words) combinePosts(n uint64) error {
 			return w.corrupt(i, "a post of %#x bytes in collective %d, more than a slot's %d", l, n, maxPost)
 		}
 		rec := s[8 : postHeader+int(l)]
-		if total == combinedDirect || len(buf)+len(rec) > cap(buf) {
-			total = combinedDirect
+		switch {
+		case direct:
+			continue
+		case i > 0 && same && bytes.Equal(rec, first):
+			continue
+		case i > 0 && same:
+			// The first that differs: the buffer gets the i-1
+			// records before it that were the first's.
+			same = false
+			if len(buf)+(i-1)*len(first) > cap(buf) {
+				direct = true
+				continue
+			}
+			for range i - 1 {
+				buf = append(buf, first...)
+			}
+		}
+		if len(buf)+len(rec) > cap(buf) {
+			direct = true
 			continue
 		}
-		if same && i > 0 && !bytes.Equal(rec, buf[:len(buf)/i]) {
-			same = false
-		}
 		buf = append(buf, rec...)
-		total = uint64(len(buf))
+		if i == 0 {
+			first = buf
+		}
 	}
-	if same && total != combinedDirect {
-		total = total/uint64(len(w.group)) | combinedSame
+	total := uint64(len(buf))
+	switch {
+	case direct:
+		total = combinedDirect
+	case same:
+		total |= combinedSame
 	}
 	binary.LittleEndian.PutUint64(lead[offCombined:], n)
 	binary.LittleEndian.PutUint64(lead[offCombined+8:], total)

@@ -88,7 +88,7 @@ type words struct {
 	yield bool
 	// counted: every rank of the group, the leader too, counts its
 	// arrival, and the one that completes the count releases the group
-	// (see syncGroup).
+	// (see syncCounted).
 	counted bool
 
 	mu    sync.Mutex
@@ -287,12 +287,13 @@ func (j *Job) shareAreas(w *words) error {
 	return j.syncGroup(w, &syncStart, 1, func() error { return nil })
 }
 
-// eagerAreas is the largest group, gathered and released, whose ranks
-// each map every area at start-up (shareAreas).
+// eagerAreas is the largest group whose ranks each map every area at
+// start-up (shareAreas), and so synchronise counted (setWay) unless they
+// disseminate; a larger group is gathered and released.
 var eagerAreas = 64
 
 // syncGroup runs synchronisation e of kind k within the group, counted
-// (syncCounted) or gathered and released: every member arrives, and
+// (syncCounted) or gathered and released: there every member arrives, and
 // returns once the leader has released it; the leader waits for them all,
 // runs before and releases them.
 func (j *Job) syncGroup(w *words, k *groupSync, e uint64, before func() error) error {

@@ -17,18 +17,38 @@ import (
 )
 
 // wordModes are the shapes of the groups whose collectives run on shared
-// words: one group of every rank (dissemination, or gather and release
-// with yielding waits where ranks outnumber CPUs), and groups of a few
-// consecutive ranks, whose leaders exchange messages.
-var wordModes = []struct {
-	name    string
-	size    int
-	crowded bool
-}{
-	{"one group", 0, false},
-	{"one group crowded", 0, true},
-	{"groups of 3", 3, false},
-	{"groups of 2 crowded", 2, true},
+// words: one group of every rank (dissemination; counted, with yielding
+// waits where ranks outnumber CPUs; gathered and released, as in a group
+// larger than eagerAreas, whose members map only the leader's area), and
+// groups of a few consecutive ranks, whose leaders exchange messages.
+var wordModes = []wordMode{
+	{"one group", 0, false, false},
+	{"one group crowded", 0, true, false},
+	{"one group gathered", 0, true, true},
+	{"groups of 3", 3, false, false},
+	{"groups of 2 crowded", 2, true, false},
+}
+
+type wordMode struct {
+	name     string
+	size     int
+	crowded  bool
+	gathered bool // eagerAreas 1 for the test
+}
+
+// quiet reports whether collectives whose data fit their slots send no
+// datagram: in one group, unless gathered, where data that fit their
+// slots but not the leader's buffer go over messages (TestWordsLazyAreas).
+func (m wordMode) quiet() bool { return m.size == 0 && !m.gathered }
+
+// net returns the job network of the mode for t.
+func (m wordMode) net(t *testing.T) jobNet {
+	if m.gathered {
+		e := eagerAreas
+		eagerAreas = 1
+		t.Cleanup(func() { eagerAreas = e })
+	}
+	return loopbackGroups(t, m.size, m.crowded)
 }
 
 // sentBy counts the datagrams j's endpoint sent and the records it put
@@ -55,7 +75,7 @@ func TestWordsBarrier(t *testing.T) {
 				const barriers = 40
 				var entered [barriers]atomic.Int32
 				var sent, udp [8]uint64
-				res, jobs := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
+				res, jobs := runJob(t, n, m.net(t), false, func(j *Job) {
 					me := j.Rank()
 					before, beforeUDP := sentBy(j), j.ep.Stats().Sent
 					enterBarriers(t, j, entered[:], 100*time.Microsecond)
@@ -106,7 +126,7 @@ func TestWordsAllGather(t *testing.T) {
 					return b
 				}
 				var quiet, resent [8]uint64
-				res, _ := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
+				res, _ := runJob(t, n, m.net(t), false, func(j *Job) {
 					fitBefore := false
 					// fresh counts the datagrams that are neither
 					// retransmissions nor resent replies.
@@ -133,7 +153,7 @@ func TestWordsAllGather(t *testing.T) {
 						fitBefore = fit
 					}
 				})
-				checkQuiet(t, res, m.size == 0, quiet[:n], resent[:n], "all-gathers whose parts fit their slots")
+				checkQuiet(t, res, m.quiet(), quiet[:n], resent[:n], "all-gathers whose parts fit their slots")
 			})
 		}
 	}
@@ -185,7 +205,7 @@ func TestWordsTreeCollectives(t *testing.T) {
 				lens := []int{0, 1, 3, maxPost / 8, maxPost/8 + 1}
 				var quiet [8]uint64
 				var sums [8][]float64
-				res, _ := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
+				res, _ := runJob(t, n, m.net(t), false, func(j *Job) {
 					me := j.Rank()
 					fitBefore := false
 					for round := range 2 * len(lens) {
@@ -254,7 +274,7 @@ func TestWordsTreeCollectives(t *testing.T) {
 					if !slices.Equal(sums[r], sums[0]) {
 						t.Errorf("rank %d's float all-reduce gave %v, rank 0's %v", r, sums[r], sums[0])
 					}
-					if m.size == 0 && quiet[r] != 0 {
+					if m.quiet() && quiet[r] != 0 {
 						t.Errorf("rank %d of a job of one group sent %d datagrams in collectives whose data fit their slots", r, quiet[r])
 					}
 				}
@@ -302,7 +322,7 @@ func TestWordsAlltoall(t *testing.T) {
 					return b
 				}
 				var quiet, resent [8]uint64
-				res, _ := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
+				res, _ := runJob(t, n, m.net(t), false, func(j *Job) {
 					me := j.Rank()
 					fresh := func() uint64 { s := j.ep.Stats(); return sentBy(j) - s.Retransmits - s.ReplyResends }
 					defer func() { resent[me] = j.ep.Stats().Retransmits }()
@@ -332,7 +352,7 @@ func TestWordsAlltoall(t *testing.T) {
 						fitBefore = fit
 					}
 				})
-				checkQuiet(t, res, m.size == 0, quiet[:n], resent[:n], "all-to-alls whose blocks fit their slots")
+				checkQuiet(t, res, m.quiet(), quiet[:n], resent[:n], "all-to-alls whose blocks fit their slots")
 			})
 		}
 	}
@@ -340,28 +360,32 @@ func TestWordsAlltoall(t *testing.T) {
 
 // TestWordsAlltoallMismatch: in a job of one group, a rank that calls
 // Alltoall while the others call AllGather gets ErrCollectiveMismatch, and
-// so does every other rank, by dissemination and by gather and release,
-// also when one side's part does not fit its slot; none waits forever.
+// so does every other rank, by dissemination, counted, and gathered and
+// released, also when one side's part does not fit its slot; none waits
+// forever.
 func TestWordsAlltoallMismatch(t *testing.T) {
+	dissem, counted, gathered := wordModes[0], wordModes[1], wordModes[2]
 	for _, c := range []struct {
-		name             string
-		crowded          bool
-		blocks, gathered int // the all-to-all's block size, the all-gather's part
+		name         string
+		mode         wordMode
+		blocks, part int // the all-to-all's block size, the all-gather's part
 	}{
-		{"dissemination", false, 1, 1},
-		{"gathered", true, 1, 1},
-		{"dissemination, large blocks", false, maxPost, 1},
-		{"gathered, large part", true, 1, maxPost + 1},
-		{"gathered, large blocks", true, maxPost, 1},
+		{"dissemination", dissem, 1, 1},
+		{"counted", counted, 1, 1},
+		{"gathered", gathered, 1, 1},
+		{"dissemination, large blocks", dissem, maxPost, 1},
+		{"counted, large part", counted, 1, maxPost + 1},
+		{"counted, large blocks", counted, maxPost, 1},
+		{"gathered, large part", gathered, 1, maxPost + 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const n = 3
 			errs := make([]error, n)
-			runJob(t, n, loopbackGroups(t, 0, c.crowded), false, func(j *Job) {
+			runJob(t, n, c.mode.net(t), false, func(j *Job) {
 				if j.Rank() == 0 {
 					_, errs[0] = j.World().Alltoall(make([]byte, n*c.blocks))
 				} else {
-					_, errs[j.Rank()] = j.World().AllGather(make([]byte, c.gathered))
+					_, errs[j.Rank()] = j.World().AllGather(make([]byte, c.part))
 				}
 			})
 			for r, err := range errs {
@@ -394,7 +418,7 @@ func TestWordsGather(t *testing.T) {
 					return b
 				}
 				var quiet, resent [8]uint64
-				res, _ := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
+				res, _ := runJob(t, n, m.net(t), false, func(j *Job) {
 					me := j.Rank()
 					fresh := func() uint64 { s := j.ep.Stats(); return sentBy(j) - s.Retransmits - s.ReplyResends }
 					defer func() { resent[me] = j.ep.Stats().Retransmits }()
@@ -444,7 +468,7 @@ func TestWordsGather(t *testing.T) {
 					}
 					j.World().Barrier()
 				})
-				checkQuiet(t, res, m.size == 0, quiet[:n], resent[:n], "gathers whose parts fit their slots")
+				checkQuiet(t, res, m.quiet(), quiet[:n], resent[:n], "gathers whose parts fit their slots")
 			})
 		}
 	}
@@ -475,17 +499,17 @@ func TestWordsGatherRootsDiffer(t *testing.T) {
 
 // TestWordsCorrupt: a rank's area of words overwritten with ones (as 0xff
 // over its inbox's header does) between two barriers, of the leader or of
-// another rank, by dissemination or gathered and released, ends the job
-// with code 1, its reason naming that rank's corrupted inbox and the rank
-// that found it, at a barrier, an all-gather, a broadcast, a gather or an
-// all-to-all: whichever reads a word of it first that no rank wrote there
-// (a rank's own gather slot, at the latest). Nothing panics.
+// another rank, by dissemination, counted, or gathered and released, ends
+// the job with code 1, its reason naming that rank's corrupted inbox and
+// the rank that found it, at a barrier, an all-gather, a broadcast, a
+// gather or an all-to-all: whichever reads a word of it first that no rank
+// wrote there (a rank's own gather slot, at the latest). Nothing panics.
 func TestWordsCorrupt(t *testing.T) {
-	for _, m := range wordModes[:2] { // one group: every collective on words
+	for _, m := range wordModes[:3] { // one group: every collective on words
 		for _, victim := range []int{0, 2} {
 			t.Run(fmt.Sprintf("%s/rank %d", m.name, victim), func(t *testing.T) {
 				const n = 4
-				res, _ := runJob(t, n, loopbackGroups(t, m.size, m.crowded), false, func(j *Job) {
+				res, _ := runJob(t, n, m.net(t), false, func(j *Job) {
 					j.World().Barrier()
 					if j.Rank() == 1 {
 						a, err := j.words.area(victim)

@@ -10,7 +10,7 @@ import (
 // with AVX-512 carry-less multiplication (BenchmarkGMAC); the tags are
 // the same bytes (TestGMACMatchesGCM).
 type gmac struct {
-	rk  [11][16]byte // the AES-128 round keys, for aesEncrypt
+	rk [11][16]byte // the AES-128 round keys, for aesEncrypt
 	// tbl holds H^32 .. H^1, in ghash_amd64.s's representation, then
 	// for each the sum of its two halves in the low one (Karatsuba's).
 	tbl [64][16]byte
