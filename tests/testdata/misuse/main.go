@@ -71,6 +71,9 @@ func main() {
 			err = conduit.Barrier()
 		}
 		fmt.Printf("rank %d: %v\n", conduit.Rank(), err)
+		// The team goes on: no rank ends the job before every rank has
+		// returned from the mismatch and said so.
+		conduit.Barrier()
 		conduit.Exit(0)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "roots" {
@@ -79,6 +82,7 @@ func main() {
 		// probes of ranks that waited a while.
 		_, err := conduit.Reduce(conduit.World(), conduit.Rank(), conduit.Sum, []uint64{1})
 		fmt.Printf("rank %d: %v\n", conduit.Rank(), err)
+		conduit.Barrier()
 		conduit.Exit(0)
 	}
 	if len(os.Args) > 2 && os.Args[1] == "teams" {
@@ -97,6 +101,7 @@ func main() {
 			_, err = tm.Scatter(root, nil)
 		}
 		fmt.Printf("rank %d: %v\n", conduit.Rank(), err)
+		conduit.Barrier()
 		conduit.Exit(0)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "bcastroots" {
