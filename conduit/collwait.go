@@ -118,31 +118,35 @@ type hangWatch struct {
 	report func(spawn.Coll) error
 }
 
-// hangSlot is a team's slot in a hangWatch: the wait in progress in call
-// seq of the team, if any. Only the team's caller writes seq and call,
-// before it stores state; check reads them only while state holds that
-// wait, which names the low bits of seq.
+// hangSlot is a team's slot in a hangWatch: the wait in progress in a
+// call of the team, if any. Only the team's caller writes call, before it
+// stores state, and only when it changes; check reads call only while
+// state holds that wait.
 type hangSlot struct {
 	t *Team
 	// state: 0 with no wait; else the look the wait began at (high 32
-	// bits), seq's low 30 bits (shifted by 2), hangReported, hangActive.
+	// bits), the call's number's low 30 bits (shifted by 2), hangReported,
+	// hangActive.
 	state atomic.Uint64
-	seq   atomic.Uint64
-	call  atomic.Uint64 // kind (high 32 bits) and root
+	// call: the call's kind (high 8 bits), its number's next 24 bits,
+	// and its root (low 32 bits): the same for a team's calls in a row of
+	// one kind and root, which then store nothing here.
+	call atomic.Uint64
 }
 
 const (
 	hangActive   = 1
 	hangReported = 2
+	hangSeqLow   = 1<<30 - 1
 )
 
-// coll describes the wait of call seq, its kind and root packed as in
-// hangSlot.call, for the console.
-func (s *hangSlot) coll(seq, call uint64) spawn.Coll {
-	kind := coll.Kind(call >> 32).String()
+// coll describes the wait that state and call describe, for the console.
+func (s *hangSlot) coll(state, call uint64) spawn.Coll {
+	kind := coll.Kind(call >> 56).String()
 	if !s.t.whole() {
 		kind = "team " + kind
 	}
+	seq := (call>>32&(1<<24-1))<<30 | state>>2&hangSeqLow
 	return spawn.Coll{Kind: kind, Seq: seq, Team: s.t.id, Root: int(int32(uint32(call)))}
 }
 
@@ -157,9 +161,10 @@ func (h *hangWatch) newSlot(t *Team) *hangSlot {
 
 // enter records a wait in collective c in slot s.
 func (h *hangWatch) enter(s *hangSlot, c *teamCall, warn time.Duration) {
-	s.seq.Store(c.seq)
-	s.call.Store(uint64(c.call.Kind)<<32 | uint64(uint32(c.call.Root)))
-	s.state.Store(uint64(h.looks.Load())<<32 | (c.seq&(1<<30-1))<<2 | hangActive)
+	if call := uint64(c.call.Kind)<<56 | (c.seq>>30&(1<<24-1))<<32 | uint64(uint32(c.call.Root)); s.call.Load() != call {
+		s.call.Store(call)
+	}
+	s.state.Store(uint64(h.looks.Load())<<32 | (c.seq&hangSeqLow)<<2 | hangActive)
 	// check clears armed before it looks at the slots: either it sees
 	// this wait, or this sees armed clear.
 	if !h.armed.Load() {
@@ -179,8 +184,8 @@ func (h *hangWatch) enter(s *hangSlot, c *teamCall, warn time.Duration) {
 
 // leave ends the wait in slot s, telling the console when it was reported.
 func (h *hangWatch) leave(s *hangSlot) {
-	if s.state.Swap(0)&hangReported != 0 {
-		h.report(s.coll(s.seq.Load(), s.call.Load()))
+	if v := s.state.Swap(0); v&hangReported != 0 {
+		h.report(s.coll(v, s.call.Load()))
 	}
 }
 
@@ -201,11 +206,13 @@ func (h *hangWatch) check() {
 		if v&hangReported != 0 || looks-uint32(v>>32) < 3 {
 			continue
 		}
-		seq, call := s.seq.Load(), s.call.Load()
-		if (seq&(1<<30-1))<<2 != v&(1<<32-4) || !s.state.CompareAndSwap(v, v|hangReported) {
+		// The call word read before the state is confirmed: a call
+		// that began since stored its word before its state.
+		call := s.call.Load()
+		if !s.state.CompareAndSwap(v, v|hangReported) {
 			continue // it ended, and another began: seen at the next look
 		}
-		c := s.coll(seq, call)
+		c := s.coll(v, call)
 		c.In = true
 		due = append(due, c)
 	}

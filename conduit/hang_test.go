@@ -1,6 +1,7 @@
 package conduit
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -24,15 +25,19 @@ func TestHangWatch(t *testing.T) {
 		report := func(c spawn.Coll) error {
 			mu.Lock()
 			defer mu.Unlock()
-			got = append(got, c.Kind+map[bool]string{true: " in at ", false: " out at "}[c.In]+time.Since(start).String())
+			got = append(got, fmt.Sprintf("%s %d/%d", c.Kind, c.Seq, c.Root)+map[bool]string{true: " in at ", false: " out at "}[c.In]+time.Since(start).String())
 			return nil
 		}
 		h := hangWatch{report: report}
 		world := &Team{ranks: []int{0}}
 		kinds := map[string]coll.Kind{"barrier": coll.Barrier, "all-gather": coll.AllGather, "broadcast": coll.Broadcast}
+		// Each wait's number and root, as the console reads them: a
+		// number beyond 2^30 and a negative root (a refused call's).
+		seqs := map[string]uint64{"barrier": 1<<40 | 7, "all-gather": 2, "broadcast": 1<<30 + 3}
+		roots := map[string]int{"barrier": 0, "all-gather": -1, "broadcast": 5}
 		wait := func(kind string, d time.Duration) {
 			s := h.newSlot(world)
-			h.enter(s, &teamCall{t: world, seq: 1, call: coll.Call{Kind: kinds[kind]}}, warn)
+			h.enter(s, &teamCall{t: world, seq: seqs[kind], call: coll.Call{Kind: kinds[kind], Root: roots[kind]}}, warn)
 			time.Sleep(d)
 			h.leave(s)
 		}
@@ -46,9 +51,9 @@ func TestHangWatch(t *testing.T) {
 		time.Sleep(10 * time.Second) // idle: the checks stop at 7s
 		wait("broadcast", 3500*time.Millisecond)
 		want := []string{
-			"barrier in at 4s", "all-gather in at 5s", // 2.5s after each began
-			"all-gather out at 5.5s", "barrier out at 6.5s",
-			"broadcast in at 19.5s", "broadcast out at 20s", // checks 1s apart from 17.5s
+			"barrier 1099511627783/0 in at 4s", "all-gather 2/-1 in at 5s", // 2.5s after each began
+			"all-gather 2/-1 out at 5.5s", "barrier 1099511627783/0 out at 6.5s",
+			"broadcast 1073741827/5 in at 19.5s", "broadcast 1073741827/5 out at 20s", // checks 1s apart from 17.5s
 		}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("reports (-want +got):\n%s", d)
