@@ -1,5 +1,7 @@
 package amudp
 
+import "sync/atomic"
+
 // slotPool hands out a peer's credit instances (slots 0..depth-1): a request
 // holds one from transmission until its reply arrives, so at most depth
 // requests are outstanding to the peer (GASNET_NETWORKDEPTH, DESIGN.md §6).
@@ -41,16 +43,19 @@ func (p *slotPool) available() int { return len(p.free) + p.depth - p.next }
 // sendCredits bounds the requests outstanding over all peers
 // (GASNET_SENDDEPTH); limit < 0 means unlimited.
 type sendCredits struct {
-	limit, out int
+	limit int
+	// out changes under the endpoint's lock; Outstanding reads it
+	// without.
+	out atomic.Int64
 }
 
-func (c *sendCredits) canSend() bool { return c.limit < 0 || c.out < c.limit }
-func (c *sendCredits) take()         { c.out++ }
+func (c *sendCredits) canSend() bool { return c.limit < 0 || c.out.Load() < int64(c.limit) }
+func (c *sendCredits) take()         { c.out.Add(1) }
 func (c *sendCredits) give() {
-	if c.out == 0 {
+	if c.out.Load() == 0 {
 		panic("amudp: send credit returned twice")
 	}
-	c.out--
+	c.out.Add(-1)
 }
 
 // byteWindow bounds the bytes of a peer's outstanding requests, so that a
@@ -72,11 +77,10 @@ func (w *byteWindow) give(n int) {
 	w.out -= n
 }
 
-// Outstanding returns the number of requests awaiting their reply.
+// Outstanding returns the number of requests awaiting their reply: of
+// this goroutine's, exactly; of other goroutines' sending meanwhile, some.
 func (e *Endpoint) Outstanding() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.send.out + e.directOutstanding()
+	return int(e.send.out.Load()) + e.directOutstanding()
 }
 
 // mayRequest is the credit rule: a request of size bytes to a peer may go

@@ -65,7 +65,7 @@ func TestCreditsAgainstModel(t *testing.T) {
 					break
 				}
 			}
-			if send.out != model.total {
+			if int(send.out.Load()) != model.total {
 				return false
 			}
 		}
