@@ -89,8 +89,8 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	// a syscall that would find the socket empty is most of a round trip's
 	// overhead on a virtual machine.
 	// The clock read here also starts the request's retransmission timer
-	// (a read is not free on a virtual machine), unless a
-	// poll pass or a wait for credit comes between.
+	// (a read is not free on a virtual machine), unless a poll pass or a
+	// wait for credit comes between.
 	now := e.now()
 	if time.Duration(int64(now)-e.lastPass.Load()) >= pollFirstGap && e.pollMu.TryLock() {
 		err := e.pollLocked(nil)

@@ -125,8 +125,9 @@ type Shared struct {
 
 // udpEvery is how often, in polls of an empty inbox, Recv reads the UDP
 // socket once a read found it empty: a system call costs about as much as
-// a whole round trip through the inbox, and a co-located peer's datagram comes by UDP only when its
-// inbox was full, which the peer says in the inbox (Ring.Detour): Recv
+// a whole round trip through the inbox, and a co-located peer's datagram
+// comes by UDP only when its inbox was full, which the peer says in the
+// inbox (Ring.Detour): Recv
 // then reads the socket at once. Datagrams from other hosts wait at most
 // udpEvery-1 looks at the inbox; a read that finds one keeps Recv reading
 // the socket every time, and so does the first Recv after a Wait, which

@@ -205,15 +205,19 @@ func (w *words) arrived(k *groupSync, e uint64) bool {
 	return n >= want
 }
 
-// release releases the members from synchronisation e of kind k. The
-// leader only.
+// release releases the group's other ranks from synchronisation e of
+// kind k and wakes those that sleep: the leader gathering, or the rank
+// whose arrival completed the count (syncCounted).
 func (w *words) release(k *groupSync, e uint64) error {
 	a, err := w.area(0)
 	if err != nil {
 		return err
 	}
 	word(a, k.release).Store(e)
-	for _, b := range w.bells[1:] {
+	for i, b := range w.bells {
+		if i == w.me {
+			continue
+		}
 		if err := b.Ring(); err != nil {
 			return err
 		}
@@ -338,15 +342,7 @@ func (j *Job) syncCounted(w *words, k *groupSync, e uint64, before func() error)
 	if err := before(); err != nil {
 		return err
 	}
-	word(a, k.release).Store(e)
-	for i, b := range w.bells {
-		if i != w.me {
-			if err := b.Ring(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return w.release(k, e)
 }
 
 // post stores e into this rank's word of round i of a dissemination of
