@@ -57,6 +57,7 @@ func (j *Job) Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
 	}
 	j.segs = segs
 	j.nb.setPaths(paths)
+	j.nb.views[j.rank].Store(&seg) // Put and Get to this rank: mapped
 	j.attached.Store(true)
 	return seg, nil
 }

@@ -92,7 +92,7 @@ func hierarchical(leaders []int) bool {
 // entering it) then ends this rank.
 func (j *Job) collWait(cond func() bool) error {
 	err := j.ep.WaitUntil(func() bool { return cond() || j.leaving() || j.aborting.Load() })
-	if !cond() && j.ctl.Terminating() {
+	if !cond() && j.term.Load() {
 		j.exitNow()
 	}
 	j.abort()

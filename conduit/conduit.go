@@ -154,7 +154,12 @@ func job(call string) (*Job, error) {
 	if j := std.job; j != nil {
 		return j, nil
 	}
-	return nil, fmt.Errorf("conduit.%s: %w", call, ErrNotInitialized)
+	return nil, notInitialized(call)
+}
+
+// notInitialized is job's error, apart so that job inlines.
+func notInitialized(call string) error {
+	return fmt.Errorf("conduit.%s: %w", call, ErrNotInitialized)
 }
 
 // must is job for the functions that return no error (Rank, Size, Exit,

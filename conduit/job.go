@@ -19,6 +19,7 @@ import (
 type Job struct {
 	ep          *amudp.Endpoint
 	ctl         control
+	term        *atomic.Bool // ctl.Terminating()
 	rank, size  int
 	hostRank    []int
 	hosts       []string // host of every rank (for messages); nil in tests
@@ -62,11 +63,12 @@ type Job struct {
 // it is the *spawn.Worker that bootstrapped it (whose address table
 // relayTable completes); RunLocal and the tests use an in-memory console.
 type control interface {
-	// Terminating reports whether the console told this rank to exit
-	// because the job ended elsewhere; ExitNow then ends the rank, saying
-	// so when the program was in a library call (in, see apiCall) and
-	// another rank's Exit ended the job.
-	Terminating() bool
+	// Terminating is set when the console told this rank to exit because
+	// the job ended elsewhere, and never cleared (the Job loads it on
+	// every call: Job.term); ExitNow then ends the rank, saying so when
+	// the program was in a library call (in, see apiCall) and another
+	// rank's Exit ended the job.
+	Terminating() *atomic.Bool
 	ExitNow(in string)
 	// Exit reports code as the job's and ends the rank.
 	Exit(code int, grace time.Duration)
@@ -88,6 +90,7 @@ type control interface {
 // and the default handler 0.
 func newJob(ep *amudp.Endpoint, ctl control, rank, size int, exitTimeout time.Duration) *Job {
 	j := &Job{ep: ep, ctl: ctl, rank: rank, size: size, hostRank: []int{rank}, exitTimeout: exitTimeout}
+	j.term = ctl.Terminating()
 	j.nb.group = []int{rank}
 	j.watch.report = ctl.Report
 	j.onReturned.Store(&defaultReturnedFn{j.defaultReturned})
@@ -107,7 +110,7 @@ func newJob(ep *amudp.Endpoint, ctl control, rank, size int, exitTimeout time.Du
 // wait ends at datagrams, Wakes and retransmissions, not at a time of ours:
 // a timer wakes it then.
 func (j *Job) leaving() bool {
-	if !j.ctl.Terminating() {
+	if !j.term.Load() {
 		return false
 	}
 	j.endingOnce.Do(func() {
@@ -195,7 +198,7 @@ func (j *Job) describe(r Returned) string {
 // job ended elsewhere) does so: at its next call into the library (see
 // spawn.Worker.Terminating).
 func (j *Job) enter() *amudp.Endpoint {
-	if j.ctl.Terminating() {
+	if j.term.Load() {
 		j.exitNow()
 	}
 	j.abort()
@@ -208,8 +211,8 @@ func (j *Job) enter() *amudp.Endpoint {
 // just before the job ended elsewhere lets the program print its last
 // lines).
 func (j *Job) wait(cond func() bool) error {
-	err := j.ep.WaitUntil(func() bool { return j.ctl.Terminating() || cond() })
-	if j.ctl.Terminating() && !cond() {
+	err := j.ep.WaitUntil(func() bool { return j.term.Load() || cond() })
+	if j.term.Load() && !cond() {
 		j.exitNow()
 	}
 	j.abort()

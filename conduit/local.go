@@ -214,7 +214,7 @@ type localRank struct {
 	rank int
 }
 
-func (r localRank) Terminating() bool { return r.c.terminating.Load() }
+func (r localRank) Terminating() *atomic.Bool { return &r.c.terminating }
 
 func (r localRank) ExitNow(in string) {
 	r.c.mu.Lock()

@@ -68,7 +68,7 @@ type nbrhd struct {
 	paths []string
 
 	mu    sync.Mutex               // serialises mapping
-	views []atomic.Pointer[[]byte] // by rank, once looked at; a nil slice: cannot be mapped
+	views []atomic.Pointer[[]byte] // by rank, once looked at (this rank's own: Attach); a nil slice: cannot be mapped
 
 	puts, gets atomic.Uint64 // Put and Get calls done by a copy, when counted
 	counted    bool          // GASNET_STATS: count them (set before Attach)

@@ -6,10 +6,18 @@ package shmem
 // inbox, a Long payload or a Put into a peer's segment), or coming out
 // of it.
 func Copy(dst, src []byte) int {
-	n := min(len(dst), len(src))
-	if n >= minStrings && fastStrings {
-		movsb(&dst[0], &src[0], uintptr(n))
-		return n
+	if fastStrings && len(src) >= minStrings && len(dst) >= minStrings {
+		return copyStrings(dst, src)
 	}
 	return copy(dst, src)
+}
+
+// copyStrings is Copy of at least minStrings bytes by REP MOVSB; not
+// inlined, so that Copy is.
+//
+//go:noinline
+func copyStrings(dst, src []byte) int {
+	n := min(len(dst), len(src))
+	movsb(&dst[0], &src[0], uintptr(n))
+	return n
 }

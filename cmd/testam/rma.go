@@ -34,9 +34,11 @@ func parseRMASizes(s string) ([]int, error) {
 // of each size (GASNet's testsmall and testlarge, section A: PutBlocking
 // and GetBlocking), each K times after a warm-up, and reports the time
 // per operation and the bandwidth; the other ranks wait in the final
-// barrier.
+// barrier. Each timed loop calls Job.Put or Job.Get directly, as
+// testsmall's loop calls gex_RMA_PutBlocking.
 func rma(peer, iters int, sizes []int, emit func(Result)) error {
-	if conduit.Rank() != 0 {
+	j := conduit.Default()
+	if j.Rank() != 0 {
 		return nil
 	}
 	buf := make([]byte, rmaSegment)
@@ -44,23 +46,36 @@ func rma(peer, iters int, sizes []int, emit func(Result)) error {
 		buf[i] = byte(i)
 	}
 	for _, size := range sizes {
+		b := buf[:size]
 		for _, op := range []struct {
 			name string
-			call func() error
+			run  func(n int) error // n operations
 		}{
-			{"put", func() error { return conduit.Put(peer, 0, buf[:size]) }},
-			{"get", func() error { return conduit.Get(peer, 0, buf[:size]) }},
+			{"put", func(n int) error {
+				for range n {
+					if err := j.Put(peer, 0, b); err != nil {
+						return err
+					}
+				}
+				return nil
+			}},
+			{"get", func(n int) error {
+				for range n {
+					if err := j.Get(peer, 0, b); err != nil {
+						return err
+					}
+				}
+				return nil
+			}},
 		} {
 			for start := time.Now(); time.Since(start) < warmUp; {
-				if err := op.call(); err != nil {
+				if err := op.run(100); err != nil {
 					return fmt.Errorf("%s of %d bytes: %w", op.name, size, err)
 				}
 			}
 			start := time.Now()
-			for range iters {
-				if err := op.call(); err != nil {
-					return fmt.Errorf("%s of %d bytes: %w", op.name, size, err)
-				}
+			if err := op.run(iters); err != nil {
+				return fmt.Errorf("%s of %d bytes: %w", op.name, size, err)
 			}
 			d := time.Since(start)
 			emit(Result{Test: op.name, Bytes: size, Iters: iters, US: us(d, iters), MBps: float64(size) * float64(iters) / d.Seconds() / 1e6})

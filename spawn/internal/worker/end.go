@@ -6,6 +6,7 @@ package worker
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
@@ -54,12 +55,14 @@ func (w *Worker) SetGrace(d time.Duration) { w.grace.Store(int64(d)) }
 // of living on until TCP gives up. 0: never.
 func (w *Worker) SetLiveness(d time.Duration) { w.liveness.Store(int64(d)) }
 
-// Terminating reports whether the console has told this rank to exit
-// because the job ended elsewhere. The library then ends the process at
-// the program's next call into it (ExitNow), so a rank that prints its
-// last lines after a barrier while another rank already called Exit still
-// prints them; a rank that makes no call is ended after the grace period.
-func (w *Worker) Terminating() bool { return w.terminating.Load() }
+// Terminating is the flag set when the console has told this rank to exit
+// because the job ended elsewhere (or the rank aborts it); it is never
+// cleared, and the library only loads it. The library then ends the
+// process at the program's next call into it (ExitNow), so a rank that
+// prints its last lines after a barrier while another rank already called
+// Exit still prints them; a rank that makes no call is ended after the
+// grace period.
+func (w *Worker) Terminating() *atomic.Bool { return &w.terminating }
 
 // ExitNow ends a terminating rank's process with the job's code. in names
 // the library call the program was in ("Get"; "" for none, or for the
