@@ -111,7 +111,7 @@ func main() {
 			if !ahead {
 				mark, behind = "no", behind+1
 			}
-			fmt.Printf("%-44s %12.2f %12.2f %7.2f  %s\n", f.name, gm, um, ratio, mark)
+			fmt.Printf("%-44s %12s %12s %7.2f  %s\n", f.name, fig(gm), fig(um), ratio, mark)
 		}
 	}
 	fmt.Printf("gasnetbench: %d figures behind GASNet's\n", behind)
@@ -334,7 +334,15 @@ func cell(v []float64) string {
 	if len(v) == 0 {
 		return "-"
 	}
-	return strconv.FormatFloat(median(v), 'f', 2, 64)
+	return fig(median(v))
+}
+
+// fig is a figure with two decimals, or four below 0.1 (a few ns in µs).
+func fig(v float64) string {
+	if v < 0.1 {
+		return strconv.FormatFloat(v, 'f', 4, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
 func tail(s string) string {
