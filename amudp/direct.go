@@ -126,12 +126,34 @@ func (l *lane) giveUp() int {
 // directNum returns the request number a direct message's header carries.
 func directNum(m *wire.Message) uint32 { return uint32(m.Slot)<<16 | uint32(m.Seq) }
 
-// pollFirstEvery: a direct request polls first (DESIGN.md §3) when this
-// rank's inbox holds a record, which costs two loads to see, and else, in
+// pollFirstEvery: a direct request polls first (DESIGN.md §3, pollFirst)
+// when this rank's inbox holds a record, which costs two loads to see, and else, in
 // a job with ranks on other hosts (whose datagrams only a full poll pass
 // reads), one time in pollFirstEvery, by the clock's rule for the
 // datagram path.
 const pollFirstEvery = 64
+
+// pollFirst is a direct request's poll before it goes (pollFirstEvery):
+// the direct messages at the head of the inbox (a flood's replies) take a
+// quick pass (directPass), and what stays there (a datagram) a full one.
+func (e *Endpoint) pollFirst(l *lane) error {
+	if e.shared.inbox.ring.Empty() {
+		if e.shared.allShared() || l.sends.Add(1)%pollFirstEvery != 0 ||
+			time.Duration(int64(e.now())-e.lastPass.Load()) < pollFirstGap {
+			return nil
+		}
+		return e.Poll()
+	}
+	if e.pollMu.TryLock() {
+		e.directPass(nil)
+		e.pollMu.Unlock()
+		e.notify()
+		if e.shared.inbox.ring.Empty() {
+			return nil
+		}
+	}
+	return e.Poll()
+}
 
 // directHead is room for a direct record's head: the message header and
 // its arguments. The record carries nothing else: up to 4 arguments, a
@@ -233,11 +255,8 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 	if e.isClosed() {
 		return net.ErrClosed
 	}
-	if !e.shared.inbox.ring.Empty() || !e.shared.allShared() && l.sends.Add(1)%pollFirstEvery == 0 &&
-		time.Duration(int64(e.now())-e.lastPass.Load()) >= pollFirstGap {
-		if err := e.Poll(); err != nil {
-			return err
-		}
+	if err := e.pollFirst(l); err != nil {
+		return err
 	}
 	num, ok := l.reserve(e.depth)
 	for !ok {
