@@ -19,7 +19,8 @@ import (
 // exit scenarios of testexit across the hosts; a task that never starts, named by a rank of its own host, and a
 // host none of whose tasks starts, named by rank 0; and a
 // rank stopped (SIGSTOP) on the host other than rank 0's, which ends the
-// job within GASNET_LIVENESS_TIMEOUT with nothing left.
+// job within GASNET_LIVENESS_TIMEOUT with nothing left, in a job of 3
+// and of 2, and rank 0 stopped in a job of 2.
 func TestDirectLaunchHosts(t *testing.T) {
 	h := startHosts(t, 2)
 	wrap := filepath.Join(t.TempDir(), "ssh.sh")
@@ -73,5 +74,10 @@ func TestDirectLaunchHosts(t *testing.T) {
 			checkNoSurvivors(t, t.Name(), 3*time.Second)
 		})
 	}
-	t.Run("stopped-1", func(t *testing.T) { directStopped(t, l, 1, syscall.SIGSTOP) })
+	// Rank 1 stopped on uch2: with rank 2 beside rank 0 on uch1, and
+	// alone with rank 0 (no rank on rank 0's host for it to kill); rank
+	// 0 stopped on uch1, found by rank 1 alone on uch2.
+	t.Run("stopped-1", func(t *testing.T) { directStopped(t, l, 3, 1, syscall.SIGSTOP) })
+	t.Run("stopped-1-of-2", func(t *testing.T) { directStopped(t, l, 2, 1, syscall.SIGSTOP) })
+	t.Run("stopped-0-of-2", func(t *testing.T) { directStopped(t, l, 2, 0, syscall.SIGSTOP) })
 }

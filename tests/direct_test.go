@@ -222,9 +222,9 @@ func TestDirectLaunchFaults(t *testing.T) {
 			})
 		}
 		for _, stopped := range []int{1, 0} {
-			t.Run(fmt.Sprintf("%s-stopped-%d", l.name, stopped), func(t *testing.T) { directStopped(t, l, stopped, syscall.SIGSTOP) })
+			t.Run(fmt.Sprintf("%s-stopped-%d", l.name, stopped), func(t *testing.T) { directStopped(t, l, 3, stopped, syscall.SIGSTOP) })
 		}
-		t.Run(l.name+"-killed-1", func(t *testing.T) { directStopped(t, l, 1, syscall.SIGKILL) })
+		t.Run(l.name+"-killed-1", func(t *testing.T) { directStopped(t, l, 3, 1, syscall.SIGKILL) })
 		t.Run(l.name+"-interrupt", func(t *testing.T) {
 			l.setup(t)
 			ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
@@ -263,14 +263,14 @@ func TestDirectLaunchFaults(t *testing.T) {
 }
 
 // directStopped sends sig (SIGSTOP, SIGKILL) to rank `stopped` of a
-// running job of 3 tasks under l and checks that the job ends non-zero,
+// running job of n tasks under l and checks that the job ends non-zero,
 // saying why (but for Hydra's kill, which Hydra reports itself at once),
 // with nothing left.
-func directStopped(t *testing.T, l directLauncher, stopped int, sig syscall.Signal) {
+func directStopped(t *testing.T, l directLauncher, n, stopped int, sig syscall.Signal) {
 	l.setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
 	defer cancel()
-	argv := append(append([]string{}, l.cmd[1:]...), "3", filepath.Join(bin, "testam"), "-iters", "100000000")
+	argv := append(append([]string{}, l.cmd[1:]...), strconv.Itoa(n), filepath.Join(bin, "testam"), "-iters", "100000000")
 	cmd := exec.CommandContext(ctx, l.cmd[0], argv...)
 	cmd.Env = append(os.Environ(), markerVar(t.Name()), "GASNET_LIVENESS_TIMEOUT=2s")
 	var errb bytes.Buffer

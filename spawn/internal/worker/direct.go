@@ -436,7 +436,13 @@ func (w *Worker) killJob(code int, left []ctl.Join) {
 // (srun) or this rank's exit (Hydra, whose PMI-2 has no abort and ends
 // every task when one ends unfinalized); after it (Hydra), by SIGKILL to
 // those of procs (their Name and PID) that run on this host: their
-// connections to the hub are open, so the pids are still theirs.
+// connections to the hub are open, so the pids are still theirs. When
+// some of procs run on another host, this rank then ends by SIGKILL
+// too: Hydra ends every task when one dies of a signal, but not when one
+// exits with a code after finalizing its PMI session, as every rank did
+// at startup, and a task left on another host that neither answers nor
+// ends (stopped) would hold the job for ever. The launcher's code is
+// then the job's (Hydra's for a task killed).
 func (w *Worker) endJob(code int, why string, procs []ctl.Join) {
 	switch {
 	case !w.finalized && w.hydra:
@@ -446,13 +452,20 @@ func (w *Worker) endJob(code int, why string, procs []ctl.Join) {
 		w.pmi.Abort(code, why)
 	default:
 		host, err := os.Hostname()
-		if err != nil {
-			break
-		}
+		elsewhere := err != nil && len(procs) > 0
 		for _, p := range procs {
-			if p.Name == host && p.PID > 0 {
+			switch {
+			case err != nil:
+			case p.Name != host:
+				elsewhere = true
+			case p.PID > 0:
 				syscall.Kill(p.PID, syscall.SIGKILL)
 			}
+		}
+		if elsewhere {
+			os.Stdout.Sync()
+			os.Stderr.Sync()
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
 	}
 	exitProcess(code)
