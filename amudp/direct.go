@@ -68,6 +68,11 @@ type lane struct {
 	// only.
 	queued  int
 	blocked uint64
+	// A run of consecutive requests of rank whose handlers did not
+	// reply, answered in one record when it ends (autoReply): autoN of
+	// them, autoFirst..autoLast. Poller only.
+	autoFirst, autoLast uint32
+	autoN               int
 }
 
 // outstanding is the number of direct requests to the lane's rank not
@@ -91,17 +96,30 @@ func (l *lane) reserve(depth int) (num uint32, ok bool) {
 // settle gives back the credit of request num, answered or never sent,
 // and reports whether it was outstanding: false for one given up, one
 // not reserved yet, or when none is outstanding (a bogus answer).
-func (l *lane) settle(num uint32) bool {
-	if int32(num-l.floor.Load()) <= 0 {
-		return false
+func (l *lane) settle(num uint32) bool { return l.settleRun(num, num) == 1 }
+
+// settleRun gives back the credits of requests first..last, answered in
+// one record (autoReply), and returns how many were outstanding: those
+// above the floor (the others were given up), none when the run is not
+// one of up to depth requests reserved and outstanding (a bogus answer).
+func (l *lane) settleRun(first, last uint32) int {
+	if d := last - first; d >= maxRun {
+		return 0
 	}
+	if f := l.floor.Load(); int32(first-f) <= 0 {
+		if int32(last-f) <= 0 {
+			return 0
+		}
+		first = f + 1
+	}
+	k := last - first + 1
 	for {
 		v := l.state.Load()
-		if uint32(v) == 0 || int32(num-uint32(v>>32)) > 0 {
-			return false
+		if uint32(v) < k || int32(last-uint32(v>>32)) > 0 {
+			return 0
 		}
-		if l.state.CompareAndSwap(v, v-1) {
-			return true
+		if l.state.CompareAndSwap(v, v-uint64(k)) {
+			return int(k)
 		}
 	}
 }
@@ -396,17 +414,28 @@ func (e *Endpoint) handleDirect(b []byte) {
 		e.runHandler(h, t, m.Args[:m.NArgs], payload)
 		t.active = false
 		if !t.replied {
-			e.directMessage(&out, num, KindAutoReply, 0, nil, 0, nil)
-			_ = e.replyDirect(l, &out)
+			e.autoReply(l, num)
 		}
 		return
 	}
 	// An answer to a request given up, or to none: no handler runs.
-	if !l.settle(directNum(m)) {
-		e.stats.dupReplies.Add(1)
+	first, n := directNum(m), 0
+	if m.Kind == KindAutoReply && m.AckPairs() == 1 { // a run (autoReply)
+		slot, seq := m.AckPair(0)
+		first = uint32(slot)<<16 | uint32(seq)
+	}
+	count := uint64(1) // the answers the record carries
+	if d := directNum(m) - first; d < maxRun && (m.Kind != KindAutoReply || m.AckPairs() <= 1) {
+		count = uint64(d) + 1
+		n = l.settleRun(first, directNum(m))
+	}
+	if uint64(n) < count {
+		e.stats.dupReplies.Add(count - uint64(n)) // given up, or bogus
+	}
+	if n == 0 {
 		return
 	}
-	l.replies++
+	l.replies += uint64(n)
 	switch m.Kind {
 	case KindAutoReply:
 		return

@@ -213,6 +213,12 @@ type Endpoint struct {
 	abuf    []byte       // encoded batch of automatic replies
 	apay    []byte
 
+	// holdAuto says that the pass in progress holds automatic direct
+	// replies in runs (autoReply), autoLanes the lanes with a run held.
+	holdAuto  bool
+	autoLanes []*lane
+	autoPay   [wire.AckPairLen]byte
+
 	waitMu  sync.Mutex
 	waitCv  *sync.Cond
 	gen     uint64

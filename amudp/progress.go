@@ -55,6 +55,9 @@ func (e *Endpoint) Poll() error {
 func (e *Endpoint) pollLocked(stop func() bool) error {
 	release.Inc(&e.passSeq)
 	defer release.Inc(&e.passSeq)
+	if len(e.autoLanes) > 0 {
+		e.flushAutos() // a spin's quick passes held them
+	}
 	e.pass++
 	e.drained = 0
 	e.clock = e.now()
@@ -305,8 +308,11 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 	var start retransmit.Time
 	for full := false; ; full = true {
 		for i := 0; i < quick && !e.polite; i++ {
+			e.holdAuto = true // runs of automatic replies, until the spin ends
 			n := e.directPass(cond)
+			e.holdAuto = false
 			if cond() {
+				e.flushAutos()
 				e.flushAcks(true)
 				return nil
 			}
@@ -314,6 +320,7 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 			// after one that ran messages (notify, by the caller); with
 			// none, the poller goes on.
 			if n > 0 && e.waiters.Load() > 0 {
+				e.flushAutos()
 				return nil
 			}
 		}

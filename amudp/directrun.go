@@ -1,0 +1,60 @@
+package amudp
+
+import "github.com/udpconduit/udpconduit/amudp/internal/wire"
+
+// maxRun bounds the requests one automatic reply of the direct path
+// answers (autoReply); a peer's run beyond it is bogus (lane.settleRun).
+const maxRun = MaxNetworkDepth
+
+// autoReply answers direct request num of l's rank, whose handler did not
+// reply. A spinning poller's quick passes (holdAuto: spinOrBlock) hold
+// such answers as a run of consecutive requests and send it as one
+// record, an automatic reply numbered with its last request and carrying
+// its first as one (slot, seq) pair, when a request breaks the run, the
+// run reaches a quarter of the network depth (the sender keeps the rest
+// of its credit), or the spin ends or makes a full pass (flushAutos): a
+// flood's requests then cost the sender one reply to take in many, and
+// the credit comes back within one spin. Elsewhere it answers at once.
+// Poller only.
+func (e *Endpoint) autoReply(l *lane, num uint32) {
+	if !e.holdAuto {
+		var out wire.Message
+		e.directMessage(&out, num, KindAutoReply, 0, nil, 0, nil)
+		_ = e.replyDirect(l, &out)
+		return
+	}
+	switch {
+	case l.autoN > 0 && num == l.autoLast+1 && l.autoN < max(e.depth/4, 1):
+		l.autoLast++
+		l.autoN++
+		return
+	case l.autoN > 0:
+		e.tellRun(l)
+	default:
+		e.autoLanes = append(e.autoLanes, l)
+	}
+	l.autoFirst, l.autoLast, l.autoN = num, num, 1
+}
+
+// tellRun sends l's run of automatic answers (autoReply) and clears it.
+func (e *Endpoint) tellRun(l *lane) {
+	var out wire.Message
+	var pay []byte
+	if l.autoN > 1 {
+		pay = wire.AppendAckPair(e.autoPay[:0], uint16(l.autoFirst>>16), uint16(l.autoFirst))
+	}
+	e.directMessage(&out, l.autoLast, KindAutoReply, 0, pay, 0, nil)
+	_ = e.replyDirect(l, &out)
+	l.autoN = 0
+}
+
+// flushAutos sends every run of automatic answers held (autoReply).
+// Poller only.
+func (e *Endpoint) flushAutos() {
+	for _, l := range e.autoLanes {
+		if l.autoN > 0 {
+			e.tellRun(l)
+		}
+	}
+	e.autoLanes = e.autoLanes[:0]
+}

@@ -1,0 +1,119 @@
+package amudp
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/udpconduit/udpconduit/internal/testbound"
+)
+
+// TestSettleRun: a run of answers gives back the credits of the requests
+// it names that are outstanding, none of those given up (at or below the
+// floor), and nothing for a run that names requests not reserved, more
+// than are outstanding, or more than maxRun.
+func TestSettleRun(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		reserved    int    // requests reserved, numbered 1..reserved
+		gaveUp      int    // the first gaveUp of them given up
+		first, last uint32 // the run
+		want        int
+		left        int // outstanding after
+	}{
+		{"one", 3, 0, 2, 2, 1, 2},
+		{"all", 3, 0, 1, 3, 3, 0},
+		{"a later run", 5, 0, 4, 5, 2, 3},
+		{"past the last reserved", 3, 0, 2, 4, 0, 3},
+		{"from before the floor", 3, 2, 1, 3, 1, 0},
+		{"all given up", 3, 3, 1, 3, 0, 0},
+		{"partly given up", 6, 3, 2, 5, 2, 1},
+		{"reversed", 3, 0, 3, 1, 0, 3},
+		{"longer than maxRun", 3, 0, 1<<32 + 3 - maxRun, 3, 0, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l lane
+			for range tc.gaveUp {
+				l.reserve(1 << 20)
+			}
+			if tc.gaveUp > 0 {
+				l.giveUp()
+			}
+			for range tc.reserved - tc.gaveUp {
+				l.reserve(1 << 20)
+			}
+			if got := l.settleRun(tc.first, tc.last); got != tc.want || l.outstanding() != tc.left {
+				t.Errorf("settleRun(%d, %d) = %d, %d left; want %d, %d left", tc.first, tc.last, got, l.outstanding(), tc.want, tc.left)
+			}
+		})
+	}
+}
+
+// TestDirectRuns: requests waiting in a rank's inbox when it starts to
+// poll, whose handler does not reply, are answered in runs, fewer records
+// than requests, each handler running once; the rank's wait ends once
+// the last one ran, and the credits all come back although the rank
+// polls no more after it, and while it waits on; so with a network
+// depth of 1 (one request a run).
+func TestDirectRuns(t *testing.T) {
+	for _, depth := range []int{0, 1} {
+		eps := sharedJob(t, 2, DefaultInbox)
+		if depth > 0 {
+			saved := listen
+			listen = listenShared(t, DefaultInbox)
+			eps = newJob(t, 2, Config{NetworkDepth: depth})
+			listen = saved
+		}
+		const k = 64
+		var ran atomic.Int32
+		eps[1].Register(130, func(*Token, []uint32, []byte) { ran.Add(1) })
+		waited := make(chan error, 1)
+		sends := k
+		if depth > 0 {
+			sends = depth // what the credit lets go before rank 1 polls
+		}
+		go func() {
+			// Rank 1 polls once every request waits, until the last one
+			// ran, and never again.
+			for eps[1].tr.(*Shared).Stats().ShmReceived == 0 && eps[0].Outstanding() < sends {
+				time.Sleep(time.Millisecond)
+			}
+			waited <- eps[1].WaitUntil(func() bool { return ran.Load() == k })
+		}()
+		for i := range k {
+			if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case err := <-waited:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(testbound.For(t, 10*time.Second)):
+			t.Fatalf("depth %d: rank 1's wait for %d requests did not end (%d ran)", depth, k, ran.Load())
+		}
+		waitFor(t, eps[0], "every credit back", func() bool { return eps[0].Outstanding() == 0 })
+		if n := ran.Load(); n != k {
+			t.Errorf("depth %d: %d handlers ran, want %d", depth, n, k)
+		}
+		if r := eps[0].tr.(*Shared).Stats().ShmReceived; depth == 0 && r > k/2 {
+			t.Errorf("%d requests answered in %d records, want runs", k, r)
+		}
+		// Rank 1 waits on (serve) and rank 0 sends more: the runs its
+		// spin holds come back at its full passes.
+		serve(t, eps[1])
+		for i := range k {
+			if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, eps[0], "every credit back while rank 1 waits", func() bool { return eps[0].Outstanding() == 0 })
+		if n := ran.Load(); n != 2*k {
+			t.Errorf("depth %d: %d handlers ran, want %d", depth, n, 2*k)
+		}
+		if d := eps[0].Stats().DupReplies; d != 0 {
+			t.Errorf("depth %d: %d duplicate replies", depth, d)
+		}
+	}
+}
