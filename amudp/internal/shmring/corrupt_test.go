@@ -155,6 +155,8 @@ func TestCorruptHeader(t *testing.T) {
 func FuzzPeek(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0}, uint64(0), uint64(64))
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0x0f, 0, 0, 2, 0, 0, 0}, uint64(0), uint64(4096))
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0x03, 0, 0, 3, 63, 0, 0}, uint64(0), uint64(4096)) // a skip (push)
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 1, 0xff, 0xff, 0xff}, uint64(64), uint64(4096))
 	f.Fuzz(func(t *testing.T, junk []byte, head, tail uint64) {
 		r, _ := Format(guarded(t, MinCapacity))
 		head &^= align - 1 // the consumer's own head is always aligned

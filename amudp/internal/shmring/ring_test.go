@@ -194,6 +194,64 @@ func TestLargeRecordsGoBack(t *testing.T) {
 	}
 }
 
+// TestSkip: a record's large second part lands at the same offset in a
+// cache line as its source, whatever the source's and the first part's
+// offsets, byte for byte; a small one right after the first part; a kind
+// word whose skip is a cache line or more is corrupt.
+func TestSkip(t *testing.T) {
+	r, mem := newRing(t, 1<<20)
+	src := make([]byte, skipFrom+200)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	for _, la := range []int{0, 1, 52, 64} {
+		for k := range 64 {
+			a, b := src[100:100+la], src[k:k+skipFrom+k%3]
+			if !r.Push(a, b) {
+				t.Fatalf("push of %d+%d bytes refused", la, len(b))
+			}
+			rec, ok, err := r.Peek()
+			if !ok || err != nil || !bytes.Equal(rec, append(append([]byte{}, a...), b...)) {
+				t.Fatalf("first part %d, source offset %d: got %d bytes, ok %v, err %v", la, k, len(rec), ok, err)
+			}
+			if d := (uintptr(unsafe.Pointer(&rec[la])) - uintptr(unsafe.Pointer(&b[0]))) % align; d != 0 {
+				t.Errorf("first part %d, source offset %d: second part %d bytes off its source's line offset", la, k, d)
+			}
+			r.Advance()
+		}
+	}
+	// A record of MaxRecord bytes, moved by its skip past a quarter of
+	// the area, into an empty ring a quarter in: it goes on there.
+	q, _ := newRing(t, 1<<16)
+	big := make([]byte, MaxRecord(1<<16)+64)
+	if !q.Push(big[:MaxRecord(1<<16)], nil) || pop(t, q) == nil {
+		t.Fatal("a record of MaxRecord bytes into an empty ring refused")
+	}
+	k := 1
+	for ; (uintptr(unsafe.Pointer(&big[k]))-uintptr(unsafe.Pointer(&q.data[0]))-recHeader)%align == 0; k++ {
+	}
+	if !q.Push(nil, big[k:k+MaxRecord(1<<16)]) {
+		t.Error("a record of MaxRecord bytes with a skip, into an empty ring a quarter in, refused")
+	}
+	small := src[3:103]
+	if !r.Push(src[:52], small) {
+		t.Fatal("push refused")
+	}
+	rec, _, _ := r.Peek()
+	if o := uintptr(unsafe.Pointer(&rec[0])) - uintptr(unsafe.Pointer(&mem[HeaderSize])); o%align != recHeader {
+		t.Errorf("a record with a small second part starts %d into its line, want %d", o%align, recHeader)
+	}
+	r.Advance()
+	if !r.Push(nil, src) {
+		t.Fatal("push refused")
+	}
+	h := r.own.Load() & r.mask
+	binary.LittleEndian.PutUint32(mem[HeaderSize+int(h)+12:], kindData|align<<8)
+	if _, _, err := r.Peek(); err == nil {
+		t.Error("a record skipping a whole cache line was taken")
+	}
+}
+
 // TestProducers: several goroutines push numbered records at once, each
 // retrying when the ring is full; the consumer sees every record exactly
 // once and each producer's records in order: in a small ring that fills,
