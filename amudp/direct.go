@@ -73,6 +73,7 @@ type lane struct {
 	// them, autoFirst..autoLast. Poller only.
 	autoFirst, autoLast uint32
 	autoN               int
+	autoListed          bool // in Endpoint.autoLanes
 }
 
 // outstanding is the number of direct requests to the lane's rank not
@@ -167,7 +168,7 @@ func (e *Endpoint) pollFirst(l *lane) error {
 		e.pollMu.Unlock()
 		e.notify()
 		if e.shared.inbox.ring.Empty() {
-			return nil
+			return e.takeRetErr() // a handler's (fail), as a full pass returns it
 		}
 	}
 	return e.Poll()

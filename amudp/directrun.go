@@ -14,26 +14,32 @@ const maxRun = MaxNetworkDepth
 // run reaches a quarter of the network depth (the sender keeps the rest
 // of its credit), or the spin ends or makes a full pass (flushAutos): a
 // flood's requests then cost the sender one reply to take in many, and
-// the credit comes back within one spin. Elsewhere it answers at once.
-// Poller only.
+// the credit comes back within one spin. Elsewhere, or with a network
+// depth under 8, it answers at once. Poller only.
 func (e *Endpoint) autoReply(l *lane, num uint32) {
-	if !e.holdAuto {
+	limit := max(e.depth/4, 1)
+	if !e.holdAuto || limit == 1 {
 		var out wire.Message
 		e.directMessage(&out, num, KindAutoReply, 0, nil, 0, nil)
 		_ = e.replyDirect(l, &out)
 		return
 	}
-	switch {
-	case l.autoN > 0 && num == l.autoLast+1 && l.autoN < max(e.depth/4, 1):
+	if l.autoN > 0 && num == l.autoLast+1 {
 		l.autoLast++
 		l.autoN++
-		return
-	case l.autoN > 0:
-		e.tellRun(l)
-	default:
-		e.autoLanes = append(e.autoLanes, l)
+	} else {
+		if l.autoN > 0 {
+			e.tellRun(l)
+		}
+		if !l.autoListed {
+			l.autoListed = true
+			e.autoLanes = append(e.autoLanes, l)
+		}
+		l.autoFirst, l.autoLast, l.autoN = num, num, 1
 	}
-	l.autoFirst, l.autoLast, l.autoN = num, num, 1
+	if l.autoN >= limit {
+		e.tellRun(l)
+	}
 }
 
 // tellRun sends l's run of automatic answers (autoReply) and clears it.
@@ -55,6 +61,7 @@ func (e *Endpoint) flushAutos() {
 		if l.autoN > 0 {
 			e.tellRun(l)
 		}
+		l.autoListed = false
 	}
 	e.autoLanes = e.autoLanes[:0]
 }

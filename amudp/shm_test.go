@@ -175,6 +175,8 @@ func TestSharedFullWaits(t *testing.T) {
 			t.Fatalf("message %d ran %d times", i, n)
 		}
 	}
+	// Replies come in runs (autoReply): fewer than the requests, and
+	// none by UDP.
 	if st := shmStats(eps); st.Fallbacks != 0 || st.ShmSent <= msgs {
 		t.Errorf("want every request and reply through shared memory, none by UDP: %v", st)
 	}

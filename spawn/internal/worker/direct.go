@@ -418,9 +418,8 @@ func (w *Worker) stopOnSignal() {
 // (stopped, or stuck in an AtExit function) or not answering pings: under
 // srun the PMI abort, which ends every task of the step; under Hydra,
 // whose PMI session each rank ended at startup, SIGKILL to those on rank
-// 0's host (their connections are open: the pids are theirs), and rank 0
-// ends with code, never 0, on which Hydra ends every task left, on any
-// host.
+// 0's host (their connections are open: the pids are theirs), on whose
+// deaths Hydra ends every task left, and rank 0's own end (endJob).
 func (w *Worker) killJob(code int, left []ctl.Join) {
 	var procs []ctl.Join
 	for _, j := range left {
