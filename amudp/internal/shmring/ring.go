@@ -32,9 +32,7 @@
 // the job's liveness rules end such a job (the consumer's other peers
 // fall back when the queue fills). A consumer that finds the ring empty
 // far into its area moves both ends back to the start, where the cache is
-// warm (hotSpan); a producer of a large record that finds it empty a
-// quarter of the area in pads to the end, so that its record goes there
-// too (push).
+// warm (hotSpan).
 package shmring
 
 import (
@@ -69,8 +67,7 @@ const (
 	// that messages exchanged one at a time (a ping-pong, the rounds of
 	// a collective) reuse the same few cache lines and pages instead of
 	// walking the whole area, touching each page first with a page fault.
-	// A ring that fills (a flood) uses all of it; a flood of large
-	// records that the consumer keeps up with, its first quarter (push).
+	// A ring that fills (a flood) uses all of it.
 	hotSpan = 16384
 
 	// AreaSize is the size of Area.
@@ -281,19 +278,6 @@ func (r *Ring) push(kind uint32, a, b []byte) bool {
 		off := t & r.mask // a multiple of align: its header fits
 		pad = 0
 		if off+need > c {
-			pad = c - off
-		} else if need >= hotSpan && off >= max(c/4, need) && r.head.Load() == t {
-			// The consumer has taken every record: a large one a
-			// quarter of the area or more from its start goes back
-			// there, as Peek moves an empty ring's ends back, so
-			// that a flood of large records cycles through that
-			// quarter, whose lines are in the cache (the area is
-			// 4 MiB by default), instead of the whole area, each
-			// line missing it. Reading the head, a line the
-			// consumer writes, is cheap beside the copy. Until the
-			// consumer passes the pad, records fit below it: the
-			// ring holds a quarter of its capacity, and this
-			// record at least.
 			pad = c - off
 		}
 		// The head as this view last read it is at most the head (it

@@ -143,57 +143,6 @@ func TestHotSpan(t *testing.T) {
 	}
 }
 
-// TestLargeRecordsGoBack: large records (hotSpan bytes or more) pushed
-// into an empty ring stay within the first quarter of the area, even when
-// the consumer does not poll the ring empty (a flood, whose consumer
-// keeps up); a quarter of the area's worth of them fit then without the
-// consumer; a flood from the start of the area, whose records never find
-// the ring empty, fills it.
-func TestLargeRecordsGoBack(t *testing.T) {
-	const capacity, n = 1 << 20, 65000
-	r, mem := newRing(t, capacity)
-	data := uintptr(unsafe.Pointer(&mem[HeaderSize]))
-	at := func(rec []byte) int { return int(uintptr(unsafe.Pointer(&rec[0])) - data) }
-	rec := make([]byte, n)
-	fit := (capacity / 4) / RecordSize(n)
-	for i := range 50 {
-		rec[0] = byte(i)
-		if !r.Push(rec[:1], rec[1:]) {
-			t.Fatalf("push %d into an empty ring refused", i)
-		}
-		got, ok, err := r.Peek()
-		if !ok || err != nil || !bytes.Equal(got, rec) {
-			t.Fatalf("record %d: got %d bytes, ok %v, err %v", i, len(got), ok, err)
-		}
-		if o := at(got); o >= capacity/4+RecordSize(n) {
-			t.Fatalf("record %d into an empty ring went to offset %d, past the first quarter", i, o)
-		}
-		r.Advance() // no Peek of the empty ring
-		if i%7 == 0 {
-			for k := range fit {
-				if !r.Push(rec, nil) {
-					t.Fatalf("push %d of %d into an empty ring refused", k+1, fit)
-				}
-			}
-			for range fit {
-				if pop(t, r) == nil {
-					t.Fatalf("%d records pushed, fewer popped", fit)
-				}
-			}
-		}
-	}
-	if pop(t, r) != nil { // the consumer polls the ring empty: back to the start
-		t.Fatal("a record too many")
-	}
-	pushed := 0
-	for r.Push(rec, nil) {
-		pushed++
-	}
-	if want := capacity / RecordSize(n); pushed != want {
-		t.Errorf("a flood from the start of the area took %d records, want %d", pushed, want)
-	}
-}
-
 // TestSkip: a record's large second part lands at the same offset in a
 // cache line as its source, whatever the source's and the first part's
 // offsets, byte for byte; a small one right after the first part; a kind
@@ -219,19 +168,6 @@ func TestSkip(t *testing.T) {
 			}
 			r.Advance()
 		}
-	}
-	// A record of MaxRecord bytes, moved by its skip past a quarter of
-	// the area, into an empty ring a quarter in: it goes on there.
-	q, _ := newRing(t, 1<<16)
-	big := make([]byte, MaxRecord(1<<16)+64)
-	if !q.Push(big[:MaxRecord(1<<16)], nil) || pop(t, q) == nil {
-		t.Fatal("a record of MaxRecord bytes into an empty ring refused")
-	}
-	k := 1
-	for ; (uintptr(unsafe.Pointer(&big[k]))-uintptr(unsafe.Pointer(&q.data[0]))-recHeader)%align == 0; k++ {
-	}
-	if !q.Push(nil, big[k:k+MaxRecord(1<<16)]) {
-		t.Error("a record of MaxRecord bytes with a skip, into an empty ring a quarter in, refused")
 	}
 	small := src[3:103]
 	if !r.Push(src[:52], small) {
