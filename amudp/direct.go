@@ -420,15 +420,10 @@ func (e *Endpoint) handleDirect(b []byte) {
 		return
 	}
 	// An answer to a request given up, or to none: no handler runs.
-	first, n := directNum(m), 0
-	if m.Kind == KindAutoReply && m.AckPairs() == 1 { // a run (autoReply)
-		slot, seq := m.AckPair(0)
-		first = uint32(slot)<<16 | uint32(seq)
-	}
-	count := uint64(1) // the answers the record carries
-	if d := directNum(m) - first; d < maxRun && (m.Kind != KindAutoReply || m.AckPairs() <= 1) {
-		count = uint64(d) + 1
-		n = l.settleRun(first, directNum(m))
+	first, last, ok := directRun(m)
+	n, count := 0, uint64(1) // settled, and the answers the record carries
+	if ok {
+		n, count = l.settleRun(first, last), uint64(last-first)+1
 	}
 	if uint64(n) < count {
 		e.stats.dupReplies.Add(count - uint64(n)) // given up, or bogus

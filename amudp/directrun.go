@@ -42,6 +42,21 @@ func (e *Endpoint) autoReply(l *lane, num uint32) {
 	}
 }
 
+// directRun returns the requests a direct answer settles: its own, or
+// the run first..last an automatic reply carries (autoReply); ok false
+// for a bogus one, more than one pair or a run longer than maxRun.
+func directRun(m *wire.Message) (first, last uint32, ok bool) {
+	first, last = directNum(m), directNum(m)
+	if m.Kind == KindAutoReply && m.AckPairs() > 0 {
+		if m.AckPairs() > 1 {
+			return 0, 0, false
+		}
+		slot, seq := m.AckPair(0)
+		first = uint32(slot)<<16 | uint32(seq)
+	}
+	return first, last, last-first < maxRun
+}
+
 // tellRun sends l's run of automatic answers (autoReply) and clears it.
 func (e *Endpoint) tellRun(l *lane) {
 	var out wire.Message

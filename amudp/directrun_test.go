@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
@@ -114,6 +115,38 @@ func TestDirectRuns(t *testing.T) {
 		}
 		if d := eps[0].Stats().DupReplies; d != 0 {
 			t.Errorf("depth %d: %d duplicate replies", depth, d)
+		}
+	}
+}
+
+// TestDirectRun: an answer settles its own request, an automatic reply
+// with one pair the run from the pair to its own number (across 2^32),
+// and one with more pairs, or a run longer than maxRun, nothing.
+func TestDirectRun(t *testing.T) {
+	msg := func(kind Kind, num uint32, pairs ...uint32) *wire.Message {
+		m := &wire.Message{Header: wire.Header{Kind: kind, Slot: uint16(num >> 16), Seq: uint16(num)}}
+		for _, p := range pairs {
+			m.Payload = wire.AppendAckPair(m.Payload, uint16(p>>16), uint16(p))
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name        string
+		m           *wire.Message
+		first, last uint32
+		ok          bool
+	}{
+		{"a reply", msg(KindShortReply, 70000), 70000, 70000, true},
+		{"one automatic reply", msg(KindAutoReply, 9), 9, 9, true},
+		{"a run", msg(KindAutoReply, 70000, 69990), 69990, 70000, true},
+		{"a run across 2^32", msg(KindAutoReply, 2, 1<<32-3), 1<<32 - 3, 2, true},
+		{"two pairs", msg(KindAutoReply, 9, 3, 5), 0, 0, false},
+		{"a run too long", msg(KindAutoReply, maxRun, 0), 0, maxRun, false},
+		{"a reversed run", msg(KindAutoReply, 5, 9), 9, 5, false},
+	} {
+		first, last, ok := directRun(tc.m)
+		if ok != tc.ok || ok && (first != tc.first || last != tc.last) {
+			t.Errorf("%s: directRun = %d, %d, %v; want %d, %d, %v", tc.name, first, last, ok, tc.first, tc.last, tc.ok)
 		}
 	}
 }
