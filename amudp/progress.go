@@ -48,6 +48,15 @@ func (e *Endpoint) Poll() error {
 	return err
 }
 
+// Pending reports whether a poll pass may find a message: this rank's
+// shared-memory inbox holds a record, or the endpoint has none (a look
+// at the socket would cost a system call). It is a few loads, for a
+// waiter that polls between other work; what it misses (a datagram, a
+// due retransmission) the next Poll takes.
+func (e *Endpoint) Pending() bool {
+	return e.shared == nil || !e.shared.inbox.ring.Empty()
+}
+
 // pollLocked is one poll pass; the caller holds pollMu. A pass ends when
 // the socket is empty, after the receive depth, or, for a waiting caller,
 // as soon as its condition stop holds: the rest stays in the socket for the

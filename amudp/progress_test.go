@@ -88,3 +88,42 @@ func TestProgressStandsAside(t *testing.T) {
 		t.Errorf("%d of %d handlers ran in the background poller's passes while a goroutine waited", byBackground, n)
 	}
 }
+
+// TestPending: an endpoint with an inbox reports a message pending exactly
+// while its inbox holds a record, in either direction; one without an
+// inbox cannot tell without a system call, and always reports one.
+func TestPending(t *testing.T) {
+	if udp := newJob(t, 1, Config{}); !udp[0].Pending() {
+		t.Fatal("an endpoint without an inbox reports nothing pending")
+	}
+	eps := sharedJob(t, 2, DefaultInbox)
+	var ran atomic.Int32
+	eps[1].Register(10, func(tok *Token, args []uint32, p []byte) {
+		ran.Add(1)
+		if err := tok.ReplyShort(11); err != nil {
+			t.Error(err)
+		}
+	})
+	eps[0].Register(11, func(*Token, []uint32, []byte) { ran.Add(1) })
+	if eps[0].Pending() || eps[1].Pending() {
+		t.Fatalf("pending before any message: %v %v", eps[0].Pending(), eps[1].Pending())
+	}
+	if err := eps[0].RequestShort(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if !eps[1].Pending() || eps[0].Pending() {
+		t.Fatalf("after a request from rank 0: pending %v at rank 0, %v at rank 1; want false, true", eps[0].Pending(), eps[1].Pending())
+	}
+	for ran.Load() == 0 {
+		if err := eps[1].Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if eps[1].Pending() || !eps[0].Pending() {
+		t.Fatalf("after the request ran: pending %v at rank 0, %v at rank 1; want true, false", eps[0].Pending(), eps[1].Pending())
+	}
+	waitFor(t, eps[0], "the reply", func() bool { return ran.Load() == 2 })
+	if eps[0].Pending() {
+		t.Fatal("pending at rank 0 after the reply ran")
+	}
+}

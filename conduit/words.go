@@ -247,12 +247,30 @@ func (w *words) released(k *groupSync, e uint64) bool {
 // longer (another one computes) stops taking turns from it.
 const yieldFor = 20 * time.Millisecond
 
+// yieldPoll is how often, in turns on the CPU, a rank that yields while
+// it waits for a word (wordWait) runs a whole poll pass and reads the
+// clock; at the other turns it polls only if its inbox holds a record
+// (Endpoint.Pending). A whole pass reads the clock and looks at the
+// timers, a cost a crowded rank would pay at each of its turns
+// (BENCHMARKS.md); the socket and the timers wait at most yieldPoll-1
+// turns. A variable for tests.
+var yieldPoll = 16
+
 // wordWait waits, servicing the network, until cond (a look at words) holds.
 func (j *Job) wordWait(w *words, cond func() bool) error {
 	if w.yield && !cond() {
-		for start := time.Now(); time.Since(start) < yieldFor; {
-			if err := j.ep.Poll(); err != nil {
-				return err
+		var start time.Time // from the first whole pass: no clock read in a short wait
+		for turn := 1; ; turn++ {
+			full := turn%yieldPoll == 0
+			if turn == yieldPoll {
+				start = time.Now()
+			} else if full && time.Since(start) >= yieldFor {
+				break
+			}
+			if full || j.ep.Pending() {
+				if err := j.ep.Poll(); err != nil {
+					return err
+				}
 			}
 			if cond() || j.leaving() || j.aborting.Load() {
 				break

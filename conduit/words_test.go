@@ -537,3 +537,51 @@ func TestWordsCorrupt(t *testing.T) {
 		}
 	}
 }
+
+// TestWordsWaitServes: on a crowded host, a rank that yields in a barrier
+// answers the requests of a rank that has not entered it yet as they
+// reach its inbox (Endpoint.Pending), not only at its whole poll passes:
+// with those made never to come (yieldPoll), the other rank's round trips
+// still complete, and then the barrier.
+func TestWordsWaitServes(t *testing.T) {
+	defer func(p int) { yieldPoll = p }(yieldPoll)
+	yieldPoll = 1 << 30
+	const trips = 50
+	var answered atomic.Int32
+	res, _ := runJob(t, 2, loopbackGroups(t, 0, true), false, func(j *Job) {
+		if _, err := j.Attach([]HandlerEntry{
+			{130, func(tk *Token, _ []uint32, _ []byte) {
+				if err := tk.ReplyShort(131); err != nil {
+					t.Error(err)
+				}
+			}},
+			{131, func(*Token, []uint32, []byte) { answered.Add(1) }},
+		}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !j.words.yield {
+			t.Fatal("the job's words do not yield")
+		}
+		if j.Rank() == 1 {
+			for i := range trips {
+				if err := j.RequestShort(0, 130); err != nil {
+					t.Errorf("request %d: %v", i, err)
+					return
+				}
+				if err := j.WaitUntil(func() bool { return answered.Load() == int32(i+1) }); err != nil {
+					t.Errorf("reply %d: %v", i, err)
+					return
+				}
+			}
+		}
+		if err := j.World().Barrier(); err != nil {
+			t.Errorf("rank %d: %v", j.Rank(), err)
+		}
+	})
+	if d := cmp.Diff(jobResult{Ends: []string{"returned", "returned"}}, res); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	if answered.Load() != trips {
+		t.Errorf("%d of %d requests answered", answered.Load(), trips)
+	}
+}
