@@ -21,6 +21,9 @@ type groupSync struct {
 	arrive  int // the leader's count of its members' arrivals
 	release int // the leader's number of the last one released
 	rounds  int // a rank's words of the dissemination, one per round
+	// sleep: a waiting rank sleeps at once, never yields (wordWait):
+	// the wait lasts until the slowest rank of the host has started.
+	sleep bool
 }
 
 // Layout of a rank's area (amudp.Shared.Area): the words that several
@@ -28,10 +31,10 @@ type groupSync struct {
 // their owner alone writes, packed; then the slots of the collectives'
 // posts (teamwords.go), and the leader's buffer.
 var (
-	syncColl = groupSync{0, 64, 128}
+	syncColl = groupSync{arrive: 0, release: 64, rounds: 128}
 	// syncStart, once at start-up (shareAreas), lies in the collectives'
 	// cache lines, past their words: no dissemination.
-	syncStart = groupSync{8, 72, -1}
+	syncStart = groupSync{arrive: 8, release: 72, rounds: -1, sleep: true}
 )
 
 const (
@@ -256,9 +259,14 @@ const yieldFor = 20 * time.Millisecond
 // turns. A variable for tests.
 var yieldPoll = 16
 
-// wordWait waits, servicing the network, until cond (a look at words) holds.
-func (j *Job) wordWait(w *words, cond func() bool) error {
-	if w.yield && !cond() {
+// yieldTurn is how wordWait yields: yieldCPU, or a count of the turns in
+// tests.
+var yieldTurn = yieldCPU
+
+// wordWait waits in synchronisation of kind k, servicing the network,
+// until cond (a look at words) holds.
+func (j *Job) wordWait(w *words, k *groupSync, cond func() bool) error {
+	if w.yield && !k.sleep && !cond() {
 		var start time.Time // from the first whole pass: no clock read in a short wait
 		for turn := 1; ; turn++ {
 			full := turn%yieldPoll == 0
@@ -275,7 +283,7 @@ func (j *Job) wordWait(w *words, cond func() bool) error {
 			if cond() || j.leaving() || j.aborting.Load() {
 				break
 			}
-			yieldCPU()
+			yieldTurn()
 		}
 	}
 	if err := j.collWait(cond); err != nil {
@@ -329,9 +337,9 @@ func (j *Job) syncGroup(w *words, k *groupSync, e uint64, before func() error) e
 		if err := w.arrive(k, e); err != nil {
 			return err
 		}
-		return j.wordWait(w, func() bool { return w.released(k, e) })
+		return j.wordWait(w, k, func() bool { return w.released(k, e) })
 	}
-	if err := j.wordWait(w, func() bool { return w.arrived(k, e) }); err != nil {
+	if err := j.wordWait(w, k, func() bool { return w.arrived(k, e) }); err != nil {
 		return err
 	}
 	if err := before(); err != nil {
@@ -355,7 +363,7 @@ func (j *Job) syncCounted(w *words, k *groupSync, e uint64, before func() error)
 		return w.corrupt(0, "an arrival count of %#x, where %d ranks arrive at synchronisation %d", n, g, e)
 	}
 	if n < g*e {
-		return j.wordWait(w, func() bool { return w.released(k, e) })
+		return j.wordWait(w, k, func() bool { return w.released(k, e) })
 	}
 	if err := before(); err != nil {
 		return err
@@ -394,7 +402,7 @@ func (j *Job) disseminate(w *words, k *groupSync, e uint64, slots bool) error {
 				return err
 			}
 			r := word(slot(a, e), 0)
-			if err := j.wordWait(w, func() bool {
+			if err := j.wordWait(w, k, func() bool {
 				v := r.Load()
 				if v != e && !(v < e && e-v == 2) && !(v == 0 && e <= 2) {
 					return w.broken(from, "its slot is numbered %#x, while this rank waits for %d", v, e)
@@ -411,7 +419,7 @@ func (j *Job) disseminate(w *words, k *groupSync, e uint64, slots bool) error {
 		// The rank before may post e+1 (it completed e), not e+2,
 		// which needs this rank to have arrived at e+1.
 		r := word(a, k.rounds+8*i)
-		if err := j.wordWait(w, func() bool {
+		if err := j.wordWait(w, k, func() bool {
 			v := r.Load()
 			if v > e+1 {
 				return w.broken(from, "its word of round %d holds %#x, while this rank waits for %d", i, v, e)

@@ -585,3 +585,42 @@ func TestWordsWaitServes(t *testing.T) {
 		t.Errorf("%d of %d requests answered", answered.Load(), trips)
 	}
 }
+
+// TestWordsStartSleeps: on a crowded host, the ranks that wait at
+// start-up for the others to map their areas (shareAreas) sleep at once
+// instead of yielding the CPU to the ranks still starting; the ranks that
+// wait in a barrier yield.
+func TestWordsStartSleeps(t *testing.T) {
+	defer func(y func()) { yieldTurn = y }(yieldTurn)
+	var turns atomic.Int64
+	yieldTurn = func() { turns.Add(1); yieldCPU() }
+	const n = 3
+	// Each rank reads the count as it returns from shareAreas: the first
+	// to read it does so before any rank entered a barrier.
+	var afterStart [n]int64
+	res, _ := runJob(t, n, loopbackGroups(t, 0, true), false, func(j *Job) {
+		me := j.Rank()
+		time.Sleep(time.Duration(me) * 20 * time.Millisecond) // rank 0 waits 40 ms for rank 2
+		if err := j.shareAreas(j.words); err != nil {
+			t.Errorf("rank %d: %v", me, err)
+			return
+		}
+		afterStart[me] = turns.Load()
+		if err := j.World().Barrier(); err != nil {
+			t.Errorf("rank %d: %v", me, err)
+		}
+		time.Sleep(time.Duration(n-me) * 20 * time.Millisecond) // rank 2 waits for rank 0
+		if err := j.World().Barrier(); err != nil {
+			t.Errorf("rank %d: %v", me, err)
+		}
+	})
+	if d := cmp.Diff(jobResult{Ends: slices.Repeat([]string{"returned"}, n)}, res); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	if got := slices.Min(afterStart[:]); got != 0 {
+		t.Errorf("%d turns yielded in the start-up's synchronisation, want none", got)
+	}
+	if turns.Load() == 0 {
+		t.Error("no turn yielded in the barriers")
+	}
+}
