@@ -254,7 +254,7 @@ func openTransport(w *spawn.Worker, cfg *spawn.Config, src map[string]spawn.Sour
 	// Ranks of one host exchange datagrams through shared memory
 	// (amudp.Shared) unless GASNET_SUPERNODE_MAXSIZE=1; a host without
 	// memfd uses UDP alone. A worker that the L spawner started on a host
-	// of more than 32 ranks per CPU makes no inbox: spawn.SharesMemory
+	// of more than 512 ranks per CPU makes no inbox: spawn.SharesMemory
 	// would have it release the inbox after Join (DESIGN.md §6a).
 	var tr amudp.Transport = udp
 	var shared *amudp.Shared

@@ -98,7 +98,7 @@ const ShmRanksPerCPU = ctl.ShmRanksPerCPU
 
 // SharesMemory is the one rule by which the ranks of a host (ranks ranks,
 // cpus CPUs) exchange messages through shared memory: never with
-// GASNET_SUPERNODE_MAXSIZE=1 (max), and on a host with more than 32
+// GASNET_SUPERNODE_MAXSIZE=1 (max), and on a host with more than 512
 // ranks per CPU (ctl.ShmRanksPerCPU) only when the variable is set (set):
 // there start-up and memory cost more than the messages gain
 // (DESIGN.md §6a). The console leaves the inboxes of the

@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // TestTestcore runs the AM core check (random short/medium/long requests
@@ -155,7 +158,7 @@ func TestTestamAtomics(t *testing.T) {
 }
 
 // crowdedBarrier is what rank 0 says of the barrier of up to 64 ranks
-// that outnumber their host's CPUs, at most 32 to a CPU
+// that outnumber their host's CPUs, at most 512 to a CPU
 // (spawn.ShmRanksPerCPU): they share memory unless
 // GASNET_SUPERNODE_MAXSIZE=1.
 func crowdedBarrier() string {
@@ -229,13 +232,22 @@ func TestOversubscribedWorkers(t *testing.T) {
 		if said := strings.Contains(r.stderr, want); r.code != 0 || said != (len(env) == 1) {
 			t.Errorf("hello %d with %q: exit %d, said %q: %v\nstderr:\n%s", n, env, r.code, want, said, r.stderr)
 		}
-		// More than 32 ranks per CPU: no shared memory, as the default.
-		noShm := fmt.Sprintf("rank 0: no shared memory between ranks: %d ranks share this host's %d CPUs, more than 32 to a CPU", n, cpus)
-		if os.Getenv("GASNET_SUPERNODE_MAXSIZE") == "" && !strings.Contains(r.stderr, noShm) {
-			t.Errorf("hello %d with %q: want %q in stderr:\n%s", n, env, noShm, r.stderr)
+		// 64 ranks per CPU share memory by default.
+		if os.Getenv("GASNET_SUPERNODE_MAXSIZE") == "" && (!strings.Contains(r.stderr, "rank 0: shared memory among the ranks of a host") || strings.Contains(r.stderr, "no shared memory")) {
+			t.Errorf("hello %d with %q: rank 0 does not say it shares memory:\n%s", n, env, r.stderr)
 		}
 	}
-	r := run(t, t.Name(), []string{"GASNET_BARRIER=butterfly"}, "hello", "2")
+	// More than 512 ranks per CPU (spawn.ShmRanksPerCPU): no shared
+	// memory, as the default; on one CPU, 513 ranks.
+	ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
+	defer cancel()
+	args := []string{"-c", "0", filepath.Join(bin, "hello"), "513"}
+	r := runCmd(t, ctx, exec.CommandContext(ctx, "taskset", args...), t.Name(), []string{"GASNET_VERBOSEENV=1"}, "taskset", args)
+	noShm := "rank 0: no shared memory between ranks: 513 ranks share this host's 1 CPUs, more than 512 to a CPU"
+	if wantNoShm := os.Getenv("GASNET_SUPERNODE_MAXSIZE") == ""; r.code != 0 || strings.Contains(r.stderr, noShm) != wantNoShm {
+		t.Errorf("hello 513 on one CPU: exit %d, %q said: %v, want %v\nstderr:\n%s", r.code, noShm, !wantNoShm, wantNoShm, r.stderr)
+	}
+	r = run(t, t.Name(), []string{"GASNET_BARRIER=butterfly"}, "hello", "2")
 	want := "hello: GASNET_BARRIER=butterfly: accepted: AMDISSEM (or DISSEM), AMCENTRAL or AMTREE, or empty for the default\n"
 	if r.code == 0 || r.stderr != want || r.stdout != "" {
 		t.Errorf("GASNET_BARRIER=butterfly: exit %d, stderr %q, want %q; stdout %q", r.code, r.stderr, want, r.stdout)

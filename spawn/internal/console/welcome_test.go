@@ -87,14 +87,14 @@ func all(int, int) bool { return true }
 // share memory (ctl.SharesMemory) are left out of the table rank 0 gets;
 // the others stay, and the console's table is not changed.
 func TestWelcomesDropInboxes(t *testing.T) {
-	// Two hosts: 65 ranks on 2 CPUs (more than 32 to a CPU), 4 on 8.
-	const n = 69
+	// Two hosts: 1025 ranks on 2 CPUs (more than 512 to a CPU), 4 on 8.
+	const n = 1029
 	tab := ctl.Table{Addrs: make([]netip.AddrPort, n), Hosts: make([]string, n), Inboxes: make([]string, n)}
 	cpus := make([]int, n)
 	for r := range n {
-		tab.Addrs[r] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(r)}), uint16(20000+r))
+		tab.Addrs[r] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(r >> 8), byte(r)}), uint16(20000+r))
 		tab.Hosts[r], cpus[r] = "crowded", 2
-		if r >= 65 {
+		if r >= 1025 {
 			tab.Hosts[r], cpus[r] = "roomy", 8
 		}
 		tab.Inboxes[r] = fmt.Sprintf("/proc/%d/fd/3", 100+r)

@@ -256,7 +256,7 @@ func Oversubscribed(ranks, cpus int) bool { return cpus > 0 && ranks > cpus }
 
 // ShmRanksPerCPU is how many ranks per CPU a host may have and still
 // share memory by default (SharesMemory).
-const ShmRanksPerCPU = 32
+const ShmRanksPerCPU = 512
 
 // ShmCrowded reports whether a host of ranks ranks and cpus CPUs (0:
 // unknown) is too crowded for shared memory by default: more than

@@ -13,10 +13,11 @@ func TestSharesMemory(t *testing.T) {
 		want        bool
 	}{
 		{0, false, 2, 2, true},
-		{0, false, 64, 2, true},  // 32 to a CPU
-		{0, false, 65, 2, false}, // more
-		{0, false, 1024, 2, false},
-		{0, true, 1024, 2, true},
+		{0, false, 64, 2, true},
+		{0, false, 1024, 2, true},  // 512 to a CPU
+		{0, false, 1025, 2, false}, // more
+		{0, false, 4096, 2, false},
+		{0, true, 4096, 2, true},
 		{2, true, 9, 2, true},
 		{1, true, 2, 2, false},
 		{1, false, 2, 2, false},
