@@ -107,7 +107,8 @@ type words struct {
 // newWords returns the words of rank's group (shmGroup of leaders) over
 // sh, whose inboxes SetInboxes named; addrs are every rank's addresses.
 func newWords(sh *amudp.Shared, addrs []netip.AddrPort, group []int, rank int) *words {
-	w := &words{sh: sh, group: group, whole: len(group) == len(addrs), areas: make([]atomic.Pointer[[]byte], len(group))}
+	w := &words{sh: sh, group: group, whole: len(group) == len(addrs), areas: make([]atomic.Pointer[[]byte], len(group)),
+		addrs: make([]netip.AddrPort, 0, len(group)), bells: make([]amudp.Bell, 0, len(group))}
 	for i, r := range group {
 		w.addrs = append(w.addrs, addrs[r])
 		w.bells = append(w.bells, sh.Bell(addrs[r]))
