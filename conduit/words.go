@@ -87,7 +87,7 @@ type words struct {
 	dissem bool             // by dissemination (set before the first)
 	// yield: the host's ranks outnumber its CPUs; a waiting rank yields
 	// the CPU between looks at the words for up to yieldFor before it
-	// sleeps (see wait).
+	// sleeps (see wordWait).
 	yield bool
 	// counted: every rank of the group, the leader too, counts its
 	// arrival, and the one that completes the count releases the group
@@ -252,12 +252,12 @@ func (w *words) released(k *groupSync, e uint64) bool {
 const yieldFor = 20 * time.Millisecond
 
 // yieldPoll is how often, in turns on the CPU, a rank that yields while
-// it waits for a word (wordWait) runs a whole poll pass and reads the
-// clock; at the other turns it polls only if its inbox holds a record
-// (Endpoint.Pending). A whole pass reads the clock and looks at the
-// timers, a cost a crowded rank would pay at each of its turns
-// (BENCHMARKS.md); the socket and the timers wait at most yieldPoll-1
-// turns. A variable for tests.
+// it waits for a word (wordWait) polls whatever its inbox holds; at the
+// other turns it polls only if its inbox holds a record
+// (Endpoint.Pending). A poll pass reads the socket now and then, the
+// clock and the timers, a cost a crowded rank would pay at each of its
+// turns (BENCHMARKS.md); a datagram or a due retransmission waits at most
+// yieldPoll-1 turns. A variable for tests.
 var yieldPoll = 16
 
 // yieldTurn is how wordWait yields: yieldCPU, or a count of the turns in
@@ -268,15 +268,14 @@ var yieldTurn = yieldCPU
 // until cond (a look at words) holds.
 func (j *Job) wordWait(w *words, k *groupSync, cond func() bool) error {
 	if w.yield && !k.sleep && !cond() {
-		var start time.Time // from the first whole pass: no clock read in a short wait
+		var start time.Time // from the second turn: a wait of one reads no clock
 		for turn := 1; ; turn++ {
-			full := turn%yieldPoll == 0
-			if turn == yieldPoll {
+			if turn == 2 {
 				start = time.Now()
-			} else if full && time.Since(start) >= yieldFor {
+			} else if turn > 2 && time.Since(start) >= yieldFor {
 				break
 			}
-			if full || j.ep.Pending() {
+			if turn%yieldPoll == 0 || j.ep.Pending() {
 				if err := j.ep.Poll(); err != nil {
 					return err
 				}
