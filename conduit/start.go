@@ -84,7 +84,7 @@ func start() (*Job, int, error) {
 	// inboxes out of the address table or kept them).
 	if !spawn.SharesMemory(cfg.SupernodeMax, src["GASNET_SUPERNODE_MAXSIZE"].Var != "", hostRanks, hostCPUs) {
 		if cfg.SupernodeMax != 1 {
-			shmWhy = fmt.Sprintf("no shared memory between ranks: %d ranks share this host's %d CPUs, more than %d to a CPU, where start-up costs more with it (set GASNET_SUPERNODE_MAXSIZE to use it)", hostRanks, hostCPUs, spawn.ShmRanksPerCPU)
+			shmWhy = fmt.Sprintf("no shared memory between ranks: %d ranks share this host's %d CPUs, more than %d to a CPU, beyond what its default was measured at (set GASNET_SUPERNODE_MAXSIZE to use it)", hostRanks, hostCPUs, spawn.ShmRanksPerCPU)
 		}
 		if shared != nil {
 			tr, shared = shared.Unwrap(), nil

@@ -100,8 +100,8 @@ const ShmRanksPerCPU = ctl.ShmRanksPerCPU
 // cpus CPUs) exchange messages through shared memory: never with
 // GASNET_SUPERNODE_MAXSIZE=1 (max), and on a host with more than 512
 // ranks per CPU (ctl.ShmRanksPerCPU) only when the variable is set (set):
-// there start-up and memory cost more than the messages gain
-// (DESIGN.md §6a). The console leaves the inboxes of the
+// up to there, shared memory was measured to gain more in the collectives
+// than it costs in start-up and memory (DESIGN.md §6a). The console leaves the inboxes of the
 // other hosts' ranks out of the address table, and those ranks release
 // theirs.
 func SharesMemory(max int, set bool, ranks, cpus int) bool {

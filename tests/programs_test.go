@@ -1,11 +1,9 @@
 package tests
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -16,7 +14,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/udpconduit/udpconduit/internal/testbound"
 )
 
 // TestTestcore runs the AM core check (random short/medium/long requests
@@ -239,10 +236,7 @@ func TestOversubscribedWorkers(t *testing.T) {
 	}
 	// More than 512 ranks per CPU (spawn.ShmRanksPerCPU): no shared
 	// memory, as the default; on one CPU, 513 ranks.
-	ctx, cancel := context.WithTimeout(context.Background(), testbound.For(t, 60*time.Second))
-	defer cancel()
-	args := []string{"-c", "0", filepath.Join(bin, "hello"), "513"}
-	r := runCmd(t, ctx, exec.CommandContext(ctx, "taskset", args...), t.Name(), []string{"GASNET_VERBOSEENV=1"}, "taskset", args)
+	r := onOneCPU(t, func() result { return run(t, t.Name(), []string{"GASNET_VERBOSEENV=1"}, "hello", "513") })
 	noShm := "rank 0: no shared memory between ranks: 513 ranks share this host's 1 CPUs, more than 512 to a CPU"
 	if wantNoShm := os.Getenv("GASNET_SUPERNODE_MAXSIZE") == ""; r.code != 0 || strings.Contains(r.stderr, noShm) != wantNoShm {
 		t.Errorf("hello 513 on one CPU: exit %d, %q said: %v, want %v\nstderr:\n%s", r.code, noShm, !wantNoShm, wantNoShm, r.stderr)
