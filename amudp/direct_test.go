@@ -3,13 +3,14 @@ package amudp
 import (
 	"encoding/binary"
 	"errors"
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"net"
 	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/shmring"
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
@@ -117,7 +118,7 @@ func TestDirectAwaitsReady(t *testing.T) {
 	var eps [2]*Endpoint
 	var trs [2]*Shared
 	addrs := make([]netip.AddrPort, 2)
-	inboxes := map[netip.AddrPort]string{}
+	var inboxes []Inbox
 	for i := range eps {
 		tr, err := open(loopback, 0)
 		if err != nil {
@@ -128,7 +129,8 @@ func TestDirectAwaitsReady(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { eps[i].Close() })
-		addrs[i], inboxes[tr.LocalAddr()] = tr.LocalAddr(), trs[i].Inbox()
+		addrs[i] = tr.LocalAddr()
+		inboxes = append(inboxes, Inbox{tr.LocalAddr(), trs[i].Inbox()})
 	}
 	for _, e := range eps {
 		if err := e.SetPeers(addrs); err != nil {

@@ -172,18 +172,27 @@ func NewShared(udp Transport, size int) (*Shared, error) {
 // inbox.
 func (t *Shared) Inbox() string { return t.inbox.reg.Path() }
 
-// SetInboxes names the inboxes of the co-located peers, by their UDP
-// addresses. A datagram to any other address goes by UDP. It may be
-// called once, before or while datagrams flow.
-func (t *Shared) SetInboxes(inboxes map[netip.AddrPort]string) {
+// Inbox names the inbox of a co-located peer: the path by which a process
+// of this host opens it (the peer's Shared.Inbox), and the peer's UDP
+// address.
+type Inbox struct {
+	Addr netip.AddrPort
+	Path string
+}
+
+// SetInboxes names the inboxes of the co-located peers; an entry with an
+// empty path, or this rank's own, is skipped, and of two for one address
+// the later counts. A datagram to any other address goes by UDP. It may
+// be called once, before or while datagrams flow.
+func (t *Shared) SetInboxes(inboxes []Inbox) {
 	m := make(map[netip.AddrPort]*shmPeer, len(inboxes))
 	all := make([]shmPeer, len(inboxes)) // one allocation for a host of 1024 ranks, not 1024
 	self := t.udp.LocalAddr()
-	for a, path := range inboxes {
-		if path != "" && a != self {
-			p := &all[len(m)]
-			p.addr, p.path = a, path
-			m[a] = p
+	for i, in := range inboxes {
+		if in.Path != "" && in.Addr != self {
+			p := &all[i]
+			p.addr, p.path = in.Addr, in.Path
+			m[in.Addr] = p
 		}
 	}
 	t.peers.Store(&m)

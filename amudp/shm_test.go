@@ -17,10 +17,10 @@ import (
 // shareInboxes tells every Shared transport among eps's the inboxes of all
 // the others (a no-op for other transports).
 func shareInboxes(eps []*Endpoint, addrs []netip.AddrPort) {
-	inboxes := map[netip.AddrPort]string{}
+	var inboxes []Inbox
 	for i, e := range eps {
 		if s, ok := e.tr.(*Shared); ok {
-			inboxes[addrs[i]] = s.Inbox()
+			inboxes = append(inboxes, Inbox{addrs[i], s.Inbox()})
 		}
 	}
 	for _, e := range eps {
@@ -330,7 +330,7 @@ func TestSharedAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	a.(*Shared).SetInboxes(map[netip.AddrPort]string{b.LocalAddr(): b.(*Shared).Inbox()})
+	a.(*Shared).SetInboxes([]Inbox{{b.LocalAddr(), b.(*Shared).Inbox()}})
 	msg, buf := make([]byte, 64), make([]byte, MaxDatagram+1)
 	round := func() {
 		a.Send(msg, b.LocalAddr())
@@ -401,7 +401,7 @@ func TestSharedReadsSocketAfterWait(t *testing.T) {
 func TestSharedReadsSocketAfterDetour(t *testing.T) {
 	open := listenShared(t, shmring.MinCapacity)
 	var ts [2]*Shared
-	inboxes := map[netip.AddrPort]string{}
+	var inboxes []Inbox
 	for i := range ts {
 		tr, err := open(loopback, 0)
 		if err != nil {
@@ -409,7 +409,7 @@ func TestSharedReadsSocketAfterDetour(t *testing.T) {
 		}
 		defer tr.Close()
 		ts[i] = tr.(*Shared)
-		inboxes[tr.LocalAddr()] = ts[i].Inbox()
+		inboxes = append(inboxes, Inbox{tr.LocalAddr(), ts[i].Inbox()})
 	}
 	for _, s := range ts {
 		s.SetInboxes(inboxes)
@@ -465,7 +465,7 @@ func TestSharedAreaAndNotify(t *testing.T) {
 		}
 		defer ss[i].Close()
 	}
-	inboxes := map[netip.AddrPort]string{ss[0].LocalAddr(): ss[0].Inbox(), ss[1].LocalAddr(): ss[1].Inbox()}
+	inboxes := []Inbox{{ss[0].LocalAddr(), ss[0].Inbox()}, {ss[1].LocalAddr(), ss[1].Inbox()}}
 	for _, s := range ss {
 		s.SetInboxes(inboxes)
 	}
@@ -528,5 +528,41 @@ func TestSharedAreaAndNotify(t *testing.T) {
 			t.Fatal(err)
 		}
 		emptyRecv()
+	}
+}
+
+// TestSetInboxes: SetInboxes skips an entry without a path (that peer
+// goes by UDP) and this rank's own, and of two entries for one address
+// takes the later.
+func TestSetInboxes(t *testing.T) {
+	var ss [3]*Shared
+	for i := range ss {
+		u, err := ListenUDP(loopback, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ss[i], err = NewShared(u, DefaultInbox); err != nil {
+			t.Fatal(err)
+		}
+		defer ss[i].Close()
+	}
+	a, b, c := ss[0], ss[1], ss[2]
+	a.SetInboxes([]Inbox{
+		{a.LocalAddr(), "/nonexistent/own"},
+		{b.LocalAddr(), ""},
+		{c.LocalAddr(), "/nonexistent/earlier"},
+		{c.LocalAddr(), c.Inbox()},
+	})
+	if a.Area(b.LocalAddr()) != nil {
+		t.Error("a peer named without a path has an area")
+	}
+	if len(a.Area(c.LocalAddr())) != AreaSize {
+		t.Error("the later of two entries for a peer was not taken")
+	}
+	if len(a.Area(a.LocalAddr())) != AreaSize {
+		t.Error("this rank's own area is lost")
+	}
+	if st := a.Stats(); st.Corrupt != 0 {
+		t.Errorf("stats %v", st)
 	}
 }

@@ -99,9 +99,9 @@ func loopbackGroups(t *testing.T, size int, crowded bool) jobNet {
 		}
 		for r, j := range lj.jobs {
 			group := shmGroup(leaders, r)
-			inboxes := map[netip.AddrPort]string{}
+			var inboxes []amudp.Inbox
 			for _, g := range group {
-				inboxes[addrs[g]] = shared[g].Inbox()
+				inboxes = append(inboxes, amudp.Inbox{Addr: addrs[g], Path: shared[g].Inbox()})
 			}
 			shared[r].SetInboxes(inboxes)
 			shared[r].SetAllShared(len(group) == n)

@@ -17,19 +17,30 @@ import (
 // same from the relayed table.
 func shmLeaders(hosts, inboxes []string, max int) []int {
 	leaders := make([]int, len(hosts))
-	count := map[string]int{} // ranks with an inbox seen so far, by host
-	first := map[string]int{} // the leader of the host's current group
+	type host struct {
+		count int // ranks with an inbox seen so far
+		first int // the leader of the current group
+	}
+	seen := map[string]*host{}
+	var last string
+	var at *host // hosts[r-1]'s, where a host's ranks come in a row
 	for r, h := range hosts {
 		leaders[r] = r
 		if r >= len(inboxes) || inboxes[r] == "" || max == 1 {
 			continue
 		}
-		k := count[h]
-		count[h]++
-		if k == 0 || (max > 0 && k%max == 0) {
-			first[h] = r
+		if at == nil || h != last {
+			if at = seen[h]; at == nil {
+				at = &host{}
+				seen[h] = at
+			}
+			last = h
 		}
-		leaders[r] = first[h]
+		if at.count == 0 || (max > 0 && at.count%max == 0) {
+			at.first = r
+		}
+		at.count++
+		leaders[r] = at.first
 	}
 	return leaders
 }

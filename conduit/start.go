@@ -298,9 +298,9 @@ func (j *Job) shareGroup(w *spawn.Worker, cfg *spawn.Config, shared *amudp.Share
 		if err != nil {
 			return "", err
 		}
-		inboxes := make(map[netip.AddrPort]string, len(group))
-		for _, r := range group {
-			inboxes[all[r]] = w.Inboxes()[r]
+		inboxes := make([]amudp.Inbox, len(group))
+		for i, r := range group {
+			inboxes[i] = amudp.Inbox{Addr: all[r], Path: w.Inboxes()[r]}
 		}
 		shared.SetInboxes(inboxes)
 		shared.SetAllShared(len(group) == w.Size())
