@@ -19,9 +19,7 @@ const maxRun = MaxNetworkDepth
 func (e *Endpoint) autoReply(l *lane, num uint32) {
 	limit := max(e.depth/4, 1)
 	if !e.holdAuto || limit == 1 {
-		var out wire.Message
-		e.directMessage(&out, num, KindAutoReply, 0, nil, 0, nil)
-		_ = e.replyDirect(l, &out)
+		e.sendAuto(l, num, num)
 		return
 	}
 	if l.autoN > 0 && num == l.autoLast+1 {
@@ -59,14 +57,20 @@ func directRun(m *wire.Message) (first, last uint32, ok bool) {
 
 // tellRun sends l's run of automatic answers (autoReply) and clears it.
 func (e *Endpoint) tellRun(l *lane) {
+	e.sendAuto(l, l.autoFirst, l.autoLast)
+	l.autoN = 0
+}
+
+// sendAuto sends the automatic reply to l's requests first..last: one
+// numbered last, carrying first as a (slot, seq) pair when they differ.
+func (e *Endpoint) sendAuto(l *lane, first, last uint32) {
 	var out wire.Message
 	var pay []byte
-	if l.autoN > 1 {
-		pay = wire.AppendAckPair(e.autoPay[:0], uint16(l.autoFirst>>16), uint16(l.autoFirst))
+	if first != last {
+		pay = wire.AppendAckPair(e.autoPay[:0], uint16(first>>16), uint16(first))
 	}
-	e.directMessage(&out, l.autoLast, KindAutoReply, 0, pay, 0, nil)
+	e.directMessage(&out, last, KindAutoReply, 0, pay, 0, nil)
 	_ = e.replyDirect(l, &out)
-	l.autoN = 0
 }
 
 // flushAutos sends every run of automatic answers held (autoReply).

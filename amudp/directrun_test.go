@@ -58,8 +58,10 @@ func TestSettleRun(t *testing.T) {
 // depth of 1 (one request a run).
 func TestDirectRuns(t *testing.T) {
 	for _, depth := range []int{0, 1} {
-		eps := sharedJob(t, 2, DefaultInbox)
-		if depth > 0 {
+		var eps []*Endpoint
+		if depth == 0 {
+			eps = sharedJob(t, 2, DefaultInbox)
+		} else {
 			saved := listen
 			listen = listenShared(t, DefaultInbox)
 			eps = newJob(t, 2, Config{NetworkDepth: depth})
