@@ -451,11 +451,10 @@ func (w *Worker) endJob(code int, why string, procs []ctl.Join) {
 		w.pmi.Abort(code, why)
 	default:
 		host, err := os.Hostname()
-		elsewhere := err != nil && len(procs) > 0
+		elsewhere := false // or on a host this one cannot tell
 		for _, p := range procs {
 			switch {
-			case err != nil:
-			case p.Name != host:
+			case err != nil || p.Name != host:
 				elsewhere = true
 			case p.PID > 0:
 				syscall.Kill(p.PID, syscall.SIGKILL)
