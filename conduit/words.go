@@ -268,11 +268,10 @@ var yieldTurn = yieldCPU
 // until cond (a look at words) holds.
 func (j *Job) wordWait(w *words, k *groupSync, cond func() bool) error {
 	if w.yield && !k.sleep && !cond() {
-		var start time.Time // from the second turn: a wait of one reads no clock
+		var clk yieldClock
+		clk.begin(ticks())
 		for turn := 1; ; turn++ {
-			if turn == 2 {
-				start = time.Now()
-			} else if turn > 2 && time.Since(start) >= yieldFor {
+			if turn > 1 && clk.up(ticks(), time.Now) {
 				break
 			}
 			if turn%yieldPoll == 0 || j.ep.Pending() {
