@@ -141,7 +141,18 @@ func (t *Team) collect(call coll.Call, data []byte, parts [][]byte, combine coll
 	r := &t.run
 	r.Reset(c, t.plan, call)
 	if onWords {
-		posts, same, err := c.exchange(w, r.Post(data, parts, maxPost))
+		var posts []coll.Post
+		var same bool
+		if call.Kind == coll.Barrier {
+			// Every rank posts the same for a barrier: where all did,
+			// the barrier is done, no post read (exchange); where one
+			// differs, Check says how.
+			if posts, same, err = c.exchange(w, coll.Post{Call: call}, false); err == nil && same {
+				return nil, c.end(nil)
+			}
+		} else {
+			posts, same, err = c.exchange(w, r.Post(data, parts, maxPost), true)
+		}
 		big := err == errOverMessages
 		if err != nil && !big {
 			return nil, c.end(err)

@@ -39,11 +39,12 @@ func slot(a []byte, n uint64) []byte {
 var errOverMessages = errors.New("conduit: the posts go over messages")
 
 // exchange posts p as this rank's in its collective and returns every
-// rank's post, by rank, and whether they are all the same. A rank
+// rank's post, by rank (none where posts is false and they are all the
+// same), and whether they are all the same. A rank
 // rewrites its slot of parity n&1 only at collective n+2, which it enters
 // after every rank has arrived at n+1, each after it read n; the leader's
 // buffer (combinePosts), likewise at n+1.
-func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, bool, error) {
+func (c *teamCall) exchange(w *words, p coll.Post, posts bool) ([]coll.Post, bool, error) {
 	j, n := c.t.j, c.seq
 	own, err := w.area(w.me)
 	if err != nil {
@@ -61,19 +62,36 @@ func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, bool, error) {
 	}
 	copy(s[8:], c.t.rec)
 	word(s, 0).Store(n)
-	if w.dissem {
+	var lead []byte
+	if !w.dissem {
+		if lead, err = w.area(0); err != nil {
+			return nil, false, err
+		}
+	}
+	switch {
+	case w.dissem:
 		err = j.disseminate(w, &syncColl, n, true)
-	} else {
+	case w.counted:
+		d := digest(c.t.rec)
+		agree(lead, d)
+		err = j.syncCounted(w, &syncColl, n, func() error { return w.settle(lead, n, d) })
+	default:
 		err = j.syncGroup(w, &syncColl, n, func() error { return w.combinePosts(n) })
 	}
 	if err != nil {
 		return nil, false, err
 	}
-	if !w.dissem {
-		lead, err := w.area(0)
-		if err != nil {
-			return nil, false, err
+	if w.counted {
+		switch v := word(lead, offVerdict).Load(); {
+		case v>>1 != n:
+			return nil, false, w.corrupt(0, "its verdict on the posts is for collective %#x, for %d", v>>1, n)
+		case v&1 != 0 && !posts:
+			return nil, true, nil
+		case v&1 != 0:
+			return c.t.samePosts(w, n)
 		}
+	}
+	if !w.dissem {
 		m, total := binary.LittleEndian.Uint64(lead[offCombined:]), binary.LittleEndian.Uint64(lead[offCombined+8:])
 		switch {
 		case m != n:
@@ -101,6 +119,9 @@ func (c *teamCall) exchange(w *words, p coll.Post) ([]coll.Post, bool, error) {
 			return nil, false, w.corrupt(i, "its slot is numbered %#x, for collective %d", m, n)
 		}
 		same = same && bytes.Equal(s[8:8+len(c.t.rec)], c.t.rec)
+	}
+	if same && !posts {
+		return nil, true, nil
 	}
 	if same {
 		return c.t.samePosts(w, n)
@@ -264,5 +285,71 @@ func (w *words) combinePosts(n uint64) error {
 	}
 	binary.LittleEndian.PutUint64(lead[offCombined:], n)
 	binary.LittleEndian.PutUint64(lead[offCombined+8:], total)
+	return nil
+}
+
+// Where every rank maps every area (words.counted), the ranks agree on
+// whether their posts are the same in a word of the leader's area, on
+// the cache line of the count of arrivals that each rank changes anyway
+// (offAgree): each enters its post's digest there before it arrives
+// (agree), and the rank that completes the count reads it (settle). Only
+// where the posts differ, or one has no digest, does it copy them into
+// the leader's buffer; its verdict lies by the release word
+// (offVerdict), which every rank has just read. A barrier whose ranks
+// agree then reads no other rank's slot or buffer.
+const agreeDiffer = 1 // in the agreement word: posts differ, or one has no digest
+
+// digest returns the digest of a post's record rec, which two records
+// share only when they are the same: for a record without datum, flags,
+// root or length (a barrier's), its header's first word, made even and
+// not 0; for any other, 0, none.
+func digest(rec []byte) uint64 {
+	if len(rec) != postHeader-8 || binary.LittleEndian.Uint64(rec) != 0 ||
+		binary.LittleEndian.Uint64(rec[12:]) != 0 || binary.LittleEndian.Uint32(rec[20:]) != 0 {
+		return 0
+	}
+	return (uint64(binary.LittleEndian.Uint32(rec[8:])) + 1) << 1
+}
+
+// agree enters digest d (0: none) of this rank's post into the agreement
+// word of the leader's area lead: the first rank's digest, or
+// agreeDiffer once a rank's differs or it has none. Before the rank
+// arrives; the rank that completes the count resets it (settle).
+func agree(lead []byte, d uint64) {
+	g := word(lead, offAgree)
+	if d != 0 {
+		v := g.Load()
+		if v == 0 && g.CompareAndSwap(0, d) {
+			return
+		}
+		if v == 0 {
+			v = g.Load()
+		}
+		if v == d {
+			return
+		}
+	}
+	g.Store(agreeDiffer)
+}
+
+// settle decides, for the rank whose arrival completed the count of
+// collective n, whether every post is its own (digest d): it resets the
+// agreement word, copies the posts into the leader's buffer where they
+// differ (combinePosts), and stores the verdict: n, and whether they are
+// the same.
+func (w *words) settle(lead []byte, n, d uint64) error {
+	g := word(lead, offAgree)
+	same := g.Load() == d
+	g.Store(0)
+	if !same {
+		if err := w.combinePosts(n); err != nil {
+			return err
+		}
+	}
+	v := n << 1
+	if same {
+		v |= 1
+	}
+	word(lead, offVerdict).Store(v)
 	return nil
 }

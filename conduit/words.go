@@ -37,6 +37,13 @@ var (
 	syncStart = groupSync{arrive: 8, release: 72, rounds: -1, sleep: true}
 )
 
+// The collectives' agreement word and verdict (teamwords.go), on the
+// cache lines of their count of arrivals and release word.
+const (
+	offAgree   = 16
+	offVerdict = 80
+)
+
 const (
 	// maxGroupRounds bounds the rounds of a dissemination within a
 	// group: groups of up to 2^16 ranks.
