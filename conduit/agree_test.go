@@ -5,25 +5,44 @@ package conduit
 
 import (
 	"errors"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/conduit/internal/amo"
 	"github.com/udpconduit/udpconduit/conduit/internal/coll"
 )
 
 // TestDigest: a record without datum, flags, root or length has a digest,
-// even and not 0, that differs by call; any other record has none.
+// even and not 0, that differs by call (kind, operator, element type);
+// any other record has none.
 func TestDigest(t *testing.T) {
 	rec := func(p coll.Post) []byte { return appendRecord(nil, p) }
 	barrier := digest(rec(coll.Post{Call: coll.Call{Kind: coll.Barrier}}))
 	if barrier == 0 || barrier&1 != 0 {
 		t.Fatalf("a barrier's digest is %#x, want even and not 0", barrier)
 	}
-	other := digest(rec(coll.Post{Call: coll.Call{Kind: coll.Broadcast}}))
-	if other == 0 || other == barrier {
-		t.Errorf("a broadcast's post without datum: digest %#x, a barrier's %#x; want another, not 0", other, barrier)
+	// Calls without datum, root or length, each with a digest of its own.
+	seen := map[uint64]coll.Call{}
+	for _, c := range []coll.Call{
+		{Kind: coll.Barrier},
+		{Kind: coll.Broadcast},
+		{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Uint64},
+		{Kind: coll.AllReduce, Op: coll.Max, Elem: amo.Uint64},
+		{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Int32},
+		{Kind: coll.Reduce, Op: coll.Sum, Elem: amo.Uint64},
+	} {
+		d := digest(rec(coll.Post{Call: c}))
+		if d == 0 || d&1 != 0 {
+			t.Errorf("%v: digest %#x, want even and not 0", c, d)
+		}
+		if o, ok := seen[d]; ok {
+			t.Errorf("%v and %v: the same digest %#x", o, c, d)
+		}
+		seen[d] = c
 	}
 	for _, c := range []struct {
 		name string
@@ -73,7 +92,8 @@ func TestAgree(t *testing.T) {
 // (dissemination) or copy them into the leader's buffer (gathered), a
 // rank calling another collective whose post has no datum either (a
 // broadcast's member other than the root) fails the collective on every
-// rank, a barrier included, and the next one matches.
+// rank, a barrier included, and the next one matches, counted with the
+// ranks agreeing again.
 func TestWordsDatalessMismatch(t *testing.T) {
 	const n = 4
 	for _, m := range wordModes[:3] {
@@ -87,6 +107,13 @@ func TestWordsDatalessMismatch(t *testing.T) {
 			if err := j.World().Barrier(); err != nil {
 				t.Errorf("mode %s, rank %d: the next barrier: %v", m.name, j.Rank(), err)
 			}
+			// The settling rank reset the agreement: the ranks agree
+			// on this barrier's posts.
+			if w := j.words; w.counted {
+				if v := word(*w.areas[0].Load(), offVerdict).Load(); v&1 == 0 {
+					t.Errorf("mode %s, rank %d: verdict %#x on the next barrier, want the posts the same", m.name, j.Rank(), v)
+				}
+			}
 		})
 		if d := cmp.Diff(jobResult{Ends: slices.Repeat([]string{"returned"}, n)}, res); d != "" {
 			t.Errorf("mode %s: (-want +got):\n%s", m.name, d)
@@ -95,6 +122,38 @@ func TestWordsDatalessMismatch(t *testing.T) {
 			if !errors.Is(err, ErrCollectiveMismatch) || !strings.Contains(err.Error(), "broadcast from root 0") {
 				t.Errorf("mode %s, rank %d: %v; want ErrCollectiveMismatch naming the broadcast", m.name, r, err)
 			}
+		}
+	}
+}
+
+// TestSettle: the rank that settles finds its own digest (the posts the
+// same: verdict n and 1, the word reset) or agreeDiffer there; any other
+// value is a corrupted inbox, and no verdict is stored.
+func TestSettle(t *testing.T) {
+	const n, d = 9, 6
+	for _, c := range []struct {
+		word    uint64
+		verdict uint64
+		bad     bool
+	}{
+		{d, n<<1 | 1, false},
+		{0, 0, true},
+		{4, 0, true},
+		{agreeDiffer + 2, 0, true},
+	} {
+		w := &words{group: []int{0}, addrs: make([]netip.AddrPort, 1)}
+		lead := make([]byte, 128)
+		word(lead, offAgree).Store(c.word)
+		err := w.settle(lead, n, d)
+		var ie *amudp.InboxError
+		if got := errors.As(err, &ie); got != c.bad {
+			t.Errorf("agreement word %#x: %v; want a corrupted inbox: %v", c.word, err, c.bad)
+		}
+		if v := word(lead, offVerdict).Load(); v != c.verdict {
+			t.Errorf("agreement word %#x: verdict %#x, want %#x", c.word, v, c.verdict)
+		}
+		if !c.bad && word(lead, offAgree).Load() != 0 {
+			t.Errorf("agreement word %#x: not reset", c.word)
 		}
 	}
 }

@@ -39,11 +39,12 @@ func slot(a []byte, n uint64) []byte {
 var errOverMessages = errors.New("conduit: the posts go over messages")
 
 // exchange posts p as this rank's in its collective and returns every
-// rank's post, by rank (none where posts is false and they are all the
-// same), and whether they are all the same. A rank
-// rewrites its slot of parity n&1 only at collective n+2, which it enters
-// after every rank has arrived at n+1, each after it read n; the leader's
-// buffer (combinePosts), likewise at n+1.
+// rank's post, by rank, and whether they are all the same; where posts
+// is false and they are, counted or by dissemination, it returns none. A
+// rank rewrites its slot of parity n&1 only at collective n+2, which it
+// enters after every rank has arrived at n+1, each after it read n; the
+// leader's buffer (combinePosts), its agreement word and verdict
+// (settle), likewise at n+1.
 func (c *teamCall) exchange(w *words, p coll.Post, posts bool) ([]coll.Post, bool, error) {
 	j, n := c.t.j, c.seq
 	own, err := w.area(w.me)
@@ -297,7 +298,9 @@ func (w *words) combinePosts(n uint64) error {
 // the leader's buffer; its verdict lies by the release word
 // (offVerdict), which every rank has just read. A barrier whose ranks
 // agree then reads no other rank's slot or buffer.
-const agreeDiffer = 1 // in the agreement word: posts differ, or one has no digest
+
+// agreeDiffer, in the agreement word: posts differ, or one has no digest.
+const agreeDiffer = 1
 
 // digest returns the digest of a post's record rec, which two records
 // share only when they are the same: for a record without datum, flags,
@@ -339,17 +342,22 @@ func agree(lead []byte, d uint64) {
 // the same.
 func (w *words) settle(lead []byte, n, d uint64) error {
 	g := word(lead, offAgree)
-	same := g.Load() == d
+	// This rank's agree left its digest there, or agreeDiffer.
+	v := g.Load()
+	if v != d && v != agreeDiffer {
+		return w.corrupt(0, "its agreement word holds %#x in collective %d", v, n)
+	}
+	same := v == d
 	g.Store(0)
 	if !same {
 		if err := w.combinePosts(n); err != nil {
 			return err
 		}
 	}
-	v := n << 1
+	verdict := n << 1
 	if same {
-		v |= 1
+		verdict |= 1
 	}
-	word(lead, offVerdict).Store(v)
+	word(lead, offVerdict).Store(verdict)
 	return nil
 }

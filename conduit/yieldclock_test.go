@@ -8,15 +8,22 @@ import (
 )
 
 // TestYieldClock: a yielding wait reads the clock only once the counter
-// has advanced by yieldTicks since its last read (or, without a counter,
-// at every turn), starts its yieldFor at its first read, and is up once
-// the clock has advanced yieldFor from there.
+// has advanced by yieldTicks since its last read, or at its
+// yieldLooks-th look (or, without a counter, at every look), starts its
+// yieldFor at its first read, and is up once the clock has advanced
+// yieldFor from there.
 func TestYieldClock(t *testing.T) {
 	type turn struct {
 		ticks uint64        // the counter at this turn
 		clock time.Duration // the clock, were it read
 	}
 	const g = yieldTicks
+	// A counter that does not advance: reads at the yieldLooks-th look
+	// and the next such.
+	stuck := make([]turn, 2*yieldLooks)
+	for i := range stuck {
+		stuck[i] = turn{7, time.Duration(i) * time.Millisecond}
+	}
 	for _, c := range []struct {
 		name  string
 		begin uint64
@@ -30,6 +37,7 @@ func TestYieldClock(t *testing.T) {
 			[]turn{{101, 0}, {100 + g/2, time.Hour}, {99 + g, 2 * time.Hour}}, 0, -1},
 		{"the gate passed: first read starts yieldFor", 100,
 			[]turn{{100 + g, time.Second}, {100 + g + 1, time.Hour}, {100 + 2*g, time.Second + yieldFor - 1}, {100 + 3*g, time.Second + yieldFor}}, 3, 3},
+		{"a counter that does not advance", 7, stuck, 2, 2*yieldLooks - 1},
 		{"a counter that went back reads", 5 * g,
 			[]turn{{g, 0}, {g + 1, time.Hour}, {0x10, time.Hour}}, 2, 2},
 	} {
