@@ -1,0 +1,143 @@
+package amudp_test
+
+// Tests of the per-peer depth and of an idle peer under heavy loss.
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/amudp/amudptest"
+	"github.com/udpconduit/udpconduit/retransmit"
+)
+
+// TestPeerDepthBindsBeforeSendDepth: with a per-peer depth (NetworkDepth)
+// below the send depth, depth unanswered requests to one peer make the next
+// request to that peer wait, while a request to another peer still goes;
+// once the first peer polls, the waiting request goes too.
+func TestPeerDepthBindsBeforeSendDepth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const depth = 2
+		lnet := amudptest.New(1, 0, 0, 0)
+		var eps [3]*amudp.Endpoint
+		var addrs [3]netip.AddrPort
+		for i := range eps {
+			c := lnet.Listen(i)
+			var err error
+			if eps[i], err = amudp.NewEndpoint(c, amudp.Config{Rank: i, Secret: []byte("trio"), Polite: true, NetworkDepth: depth, SendDepth: 16}); err != nil {
+				t.Fatal(err)
+			}
+			addrs[i] = c.LocalAddr()
+			defer eps[i].Close()
+		}
+		ran := [3]int{}
+		for i, e := range eps {
+			if err := e.SetPeers(addrs[:]); err != nil {
+				t.Fatal(err)
+			}
+			e.Register(130, func(*amudp.Token, []uint32, []byte) { ran[i]++ })
+		}
+		for range depth {
+			if err := eps[0].RequestShort(1, 130); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done := make(chan error, 1)
+		go func() { done <- eps[0].RequestShort(1, 130) }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("a request to rank 1 beyond its depth of %d returned without credit (%v)", depth, err)
+		default:
+		}
+		// Rank 2 has all its credit: a request to it goes at once.
+		other := make(chan error, 1)
+		go func() { other <- eps[0].RequestShort(2, 130) }()
+		synctest.Wait()
+		select {
+		case err := <-other:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatal("a request to rank 2 waited for rank 1's credit")
+		}
+		var stop atomic.Bool
+		served := make(chan error, 2)
+		for _, r := range []int{1, 2} {
+			go func() { served <- eps[r].WaitUntil(stop.Load) }()
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if err := eps[0].Drain(); err != nil {
+			t.Fatal(err)
+		}
+		stop.Store(true)
+		eps[1].Wake()
+		eps[2].Wake()
+		for range 2 {
+			if err := <-served; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ran[1] != depth+1 || ran[2] != 1 {
+			t.Errorf("handler runs %v, want rank 1 %d and rank 2 1", ran, depth+1)
+		}
+	})
+}
+
+// sendTimes records when its transport sends.
+type sendTimes struct {
+	amudp.Transport
+	at []time.Time
+}
+
+func (s *sendTimes) Send(b []byte, to netip.AddrPort) error {
+	s.at = append(s.at, time.Now())
+	return s.Transport.Send(b, to)
+}
+
+// TestIdlePeerUnderHeavyLossIsAskedOften: a peer that has sent nothing yet
+// (idle: it only answers) cannot be told from a dead one, and over links
+// that lose half the datagrams each way a round trip succeeds one time in
+// four. Each of 40 fresh pairs sends one request: the waits between its
+// transmissions never exceed Probe (250 ms), and none is given up. With waits
+// that doubled up to GASNET_REQUESTTIMEOUT_MAX (30 s), one request in three
+// met a wait of 1.6 s or more, and jobs stalled for a minute.
+func TestIdlePeerUnderHeavyLossIsAskedOften(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lnet := amudptest.New(5, 0.50, 0, 0)
+		var longest time.Duration
+		for range 40 {
+			rec := &sendTimes{}
+			eps, stop := pair(t, lnet, amudp.Config{Retransmit: retransmit.DefaultConfig()}, func(tr amudp.Transport) amudp.Transport {
+				rec.Transport = tr
+				return rec
+			})
+			eps[1].Register(130, func(*amudp.Token, []uint32, []byte) {})
+			var returned int
+			eps[0].SetReturnedHandler(func(amudp.Returned) { returned++ })
+			if err := eps[0].RequestShort(1, 130); err != nil {
+				t.Fatal(err)
+			}
+			if err := eps[0].Drain(); err != nil {
+				t.Fatal(err)
+			}
+			stop()
+			for i := 1; i < len(rec.at); i++ {
+				longest = max(longest, rec.at[i].Sub(rec.at[i-1]))
+			}
+			if returned > 0 {
+				t.Errorf("a request to a live peer was given up")
+			}
+		}
+		t.Logf("longest wait between transmissions: %v of virtual time", longest)
+		if longest > retransmit.DefaultProbe {
+			t.Errorf("a request waited %v between transmissions to a live peer, want at most %v", longest, retransmit.DefaultProbe)
+		}
+	})
+}
