@@ -278,7 +278,7 @@ func (j *Job) wordWait(w *words, k *groupSync, cond func() bool) error {
 		var clk yieldClock
 		clk.begin(ticks())
 		for turn := 1; ; turn++ {
-			if turn > 1 && clk.up(ticks(), time.Now) {
+			if turn > 1 && clk.up(turn, ticks(), time.Now) {
 				break
 			}
 			if turn%yieldPoll == 0 || j.ep.Pending() {

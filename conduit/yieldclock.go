@@ -3,19 +3,17 @@ package conduit
 import "time"
 
 // yieldClock tells a wait that yields (wordWait) when it has yielded for
-// yieldFor. A read of the clock after a context switch costs a crowded
-// rank a fair part of its turn (the vDSO's data page, missed after the
-// other ranks' turns; BENCHMARKS.md), so the wait reads it only once the
-// processor's counter (ticks) has advanced by yieldTicks since the last
-// read, or the wait began, or at every yieldLooks-th look whatever the
-// counter says (one that does not advance): a wait shorter than that,
-// the common one in a barrier, reads no clock. Where there is no counter
-// (ticks returns 0), it reads the clock at every look. Its first read
-// starts the yieldFor.
+// yieldFor. A read of the clock at each turn cost a crowded rank more
+// than its look at the words (BENCHMARKS.md), so the wait reads it only
+// once the processor's counter (ticks) has advanced by yieldTicks since
+// the last read, or the wait began, or at every yieldLooks-th turn
+// whatever the counter says (one that does not advance): a wait shorter
+// than that, the common one in a barrier, reads no clock. Where there is
+// no counter (ticks returns 0), it reads the clock at every look. Its
+// first read starts the yieldFor.
 type yieldClock struct {
 	start time.Time // the first read; zero before it
 	mark  uint64    // the counter at the last read, or when the wait began
-	looks int       // the looks since the wait began
 }
 
 // yieldTicks is how far the counter advances between two reads of the
@@ -25,16 +23,16 @@ type yieldClock struct {
 const yieldTicks = 1 << 20
 
 // yieldLooks: a wait reads the clock at least at every yieldLooks-th
-// look, whatever the counter.
+// turn, whatever the counter.
 const yieldLooks = 256
 
 // begin starts a wait whose counter reads t.
 func (c *yieldClock) begin(t uint64) { *c = yieldClock{mark: t} }
 
-// up reports whether the wait, its counter reading t, has yielded for
-// yieldFor; now reads the clock.
-func (c *yieldClock) up(t uint64, now func() time.Time) bool {
-	if c.looks++; t != 0 && t-c.mark < yieldTicks && c.looks%yieldLooks != 0 {
+// up reports whether the wait, at its turn-th turn and its counter
+// reading t, has yielded for yieldFor; now reads the clock.
+func (c *yieldClock) up(turn int, t uint64, now func() time.Time) bool {
+	if t != 0 && t-c.mark < yieldTicks && turn%yieldLooks != 0 {
 		return false
 	}
 	c.mark = t
