@@ -315,19 +315,7 @@ func TestRequestBlocksWithoutCredit(t *testing.T) {
 		defer eps[1].Close()
 		ran := 0
 		eps[1].Register(130, func(*amudp.Token, []uint32, []byte) { ran++ })
-		for range depth {
-			if err := eps[0].RequestShort(1, 130); err != nil {
-				t.Fatal(err)
-			}
-		}
-		done := make(chan error, 1)
-		go func() { done <- eps[0].RequestShort(1, 130) }()
-		synctest.Wait()
-		select {
-		case err := <-done:
-			t.Fatalf("request beyond the depth returned without credit (%v)", err)
-		default:
-		}
+		done := beyondDepth(t, eps[0], 1, depth)
 		var stop atomic.Bool
 		served := make(chan error, 1)
 		go func() { served <- eps[1].WaitUntil(stop.Load) }()
@@ -561,4 +549,26 @@ func TestSilentPeerIsProbedOneRequestAtATime(t *testing.T) {
 			}
 		}
 	})
+}
+
+// beyondDepth sends depth Short requests from e to rank dest's handler
+// 130, then one more from another goroutine, and fails t unless that one
+// waits for credit (inside a synctest bubble); it returns the channel
+// the last request's error comes on.
+func beyondDepth(t *testing.T, e *amudp.Endpoint, dest, depth int) <-chan error {
+	t.Helper()
+	for range depth {
+		if err := e.RequestShort(dest, 130); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.RequestShort(dest, 130) }()
+	synctest.Wait()
+	select {
+	case err := <-done:
+		t.Fatalf("a request to rank %d beyond its depth of %d returned without credit (%v)", dest, depth, err)
+	default:
+	}
+	return done
 }

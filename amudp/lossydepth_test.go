@@ -40,19 +40,7 @@ func TestPeerDepthBindsBeforeSendDepth(t *testing.T) {
 			}
 			e.Register(130, func(*amudp.Token, []uint32, []byte) { ran[i]++ })
 		}
-		for range depth {
-			if err := eps[0].RequestShort(1, 130); err != nil {
-				t.Fatal(err)
-			}
-		}
-		done := make(chan error, 1)
-		go func() { done <- eps[0].RequestShort(1, 130) }()
-		synctest.Wait()
-		select {
-		case err := <-done:
-			t.Fatalf("a request to rank 1 beyond its depth of %d returned without credit (%v)", depth, err)
-		default:
-		}
+		done := beyondDepth(t, eps[0], 1, depth)
 		// Rank 2 has all its credit: a request to it goes at once.
 		other := make(chan error, 1)
 		go func() { other <- eps[0].RequestShort(2, 130) }()

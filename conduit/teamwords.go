@@ -86,10 +86,8 @@ func (c *teamCall) exchange(w *words, p coll.Post, posts bool) ([]coll.Post, boo
 		switch v := word(lead, offVerdict).Load(); {
 		case v>>1 != n:
 			return nil, false, w.corrupt(0, "its verdict on the posts is for collective %#x, for %d", v>>1, n)
-		case v&1 != 0 && !posts:
-			return nil, true, nil
 		case v&1 != 0:
-			return c.t.samePosts(w, n)
+			return c.allSame(w, n, posts)
 		}
 	}
 	if !w.dissem {
@@ -121,11 +119,8 @@ func (c *teamCall) exchange(w *words, p coll.Post, posts bool) ([]coll.Post, boo
 		}
 		same = same && bytes.Equal(s[8:8+len(c.t.rec)], c.t.rec)
 	}
-	if same && !posts {
-		return nil, true, nil
-	}
 	if same {
-		return c.t.samePosts(w, n)
+		return c.allSame(w, n, posts)
 	}
 	c.t.resetPosts()
 	for i := range w.group {
@@ -134,6 +129,15 @@ func (c *teamCall) exchange(w *words, p coll.Post, posts bool) ([]coll.Post, boo
 		}
 	}
 	return c.t.posts, false, nil
+}
+
+// allSame is exchange's result where every post of collective n is this
+// rank's: every rank's, built from it, or none where posts is false.
+func (c *teamCall) allSame(w *words, n uint64, posts bool) ([]coll.Post, bool, error) {
+	if !posts {
+		return nil, true, nil
+	}
+	return c.t.samePosts(w, n)
 }
 
 // appendRecord appends p's record in a slot, past the slot's number: the
