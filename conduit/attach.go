@@ -59,6 +59,12 @@ func (j *Job) Attach(handlers []HandlerEntry, segmentSize int) ([]byte, error) {
 	j.nb.setPaths(paths)
 	j.nb.views[j.rank].Store(&seg) // Put and Get to this rank: mapped
 	j.attached.Store(true)
+	if !j.nb.counted {
+		j.nb.direct.Store(&j.nb.views)
+		if j.aborting.Load() { // setAborting's store may have come first
+			j.nb.direct.Store(nil)
+		}
+	}
 	return seg, nil
 }
 

@@ -157,11 +157,20 @@ func (j *Job) defaultReturned(r Returned) { j.abortJob(j.describe(r)) }
 // abortJob says why this rank aborts the job, once, and aborts it with
 // code 1 before it returns (see defaultReturned).
 func (j *Job) abortJob(why string) {
-	if j.aborting.Swap(true) {
+	if j.setAborting() {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "%s: rank %d: %s; aborting the job\n", progName(), j.rank, why)
 	j.ctl.Abort(1, why, j.exitTimeout)
+}
+
+// setAborting records that this rank aborts the job, from then on sending
+// Put and Get through their checks (which end the rank), and reports
+// whether it already did.
+func (j *Job) setAborting() bool {
+	was := j.aborting.Swap(true)
+	j.nb.direct.Store(nil)
+	return was
 }
 
 // abort ends the rank at a call of the program's once handler 0 has

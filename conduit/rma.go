@@ -223,14 +223,13 @@ func (j *Job) Put(dest int, offset uint64, data []byte) error {
 }
 
 // mapped is the fast path of Put and Get: dest's segment when this
-// process has mapped it (LocalView, once looked at), the job goes on and
-// the calls are not counted (GASNET_STATS); nil otherwise.
+// process has mapped it (LocalView, once looked at) and the job goes on
+// here (nbrhd.direct, Job.term); nil otherwise.
 func (j *Job) mapped(rank int) []byte {
-	if !j.attached.Load() || uint(rank) >= uint(len(j.nb.views)) || j.nb.counted || j.aborting.Load() || j.term.Load() {
-		return nil
-	}
-	if v := j.nb.views[rank].Load(); v != nil {
-		return *v
+	if vs := j.nb.direct.Load(); vs != nil && uint(rank) < uint(len(*vs)) && !j.term.Load() {
+		if v := (*vs)[rank].Load(); v != nil {
+			return *v
+		}
 	}
 	return nil
 }

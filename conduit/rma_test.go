@@ -65,11 +65,12 @@ func TestPutGetMapped(t *testing.T) {
 		if j.LocalView(peer) == nil || j.mapped(peer) == nil {
 			t.Errorf("rank %d: rank %d's segment is not mapped", me, peer)
 		}
-		j.aborting.Store(true) // as handler 0 sets it: Put and Get take the path that ends the rank
+		j.setAborting() // as handler 0 does: Put and Get take the path that ends the rank
 		if j.mapped(peer) != nil || j.mapped(me) != nil {
 			t.Errorf("rank %d: Put and Get take the mapping while the job aborts", me)
 		}
 		j.aborting.Store(false)
+		j.nb.direct.Store(&j.nb.views)
 		if err := j.World().Barrier(); err != nil {
 			t.Errorf("rank %d: Barrier: %v", me, err)
 			return

@@ -80,6 +80,10 @@ type nbrhd struct {
 
 	mu    sync.Mutex               // serialises mapping
 	views []atomic.Pointer[[]byte] // by rank, once looked at (this rank's own: Attach); a nil slice: cannot be mapped
+	// direct is what Put's and Get's fast path (Job.mapped) reads: views,
+	// from Attach on, unless the calls are counted; nil before, and once
+	// the job aborts here (Job.setAborting).
+	direct atomic.Pointer[[]atomic.Pointer[[]byte]]
 
 	puts, gets atomic.Uint64 // Put and Get calls done by a copy, when counted
 	counted    bool          // GASNET_STATS: count them (set before Attach)
@@ -174,7 +178,7 @@ func (n *nbrhd) view(rank int, size uint64) []byte {
 // (code 1): rank 2: corrupted shared-memory inbox (...)". In a worker it
 // does not return.
 func (j *Job) fatal(err error) {
-	if j.aborting.Swap(true) {
+	if j.setAborting() {
 		return
 	}
 	j.ctl.Abort(1, err.Error(), j.exitTimeout)

@@ -192,7 +192,7 @@ func run(prog string, args, env []string, timed bool, parse func(string) map[str
 
 var (
 	reAM      = regexp.MustCompile(`(?m)^([A-K]):\s+(\d*)\s*(AM\w+)\s+([\w-]+)\s+([\w-]+)\s+(\w+)\s*:\s+[\d.]+ sec\s+([\d.]+) us(?:\s+([\d.]+) MB/s)?`)
-	reRMA     = regexp.MustCompile(`(?m)^[A-Z]:\s+\d+ -\s+(\d+) byte :\s+\d+ iters, (?:latency\s+\d+ us total,\s+([\d.]+) us ave\.|throughput\s+([\d.]+) ([KM])B/sec) \((\w+)Blocking`)
+	reRMA     = regexp.MustCompile(`(?m)^[A-Z]:\s+\d+ -\s+(\d+) byte :\s+(\d+) iters, (?:latency\s+(\d+) us total,\s+[\d.]+ us ave\.|throughput\s+([\d.]+) ([KM])B/sec) \((\w+)Blocking`)
 	reBarrier = regexp.MustCompile(`Avg ([\w. ]+) Barrier latency:\s+([\d.]+) us`)
 )
 
@@ -252,20 +252,23 @@ func rmaName(op string, size int) string {
 }
 
 // gasnetRMA reads testsmall's and testlarge's section A: blocking Put and
-// Get latency ("us ave.") and throughput ("MB/sec" of 2^20 bytes, or
-// "KB/sec" of 2^10), in MB/s of 10^6 bytes.
+// Get latency (its "us total" over its iterations: "us ave." is rounded
+// to the nanosecond) and throughput ("MB/sec" of 2^20 bytes, or "KB/sec"
+// of 2^10), in MB/s of 10^6 bytes.
 func gasnetRMA(out string) map[string]float64 {
 	f := map[string]float64{}
 	for _, m := range reRMA.FindAllStringSubmatch(out, -1) {
 		size, _ := strconv.Atoi(m[1])
-		op := strings.ToLower(m[5])
+		op := strings.ToLower(m[6])
 		switch {
-		case m[2] != "":
-			f[rmaName(op, size)] = num(m[2])
-		case m[4] == "M":
-			f[rmaName(op, size)] = num(m[3]) * 1.048576
+		case m[3] != "":
+			if iters := num(m[2]); iters > 0 {
+				f[rmaName(op, size)] = num(m[3]) / iters
+			}
+		case m[5] == "M":
+			f[rmaName(op, size)] = num(m[4]) * 1.048576
 		default:
-			f[rmaName(op, size)] = num(m[3]) * 1.024e-3
+			f[rmaName(op, size)] = num(m[4]) * 1.024e-3
 		}
 	}
 	return f
