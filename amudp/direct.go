@@ -48,6 +48,11 @@ type lane struct {
 	// (high 32 bits) and how many are outstanding (low 32 bits), so that
 	// a give-up takes exactly the requests reserved before it.
 	state atomic.Uint64
+	// wraps counts the request numbers that went past 2^32-1, and unsent
+	// the requests reserved and never pushed: the requests pushed into
+	// rank's inbox are wraps·2^32 + the last number − unsent (sent), with
+	// no atomic addition of their own.
+	wraps, unsent atomic.Uint64
 	// floor is the number of the last request given up, or of the last
 	// reserved when none was outstanding (checkLanes): an answer to a
 	// request at or below it is late, a duplicate.
@@ -89,9 +94,19 @@ func (l *lane) reserve(depth int) (num uint32, ok bool) {
 			return 0, false
 		}
 		if l.state.CompareAndSwap(v, v+1<<32+1) {
-			return uint32(v>>32) + 1, true
+			num := uint32(v>>32) + 1
+			if num == 0 {
+				l.wraps.Add(1)
+			}
+			return num, true
 		}
 	}
+}
+
+// sent is the number of direct requests pushed into the rank's inbox,
+// exact while none is being sent.
+func (l *lane) sent() uint64 {
+	return l.wraps.Load()<<32 + l.state.Load()>>32 - l.unsent.Load()
 }
 
 // settle gives back the credit of request num, answered or never sent,
@@ -295,15 +310,29 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 		if int32(num-l.floor.Load()) <= 0 {
 			// Given up while it waited for room (checkLanes): handler 0
 			// has it as undeliverable.
+			l.unsent.Add(1)
 			return nil
 		}
 		err = e.directWait(nil)
 	}
 	if err != nil {
+		l.unsent.Add(1)
 		l.settle(num)
 		return err
 	}
 	return nil
+}
+
+// directSent is the number of direct requests this endpoint pushed into
+// its peers' inboxes (Shared's ShmSent counts them).
+func (e *Endpoint) directSent() uint64 {
+	var n uint64
+	if ls := e.laneList.Load(); ls != nil {
+		for _, l := range *ls {
+			n += l.sent()
+		}
+	}
+	return n
 }
 
 // directWait makes progress once for a direct request that waits (for

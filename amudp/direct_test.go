@@ -389,6 +389,26 @@ func TestDirectGiveUpWhileFull(t *testing.T) {
 	if returned.Load() != 6 {
 		t.Errorf("%d requests returned, want 6", returned.Load())
 	}
+	if n := eps[0].tr.(*Shared).Stats().ShmSent; n != 4 {
+		t.Errorf("shm-sent %d, want the 4 requests that went into the inbox", n)
+	}
+}
+
+// TestLaneSent: a lane counts the requests it pushed from their numbers,
+// past the wrap of the 32-bit number, less those reserved and never sent.
+func TestLaneSent(t *testing.T) {
+	var l lane
+	l.state.Store(uint64(1<<32-2) << 32) // the last request was number 2^32-2
+	for _, want := range []uint32{1<<32 - 1, 0, 1} {
+		num, ok := l.reserve(8)
+		if !ok || num != want {
+			t.Fatalf("reserve: %d, %v; want %d", num, ok, want)
+		}
+	}
+	l.unsent.Add(1)
+	if got, want := l.sent(), uint64(1<<32+1-1); got != want {
+		t.Errorf("sent %d, want %d (2^32+1 reserved, one never sent)", got, want)
+	}
 }
 
 // TestDirectBacklogPerPeer: a rank whose replies to one peer wait in the

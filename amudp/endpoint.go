@@ -318,6 +318,9 @@ func NewEndpoint(tr Transport, cfg Config) (*Endpoint, error) {
 	e.table.Store(new(dispatch))
 	e.laneList.Store(new([]*lane))
 	e.deadline.Store(math.MaxInt64)
+	if e.shared != nil {
+		e.shared.directSent = e.directSent
+	}
 	return e, nil
 }
 
@@ -478,7 +481,6 @@ func (e *Endpoint) placeInPeer(rank int, payload []byte, off uint64) bool {
 		return false
 	}
 	shmem.Copy(v[off:], payload)
-	e.stats.inPlace.Add(1)
 	return true
 }
 

@@ -10,8 +10,9 @@ import (
 
 // TestLongInPlace: with SetPeerSegments, a Long request and a Long reply
 // to a peer whose segment this process maps are written straight into that
-// segment, their datagrams carry no payload, and the handlers see the
-// bytes at the same place as over the network.
+// segment, their datagrams carry no payload, the handlers see the bytes at
+// the same place as over the network, and the receiver counts them
+// (Stats.InPlace).
 //
 // The endpoints share memory (Shared), as the ranks that map each other's
 // segments do. The race detector would report the handlers' reads: it
@@ -56,7 +57,7 @@ func TestLongInPlace(t *testing.T) {
 	}
 	for i, e := range eps {
 		if n := e.Stats().InPlace; n != 1 {
-			t.Errorf("rank %d wrote %d Long messages in place, want 1", i, n)
+			t.Errorf("rank %d received %d Long messages in place, want 1", i, n)
 		}
 	}
 	// A peer that this process does not map, or a payload that does not
@@ -66,7 +67,7 @@ func TestLongInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, eps[0], "second request", func() bool { mu.Lock(); defer mu.Unlock(); return len(req) == 20 })
-	if n := eps[0].Stats().InPlace; n != 1 {
-		t.Errorf("rank 0 wrote %d Long messages in place with no mapping, want 1", n)
+	if n := eps[1].Stats().InPlace; n != 1 {
+		t.Errorf("rank 1 received %d Long messages in place, one of them sent with no mapping; want 1", n)
 	}
 }

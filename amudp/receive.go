@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/udpconduit/udpconduit/amudp/internal/release"
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 )
 
@@ -19,6 +20,7 @@ func (e *Endpoint) handlerView(h Handler, m *wire.Message, seg []byte) ([]byte, 
 		return nil, ReasonNone
 	case Long:
 		if m.Flags&wire.FlagInPlace != 0 { // the sender wrote it there
+			release.Inc(&e.stats.inPlace)
 			return inSegment(seg, uint64(m.Len), m.Offset)
 		}
 		return intoSegment(seg, m.Payload, m.Offset)

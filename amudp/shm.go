@@ -100,6 +100,9 @@ type Shared struct {
 	// shmRecv and shmReplied (direct replies and backlog flushes) count
 	// what the poller alone does: release stores, no locked instruction.
 	shmRecv, shmReplied atomic.Uint64
+	// directSent counts the direct requests of the endpoint over this
+	// transport (Endpoint.directSent), set by NewEndpoint; nil before.
+	directSent func() uint64
 
 	// udpSkip counts the UDP reads Recv leaves out after one found the
 	// socket empty (the poller's alone); udpPeriod is udpEvery or, once
@@ -229,8 +232,6 @@ func (t *Shared) pushDirect(r *shmring.Ring, to netip.AddrPort, head, payload []
 	}
 	if polled {
 		release.Inc(&t.shmReplied)
-	} else {
-		t.shmSent.Add(1)
 	}
 	if r.Sleeping() {
 		t.doorbells.Add(1)
@@ -255,7 +256,11 @@ func (t *Shared) allShared() bool { return t.udpPeriod.Load() == udpEveryShared 
 
 // Stats returns the counters of the two paths.
 func (t *Shared) Stats() ShmStats {
-	return ShmStats{ShmSent: t.shmSent.Load() + t.shmReplied.Load(), ShmReceived: t.shmRecv.Load(), Fallbacks: t.fallbacks.Load(),
+	sent := t.shmSent.Load() + t.shmReplied.Load()
+	if t.directSent != nil {
+		sent += t.directSent()
+	}
+	return ShmStats{ShmSent: sent, ShmReceived: t.shmRecv.Load(), Fallbacks: t.fallbacks.Load(),
 		Doorbells: t.doorbells.Load(), Corrupt: t.corrupt.Load()}
 }
 
@@ -430,8 +435,19 @@ func (t *Shared) Wait(timeout time.Duration) error {
 	if !r.Empty() || r.Notes() != t.notes {
 		return nil
 	}
+	if !r.Idle() {
+		// A record on its way, whose producer may have looked for the
+		// mark before it was set: no doorbell may come for it.
+		timeout = min(timeout, pendingWait)
+	}
 	return t.udp.Wait(timeout)
 }
+
+// pendingWait bounds a sleep that begins while a producer's record is on
+// its way into the inbox (shmring.Ring.Idle): the record is committed
+// within a few instructions of its producer's, unless that producer lost
+// its CPU in between.
+const pendingWait = 50 * time.Microsecond
 
 // Area returns the area of shared words (shmring.AreaSize bytes, zero at
 // first, 8-aligned) in the inbox of the co-located peer at to, mapping it

@@ -23,8 +23,9 @@ type Stats struct {
 	// HeldBack counts retransmissions not sent because another request
 	// was already probing a silent peer.
 	HeldBack uint64
-	// InPlace counts Long requests and replies written straight into a
-	// peer's mapped segment (SetPeerSegments).
+	// InPlace counts the Long requests and replies that came written
+	// straight into this endpoint's segment by a peer that maps it
+	// (SetPeerSegments).
 	InPlace uint64
 	// RouteMoves counts the moves of a peer's datagrams to the next
 	// address of its route while no reply had come (Router).

@@ -323,11 +323,10 @@ func (r *Ring) commit(p uint64, kind, n uint32) {
 	o := p & r.mask
 	binary.LittleEndian.PutUint32(r.data[o+8:], n)
 	binary.LittleEndian.PutUint32(r.data[o+12:], kind)
-	// Sequentially consistent, not a release: a producer reads Sleeping
-	// after it (Push's caller), and a consumer that marks itself asleep
-	// and then finds the ring empty must not miss a record whose commit
-	// was still on its way then.
-	word(r.data, int(o)).Store(p + 1)
+	// A release, not sequentially consistent: the producer's reservation
+	// (the tail's compare-and-swap) is what a consumer about to block
+	// looks at (Idle), and the producer reads Sleeping only after it.
+	release.Store(word(r.data, int(o)), p+1)
 }
 
 // setHead moves the consumer's head to h, its own copy and the shared
@@ -391,6 +390,17 @@ func (r *Ring) Empty() bool {
 	h := r.own.Load()
 	return word(r.data, int(h&r.mask)).Load() != h+1
 }
+
+// Idle reports whether no producer has reserved room past the head: no
+// record is committed there or on its way. A consumer that marks itself
+// asleep (SetSleeping) and then finds the ring idle misses no record:
+// each producer's reservation, a compare-and-swap of the tail, comes
+// after the mark in the order of atomic operations, and the producer
+// reads the mark (Sleeping) after it and after its commit. A consumer
+// that finds the ring not idle and not Empty waits for a commit on its
+// way, whose producer may have read the mark before it was set. Any
+// goroutine of the consumer's process may call it.
+func (r *Ring) Idle() bool { return r.tail.Load() == r.own.Load() }
 
 // Check compares the ring's header with what its consumer knows, and
 // makes the ring corrupt (returning ErrCorrupt, as Peek does from then on)

@@ -412,3 +412,32 @@ func BenchmarkPushPeek(b *testing.B) {
 		r.Empty()
 	}
 }
+
+// TestIdle: a ring is idle only while no producer has reserved room past
+// the consumer's head. A reservation not yet committed, as a producer
+// leaves it between its compare-and-swap of the tail and its commit,
+// makes the ring neither idle nor holding a record (Empty); committed,
+// the record keeps it not idle until the consumer advances past it.
+func TestIdle(t *testing.T) {
+	r, _ := newRing(t, MinCapacity)
+	if !r.Idle() || !r.Empty() {
+		t.Fatalf("a new ring: idle %v, empty %v", r.Idle(), r.Empty())
+	}
+	h := r.tail.Add(align) - align // a producer's reservation of one line
+	if r.Idle() || !r.Empty() {
+		t.Errorf("a reservation on its way: idle %v, empty %v; want neither idle nor a record", r.Idle(), r.Empty())
+	}
+	r.commit(h, kindData, 8)
+	if r.Idle() || r.Empty() {
+		t.Errorf("a committed record: idle %v, empty %v", r.Idle(), r.Empty())
+	}
+	if rec := pop(t, r); len(rec) != 8 {
+		t.Errorf("the record: %d bytes, want 8", len(rec))
+	}
+	if !r.Idle() || !r.Empty() {
+		t.Errorf("after the consumer took it: idle %v, empty %v", r.Idle(), r.Empty())
+	}
+	if !r.Push([]byte("x"), nil) || r.Idle() {
+		t.Errorf("a record pushed: idle %v", r.Idle())
+	}
+}
