@@ -104,9 +104,15 @@ func (l *lane) reserve(depth int) (num uint32, ok bool) {
 }
 
 // sent is the number of direct requests pushed into the rank's inbox,
-// exact while none is being sent.
+// exact while none is being sent (during a request whose number wraps to
+// 0 it may be 2^32 high).
 func (l *lane) sent() uint64 {
-	return l.wraps.Load()<<32 + l.state.Load()>>32 - l.unsent.Load()
+	// unsent first: each request it counts was reserved before, so the
+	// number loaded next covers it (read the other way, a request
+	// reserved and failed in between would make the count wrap below 0).
+	unsent := l.unsent.Load()
+	last := l.state.Load() >> 32
+	return l.wraps.Load()<<32 + last - unsent
 }
 
 // settle gives back the credit of request num, answered or never sent,

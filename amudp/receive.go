@@ -20,8 +20,11 @@ func (e *Endpoint) handlerView(h Handler, m *wire.Message, seg []byte) ([]byte, 
 		return nil, ReasonNone
 	case Long:
 		if m.Flags&wire.FlagInPlace != 0 { // the sender wrote it there
-			release.Inc(&e.stats.inPlace)
-			return inSegment(seg, uint64(m.Len), m.Offset)
+			view, reason := inSegment(seg, uint64(m.Len), m.Offset)
+			if reason == ReasonNone {
+				release.Inc(&e.stats.inPlace)
+			}
+			return view, reason
 		}
 		return intoSegment(seg, m.Payload, m.Offset)
 	}

@@ -101,7 +101,8 @@ type Shared struct {
 	// what the poller alone does: release stores, no locked instruction.
 	shmRecv, shmReplied atomic.Uint64
 	// directSent counts the direct requests of the endpoint over this
-	// transport (Endpoint.directSent), set by NewEndpoint; nil before.
+	// transport (Endpoint.directSent), set by NewEndpoint, which is called
+	// once for a transport; nil before.
 	directSent func() uint64
 
 	// udpSkip counts the UDP reads Recv leaves out after one found the
@@ -114,6 +115,11 @@ type Shared struct {
 	// found the inbox empty saw it: Wait does not sleep when it has grown
 	// since (the poller alone uses it).
 	notes uint64
+	// pendHead and pendTail are the inbox's ends as the last Wait that
+	// found them apart saw them, and pendSleep the bound it gave its
+	// sleep (pendingSleep; the poller alone uses them).
+	pendHead, pendTail uint64
+	pendSleep          time.Duration
 
 	// fault is the first corrupted inbox this rank found, its own or a
 	// co-located peer's (its Rank and By are not known here: see
@@ -435,19 +441,33 @@ func (t *Shared) Wait(timeout time.Duration) error {
 	if !r.Empty() || r.Notes() != t.notes {
 		return nil
 	}
-	if !r.Idle() {
+	if head, tail := r.Ends(); head != tail {
 		// A record on its way, whose producer may have looked for the
 		// mark before it was set: no doorbell may come for it.
-		timeout = min(timeout, pendingWait)
+		timeout = min(timeout, t.pendingSleep(head, tail))
 	}
 	return t.udp.Wait(timeout)
 }
 
-// pendingWait bounds a sleep that begins while a producer's record is on
-// its way into the inbox (shmring.Ring.Idle): the record is committed
-// within a few instructions of its producer's, unless that producer lost
-// its CPU in between.
+// pendingWait is the first bound of a sleep that begins while a
+// producer's record is on its way into the inbox (shmring.Ring.Ends):
+// the record is committed within a few instructions of its producer's
+// reservation, unless that producer lost its CPU in between (or died, or
+// a faulty peer moved the tail). Parked in Go's network poller, a sleep
+// lasts at least a millisecond.
 const pendingWait = 50 * time.Microsecond
+
+// pendingSleep bounds the sleep of a Wait that found the inbox's ends
+// apart at head and tail: pendingWait, doubled at each Wait that finds
+// them where the last one did. Poller only.
+func (t *Shared) pendingSleep(head, tail uint64) time.Duration {
+	if head != t.pendHead || tail != t.pendTail || t.pendSleep == 0 {
+		t.pendHead, t.pendTail, t.pendSleep = head, tail, pendingWait
+		return pendingWait
+	}
+	t.pendSleep = min(2*t.pendSleep, maxBlockPolite)
+	return t.pendSleep
+}
 
 // Area returns the area of shared words (shmring.AreaSize bytes, zero at
 // first, 8-aligned) in the inbox of the co-located peer at to, mapping it

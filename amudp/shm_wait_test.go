@@ -1,6 +1,7 @@
 package amudp
 
 import (
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,9 +14,8 @@ import (
 // TestSharedWaitPending: a rank about to sleep while a record is on its
 // way into its inbox (a producer reserved room, as one does between its
 // compare-and-swap of the tail and its commit, and has not committed)
-// sleeps at most pendingWait, not its whole timeout: that producer may
-// have looked for the sleep mark before the rank set it, and rings no
-// doorbell then.
+// sleeps briefly, not its whole timeout: that producer may have looked
+// for the sleep mark before the rank set it, and rings no doorbell then.
 func TestSharedWaitPending(t *testing.T) {
 	eps := sharedJob(t, 2, shmring.MinCapacity*4)
 	sh := eps[1].tr.(*Shared)
@@ -31,5 +31,27 @@ func TestSharedWaitPending(t *testing.T) {
 		}
 	case <-time.After(testbound.For(t, 2*time.Second)):
 		t.Fatal("a rank whose inbox holds a reservation not committed slept for its whole timeout")
+	}
+}
+
+// TestPendingSleep: the bound of a sleep over a record on its way doubles
+// while the inbox's ends stay where they were, up to maxBlockPolite, and
+// starts again at pendingWait once they move.
+func TestPendingSleep(t *testing.T) {
+	var sh Shared
+	var got []time.Duration
+	for range 3 {
+		got = append(got, sh.pendingSleep(0, 64))
+	}
+	got = append(got, sh.pendingSleep(64, 128))
+	want := []time.Duration{pendingWait, 2 * pendingWait, 4 * pendingWait, pendingWait}
+	if !slices.Equal(got, want) {
+		t.Errorf("bounds %v, want %v", got, want)
+	}
+	for range 40 {
+		sh.pendingSleep(64, 128)
+	}
+	if d := sh.pendingSleep(64, 128); d != maxBlockPolite {
+		t.Errorf("bound after 40 sleeps over the same reservation: %v, want %v", d, maxBlockPolite)
 	}
 }

@@ -5,7 +5,7 @@
 //
 // The region is a header followed by a data area whose size is a power of
 // two. Producers reserve space by advancing the tail with compare-and-swap,
-// write their record, and commit it last, with an atomic store of the
+// write their record, and commit it last, with a release store of the
 // record's position plus one into its first word; the consumer reads the
 // record at the head once that word says it is committed, copies it out,
 // and advances the head. Records never wrap: a producer whose record would
@@ -28,8 +28,9 @@
 // records of garbage within the area, never make a view read or write
 // outside the region; a view that finds the rules broken keeps the error
 // (Err): Push refuses and Peek returns it from then on. A producer that
-// dies between reserving and committing stops the consumer at its record;
-// the job's liveness rules end such a job (the consumer's other peers
+// dies between reserving and committing stops the consumer at its record,
+// and leaves the ends apart (Ends) for a consumer about to block; the
+// job's liveness rules end such a job (the consumer's other peers
 // fall back when the queue fills). A consumer that finds the ring empty
 // far into its area moves both ends back to the start, where the cache is
 // warm (hotSpan).
@@ -325,7 +326,7 @@ func (r *Ring) commit(p uint64, kind, n uint32) {
 	binary.LittleEndian.PutUint32(r.data[o+12:], kind)
 	// A release, not sequentially consistent: the producer's reservation
 	// (the tail's compare-and-swap) is what a consumer about to block
-	// looks at (Idle), and the producer reads Sleeping only after it.
+	// looks at (Ends), and the producer reads Sleeping only after it.
 	release.Store(word(r.data, int(o)), p+1)
 }
 
@@ -391,16 +392,17 @@ func (r *Ring) Empty() bool {
 	return word(r.data, int(h&r.mask)).Load() != h+1
 }
 
-// Idle reports whether no producer has reserved room past the head: no
-// record is committed there or on its way. A consumer that marks itself
-// asleep (SetSleeping) and then finds the ring idle misses no record:
-// each producer's reservation, a compare-and-swap of the tail, comes
-// after the mark in the order of atomic operations, and the producer
-// reads the mark (Sleeping) after it and after its commit. A consumer
-// that finds the ring not idle and not Empty waits for a commit on its
-// way, whose producer may have read the mark before it was set. Any
-// goroutine of the consumer's process may call it.
-func (r *Ring) Idle() bool { return r.tail.Load() == r.own.Load() }
+// Ends returns the consumer's head and the tail: they differ while a
+// producer has reserved room past the head, a record committed there or
+// on its way. A consumer that marks itself asleep (SetSleeping) and then
+// finds them equal misses no record: each producer's reservation, a
+// compare-and-swap of the tail, comes after the mark in the order of
+// atomic operations, and the producer reads the mark (Sleeping) after
+// it and after its commit. A consumer that finds them apart and the ring
+// Empty waits for a commit on its way, whose producer may have read the
+// mark before it was set. Any goroutine of the consumer's process may
+// call it.
+func (r *Ring) Ends() (head, tail uint64) { return r.own.Load(), r.tail.Load() }
 
 // Check compares the ring's header with what its consumer knows, and
 // makes the ring corrupt (returning ErrCorrupt, as Peek does from then on)

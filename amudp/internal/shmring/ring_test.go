@@ -413,31 +413,32 @@ func BenchmarkPushPeek(b *testing.B) {
 	}
 }
 
-// TestIdle: a ring is idle only while no producer has reserved room past
-// the consumer's head. A reservation not yet committed, as a producer
-// leaves it between its compare-and-swap of the tail and its commit,
-// makes the ring neither idle nor holding a record (Empty); committed,
-// the record keeps it not idle until the consumer advances past it.
-func TestIdle(t *testing.T) {
+// TestEnds: the consumer's head and the tail are apart only while a
+// producer has reserved room past the head. A reservation not yet
+// committed, as a producer leaves it between its compare-and-swap of the
+// tail and its commit, sets them apart with the ring Empty; committed,
+// the record keeps them apart until the consumer advances past it.
+func TestEnds(t *testing.T) {
 	r, _ := newRing(t, MinCapacity)
-	if !r.Idle() || !r.Empty() {
-		t.Fatalf("a new ring: idle %v, empty %v", r.Idle(), r.Empty())
+	idle := func() bool { h, t := r.Ends(); return h == t }
+	if !idle() || !r.Empty() {
+		t.Fatalf("a new ring: ends apart %v, empty %v", !idle(), r.Empty())
 	}
 	h := r.tail.Add(align) - align // a producer's reservation of one line
-	if r.Idle() || !r.Empty() {
-		t.Errorf("a reservation on its way: idle %v, empty %v; want neither idle nor a record", r.Idle(), r.Empty())
+	if idle() || !r.Empty() {
+		t.Errorf("a reservation on its way: ends apart %v, empty %v; want apart and no record", !idle(), r.Empty())
 	}
 	r.commit(h, kindData, 8)
-	if r.Idle() || r.Empty() {
-		t.Errorf("a committed record: idle %v, empty %v", r.Idle(), r.Empty())
+	if idle() || r.Empty() {
+		t.Errorf("a committed record: ends apart %v, empty %v", !idle(), r.Empty())
 	}
 	if rec := pop(t, r); len(rec) != 8 {
 		t.Errorf("the record: %d bytes, want 8", len(rec))
 	}
-	if !r.Idle() || !r.Empty() {
-		t.Errorf("after the consumer took it: idle %v, empty %v", r.Idle(), r.Empty())
+	if !idle() || !r.Empty() {
+		t.Errorf("after the consumer took it: ends apart %v, empty %v", !idle(), r.Empty())
 	}
-	if !r.Push([]byte("x"), nil) || r.Idle() {
-		t.Errorf("a record pushed: idle %v", r.Idle())
+	if !r.Push([]byte("x"), nil) || idle() {
+		t.Errorf("a record pushed: ends apart %v", !idle())
 	}
 }
