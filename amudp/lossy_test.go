@@ -316,18 +316,14 @@ func TestRequestBlocksWithoutCredit(t *testing.T) {
 		ran := 0
 		eps[1].Register(130, func(*amudp.Token, []uint32, []byte) { ran++ })
 		done := beyondDepth(t, eps[0], 1, depth)
-		var stop atomic.Bool
-		served := make(chan error, 1)
-		go func() { served <- eps[1].WaitUntil(stop.Load) }()
+		stop := serving(eps[1])
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
 		if err := eps[0].Drain(); err != nil {
 			t.Fatal(err)
 		}
-		stop.Store(true)
-		eps[1].Wake()
-		if err := <-served; err != nil {
+		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
 		if ran != depth+1 {

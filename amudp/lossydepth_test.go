@@ -53,24 +53,15 @@ func TestPeerDepthBindsBeforeSendDepth(t *testing.T) {
 		default:
 			t.Fatal("a request to rank 2 waited for rank 1's credit")
 		}
-		var stop atomic.Bool
-		served := make(chan error, 2)
-		for _, r := range []int{1, 2} {
-			go func() { served <- eps[r].WaitUntil(stop.Load) }()
-		}
+		stop := serving(eps[1], eps[2])
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
 		if err := eps[0].Drain(); err != nil {
 			t.Fatal(err)
 		}
-		stop.Store(true)
-		eps[1].Wake()
-		eps[2].Wake()
-		for range 2 {
-			if err := <-served; err != nil {
-				t.Fatal(err)
-			}
+		if err := stop(); err != nil {
+			t.Fatal(err)
 		}
 		if ran[1] != depth+1 || ran[2] != 1 {
 			t.Errorf("handler runs %v, want rank 1 %d and rank 2 1", ran, depth+1)
@@ -128,4 +119,28 @@ func TestIdlePeerUnderHeavyLossIsAskedOften(t *testing.T) {
 			t.Errorf("a request waited %v between transmissions to a live peer, want at most %v", longest, retransmit.DefaultProbe)
 		}
 	})
+}
+
+// serving polls each of eps on a goroutine of its own until the returned
+// stop is called, which ends the polls and returns the first error one of
+// them gave.
+func serving(eps ...*amudp.Endpoint) (stop func() error) {
+	var done atomic.Bool
+	served := make(chan error, len(eps))
+	for _, e := range eps {
+		go func() { served <- e.WaitUntil(done.Load) }()
+	}
+	return func() error {
+		done.Store(true)
+		for _, e := range eps {
+			e.Wake()
+		}
+		var first error
+		for range eps {
+			if err := <-served; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
 }

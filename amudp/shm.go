@@ -461,7 +461,7 @@ const pendingWait = 50 * time.Microsecond
 // apart at head and tail: pendingWait, doubled at each Wait that finds
 // them where the last one did. Poller only.
 func (t *Shared) pendingSleep(head, tail uint64) time.Duration {
-	if head != t.pendHead || tail != t.pendTail || t.pendSleep == 0 {
+	if head != t.pendHead || tail != t.pendTail { // apart: never the zero values
 		t.pendHead, t.pendTail, t.pendSleep = head, tail, pendingWait
 		return pendingWait
 	}
