@@ -315,17 +315,7 @@ func TestRequestBlocksWithoutCredit(t *testing.T) {
 		defer eps[1].Close()
 		ran := 0
 		eps[1].Register(130, func(*amudp.Token, []uint32, []byte) { ran++ })
-		done := beyondDepth(t, eps[0], 1, depth)
-		stop := serving(eps[1])
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		if err := eps[0].Drain(); err != nil {
-			t.Fatal(err)
-		}
-		if err := stop(); err != nil {
-			t.Fatal(err)
-		}
+		drainServed(t, eps[0], beyondDepth(t, eps[0], 1, depth), serving(eps[1]))
 		if ran != depth+1 {
 			t.Errorf("%d handler runs, want %d", ran, depth+1)
 		}

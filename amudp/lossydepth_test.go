@@ -53,16 +53,7 @@ func TestPeerDepthBindsBeforeSendDepth(t *testing.T) {
 		default:
 			t.Fatal("a request to rank 2 waited for rank 1's credit")
 		}
-		stop := serving(eps[1], eps[2])
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		if err := eps[0].Drain(); err != nil {
-			t.Fatal(err)
-		}
-		if err := stop(); err != nil {
-			t.Fatal(err)
-		}
+		drainServed(t, eps[0], done, serving(eps[1], eps[2]))
 		if ran[1] != depth+1 || ran[2] != 1 {
 			t.Errorf("handler runs %v, want rank 1 %d and rank 2 1", ran, depth+1)
 		}
@@ -119,6 +110,21 @@ func TestIdlePeerUnderHeavyLossIsAskedOften(t *testing.T) {
 			t.Errorf("a request waited %v between transmissions to a live peer, want at most %v", longest, retransmit.DefaultProbe)
 		}
 	})
+}
+
+// drainServed waits for done (beyondDepth), drains e, and stops the
+// polls of serving, failing t at the first error.
+func drainServed(t *testing.T, e *amudp.Endpoint, done <-chan error, stop func() error) {
+	t.Helper()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // serving polls each of eps on a goroutine of its own until the returned
