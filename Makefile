@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PROGS   := hello amudprun testam testcore testexit
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all build demo test check unit e2e bench gasnet-bench net-bench shm-bench atomic-bench vis-bench hier-bench routes-bench wire-bench loss scale fuzz deps lint vet cross fmt clean
+.PHONY: all build demo test check unit e2e bench gasnet-bench pgo net-bench shm-bench atomic-bench vis-bench hier-bench routes-bench wire-bench loss scale fuzz deps lint vet cross fmt clean
 
 all: build
 
@@ -59,6 +59,11 @@ shm-bench:
 # rounds (scripts/gasnet-bench.sh; GASNET_TARBALL, ROUNDS, ITERS, ONLY).
 gasnet-bench:
 	scripts/gasnet-bench.sh
+
+# testam and hello built with profile-guided optimization into bin/pgo,
+# from profiles of testam's own runs (scripts/pgo.sh).
+pgo:
+	scripts/pgo.sh
 
 # The network path in each protection mode against raw-UDP floors
 # (scripts/net-bench.sh; ITERS, ROUNDS).

@@ -186,7 +186,7 @@ func TestBadInput(t *testing.T) {
 		{"N zero", nil, []string{"0"}, `N="0": accepted: a positive integer; usage: hello N [args...]  (each worker prints them)`},
 		{"N negative", nil, []string{"-3"}, `N="-3": accepted: a positive integer`},
 		{"N not a number", nil, []string{"four"}, `N="four": accepted: a positive integer; usage: hello N [args...]  (each worker prints them)`},
-		{"testam N not a number", nil, []string{"testam", "abc"}, `testam: N="abc": accepted: a positive integer; usage: testam N [-json] [-iters K] [-sizes LIST] [-coll | -atomics | -rma]`},
+		{"testam N not a number", nil, []string{"testam", "abc"}, `testam: N="abc": accepted: a positive integer; usage: testam N [-json] [-iters K] [-sizes LIST] [-coll | -atomics | -rma] [-cpuprofile FILE]`},
 		{"unknown spawner", []string{"GASNET_SPAWNFN=Z"}, []string{"2"}, "GASNET_SPAWNFN=Z: accepted: L"},
 		{"malformed int via AMUDP_", []string{"AMUDP_NETWORKDEPTH=deep"}, []string{"2"}, `AMUDP_NETWORKDEPTH="deep": accepted: a decimal integer`},
 		{"depth out of range", []string{"GASNET_NETWORKDEPTH=5000"}, []string{"2"}, "GASNET_NETWORKDEPTH=5000: accepted: a decimal integer from 1 to 1024"},
@@ -212,6 +212,7 @@ func TestBadInput(t *testing.T) {
 		{"amudprun malformed env", []string{"GASNET_LINEBUFFERSZ=big"}, []string{"amudprun", "-np", "2", filepath.Join(bin, "hello")}, `GASNET_LINEBUFFERSZ="big": accepted: a decimal number of bytes`},
 		{"testam bad iters", nil, []string{"testam", "3", "-iters", "0"}, "testam: -iters 0: accepted: a positive count"},
 		{"testam bad size", nil, []string{"testam", "2", "-sizes", "10,70000"}, `testam: -sizes 10,70000: "70000" is not a size`},
+		{"testam profile in no folder", nil, []string{"testam", "2", "-cpuprofile", "/no-such-folder/testam.pprof"}, "testam: rank 0: -cpuprofile /no-such-folder/testam.pprof: open /no-such-folder/testam.pprof: no such file or directory"},
 		{"testcore bad flag", nil, []string{"testcore", "3", "-msg", "5"}, "testcore: flag provided but not defined: -msg"},
 	}
 	for _, tc := range tests {

@@ -8,6 +8,7 @@
 //	./testam N -coll [-json] [-iters K]
 //	./testam N -atomics [-json] [-iters K]
 //	./testam N -rma [-json] [-iters K] [-sizes 8,1048576]
+//	./testam N ... -cpuprofile FILE
 //
 // With -coll, every rank runs K barriers, K all-gathers of 8 bytes, K
 // broadcasts of 8 bytes from rank 0, K all-reductions (sum) of one
@@ -25,6 +26,9 @@
 // Gets of each size, as GASNet's testsmall and testlarge do (section A),
 // with a segment of 1 MiB.
 //
+// With -cpuprofile, rank 0 writes a CPU profile of its measurements to
+// FILE (runtime/pprof), for go tool pprof or go build -pgo (make pgo).
+//
 // Program flags follow N: everything after N is the workers' argv. Rank 0
 // prints one line per measurement, or with -json one JSON object per line:
 //
@@ -39,6 +43,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -87,7 +92,7 @@ var handlers = []conduit.HandlerEntry{
 }
 
 func main() {
-	conduit.Usage = "[-json] [-iters K] [-sizes LIST] [-coll | -atomics | -rma]"
+	conduit.Usage = "[-json] [-iters K] [-sizes LIST] [-coll | -atomics | -rma] [-cpuprofile FILE]"
 	conduit.Init()
 	fs := flag.NewFlagSet("testam", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -95,6 +100,7 @@ func main() {
 	coll := fs.Bool("coll", false, "measure barrier and 8-byte all-gather over every rank instead")
 	atom := fs.Bool("atomics", false, "measure fetch-and-add throughput from every rank instead")
 	rmaMode := fs.Bool("rma", false, "measure blocking Put and Get latency and bandwidth instead")
+	profile := fs.String("cpuprofile", "", "rank 0 writes a CPU profile of its measurements to this file")
 	iters := fs.Int("iters", 10000, "iterations of each measurement")
 	sizes := fs.String("sizes", "", "comma-separated payload sizes in bytes, 1.."+strconv.Itoa(conduit.MaxMedium)+" (with -rma 1.."+strconv.Itoa(rmaSegment)+")")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -119,6 +125,12 @@ func main() {
 	}
 	if _, err := conduit.Attach(handlers, segment); err != nil {
 		die("attach: %v", err)
+	}
+	stop := func() {}
+	if *profile != "" && conduit.Rank() == 0 {
+		if stop, err = startProfile(*profile); err != nil {
+			die("%v", err)
+		}
 	}
 	if err := conduit.Barrier(); err != nil {
 		die("barrier: %v", err)
@@ -156,11 +168,32 @@ func main() {
 			die("%v", err)
 		}
 	}
+	stop()
 	conduit.Finalize(0)
 }
 
+// startProfile starts a CPU profile into a new file at path and returns
+// what ends it: it writes the rest and closes the file, or dies saying
+// why it could not.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile %s: %w", path, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			die("-cpuprofile %s: %v", path, err)
+		}
+	}, nil
+}
+
 func usage(format string, a ...any) {
-	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST] [-coll | -atomics | -rma]", format, a...)
+	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST] [-coll | -atomics | -rma] [-cpuprofile FILE]", format, a...)
 }
 
 // btoi is 1 for true.
