@@ -131,6 +131,35 @@ func TestTestamCollectives(t *testing.T) {
 	checkNoSurvivors(t, t.Name(), 2*time.Second)
 }
 
+// TestTestamBarrier: testam -barrier on 5 ranks, sharing memory and over
+// UDP, times six loops of the whole job's barrier, blocking and
+// non-blocking in turn, each of K barriers, as GASNet's testbarrier
+// times its six.
+func TestTestamBarrier(t *testing.T) {
+	for _, maxsize := range []string{"0", "1"} {
+		r := run(t, t.Name(), []string{"GASNET_SUPERNODE_MAXSIZE=" + maxsize}, "testam", "5", "-barrier", "-iters", "200")
+		if r.code != 0 {
+			t.Fatalf("GASNET_SUPERNODE_MAXSIZE=%s: exit %d\nstderr:\n%s", maxsize, r.code, r.stderr)
+		}
+		var got []string
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 7 || f[4] != "µs/op" || f[5] != "5" {
+				t.Fatalf("GASNET_SUPERNODE_MAXSIZE=%s: line %q, want NAME K iters X µs/op 5 ranks", maxsize, line)
+			}
+			if v, err := strconv.ParseFloat(f[3], 64); err != nil || v <= 0 {
+				t.Errorf("GASNET_SUPERNODE_MAXSIZE=%s: line %q: not a time", maxsize, line)
+			}
+			got = append(got, f[0]+" "+f[1])
+		}
+		want := []string{"barrier 200", "barrier_nb 200", "barrier 200", "barrier_nb 200", "barrier 200", "barrier_nb 200"}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("GASNET_SUPERNODE_MAXSIZE=%s: loops (-want +got):\n%s\n%s", maxsize, d, r.stdout)
+		}
+	}
+	checkNoSurvivors(t, t.Name(), 2*time.Second)
+}
+
 // TestTestamAtomics: testam -atomics on 4 ranks, over UDP and with pairs
 // sharing memory (one word changed by processor atomics and by requests at
 // once), reports both phases, and rank 0 finds its counter exact (else

@@ -6,6 +6,7 @@
 //
 //	./testam N [-json] [-iters K] [-sizes 64,1024,65000]
 //	./testam N -coll [-json] [-iters K]
+//	./testam N -barrier [-json] [-iters K]
 //	./testam N -atomics [-json] [-iters K]
 //	./testam N -rma [-json] [-iters K] [-sizes 8,1048576]
 //	./testam N ... -cpuprofile FILE
@@ -16,6 +17,10 @@
 // blocks (the whole job's team), each checked, in 5 blocks; before each block rank 0 measures as
 // many short round trips to rank 1. Rank 0 reports the short round trip,
 // then each collective per operation and in those round trips ("rtts").
+//
+// With -barrier, every rank times six loops of K barriers of the whole
+// job, as GASNet's testbarrier times its six kinds, and rank 0 reports
+// each loop per barrier.
 //
 // With -atomics, ranks 1..N-1 each fetch-and-add 1 to one uint64 word of
 // rank 0's segment K times, one at a time, then K times to a random word
@@ -92,12 +97,13 @@ var handlers = []conduit.HandlerEntry{
 }
 
 func main() {
-	conduit.Usage = "[-json] [-iters K] [-sizes LIST] [-coll | -atomics | -rma] [-cpuprofile FILE]"
+	conduit.Usage = "[-json] [-iters K] [-sizes LIST] [-coll | -barrier | -atomics | -rma] [-cpuprofile FILE]"
 	conduit.Init()
 	fs := flag.NewFlagSet("testam", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print one JSON object per measurement")
 	coll := fs.Bool("coll", false, "measure barrier and 8-byte all-gather over every rank instead")
+	bar := fs.Bool("barrier", false, "time six loops of barriers over every rank instead, as GASNet's testbarrier")
 	atom := fs.Bool("atomics", false, "measure fetch-and-add throughput from every rank instead")
 	rmaMode := fs.Bool("rma", false, "measure blocking Put and Get latency and bandwidth instead")
 	profile := fs.String("cpuprofile", "", "rank 0 writes a CPU profile of its measurements to this file")
@@ -106,8 +112,8 @@ func main() {
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		usage("%v", err)
 	}
-	if n := btoi(*coll) + btoi(*atom) + btoi(*rmaMode); n > 1 {
-		usage("-coll, -atomics and -rma: accepted: at most one of them")
+	if n := btoi(*coll) + btoi(*bar) + btoi(*atom) + btoi(*rmaMode); n > 1 {
+		usage("-coll, -barrier, -atomics and -rma: accepted: at most one of them")
 	}
 	parse, segment, def := parseSizes, conduit.MaxLong, defaultSzs
 	if *rmaMode {
@@ -142,6 +148,8 @@ func main() {
 			fmt.Println(string(b))
 		case r.OPS > 0:
 			fmt.Printf("%-14s %6d B  %7d ops  %10.2f µs/op  %12.0f ops/s  %d ranks\n", r.Test, r.Bytes, r.Iters, r.US, r.OPS, r.Ranks)
+		case r.Ranks > 0 && r.RTTs == 0:
+			fmt.Printf("%-12s %7d iters  %10.2f µs/op  %d ranks\n", r.Test, r.Iters, r.US, r.Ranks)
 		case r.Ranks > 0:
 			fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/op  %6.2f rtts  %d ranks  (rtt %.2f µs)\n", r.Test, r.Bytes, r.Iters, r.US, r.RTTs, r.Ranks, r.RTTUS)
 		case r.MBps > 0:
@@ -157,6 +165,10 @@ func main() {
 		}
 	} else if *atom {
 		if err := atomics(*iters, emit); err != nil {
+			die("%v", err)
+		}
+	} else if *bar {
+		if err := barriers(*iters, emit); err != nil {
 			die("%v", err)
 		}
 	} else if *coll {
@@ -193,7 +205,7 @@ func startProfile(path string) (func(), error) {
 }
 
 func usage(format string, a ...any) {
-	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST] [-coll | -atomics | -rma] [-cpuprofile FILE]", format, a...)
+	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST] [-coll | -barrier | -atomics | -rma] [-cpuprofile FILE]", format, a...)
 }
 
 // btoi is 1 for true.
