@@ -216,7 +216,9 @@ func (j *Job) putCopy(dest int, offset uint64, data []byte) (bool, error) {
 // Put writes data at offset of dest's segment and waits until it is there.
 func (j *Job) Put(dest int, offset uint64, data []byte) error {
 	if v := j.mapped(dest); offset <= uint64(len(v)) && uint64(len(data)) <= uint64(len(v))-offset && v != nil {
-		shmem.Copy(v[offset:], data)
+		if !shmem.CopySmall(v[offset:], data) {
+			shmem.Copy(v[offset:], data)
+		}
 		return nil
 	}
 	return j.put(dest, offset, data)
@@ -315,7 +317,9 @@ func (j *Job) getCopy(src int, offset uint64, buf []byte) (bool, error) {
 // Get reads len(buf) bytes at offset of src's segment into buf.
 func (j *Job) Get(src int, offset uint64, buf []byte) error {
 	if v := j.mapped(src); offset <= uint64(len(v)) && uint64(len(buf)) <= uint64(len(v))-offset && v != nil {
-		shmem.Copy(buf, v[offset:])
+		if !shmem.CopySmall(buf, v[offset:offset+uint64(len(buf))]) {
+			shmem.Copy(buf, v[offset:])
+		}
 		return nil
 	}
 	return j.get(src, offset, buf)

@@ -1,5 +1,7 @@
 package shmem
 
+import "encoding/binary"
+
 // Copy copies min(len(dst), len(src)) bytes from src to dst and returns
 // how many; dst and src must not overlap. It is for large payloads going
 // into memory that another process reads next (a message into a peer's
@@ -20,4 +22,19 @@ func copyStrings(dst, src []byte) int {
 	n := min(len(dst), len(src))
 	movsb(&dst[0], &src[0], uintptr(n))
 	return n
+}
+
+// CopySmall copies src into dst, at least as long, where src holds 8 to
+// 16 bytes: as two 8-byte words, overlapping where src is shorter than
+// 16, without a call. It reports whether it copied; for any other length
+// it copies nothing.
+func CopySmall(dst, src []byte) bool {
+	n := len(src)
+	if n < 8 || n > 16 || len(dst) < n {
+		return false
+	}
+	a, b := binary.LittleEndian.Uint64(src), binary.LittleEndian.Uint64(src[n-8:])
+	binary.LittleEndian.PutUint64(dst, a)
+	binary.LittleEndian.PutUint64(dst[n-8:], b)
+	return true
 }

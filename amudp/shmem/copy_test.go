@@ -28,6 +28,35 @@ func TestCopy(t *testing.T) {
 	}
 }
 
+// TestCopySmall: 8 to 16 bytes are copied into a destination at least as
+// long, and nothing past them; other lengths, or a destination too short,
+// copy nothing.
+func TestCopySmall(t *testing.T) {
+	for n := range 20 {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(i + 1)
+		}
+		for _, room := range []int{n - 1, n, n + 5} {
+			if room < 0 {
+				continue
+			}
+			dst := make([]byte, room)
+			copied := CopySmall(dst, src)
+			want := n >= 8 && n <= 16 && room >= n
+			if copied != want {
+				t.Fatalf("CopySmall of %d bytes into %d: %v, want %v", n, room, copied, want)
+			}
+			switch {
+			case copied && (!bytes.Equal(dst[:n], src) || bytes.ContainsFunc(dst[n:], func(r rune) bool { return r != 0 })):
+				t.Errorf("CopySmall of %d bytes into %d: %v", n, room, dst)
+			case !copied && bytes.ContainsFunc(dst, func(r rune) bool { return r != 0 }):
+				t.Errorf("CopySmall of %d bytes into %d wrote %v, reporting it did not", n, room, dst)
+			}
+		}
+	}
+}
+
 // BenchmarkCopy passes a 65000-byte payload back and forth between two
 // threads, each copying what the other wrote into a buffer the other
 // reads next, as two ranks' Long messages do through shared memory.
