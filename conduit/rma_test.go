@@ -53,6 +53,15 @@ func TestPutGetMapped(t *testing.T) {
 			if !bytes.Equal(buf[:8], mine) {
 				t.Errorf("rank %d: Get from rank %d at %d: %q, want %q", me, to.rank, to.at, buf[:8], mine)
 			}
+			// 13 bytes, two words that overlap, there and back, then
+			// zeros again.
+			odd, back := []byte("thirteen byte"), make([]byte, 13)
+			check(fmt.Sprintf("Put of 13 bytes to rank %d", to.rank), j.Put(to.rank, 20+uint64(me)*16, odd), nil)
+			check(fmt.Sprintf("Get of 13 bytes from rank %d", to.rank), j.Get(to.rank, 20+uint64(me)*16, back), nil)
+			if !bytes.Equal(back, odd) {
+				t.Errorf("rank %d: 13 bytes from rank %d: %q, want %q", me, to.rank, back, odd)
+			}
+			check(fmt.Sprintf("Put of 13 zeros to rank %d", to.rank), j.Put(to.rank, 20+uint64(me)*16, make([]byte, 13)), nil)
 		}
 		for _, r := range []int{-1, 2} {
 			if err := j.Put(r, 0, mine); err == nil {

@@ -68,16 +68,15 @@ func TestHello(t *testing.T) {
 		n     int
 		route string
 	}{{1, "1"}, {2, "1"}, {4, "1"}, {16, "1"}, {4, "0"}} {
-		n := tc.n
-		t.Run(fmt.Sprintf("%d/route=%s", n, tc.route), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/route=%s", tc.n, tc.route), func(t *testing.T) {
 			marker := t.Name()
-			r := run(t, marker, []string{"GASNET_SPAWNFN=L", "GASNET_ROUTE_OUTPUT=" + tc.route}, "hello", fmt.Sprint(n), "a", "b c")
+			r := run(t, marker, []string{"GASNET_SPAWNFN=L", "GASNET_ROUTE_OUTPUT=" + tc.route}, "hello", fmt.Sprint(tc.n), "a", "b c")
 			if r.code != 0 {
 				t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
 			}
 			var want []string
-			for i := 0; i < n; i++ {
-				want = append(want, fmt.Sprintf("hello from rank %d of %d on %s args=[\"a\" \"b c\"]", i, n, host))
+			for i := range tc.n {
+				want = append(want, fmt.Sprintf("hello from rank %d of %d on %s args=[\"a\" \"b c\"]", i, tc.n, host))
 			}
 			got := strings.Split(strings.TrimSpace(r.stdout), "\n")
 			sort.Strings(got)
@@ -212,7 +211,7 @@ func TestBadInput(t *testing.T) {
 		{"amudprun malformed env", []string{"GASNET_LINEBUFFERSZ=big"}, []string{"amudprun", "-np", "2", filepath.Join(bin, "hello")}, `GASNET_LINEBUFFERSZ="big": accepted: a decimal number of bytes`},
 		{"testam bad iters", nil, []string{"testam", "3", "-iters", "0"}, "testam: -iters 0: accepted: a positive count"},
 		{"testam bad size", nil, []string{"testam", "2", "-sizes", "10,70000"}, `testam: -sizes 10,70000: "70000" is not a size`},
-		{"testam profile in no folder", nil, []string{"testam", "2", "-cpuprofile", "/no-such-folder/testam.pprof"}, "testam: rank 0: -cpuprofile /no-such-folder/testam.pprof: open /no-such-folder/testam.pprof: no such file or directory"},
+		{"testam profile in no folder", nil, []string{"testam", "2", "-cpuprofile", "/no-such-folder/p"}, "testam: -cpuprofile /no-such-folder/p: no such file or directory; accepted: a file this rank can create; usage: testam N"},
 		{"testcore bad flag", nil, []string{"testcore", "3", "-msg", "5"}, "testcore: flag provided but not defined: -msg"},
 	}
 	for _, tc := range tests {

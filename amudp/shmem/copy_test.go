@@ -57,6 +57,18 @@ func TestCopySmall(t *testing.T) {
 	}
 }
 
+// TestCopySmallOverlap: a source and destination in one buffer, either
+// ahead, get the source's bytes as they were.
+func TestCopySmallOverlap(t *testing.T) {
+	for _, shift := range []int{-5, -1, 1, 5} {
+		buf := []byte("0123456789abcdefghijklmnop")
+		want := string(buf[8:21])
+		if !CopySmall(buf[8+shift:21+shift], buf[8:21]) || string(buf[8+shift:21+shift]) != want {
+			t.Errorf("shift %d: %q, want %q", shift, buf[8+shift:21+shift], want)
+		}
+	}
+}
+
 // BenchmarkCopy passes a 65000-byte payload back and forth between two
 // threads, each copying what the other wrote into a buffer the other
 // reads next, as two ranks' Long messages do through shared memory.

@@ -19,8 +19,8 @@
 // then each collective per operation and in those round trips ("rtts").
 //
 // With -barrier, every rank times six loops of K barriers of the whole
-// job, as GASNet's testbarrier times its six kinds, and rank 0 reports
-// each loop per barrier.
+// job, as many as GASNet's testbarrier times (one of each of its six
+// kinds), and rank 0 reports each loop per barrier.
 //
 // With -atomics, ranks 1..N-1 each fetch-and-add 1 to one uint64 word of
 // rank 0's segment K times, one at a time, then K times to a random word
@@ -31,8 +31,9 @@
 // Gets of each size, as GASNet's testsmall and testlarge do (section A),
 // with a segment of 1 MiB.
 //
-// With -cpuprofile, rank 0 writes a CPU profile of its measurements to
-// FILE (runtime/pprof), for go tool pprof or go build -pgo (make pgo).
+// With -cpuprofile, rank 0 writes a CPU profile of its run, from before
+// Attach, to FILE (runtime/pprof), for go tool pprof or go build -pgo
+// (make pgo).
 //
 // Program flags follow N: everything after N is the workers' argv. Rank 0
 // prints one line per measurement, or with -json one JSON object per line:
@@ -43,6 +44,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -74,7 +76,7 @@ type Result struct {
 	Test  string  `json:"test"`
 	Bytes int     `json:"bytes"`
 	Iters int     `json:"iters"`
-	US    float64 `json:"us"`               // per round trip, or per message for floods
+	US    float64 `json:"us"`               // per round trip, per message for floods, per operation for collectives
 	MBps  float64 `json:"MBps,omitempty"`   // floods: 10^6 payload bytes per second
 	RTTs  float64 `json:"rtts,omitempty"`   // collectives: in short round trips
 	RTTUS float64 `json:"rtt_us,omitempty"` // collectives: the short round trip measured with it
@@ -102,11 +104,11 @@ func main() {
 	fs := flag.NewFlagSet("testam", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print one JSON object per measurement")
-	coll := fs.Bool("coll", false, "measure barrier and 8-byte all-gather over every rank instead")
+	coll := fs.Bool("coll", false, "measure the collectives over every rank instead")
 	bar := fs.Bool("barrier", false, "time six loops of barriers over every rank instead, as GASNet's testbarrier")
 	atom := fs.Bool("atomics", false, "measure fetch-and-add throughput from every rank instead")
 	rmaMode := fs.Bool("rma", false, "measure blocking Put and Get latency and bandwidth instead")
-	profile := fs.String("cpuprofile", "", "rank 0 writes a CPU profile of its measurements to this file")
+	profile := fs.String("cpuprofile", "", "rank 0 writes a CPU profile of its run to this file")
 	iters := fs.Int("iters", 10000, "iterations of each measurement")
 	sizes := fs.String("sizes", "", "comma-separated payload sizes in bytes, 1.."+strconv.Itoa(conduit.MaxMedium)+" (with -rma 1.."+strconv.Itoa(rmaSegment)+")")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -129,14 +131,14 @@ func main() {
 	if *iters < 1 {
 		usage("-iters %d: accepted: a positive count", *iters)
 	}
-	if _, err := conduit.Attach(handlers, segment); err != nil {
-		die("attach: %v", err)
-	}
 	stop := func() {}
 	if *profile != "" && conduit.Rank() == 0 {
 		if stop, err = startProfile(*profile); err != nil {
-			die("%v", err)
+			usage("%v", err)
 		}
+	}
+	if _, err := conduit.Attach(handlers, segment); err != nil {
+		die("attach: %v", err)
 	}
 	if err := conduit.Barrier(); err != nil {
 		die("barrier: %v", err)
@@ -184,17 +186,21 @@ func main() {
 	conduit.Finalize(0)
 }
 
-// startProfile starts a CPU profile into a new file at path and returns
-// what ends it: it writes the rest and closes the file, or dies saying
-// why it could not.
+// startProfile starts a CPU profile into the file at path, created or
+// truncated, and returns what ends it: it writes the rest and closes the
+// file, or dies saying why it could not.
 func startProfile(path string) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("-cpuprofile %s: %w", path, err)
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("-cpuprofile %s: %v; accepted: a file this rank can create", path, err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("-cpuprofile %s: %w", path, err)
+		return nil, fmt.Errorf("-cpuprofile %s: %v", path, err)
 	}
 	return func() {
 		pprof.StopCPUProfile()
