@@ -23,7 +23,7 @@ type collectives struct {
 	// team (a rank waits in at most one collective of a team at once).
 	waiting []ctl.Coll
 	teams   []map[uint64]ctl.Coll
-	since   time.Time
+	since   time.Time     // when the collective became incomplete, as the first report says
 	warned  time.Duration // the report was last given this long after since
 }
 
@@ -232,8 +232,8 @@ func (j *job) checkHang(now time.Time) {
 		return
 	}
 	if c.since.IsZero() {
-		c.since = now
-		return
+		// The ranks said so once they had waited half of the setting.
+		c.since = now.Add(-j.cfg.HangWarn / 2)
 	}
 	next := j.cfg.HangWarn
 	if c.warned > 0 {

@@ -1,9 +1,11 @@
 package console
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/udpconduit/udpconduit/spawn/internal/ctl"
 	"github.com/udpconduit/udpconduit/spawn/internal/envconf"
 	"github.com/udpconduit/udpconduit/spawn/internal/verdict"
@@ -108,5 +110,40 @@ func TestCollectivesNote(t *testing.T) {
 	}
 	if n := len(c.teamWaits()); n != 1 {
 		t.Errorf("%d team waits kept, want 1", n)
+	}
+}
+
+// TestHangReportTiming: the console reports a collective incomplete once
+// it has been for GASNET_HANG_WARN, counted from when its ranks began to
+// wait (they tell the console after half of it), then at doubling
+// intervals; the report names the time it states, and ends with the wait.
+func TestHangReportTiming(t *testing.T) {
+	var said []string
+	start := time.Now()
+	j := &job{cfg: &envconf.Config{HangWarn: 10 * time.Second},
+		peers: []*peerConn{{rank: 0, heard: start}, {rank: 1, heard: start}},
+		say:   func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) },
+		coll:  collectives{waiting: make([]ctl.Coll, 2)}}
+	j.v = verdict.New(verdict.Config{Who: make([]string, 2), Host: make([]string, 2), PerWorker: true})
+	// Rank 0 has waited 5 s in barrier 1 when its report comes, at
+	// "start"; the console looks every second.
+	j.coll.note(0, ctl.Coll{In: true, Kind: "barrier", Seq: 1})
+	at := map[int]string{}
+	for s := range 40 {
+		n := len(said)
+		j.checkHang(start.Add(time.Duration(s) * time.Second))
+		if len(said) > n {
+			at[s+5] = said[n]
+		}
+		if s == 33 {
+			j.coll.note(0, ctl.Coll{Kind: "barrier", Seq: 1}) // it left
+		}
+	}
+	want := map[int]string{
+		10: "a collective has been incomplete for 10s: rank 0 in barrier 1; rank 1 elsewhere (in no collective)",
+		20: "a collective has been incomplete for 20s: rank 0 in barrier 1; rank 1 elsewhere (in no collective)",
+	}
+	if d := cmp.Diff(want, at); d != "" {
+		t.Errorf("reports by seconds of waiting (-want +got):\n%s", d)
 	}
 }
