@@ -88,6 +88,8 @@ type lineWriter struct {
 	midLine bool     // the last byte written was not a newline
 	out     []byte   // labelled bytes, reused
 	file    *os.File // GASNET_OUTPUT_DIR: this stream's file, once opened
+	path    string   // the file's name, named by the rank once it is known (ranked)
+	ranked  bool
 }
 
 func newLineWriter(c *console, stream, size int) *lineWriter {
@@ -148,17 +150,29 @@ func (w *lineWriter) emit(b []byte) {
 // ranks are normally known); a file that cannot be opened is said once on
 // the console, and the output goes there instead.
 func (w *lineWriter) toFile(b []byte) {
-	if w.file == nil {
+	if !w.ranked {
 		kind, n := w.who()
 		name := filepath.Join(w.o.dir, fmt.Sprintf("%s.%d.%s", kind, n, streamNames[w.stream]))
-		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			w.c.write(2, []byte(fmt.Sprintf("udpconduit: GASNET_OUTPUT_DIR: %v; this stream goes to the console\n", err)))
-			w.o = &outputs{label: w.o.label, ranks: w.o.ranks}
-			w.emit(b)
-			return
+		switch {
+		case w.file == nil:
+			f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+			if err != nil {
+				w.c.write(2, []byte(fmt.Sprintf("udpconduit: GASNET_OUTPUT_DIR: %v; this stream goes to the console\n", err)))
+				w.o = &outputs{label: w.o.label, ranks: w.o.ranks}
+				w.emit(b)
+				return
+			}
+			w.file, w.path, w.ranked = f, name, kind == "rank"
+		case kind == "rank":
+			// The worker wrote before its rank was known: its file,
+			// named by its spawn index, takes the rank's name.
+			if err := os.Rename(w.path, name); err != nil {
+				w.c.write(2, []byte(fmt.Sprintf("udpconduit: GASNET_OUTPUT_DIR: %v; the stream stays in %s\n", err, w.path)))
+			} else {
+				w.path = name
+			}
+			w.ranked = true
 		}
-		w.file = f
 	}
 	w.file.Write(b)
 }

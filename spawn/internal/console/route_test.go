@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -329,6 +330,47 @@ func TestOutputLabels(t *testing.T) {
 		if d := cmp.Diff("[0 stderr] oops\n", errb.String()); d != "" {
 			t.Errorf("size %d: stderr (-want +got):\n%s", size, d)
 		}
+	}
+}
+
+// TestOutputDirNamesByRank: with GASNET_OUTPUT_DIR, a stream's file is
+// named by the worker's rank, rank.R.STREAM, also where the worker wrote
+// before its rank was known (its file, opened as worker.I.STREAM, takes
+// the rank's name then, with every line); a file that cannot be opened
+// sends the stream to the console.
+func TestOutputDirNamesByRank(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	o := newOutputs(&console{out: [3]io.Writer{nil, &out, &errb}}, 64)
+	o.dir = dir
+	early := newLineWriter(o.cons, 2, 64)
+	early.o, early.index = o, 5
+	early.Write([]byte("before Init\n"))
+	o.setRanks(map[int]int{5: 1, 6: 0})
+	early.Write([]byte("after\n"))
+	early.Close()
+	late := newLineWriter(o.cons, 1, 64)
+	late.o, late.index = o, 6
+	late.Write([]byte("rank 0 here\n"))
+	late.Close()
+	var got []string
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e.Name()+": "+string(b))
+	}
+	want := []string{"rank.0.stdout: rank 0 here\n", "rank.1.stderr: before Init\nafter\n"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("files (-want +got):\n%s", d)
+	}
+	if out.Len()+errb.Len() != 0 {
+		t.Errorf("the console got %q and %q", out.String(), errb.String())
 	}
 }
 
