@@ -82,8 +82,10 @@ func (c Custom) Start(spec *Spec) (Launch, error) {
 // that have no program of their name.
 var shellWords = map[string]bool{
 	"!": true, "{": true, "case": true, "for": true, "if": true, "until": true, "while": true,
-	".": true, ":": true, "cd": true, "command": true, "eval": true, "exec": true, "export": true,
-	"set": true, "trap": true, "ulimit": true, "umask": true, "unset": true,
+	".": true, ":": true, "break": true, "cd": true, "command": true, "continue": true, "eval": true,
+	"exec": true, "exit": true, "export": true, "getopts": true, "hash": true, "read": true,
+	"readonly": true, "return": true, "set": true, "shift": true, "times": true, "trap": true,
+	"type": true, "ulimit": true, "umask": true, "unset": true, "wait": true,
 }
 
 // checkLauncher fails early, with a clear message, when the template's
@@ -106,11 +108,11 @@ func checkLauncher(tmpl string, lookPath func(string) (string, error)) error {
 
 // simpleCommand reports whether a shell command line is one simple
 // command (no lists, pipes, redirections, subshells or substitutions
-// outside quotes, no leading assignment), so that prefixing it with exec
-// keeps its meaning.
+// outside quotes, no leading assignment, not an exec already), so that
+// prefixing it with exec keeps its meaning.
 func simpleCommand(line string) bool {
 	f := strings.Fields(line)
-	if len(f) == 0 || strings.Contains(f[0], "=") {
+	if len(f) == 0 || strings.Contains(f[0], "=") || f[0] == "exec" {
 		return false
 	}
 	var quote byte

@@ -22,6 +22,7 @@ func TestSimpleCommand(t *testing.T) {
 		"srun -n 4 prog\necho":              false,
 		`srun 'unterminated`:                false,
 		`cd /tmp`:                           true,
+		`exec sh -c "srun %C"`:              false,
 	} {
 		if got := simpleCommand(line); got != want {
 			t.Errorf("simpleCommand(%q) = %v, want %v", line, got, want)
@@ -97,6 +98,8 @@ func TestCheckLauncher(t *testing.T) {
 		"exec srun %C":                      "",
 		"FOO=1 srun %C":                     "",
 		"(cd /tmp && %C)":                   "",
+		"exit 7; %C":                        "",
+		"wait; %C":                          "",
 		"nosuchlauncher -np %N %C":          `GASNET_CSPAWN_CMD: the launcher "nosuchlauncher" is not installed or not in PATH`,
 		"   ":                               "GASNET_CSPAWN_CMD is empty",
 	} {
