@@ -155,7 +155,7 @@ func main() {
 		case r.Ranks > 0:
 			fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/op  %6.2f rtts  %d ranks  (rtt %.2f µs)\n", r.Test, r.Bytes, r.Iters, r.US, r.RTTs, r.Ranks, r.RTTUS)
 		case r.MBps > 0:
-			fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/msg  %10.1f MB/s\n", r.Test, r.Bytes, r.Iters, r.US, r.MBps)
+			fmt.Printf("%-12s %6d B  %7d iters  %10.4f µs/msg  %10.1f MB/s\n", r.Test, r.Bytes, r.Iters, r.US, r.MBps)
 		default:
 			fmt.Printf("%-12s %6d B  %7d iters  %10.2f µs/rtt\n", r.Test, r.Bytes, r.Iters, r.US)
 		}
