@@ -150,31 +150,44 @@ func (w *lineWriter) emit(b []byte) {
 // ranks are normally known); a file that cannot be opened is said once on
 // the console, and the output goes there instead.
 func (w *lineWriter) toFile(b []byte) {
-	if !w.ranked {
+	if w.file == nil {
 		kind, n := w.who()
-		name := filepath.Join(w.o.dir, fmt.Sprintf("%s.%d.%s", kind, n, streamNames[w.stream]))
-		switch {
-		case w.file == nil:
-			f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-			if err != nil {
-				w.c.write(2, []byte(fmt.Sprintf("udpconduit: GASNET_OUTPUT_DIR: %v; this stream goes to the console\n", err)))
-				w.o = &outputs{label: w.o.label, ranks: w.o.ranks}
-				w.emit(b)
-				return
-			}
-			w.file, w.path, w.ranked = f, name, kind == "rank"
-		case kind == "rank":
-			// The worker wrote before its rank was known: its file,
-			// named by its spawn index, takes the rank's name.
-			if err := os.Rename(w.path, name); err != nil {
-				w.c.write(2, []byte(fmt.Sprintf("udpconduit: GASNET_OUTPUT_DIR: %v; the stream stays in %s\n", err, w.path)))
-			} else {
-				w.path = name
-			}
-			w.ranked = true
+		name := w.fileName(kind, n)
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			w.c.write(2, []byte(fmt.Sprintf("udpconduit: GASNET_OUTPUT_DIR: %v; this stream goes to the console\n", err)))
+			w.o = &outputs{label: w.o.label, ranks: w.o.ranks}
+			w.emit(b)
+			return
 		}
+		w.file, w.path, w.ranked = f, name, kind == "rank"
 	}
+	w.nameByRank()
 	w.file.Write(b)
+}
+
+// fileName is the file of this stream of the worker who names (kind, n).
+func (w *lineWriter) fileName(kind string, n int) string {
+	return filepath.Join(w.o.dir, fmt.Sprintf("%s.%d.%s", kind, n, streamNames[w.stream]))
+}
+
+// nameByRank gives the stream's file, opened before the worker's rank was
+// known (named by its spawn index), the rank's name once it is known.
+func (w *lineWriter) nameByRank() {
+	if w.file == nil || w.ranked {
+		return
+	}
+	kind, n := w.who()
+	if kind != "rank" {
+		return
+	}
+	w.ranked = true
+	name := w.fileName(kind, n)
+	if err := os.Rename(w.path, name); err != nil {
+		w.c.write(2, []byte(fmt.Sprintf("udpconduit: GASNET_OUTPUT_DIR: %v; the stream stays in %s\n", err, w.path)))
+		return
+	}
+	w.path = name
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -216,6 +229,7 @@ func (w *lineWriter) Close() error {
 	defer w.mu.Unlock()
 	w.flush()
 	if w.file != nil {
+		w.nameByRank()
 		return w.file.Close()
 	}
 	return nil

@@ -353,6 +353,12 @@ func TestOutputDirNamesByRank(t *testing.T) {
 	late.o, late.index = o, 6
 	late.Write([]byte("rank 0 here\n"))
 	late.Close()
+	// One that wrote only before its rank was known.
+	once := newLineWriter(o.cons, 1, 64)
+	once.o, once.index = o, 7
+	once.Write([]byte("only early\n"))
+	o.setRanks(map[int]int{5: 1, 6: 0, 7: 2})
+	once.Close()
 	var got []string
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -365,7 +371,7 @@ func TestOutputDirNamesByRank(t *testing.T) {
 		}
 		got = append(got, e.Name()+": "+string(b))
 	}
-	want := []string{"rank.0.stdout: rank 0 here\n", "rank.1.stderr: before Init\nafter\n"}
+	want := []string{"rank.0.stdout: rank 0 here\n", "rank.1.stderr: before Init\nafter\n", "rank.2.stdout: only early\n"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("files (-want +got):\n%s", d)
 	}
