@@ -23,8 +23,13 @@ type collectives struct {
 	// team (a rank waits in at most one collective of a team at once).
 	waiting []ctl.Coll
 	teams   []map[uint64]ctl.Coll
-	since   time.Time     // when the collective became incomplete, as the first report says
-	warned  time.Duration // the report was last given this long after since
+	// began holds, for each rank that waits long, when its wait began as
+	// the console counts it: half of GASNET_HANG_WARN before the check
+	// that first found its report (it reports after half of it); zero
+	// for the others. warned: the report was last given this long after
+	// the earliest of them.
+	began  []time.Time
+	warned time.Duration
 }
 
 // collFamily groups the collectives that share a numbering and a handler:
@@ -227,19 +232,35 @@ func (j *job) checkHang(now time.Time) {
 	}
 	stuck, where := j.stuck(now)
 	c := &j.coll
+	if c.began == nil {
+		c.began = make([]time.Time, len(c.waiting))
+	}
+	var since time.Time // the earliest wait's beginning
+	for r := range c.began {
+		switch {
+		case !stuck || c.where(r) == "":
+			c.began[r] = time.Time{}
+			continue
+		case c.began[r].IsZero():
+			c.began[r] = now.Add(-j.cfg.HangWarn / 2)
+		}
+		if since.IsZero() || c.began[r].Before(since) {
+			since = c.began[r]
+		}
+	}
 	if !stuck {
-		c.since, c.warned = time.Time{}, 0
+		c.warned = 0
 		return
 	}
-	if c.since.IsZero() {
-		// The ranks said so once they had waited half of the setting.
-		c.since = now.Add(-j.cfg.HangWarn / 2)
+	d := now.Sub(since)
+	if d < c.warned {
+		c.warned = 0 // the ranks that waited longest left: count for the others
 	}
 	next := j.cfg.HangWarn
 	if c.warned > 0 {
 		next = 2 * c.warned
 	}
-	if d := now.Sub(c.since); d >= next {
+	if d >= next {
 		c.warned = next
 		if mismatched(c.waiting) || mismatchedTeams(c.teamWaits()) || j.finalizedBeside(c.waiting) {
 			j.step(verdict.Abort{Code: 1, Why: fmt.Sprintf("the ranks called different collectives, which can never complete: %s; aborting the job", where)})

@@ -114,36 +114,53 @@ func TestCollectivesNote(t *testing.T) {
 }
 
 // TestHangReportTiming: the console reports a collective incomplete once
-// it has been for GASNET_HANG_WARN, counted from when its ranks began to
-// wait (they tell the console after half of it), then at doubling
-// intervals; the report names the time it states, and ends with the wait.
+// a rank has waited in it for GASNET_HANG_WARN, counted from when the wait
+// began (a rank tells the console after half of it), then at doubling
+// intervals; a rank's count ends with its wait, so a rank that waits
+// after another left is counted from its own wait.
 func TestHangReportTiming(t *testing.T) {
-	var said []string
-	start := time.Now()
-	j := &job{cfg: &envconf.Config{HangWarn: 10 * time.Second},
-		peers: []*peerConn{{rank: 0, heard: start}, {rank: 1, heard: start}},
-		say:   func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) },
-		coll:  collectives{waiting: make([]ctl.Coll, 2)}}
-	j.v = verdict.New(verdict.Config{Who: make([]string, 2), Host: make([]string, 2), PerWorker: true})
-	// Rank 0 has waited 5 s in barrier 1 when its report comes, at
-	// "start"; the console looks every second.
-	j.coll.note(0, ctl.Coll{In: true, Kind: "barrier", Seq: 1})
-	at := map[int]string{}
-	for s := range 40 {
-		n := len(said)
-		j.checkHang(start.Add(time.Duration(s) * time.Second))
-		if len(said) > n {
-			at[s+5] = said[n]
+	barrier := func(in bool) ctl.Coll { return ctl.Coll{In: in, Kind: "barrier", Seq: 1} }
+	for _, c := range []struct {
+		name   string
+		events map[int][]func(*collectives) // at second s (of the console's checks, one a second)
+		want   map[int]string               // reports at second s
+	}{
+		{"one wait", map[int][]func(*collectives){
+			5:  {func(c *collectives) { c.note(0, barrier(true)) }}, // waiting since 0
+			38: {func(c *collectives) { c.note(0, barrier(false)) }},
+		}, map[int]string{
+			10: "a collective has been incomplete for 10s: rank 0 in barrier 1; rank 1 elsewhere (in no collective)",
+			20: "a collective has been incomplete for 20s: rank 0 in barrier 1; rank 1 elsewhere (in no collective)",
+		}},
+		{"one wait after another", map[int][]func(*collectives){
+			5:  {func(c *collectives) { c.note(0, barrier(true)) }},                                                     // waiting since 0
+			9:  {func(c *collectives) { c.note(0, barrier(false)) }, func(c *collectives) { c.note(1, barrier(true)) }}, // since 4
+			30: {func(c *collectives) { c.note(1, barrier(false)) }},
+		}, map[int]string{
+			14: "a collective has been incomplete for 10s: rank 0 elsewhere (in no collective); rank 1 in barrier 1",
+			24: "a collective has been incomplete for 20s: rank 0 elsewhere (in no collective); rank 1 in barrier 1",
+		}},
+	} {
+		var said []string
+		start := time.Now()
+		j := &job{cfg: &envconf.Config{HangWarn: 10 * time.Second},
+			peers: []*peerConn{{rank: 0, heard: start}, {rank: 1, heard: start}},
+			say:   func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) },
+			coll:  collectives{waiting: make([]ctl.Coll, 2)}}
+		j.v = verdict.New(verdict.Config{Who: make([]string, 2), Host: make([]string, 2), PerWorker: true})
+		got := map[int]string{}
+		for s := range 45 {
+			for _, e := range c.events[s] {
+				e(&j.coll)
+			}
+			n := len(said)
+			j.checkHang(start.Add(time.Duration(s) * time.Second))
+			if len(said) > n {
+				got[s] = said[n]
+			}
 		}
-		if s == 33 {
-			j.coll.note(0, ctl.Coll{Kind: "barrier", Seq: 1}) // it left
+		if d := cmp.Diff(c.want, got); d != "" {
+			t.Errorf("%s: reports by second (-want +got):\n%s", c.name, d)
 		}
-	}
-	want := map[int]string{
-		10: "a collective has been incomplete for 10s: rank 0 in barrier 1; rank 1 elsewhere (in no collective)",
-		20: "a collective has been incomplete for 20s: rank 0 in barrier 1; rank 1 elsewhere (in no collective)",
-	}
-	if d := cmp.Diff(want, at); d != "" {
-		t.Errorf("reports by seconds of waiting (-want +got):\n%s", d)
 	}
 }
