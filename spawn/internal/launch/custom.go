@@ -107,12 +107,13 @@ func checkLauncher(tmpl string, lookPath func(string) (string, error)) error {
 }
 
 // simpleCommand reports whether a shell command line is one simple
-// command (no lists, pipes, redirections, subshells or substitutions
-// outside quotes, no leading assignment, not an exec already), so that
-// prefixing it with exec keeps its meaning.
+// command of a program (no lists, pipes, redirections, subshells or
+// substitutions outside quotes, no leading assignment, no shell word such
+// as exec or eval first), so that prefixing it with exec keeps its
+// meaning.
 func simpleCommand(line string) bool {
 	f := strings.Fields(line)
-	if len(f) == 0 || strings.Contains(f[0], "=") || f[0] == "exec" {
+	if len(f) == 0 || strings.Contains(f[0], "=") || shellWords[f[0]] {
 		return false
 	}
 	var quote byte

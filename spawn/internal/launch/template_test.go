@@ -21,8 +21,10 @@ func TestSimpleCommand(t *testing.T) {
 		`srun -n "$(nproc)" prog`:           false,
 		"srun -n 4 prog\necho":              false,
 		`srun 'unterminated`:                false,
-		`cd /tmp`:                           true,
+		`cd /tmp`:                           false,
 		`exec sh -c "srun %C"`:              false,
+		`command srun -n 4 prog`:            false,
+		`eval srun -n 4 prog`:               false,
 	} {
 		if got := simpleCommand(line); got != want {
 			t.Errorf("simpleCommand(%q) = %v, want %v", line, got, want)
@@ -99,7 +101,7 @@ func TestCheckLauncher(t *testing.T) {
 		"FOO=1 srun %C":                     "",
 		"(cd /tmp && %C)":                   "",
 		"exit 7; %C":                        "",
-		"wait; %C":                          "",
+		"read h < hosts; %C":                "",
 		"nosuchlauncher -np %N %C":          `GASNET_CSPAWN_CMD: the launcher "nosuchlauncher" is not installed or not in PATH`,
 		"   ":                               "GASNET_CSPAWN_CMD is empty",
 	} {
