@@ -336,8 +336,7 @@ func TestOutputLabels(t *testing.T) {
 // TestOutputDirNamesByRank: with GASNET_OUTPUT_DIR, a stream's file is
 // named by the worker's rank, rank.R.STREAM, also where the worker wrote
 // before its rank was known (its file, opened as worker.I.STREAM, takes
-// the rank's name then, with every line); a file that cannot be opened
-// sends the stream to the console.
+// the rank's name then, with every line, at its next write or its close).
 func TestOutputDirNamesByRank(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
