@@ -28,7 +28,17 @@ type pending interface {
 }
 
 // Test reports whether the operation has completed.
-func (h *Handle[T]) Test() bool { return h.op.done() }
+func (h *Handle[T]) Test() bool {
+	if t, ok := h.op.(tester); ok {
+		return t.test()
+	}
+	return h.op.done()
+}
+
+// tester is a pending operation that Test completes where done finds it
+// can complete (a splitBarrier): done alone is a look, for the condition
+// of a wait.
+type tester interface{ test() bool }
 
 // Wait runs handlers until the operation completes and returns its result.
 // Not from a handler.
@@ -97,7 +107,7 @@ func WaitAny(hs ...Waiter) (int, error) {
 	first := -1
 	done := func() bool {
 		for i, h := range hs {
-			if h != nil && h.Test() {
+			if h != nil && h.pending().done() {
 				first = i
 				return true
 			}

@@ -49,9 +49,12 @@ type Team struct {
 	next, serving atomic.Uint64
 	waiting       atomic.Int32
 	omu           sync.Mutex
-	turned        sync.Cond // on omu: serving moved
+	turned        sync.Cond // on omu: serving or started moved
 	seq           uint64    // collectives begun, by the call whose turn it is
 	splits        uint64    // Splits of this team, which name the sub-teams
+	// started: a BarrierNB that arrived and holds the turn until it
+	// completes (barriernb.go), or nil.
+	started atomic.Pointer[splitBarrier]
 }
 
 // World returns the team of the whole job.
@@ -179,6 +182,12 @@ type teamCall struct {
 	// boxed: the call entered the team's box (enterBox), as a call over
 	// messages does; an exchange on shared words needs none.
 	boxed bool
+	// An exchange on words (teamwords.go): the leader's area (where the
+	// group is not disseminating), this rank's post's digest where
+	// counted, and whether this rank's arrival released the group.
+	lead     []byte
+	digest   uint64
+	released bool
 }
 
 // begin starts this rank's next collective on the team, call, in the
@@ -263,25 +272,36 @@ func (t *Team) abortFor(why string) {
 // ticket takes the next place in the order of this rank's calls on t.
 func (t *Team) ticket() uint64 { return t.next.Add(1) - 1 }
 
-// turn waits until the calls before ticket n have ended.
+// turn waits until the calls before ticket n have ended. Where the call
+// whose turn it is is a BarrierNB that arrived (started), this call
+// completes it: it would wait for it anyway.
 func (t *Team) turn(n uint64) {
-	if t.serving.Load() == n {
-		return
-	}
-	t.omu.Lock()
-	t.waiting.Add(1)
 	for t.serving.Load() != n {
-		t.turned.Wait()
+		if s := t.started.Load(); s != nil {
+			s.complete()
+			continue
+		}
+		t.omu.Lock()
+		t.waiting.Add(1)
+		for t.serving.Load() != n && t.started.Load() == nil {
+			t.turned.Wait()
+		}
+		t.waiting.Add(-1)
+		t.omu.Unlock()
 	}
-	t.waiting.Add(-1)
-	t.omu.Unlock()
 }
 
-// release ends the call whose turn it is. A call that counted itself
-// waiting after it saw serving did so under omu, before it sleeps: the
-// broadcast under omu reaches it.
+// release ends the call whose turn it is.
 func (t *Team) release() {
 	t.serving.Add(1)
+	t.wake()
+}
+
+// wake wakes the calls that wait for their turn, to look again at
+// serving and started. A call that counted itself waiting after it
+// looked at them did so under omu, before it sleeps: the broadcast under
+// omu reaches it.
+func (t *Team) wake() {
 	if t.waiting.Load() > 0 {
 		t.omu.Lock()
 		t.turned.Broadcast()

@@ -16,9 +16,19 @@ func (t *Team) Barrier() error {
 	return err
 }
 
-// BarrierNB starts Barrier.
+// BarrierNB starts Barrier. Where it runs on shared words and what
+// remains after this rank's arrival needs nothing more of it (World in a
+// job of one shared-memory group of two ranks, or of ranks that outnumber
+// its CPUs, but the leader of more than 64), this rank arrives at the
+// call and the barrier completes at Wait or at a Test that finds every
+// rank arrived; elsewhere it runs on a goroutine of its own, as every NB
+// collective does.
 func (t *Team) BarrierNB() *Handle[struct{}] {
-	return startNB(t, func() (struct{}, error) { return struct{}{}, t.barrier() })
+	n := t.ticket()
+	if s := t.barrierNB(n); s != nil {
+		return &Handle[struct{}]{op: s}
+	}
+	return startAt(t, n, func() (struct{}, error) { return struct{}{}, t.barrier() })
 }
 
 // Broadcast returns the root's data on every member.
@@ -132,49 +142,76 @@ func AllReduceFuncNB[T Word](t *Team, f func(a, b T) T, v []T) *Handle[[]T] {
 // exchange on the group's words (coll.Post), unless some rank's datum is
 // too large for its slot; else, and then, over active messages.
 func (t *Team) collect(call coll.Call, data []byte, parts [][]byte, combine coll.Combine) (any, error) {
-	w := t.j.words
-	onWords := t.whole() && w != nil && w.whole
+	onWords := t.onWords()
 	c, err := t.begin(call, onWords)
 	if err != nil {
 		return nil, t.argErr(call, err)
 	}
-	r := &t.run
-	r.Reset(c, t.plan, call)
-	if onWords {
-		var posts []coll.Post
-		var same bool
-		if call.Kind == coll.Barrier {
-			// Every rank posts the same for a barrier: where all did,
-			// the barrier is done, no post read (exchange); where one
-			// differs, Check says how.
-			if posts, same, err = c.exchange(w, coll.Post{Call: call}, false); err == nil && same {
-				return nil, c.end(nil)
-			}
-		} else {
-			posts, same, err = c.exchange(w, r.Post(data, parts, maxPost), true)
+	t.run.Reset(c, t.plan, call)
+	if !onWords {
+		return t.overMessages(c, data, parts, combine)
+	}
+	p := coll.Post{Call: call} // every rank posts the same for a barrier
+	if call.Kind != coll.Barrier {
+		p = t.run.Post(data, parts, maxPost)
+	}
+	if err := c.post(t.j.words, p); err != nil {
+		return nil, c.end(err)
+	}
+	return t.collected(c, data, parts, combine)
+}
+
+// onWords reports whether the team's collectives exchange on the group's
+// words: World, in a job of one shared-memory group.
+func (t *Team) onWords() bool {
+	w := t.j.words
+	return t.whole() && w != nil && w.whole
+}
+
+// collected is the rest of collective c on words after this rank posted
+// (teamCall.post): the exchange's synchronisation and reading, and the
+// result; over messages where the posts did not fit.
+func (t *Team) collected(c *teamCall, data []byte, parts [][]byte, combine coll.Combine) (any, error) {
+	w, call := t.j.words, c.call
+	err := c.await(w)
+	var posts []coll.Post
+	var same bool
+	if err == nil {
+		posts, same, err = c.read(w, call.Kind != coll.Barrier)
+	}
+	if err == nil && same && call.Kind == coll.Barrier {
+		// Where all posted the same, the barrier is done, no post read;
+		// where one differs, Check says how.
+		return nil, c.end(nil)
+	}
+	big := err == errOverMessages
+	if err != nil && !big {
+		return nil, c.end(err)
+	}
+	if !big {
+		checked := posts
+		if same {
+			checked = posts[:1] // the others' are the same
 		}
-		big := err == errOverMessages
-		if err != nil && !big {
-			return nil, c.end(err)
-		}
-		if !big {
-			checked := posts
-			if same {
-				checked = posts[:1] // the others' are the same
-			}
-			if big, err = coll.Check(checked); err != nil {
-				return nil, c.end(t.argErr(call, err))
-			}
-		}
-		if !big {
-			v, err := r.Shared(posts, combine)
-			return v, c.end(err)
-		}
-		if err := c.enterBox(); err != nil {
-			return nil, c.end(err)
+		if big, err = coll.Check(checked); err != nil {
+			return nil, c.end(t.argErr(call, err))
 		}
 	}
+	if !big {
+		v, err := t.run.Shared(posts, combine)
+		return v, c.end(err)
+	}
+	if err := c.enterBox(); err != nil {
+		return nil, c.end(err)
+	}
+	return t.overMessages(c, data, parts, combine)
+}
+
+// overMessages runs collective c over active messages (coll.Run).
+func (t *Team) overMessages(c *teamCall, data []byte, parts [][]byte, combine coll.Combine) (any, error) {
+	r, call := &t.run, c.call
 	var v any
+	var err error
 	switch call.Kind {
 	case coll.Barrier:
 		err = r.Barrier()

@@ -24,8 +24,12 @@ type collOp[T any] struct {
 // startNB starts f, a collective on t, as ordered would run it, and
 // returns its handle at once.
 func startNB[T any](t *Team, f func() (T, error)) *Handle[T] {
+	return startAt(t, t.ticket(), f)
+}
+
+// startAt is startNB of the call that took ticket n.
+func startAt[T any](t *Team, n uint64, f func() (T, error)) *Handle[T] {
 	h := &collOp[T]{t: t, finish: make(chan struct{})}
-	n := t.ticket()
 	go func() {
 		if t.j != nil {
 			defer t.j.ep.Wake() // a WaitAny that sleeps in the network

@@ -38,50 +38,102 @@ func slot(a []byte, n uint64) []byte {
 // then runs the collective over messages.
 var errOverMessages = errors.New("conduit: the posts go over messages")
 
-// exchange posts p as this rank's in its collective and returns every
-// rank's post, by rank, and whether they are all the same; where posts
-// is false and they are, counted or by dissemination, it returns none. A
-// rank rewrites its slot of parity n&1 only at collective n+2, which it
-// enters after every rank has arrived at n+1, each after it read n; the
-// leader's buffer (combinePosts), its agreement word and verdict
-// (settle), likewise at n+1.
-func (c *teamCall) exchange(w *words, p coll.Post, posts bool) ([]coll.Post, bool, error) {
+// An exchange on words is a collective's post (teamCall.post), its
+// synchronisation (await) and its reading (read), which return every
+// rank's post, by rank, and whether they are all the same; where a
+// barrier's are, counted or by dissemination, none. A rank rewrites its
+// slot of parity n&1 only at collective n+2, which it enters after every
+// rank has arrived at n+1, each after it read n; the leader's buffer
+// (combinePosts), its agreement word and verdict (settle), likewise at
+// n+1. A BarrierNB posts at its call and completes the rest at its Wait
+// or Test (barriernb.go).
+
+// post writes p, this rank's post, into its slot and arrives at the
+// call's synchronisation: by dissemination, it rings the next rank's
+// bell; else arriveGroup, where the leader's agreement word gets the
+// post's digest first if counted.
+func (c *teamCall) post(w *words, p coll.Post) error {
 	j, n := c.t.j, c.seq
 	own, err := w.area(w.me)
 	if err != nil {
-		return nil, false, err
+		return err
 	}
 	s := slot(own, n)
 	// Only this rank writes its slots, each collective of World in turn:
 	// this one holds collective n-2's number, or none yet.
 	if m := word(s, 0).Load(); m != n-2 && !(n <= 2 && m == 0) {
-		return nil, false, w.corrupt(w.me, "its slot holds collective %#x where this rank wrote %d", m, max(n, 2)-2)
+		return w.corrupt(w.me, "its slot holds collective %#x where this rank wrote %d", m, max(n, 2)-2)
 	}
 	c.t.rec = appendRecord(c.t.rec[:0], p)
 	if len(c.t.rec) > slotSize-8 {
-		return nil, false, fmt.Errorf("conduit: a post of %d bytes does not fit a slot of %d", len(c.t.rec), slotSize-8)
+		return fmt.Errorf("conduit: a post of %d bytes does not fit a slot of %d", len(c.t.rec), slotSize-8)
 	}
 	copy(s[8:], c.t.rec)
 	word(s, 0).Store(n)
-	var lead []byte
-	if !w.dissem {
-		if lead, err = w.area(0); err != nil {
-			return nil, false, err
+	c.lead, c.released = nil, false
+	if w.dissem {
+		if len(w.group) == 1 {
+			return nil
 		}
+		return w.bells[(w.me+1)%len(w.group)].Ring()
 	}
-	switch {
-	case w.dissem:
-		err = j.disseminate(w, &syncColl, n, true)
-	case w.counted:
-		d := digest(c.t.rec)
-		agree(lead, d)
-		err = j.syncCounted(w, &syncColl, n, func() error { return w.settle(lead, n, d) })
-	default:
-		err = j.syncGroup(w, &syncColl, n, func() error { return w.combinePosts(n) })
+	if c.lead, err = w.area(0); err != nil {
+		return err
 	}
+	if w.counted {
+		c.digest = digest(c.t.rec)
+		agree(c.lead, c.digest)
+	}
+	c.released, err = j.arriveGroup(w, &syncColl, n, c.settle(w))
+	return err
+}
+
+// settle is what the group runs once every rank has arrived, before its
+// release: counted, the verdict on the posts (words.settle); else the
+// leader's copy of them (combinePosts).
+func (c *teamCall) settle(w *words) func() error {
+	if w.counted {
+		return func() error { return w.settle(c.lead, c.seq, c.digest) }
+	}
+	return func() error { return w.combinePosts(c.seq) }
+}
+
+// await waits, after post, until every rank has posted: the rounds of a
+// dissemination, or awaitGroup unless post released the group.
+func (c *teamCall) await(w *words) error {
+	j, n := c.t.j, c.seq
+	if w.dissem {
+		return j.disseminate(w, &syncColl, n, true)
+	}
+	if c.released {
+		return nil
+	}
+	return j.awaitGroup(w, &syncColl, n, c.settle(w))
+}
+
+// ready reports whether every rank has posted, where what remains after
+// post is passive (words.passive): the look of await's wait, made
+// without waiting.
+func (c *teamCall) ready(w *words) bool {
+	n := c.seq
+	if !w.dissem {
+		return c.released || w.released(&syncColl, n)
+	}
+	if len(w.group) == 1 {
+		return true
+	}
+	from := (w.me + len(w.group) - 1) % len(w.group)
+	a, err := w.area(from)
 	if err != nil {
-		return nil, false, err
+		return true // await fails with it
 	}
+	return w.numbered(from, a, n)
+}
+
+// read returns, after await, every rank's post of the call, by rank, and
+// whether they are all the same; where posts is false and they are, none.
+func (c *teamCall) read(w *words, posts bool) ([]coll.Post, bool, error) {
+	n, lead := c.seq, c.lead
 	if w.counted {
 		switch v := word(lead, offVerdict).Load(); {
 		case v>>1 != n:

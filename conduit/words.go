@@ -98,7 +98,7 @@ type words struct {
 	yield bool
 	// counted: every rank of the group, the leader too, counts its
 	// arrival, and the one that completes the count releases the group
-	// (see syncCounted).
+	// (see arriveCounted).
 	counted bool
 
 	mu    sync.Mutex
@@ -218,7 +218,7 @@ func (w *words) arrived(k *groupSync, e uint64) bool {
 
 // release releases the group's other ranks from synchronisation e of
 // kind k and wakes those that sleep: the leader gathering, or the rank
-// whose arrival completed the count (syncCounted).
+// whose arrival completed the count (arriveCounted).
 func (w *words) release(k *groupSync, e uint64) error {
 	a, err := w.area(0)
 	if err != nil {
@@ -329,20 +329,40 @@ func (j *Job) shareAreas(w *words) error {
 var eagerAreas = 64
 
 // syncGroup runs synchronisation e of kind k within the group, counted
-// (syncCounted) or gathered and released: there every member arrives, and
+// (arriveCounted) or gathered and released: there every member arrives, and
 // returns once the leader has released it; the leader waits for them all,
 // runs before and releases them.
 func (j *Job) syncGroup(w *words, k *groupSync, e uint64, before func() error) error {
 	if _, err := w.area(0); err != nil {
 		return err
 	}
-	if w.counted {
-		return j.syncCounted(w, k, e, before)
+	released, err := j.arriveGroup(w, k, e, before)
+	if err != nil || released {
+		return err
 	}
-	if !w.leads() {
-		if err := w.arrive(k, e); err != nil {
-			return err
-		}
+	return j.awaitGroup(w, k, e, before)
+}
+
+// arriveGroup is this rank's arrival at synchronisation e of kind k
+// (syncGroup), after area(0) succeeded: counted, its count, and where it
+// completed the count, before and the release (released true); a
+// member's count; the leader's nothing.
+func (j *Job) arriveGroup(w *words, k *groupSync, e uint64, before func() error) (released bool, err error) {
+	switch {
+	case w.counted:
+		return j.arriveCounted(w, k, e, before)
+	case !w.leads():
+		return false, w.arrive(k, e)
+	}
+	return false, nil
+}
+
+// awaitGroup is the rest of synchronisation e of kind k after this rank's
+// arrival (arriveGroup) did not release it: counted, or a member, the wait
+// for the release; the leader's wait for its members, before, and their
+// release.
+func (j *Job) awaitGroup(w *words, k *groupSync, e uint64, before func() error) error {
+	if w.counted || !w.leads() {
 		return j.wordWait(w, k, func() bool { return w.released(k, e) })
 	}
 	if err := j.wordWait(w, k, func() bool { return w.arrived(k, e) }); err != nil {
@@ -354,27 +374,39 @@ func (j *Job) syncGroup(w *words, k *groupSync, e uint64, before func() error) e
 	return w.release(k, e)
 }
 
-// syncCounted runs synchronisation e of kind k within a group whose
-// ranks have mapped every area: each rank, the leader too, adds its
-// arrival to the leader's count, and the one that brings it to
-// (ranks)·e runs before, releases e and wakes the ranks that sleep; the
-// others wait for the release. No rank waits for a look of the leader's
-// after the last arrival, which on a crowded host is a turn on a CPU.
-func (j *Job) syncCounted(w *words, k *groupSync, e uint64, before func() error) error {
+// arriveCounted is a rank's arrival at synchronisation e of kind k within
+// a group whose ranks have mapped every area: each rank, the leader too,
+// adds its arrival to the leader's count, and the one that brings it to
+// (ranks)·e runs before, releases e and wakes the ranks that sleep
+// (released true); the others then wait for the release (awaitGroup).
+// No rank waits for a look of the leader's after the last arrival, which
+// on a crowded host is a turn on a CPU.
+func (j *Job) arriveCounted(w *words, k *groupSync, e uint64, before func() error) (released bool, err error) {
 	a := *w.areas[0].Load()
 	g := uint64(len(w.group))
 	// Every rank arrived at e-1 before any left it, this one too.
 	n := word(a, k.arrive).Add(1)
 	if n <= g*(e-1) || n > g*e {
-		return w.corrupt(0, "an arrival count of %#x, where %d ranks arrive at synchronisation %d", n, g, e)
+		return false, w.corrupt(0, "an arrival count of %#x, where %d ranks arrive at synchronisation %d", n, g, e)
 	}
 	if n < g*e {
-		return j.wordWait(w, k, func() bool { return w.released(k, e) })
+		return false, nil
 	}
 	if err := before(); err != nil {
-		return err
+		return false, err
 	}
-	return w.release(k, e)
+	return true, w.release(k, e)
+}
+
+// passive reports whether what remains of a synchronisation after this
+// rank's arrival (arriveGroup, or a dissemination's first ring) is a wait
+// for words that other ranks store, with nothing more of this rank's for
+// them: counted, a member's, or a dissemination of one round.
+func (w *words) passive() bool {
+	if w.dissem {
+		return len(w.group) <= 2
+	}
+	return w.counted || !w.leads()
 }
 
 // post stores e into this rank's word of round i of a dissemination of
@@ -390,9 +422,10 @@ func (w *words) post(k *groupSync, i int, e uint64) error {
 
 // disseminate runs synchronisation e of kind k as a dissemination (see
 // words). With slots, its first round is the posts of collective e: each
-// rank has numbered its slot e (teamwords.go), and waits for the rank
-// before it to have done the same, so that the round's word and the post
-// it announces travel in one cache line.
+// rank has numbered its slot e and rung the next rank's bell
+// (teamwords.go), and waits for the rank before it to have done the same
+// (numbered), so that the round's word and the post it announces travel
+// in one cache line.
 func (j *Job) disseminate(w *words, k *groupSync, e uint64, slots bool) error {
 	g := len(w.group)
 	for i := 0; 1<<i < g; i++ {
@@ -402,19 +435,7 @@ func (j *Job) disseminate(w *words, k *groupSync, e uint64, slots bool) error {
 			return err
 		}
 		if i == 0 && slots {
-			// The rank before rewrites this parity's slot only at
-			// e+2, after this rank has arrived at e+1.
-			if err := w.bells[(w.me+1)%g].Ring(); err != nil {
-				return err
-			}
-			r := word(slot(a, e), 0)
-			if err := j.wordWait(w, k, func() bool {
-				v := r.Load()
-				if v != e && !(v < e && e-v == 2) && !(v == 0 && e <= 2) {
-					return w.broken(from, "its slot is numbered %#x, while this rank waits for %d", v, e)
-				}
-				return v == e
-			}); err != nil {
+			if err := j.wordWait(w, k, func() bool { return w.numbered(from, a, e) }); err != nil {
 				return err
 			}
 			continue
@@ -436,4 +457,16 @@ func (j *Job) disseminate(w *words, k *groupSync, e uint64, slots bool) error {
 		}
 	}
 	return nil
+}
+
+// numbered reports whether the slot of collective e in area a, of the
+// group's rank from, is numbered e: the rank before has posted e in a
+// dissemination. That rank rewrites the slot of e's parity only at e+2,
+// after this rank has arrived at e+1: any other number is corrupt.
+func (w *words) numbered(from int, a []byte, e uint64) bool {
+	v := word(slot(a, e), 0).Load()
+	if v != e && !(v < e && e-v == 2) && !(v == 0 && e <= 2) {
+		return w.broken(from, "its slot is numbered %#x, while this rank waits for %d", v, e)
+	}
+	return v == e
 }

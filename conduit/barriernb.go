@@ -1,0 +1,125 @@
+package conduit
+
+// This file is BarrierNB on shared words in two halves: its arrival at
+// the call, its completion at Wait or Test.
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/udpconduit/udpconduit/conduit/internal/coll"
+)
+
+// splitBarrier is a BarrierNB of World on the group's words whose arrival
+// ran at its call (teamCall.post) and whose completion (Team.collected)
+// runs at its Wait, at a Test that finds every rank arrived, or at the
+// turn of the team's next call, which waits for it anyway (Team.turn).
+// It holds the team's turn until then. It is made only where what
+// remains after the arrival asks nothing more of this rank
+// (words.passive): the other ranks complete the barrier whether this one
+// waits or not.
+type splitBarrier struct {
+	t   *Team
+	mu  sync.Mutex
+	fin atomic.Bool // completed: err is set
+	err error
+}
+
+// barrierNB makes BarrierNB's call n, its ticket, a splitBarrier where
+// that applies: World on words whose synchronisation is passive, n this
+// rank's turn, no request of the rank's unanswered (the drain that
+// begins a barrier then returns at once), not from a handler. Else nil.
+func (t *Team) barrierNB(n uint64) *splitBarrier {
+	j := t.j
+	if j == nil || !t.onWords() || !j.words.passive() || t.serving.Load() != n ||
+		j.ep.Outstanding() != 0 || j.ep.InHandler() {
+		return nil
+	}
+	s := &splitBarrier{t: t}
+	call := coll.Call{Kind: coll.Barrier}
+	c, err := t.begin(call, true)
+	if err != nil {
+		s.end(t.argErr(call, err))
+		return s
+	}
+	t.run.Reset(c, t.plan, call)
+	if err := c.post(j.words, coll.Post{Call: call}); err != nil {
+		s.end(c.end(err))
+		return s
+	}
+	if j.hangWarn > 0 {
+		j.watch.leave(t.watch) // the rank does not wait until it waits
+	}
+	t.started.Store(s)
+	t.wake()
+	return s
+}
+
+// end ends the barrier with err and passes the team's turn on.
+func (s *splitBarrier) end(err error) {
+	s.err = err
+	s.fin.Store(true)
+	s.t.started.CompareAndSwap(s, nil)
+	s.t.release()
+}
+
+// ready reports, s.mu held, whether every rank has arrived.
+func (s *splitBarrier) ready() bool {
+	return s.fin.Load() || s.t.call.ready(s.t.j.words)
+}
+
+// complete waits until the barrier completes, and completes it.
+func (s *splitBarrier) complete() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fin.Load() {
+		return
+	}
+	t, j := s.t, s.t.j
+	if j.hangWarn > 0 && !s.ready() {
+		j.watch.enter(t.watch, &t.call, j.hangWarn)
+	}
+	_, err := t.collected(&t.call, nil, nil, nil)
+	s.end(err)
+}
+
+// done reports whether the barrier can complete without waiting: it
+// completed, or every rank has arrived. A look without a wait, from any
+// goroutine, a wait's condition too.
+func (s *splitBarrier) done() bool {
+	if s.fin.Load() {
+		return true
+	}
+	if !s.mu.TryLock() {
+		return false // another goroutine completes it
+	}
+	defer s.mu.Unlock()
+	return s.ready()
+}
+
+// test is Handle.Test: done, and then the barrier completed, but from a
+// handler (which must not wait for the poll pass it runs in).
+func (s *splitBarrier) test() bool {
+	if !s.done() {
+		return false
+	}
+	if !s.t.j.ep.InHandler() {
+		s.complete()
+	}
+	return true
+}
+
+func (s *splitBarrier) wait() error {
+	s.complete()
+	return s.err
+}
+
+func (s *splitBarrier) waitContext(ctx context.Context) error {
+	if err := s.t.j.waitContext(ctx, s.done); err != nil {
+		return err
+	}
+	return s.wait()
+}
+
+func (s *splitBarrier) owner() *Job { return s.t.j }

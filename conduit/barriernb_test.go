@@ -1,0 +1,180 @@
+package conduit
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/spawn"
+)
+
+// TestSplitBarrier: a BarrierNB on words whose synchronisation is passive
+// arrives at its call and completes at its Wait, its Test or the team's
+// next call (splitBarrier), and keeps a barrier's rules: no Test or
+// Wait reports it done before every rank has entered it; a blocking call
+// made before its Wait completes it first; Test does not wait; another BarrierNB after it,
+// waited for first, completes both; WaitAny completes it; one called
+// where the others call AllGather gives every rank ErrCollectiveMismatch,
+// and the team goes on. Where the synchronisation asks more of the rank
+// (a dissemination of several rounds, the gathering leader) BarrierNB
+// starts the barrier instead, and the same holds.
+func TestSplitBarrier(t *testing.T) {
+	for _, m := range wordModes[:3] {
+		for _, n := range []int{2, 5} {
+			t.Run(fmt.Sprintf("%s/N=%d", m.name, n), func(t *testing.T) {
+				var entered [8]atomic.Int32
+				var splits atomic.Int32
+				res, jobs := runJob(t, n, m.net(t), false, func(j *Job) {
+					me, w := j.Rank(), j.World()
+					check := func(e int, what string, err error) {
+						t.Helper()
+						if err != nil {
+							t.Errorf("rank %d: %s: %v", me, what, err)
+						} else if got := entered[e].Load(); got != int32(n) {
+							t.Errorf("rank %d: %s done when %d of %d ranks had entered it", me, what, got, n)
+						}
+					}
+					enter := func(e int) *Handle[struct{}] {
+						time.Sleep(time.Duration((me*7+e*3)%5) * 200 * time.Microsecond)
+						entered[e].Add(1)
+						h := w.BarrierNB()
+						if _, ok := h.op.(*splitBarrier); ok {
+							splits.Add(1)
+						}
+						return h
+					}
+					if me != 0 {
+						time.Sleep(20 * time.Millisecond) // rank 0 alone in
+					}
+					h := enter(0)
+					if me == 0 && h.Test() {
+						t.Errorf("rank 0: Test of a barrier the others enter 20 ms later is true")
+					}
+					for !h.Test() {
+						time.Sleep(20 * time.Microsecond)
+					}
+					check(0, "Test", nil)
+					_, err := h.Wait()
+					check(0, "Wait after Test", err)
+
+					h = enter(1)
+					sum, err := AllReduce(w, Sum, []int64{int64(me)})
+					check(1, "a blocking all-reduce after it", err)
+					if want := int64(n * (n - 1) / 2); err == nil && sum[0] != want {
+						t.Errorf("rank %d: all-reduce = %d, want %d", me, sum[0], want)
+					}
+					if !h.Test() {
+						t.Errorf("rank %d: the barrier before a blocking call is not done after it", me)
+					}
+
+					h = enter(2)
+					entered[3].Add(1)
+					h2 := w.BarrierNB()
+					_, err = h2.Wait()
+					check(3, "the second of two BarrierNB", err)
+					_, err = h.Wait()
+					check(2, "the first of two BarrierNB", err)
+
+					h = enter(4)
+					i, err := WaitAny(h)
+					check(4, "WaitAny", err)
+					if i != 0 {
+						t.Errorf("rank %d: WaitAny = %d", me, i)
+					}
+
+					if me == 0 {
+						_, err = w.BarrierNB().Wait()
+					} else {
+						_, err = w.AllGather([]byte{byte(me)})
+					}
+					if !errors.Is(err, ErrCollectiveMismatch) {
+						t.Errorf("rank %d: a barrier against all-gathers = %v, want ErrCollectiveMismatch", me, err)
+					}
+					_, err = enter(5).Wait()
+					check(5, "the barrier after a mismatch", err)
+				})
+				want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
+				if d := cmp.Diff(want, res); d != "" {
+					t.Errorf("(-want +got):\n%s", d)
+				}
+				// Counted, and a dissemination of one round, split every
+				// BarrierNB but the second of two in a row; gathered, the
+				// members' do (5 of 6 each) and the leader's none.
+				want1 := 0
+				for _, j := range jobs {
+					if j.words.passive() {
+						want1 += 5
+					}
+				}
+				if got := int(splits.Load()); got != want1 || m.crowded && got == 0 {
+					t.Errorf("%d BarrierNB were split, want %d", got, want1)
+				}
+			})
+		}
+	}
+}
+
+// TestSplitBarrierHangWatch: a rank is in the hang watch while it waits
+// for a BarrierNB, not while it works between the call and its Wait.
+// Rank 1 enters both barriers late: rank 0 waits in the first, and
+// works past the second's end before its Wait.
+func TestSplitBarrierHangWatch(t *testing.T) {
+	const warn = 200 * time.Millisecond
+	for _, m := range []wordMode{wordModes[0], wordModes[1]} {
+		t.Run(m.name, func(t *testing.T) {
+			jn := m.net(t)
+			var mu sync.Mutex
+			var got []string
+			setup := jn.setup
+			jn.setup = func(lj *localJob) {
+				setup(lj)
+				for r, j := range lj.jobs {
+					j.hangWarn = warn
+					j.watch.report = func(c spawn.Coll) error {
+						mu.Lock()
+						defer mu.Unlock()
+						got = append(got, fmt.Sprintf("rank %d %s %d in %v", r, c.Kind, c.Seq, c.In))
+						return nil
+					}
+				}
+			}
+			res, _ := runJob(t, 2, jn, false, func(j *Job) {
+				me, w := j.Rank(), j.World()
+				if me == 1 {
+					time.Sleep(3 * warn)
+				}
+				h := w.BarrierNB()
+				if _, ok := h.op.(*splitBarrier); !ok {
+					t.Errorf("rank %d: BarrierNB was not split", me)
+				}
+				if _, err := h.Wait(); err != nil {
+					t.Errorf("rank %d: first barrier: %v", me, err)
+				}
+				if me == 1 {
+					time.Sleep(3 * warn)
+				}
+				h = w.BarrierNB()
+				if me == 0 {
+					time.Sleep(6 * warn)
+				}
+				if _, err := h.Wait(); err != nil {
+					t.Errorf("rank %d: second barrier: %v", me, err)
+				}
+			})
+			if d := cmp.Diff(jobResult{Ends: slices.Repeat([]string{"returned"}, 2)}, res); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+			want := []string{"rank 0 barrier 1 in true", "rank 0 barrier 1 in false"}
+			mu.Lock()
+			defer mu.Unlock()
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("hang reports (-want +got):\n%s", d)
+			}
+		})
+	}
+}
