@@ -5,6 +5,7 @@ package conduit
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -56,12 +57,14 @@ func (t *Team) barrierNB(n uint64) *splitBarrier {
 	return s
 }
 
-// end ends the barrier with err and passes the team's turn on.
+// end ends the barrier with err, passes the team's turn on, and wakes a
+// wait for it that sleeps in the network (WaitAny, WaitContext).
 func (s *splitBarrier) end(err error) {
 	s.err = err
 	s.fin.Store(true)
 	s.t.started.CompareAndSwap(s, nil)
 	s.t.release()
+	s.t.j.ep.Wake()
 }
 
 // ready reports, s.mu held, whether every rank has arrived.
@@ -99,23 +102,43 @@ func (s *splitBarrier) done() bool {
 }
 
 // test is Handle.Test: done, and then the barrier completed, but from a
-// handler (which must not wait for the poll pass it runs in).
+// handler (which must not wait for the poll pass it runs in); where not
+// done, a poll pass, which ends the rank if the job has ended, and a
+// look again.
 func (s *splitBarrier) test() bool {
+	j := s.t.j
+	in := j.ep.InHandler()
 	if !s.done() {
-		return false
+		if in {
+			return false
+		}
+		j.Poll() // its error, a request given up, the next call's
+		if !s.done() {
+			return false
+		}
 	}
-	if !s.t.j.ep.InHandler() {
+	if !in {
 		s.complete()
 	}
 	return true
 }
 
+// errWaitInHandler is a wait for a BarrierNB from a handler, whose
+// completion would wait for the poll pass the handler runs in.
+var errWaitInHandler = fmt.Errorf("conduit: a wait for a BarrierNB from a handler (handlers may only reply): %w", ErrRequestInHandler)
+
 func (s *splitBarrier) wait() error {
+	if s.t.j.ep.InHandler() {
+		return errWaitInHandler
+	}
 	s.complete()
 	return s.err
 }
 
 func (s *splitBarrier) waitContext(ctx context.Context) error {
+	if s.t.j.ep.InHandler() {
+		return errWaitInHandler
+	}
 	if err := s.t.j.waitContext(ctx, s.done); err != nil {
 		return err
 	}

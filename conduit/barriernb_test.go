@@ -1,6 +1,7 @@
 package conduit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/internal/testbound"
 	"github.com/udpconduit/udpconduit/spawn"
 )
 
@@ -174,6 +176,74 @@ func TestSplitBarrierHangWatch(t *testing.T) {
 			defer mu.Unlock()
 			if d := cmp.Diff(want, got); d != "" {
 				t.Errorf("hang reports (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestSplitBarrierProgress: a loop on Test of a BarrierNB makes progress
+// as any wait does: it runs the handler of a request that the other
+// rank's Barrier waits for, and ends the rank when the job has ended
+// (rank 1 exits without entering a second one). A WaitContext that
+// sleeps in the network wakes when another goroutine (a later
+// BarrierNB's, at its turn) completes the barrier, not at a later
+// message; from a handler, a wait for it is refused.
+func TestSplitBarrierProgress(t *testing.T) {
+	for _, m := range wordModes[:2] {
+		t.Run(m.name, func(t *testing.T) {
+			var ran, second, handled atomic.Bool
+			late := testbound.Scale(1500 * time.Millisecond)
+			var hp atomic.Pointer[Handle[struct{}]]
+			res, _ := runJob(t, 2, m.net(t), false, func(j *Job) {
+				me, w := j.Rank(), j.World()
+				if _, err := j.Attach([]HandlerEntry{
+					{Index: 200, Fn: func(*Token, []uint32, []byte) { ran.Store(true) }},
+					{Index: 201, Fn: func(*Token, []uint32, []byte) {
+						if _, err := hp.Load().WaitContext(context.Background()); !errors.Is(err, ErrRequestInHandler) {
+							t.Errorf("WaitContext from a handler = %v, want ErrRequestInHandler", err)
+						}
+						handled.Store(true)
+					}},
+				}, 64); err != nil {
+					t.Fatal(err)
+				}
+				if me == 1 {
+					if err := j.RequestShort(0, 200); err != nil {
+						t.Error(err)
+					}
+					w.Barrier() // drains the request first
+					time.Sleep(50 * time.Millisecond)
+					w.Barrier()
+					time.Sleep(late)
+					second.Store(true)
+					w.Barrier()
+					j.RequestShort(0, 201)
+					j.Drain()
+					j.Exit(0)
+				}
+				time.Sleep(50 * time.Millisecond)
+				h := w.BarrierNB()
+				for !h.Test() {
+					time.Sleep(50 * time.Microsecond)
+				}
+				if !ran.Load() {
+					t.Error("rank 0: the barrier completed before the handler its drain waits for ran")
+				}
+				h = w.BarrierNB()
+				hp.Store(h)
+				h2 := w.BarrierNB() // its goroutine completes h at its turn
+				if _, err := h.WaitContext(context.Background()); err != nil || second.Load() {
+					t.Errorf("rank 0: WaitContext = %v, returned after rank 1's next barrier began: %v", err, second.Load())
+				}
+				h2.Wait()
+				h = w.BarrierNB() // rank 1 exits instead
+				for !h.Test() {
+					time.Sleep(50 * time.Microsecond)
+				}
+				t.Error("rank 0: Test of a barrier that rank 1 never enters returned true")
+			})
+			if want := (jobResult{Ends: []string{"terminated", "exit 0"}}); !cmp.Equal(want, res) || !handled.Load() {
+				t.Errorf("job = %+v, want %+v; handler ran: %v", res, want, handled.Load())
 			}
 		})
 	}

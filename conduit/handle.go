@@ -27,7 +27,9 @@ type pending interface {
 	owner() *Job
 }
 
-// Test reports whether the operation has completed.
+// Test reports whether the operation has completed; where it has not, it
+// may poll the network once. From a handler, a BarrierNB that every rank
+// has arrived at tests true and completes at its owner's next call.
 func (h *Handle[T]) Test() bool {
 	if t, ok := h.op.(tester); ok {
 		return t.test()

@@ -16,13 +16,16 @@ func (t *Team) Barrier() error {
 	return err
 }
 
-// BarrierNB starts Barrier. Where it runs on shared words and what
-// remains after this rank's arrival needs nothing more of it (World in a
-// job of one shared-memory group of two ranks, or of ranks that outnumber
-// its CPUs, but the leader of more than 64), this rank arrives at the
-// call and the barrier completes at Wait or at a Test that finds every
-// rank arrived; elsewhere it runs on a goroutine of its own, as every NB
-// collective does.
+// BarrierNB starts Barrier. Where it runs on shared words (World in a
+// job of one shared-memory group), what remains after this rank's
+// arrival asks nothing more of it (a barrier counted, as GASNET_BARRIER
+// AMTREE and AMCENTRAL have it, the default where ranks outnumber CPUs,
+// up to 64 ranks; a member's, not the leader's, beyond; a dissemination
+// of two ranks), and it is this rank's next call on the team, with no
+// request unanswered, outside a handler, this rank arrives at the call,
+// and the barrier completes at Wait, at a Test that finds every rank
+// arrived, or at the rank's next call on the team. Elsewhere it runs on
+// a goroutine of its own, as every NB collective does.
 func (t *Team) BarrierNB() *Handle[struct{}] {
 	n := t.ticket()
 	if s := t.barrierNB(n); s != nil {

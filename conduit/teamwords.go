@@ -33,7 +33,7 @@ func slot(a []byte, n uint64) []byte {
 	return a[o : o+slotSize]
 }
 
-// errOverMessages is exchange's word that the posts did not fit the
+// errOverMessages is read's word that the posts did not fit the
 // leader's buffer in a group whose members read only that: every rank
 // then runs the collective over messages.
 var errOverMessages = errors.New("conduit: the posts go over messages")
@@ -183,7 +183,7 @@ func (c *teamCall) read(w *words, posts bool) ([]coll.Post, bool, error) {
 	return c.t.posts, false, nil
 }
 
-// allSame is exchange's result where every post of collective n is this
+// allSame is read's result where every post of collective n is this
 // rank's: every rank's, built from it, or none where posts is false.
 func (c *teamCall) allSame(w *words, n uint64, posts bool) ([]coll.Post, bool, error) {
 	if !posts {
