@@ -28,16 +28,23 @@ type splitBarrier struct {
 }
 
 // barrierNB makes BarrierNB's call n, its ticket, a splitBarrier where
-// that applies: World on words whose synchronisation is passive, n this
-// rank's turn, no request of the rank's unanswered (the drain that
-// begins a barrier then returns at once), not from a handler. Else nil.
+// that applies: n this rank's turn, no request of the rank's unanswered
+// (the drain that begins a barrier then returns at once), not from a
+// handler, and World on words whose synchronisation is passive, or a
+// team of one member, whose barrier it runs at once. Else nil.
 func (t *Team) barrierNB(n uint64) *splitBarrier {
 	j := t.j
-	if j == nil || !t.onWords() || !j.words.passive() || t.serving.Load() != n ||
-		j.ep.Outstanding() != 0 || j.ep.InHandler() {
+	if j == nil || t.serving.Load() != n || j.ep.Outstanding() != 0 || j.ep.InHandler() {
 		return nil
 	}
 	s := &splitBarrier{t: t}
+	if len(t.ranks) == 1 {
+		s.end(t.barrier())
+		return s
+	}
+	if !t.onWords() || !j.words.passive() {
+		return nil
+	}
 	call := coll.Call{Kind: coll.Barrier}
 	c, err := t.begin(call, true)
 	if err != nil {

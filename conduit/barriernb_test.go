@@ -248,3 +248,33 @@ func TestSplitBarrierProgress(t *testing.T) {
 		})
 	}
 }
+
+// TestSplitBarrierOfOne: a BarrierNB of a team of one member, World of a
+// job of one rank or a sub-team of one, completes at its call, with no
+// goroutine; a blocking call after it runs.
+func TestSplitBarrierOfOne(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		res, _ := runJob(t, n, loopbackUDP, false, func(j *Job) {
+			tm := j.World()
+			if n > 1 {
+				var err error
+				if tm, err = tm.Split(j.Rank(), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h := tm.BarrierNB()
+			if s, ok := h.op.(*splitBarrier); !ok || !s.fin.Load() {
+				t.Errorf("N=%d rank %d: BarrierNB of a team of one did not complete at its call", n, j.Rank())
+			}
+			if _, err := h.Wait(); err != nil {
+				t.Errorf("N=%d rank %d: %v", n, j.Rank(), err)
+			}
+			if err := tm.Barrier(); err != nil {
+				t.Errorf("N=%d rank %d: barrier after: %v", n, j.Rank(), err)
+			}
+		})
+		if d := cmp.Diff(jobResult{Ends: slices.Repeat([]string{"returned"}, n)}, res); d != "" {
+			t.Errorf("N=%d (-want +got):\n%s", n, d)
+		}
+	}
+}

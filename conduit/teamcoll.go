@@ -24,8 +24,9 @@ func (t *Team) Barrier() error {
 // of two ranks), and it is this rank's next call on the team, with no
 // request unanswered, outside a handler, this rank arrives at the call,
 // and the barrier completes at Wait, at a Test that finds every rank
-// arrived, or at the rank's next call on the team. Elsewhere it runs on
-// a goroutine of its own, as every NB collective does.
+// arrived, or at the rank's next call on the team. On the same
+// conditions, a team of one member's completes at the call. Elsewhere
+// it runs on a goroutine of its own, as every NB collective does.
 func (t *Team) BarrierNB() *Handle[struct{}] {
 	n := t.ticket()
 	if s := t.barrierNB(n); s != nil {
