@@ -5,7 +5,6 @@ package conduit
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -25,6 +24,9 @@ type splitBarrier struct {
 	mu  sync.Mutex
 	fin atomic.Bool // completed: err is set
 	err error
+	// polled: the error of a Test's poll pass, which the barrier's wait
+	// returns, as a Barrier's wait returns its polls' errors.
+	polled atomic.Pointer[error]
 }
 
 // barrierNB makes BarrierNB's call n, its ticket, a splitBarrier where
@@ -37,28 +39,39 @@ func (t *Team) barrierNB(n uint64) *splitBarrier {
 	if j == nil || t.serving.Load() != n || j.ep.Outstanding() != 0 || j.ep.InHandler() {
 		return nil
 	}
+	if len(t.ranks) != 1 && (!t.onWords() || !j.words.passive()) {
+		return nil
+	}
 	s := &splitBarrier{t: t}
-	if len(t.ranks) == 1 {
-		s.end(t.barrier())
+	// A call that ends the rank (the job ended, or aborted) passes the
+	// turn on as it goes, as ordered's does.
+	ok := false
+	defer func() {
+		if !ok {
+			s.end(ErrInterrupted)
+		}
+	}()
+	ended := func(err error) *splitBarrier {
+		s.end(err)
+		ok = true
 		return s
 	}
-	if !t.onWords() || !j.words.passive() {
-		return nil
+	if len(t.ranks) == 1 {
+		return ended(t.barrier())
 	}
 	call := coll.Call{Kind: coll.Barrier}
 	c, err := t.begin(call, true)
 	if err != nil {
-		s.end(t.argErr(call, err))
-		return s
+		return ended(t.argErr(call, err))
 	}
 	t.run.Reset(c, t.plan, call)
 	if err := c.post(j.words, coll.Post{Call: call}); err != nil {
-		s.end(c.end(err))
-		return s
+		return ended(c.end(err))
 	}
 	if j.hangWarn > 0 {
 		j.watch.leave(t.watch) // the rank does not wait until it waits
 	}
+	ok = true
 	t.started.Store(s)
 	t.wake()
 	return s
@@ -119,7 +132,9 @@ func (s *splitBarrier) test() bool {
 		if in {
 			return false
 		}
-		j.Poll() // its error, a request given up, the next call's
+		if err := j.Poll(); err != nil {
+			s.polled.CompareAndSwap(nil, &err)
+		}
 		if !s.done() {
 			return false
 		}
@@ -130,21 +145,22 @@ func (s *splitBarrier) test() bool {
 	return true
 }
 
-// errWaitInHandler is a wait for a BarrierNB from a handler, whose
-// completion would wait for the poll pass the handler runs in.
-var errWaitInHandler = fmt.Errorf("conduit: a wait for a BarrierNB from a handler (handlers may only reply): %w", ErrRequestInHandler)
-
+// wait completes the barrier and returns its error, or that of a Test's
+// poll pass; from a handler, ErrWaitInHandler unless it has completed.
 func (s *splitBarrier) wait() error {
-	if s.t.j.ep.InHandler() {
-		return errWaitInHandler
+	if !s.fin.Load() && s.t.j.ep.InHandler() {
+		return ErrWaitInHandler
 	}
 	s.complete()
+	if p := s.polled.Load(); p != nil && s.err == nil {
+		return s.t.j.done(*p)
+	}
 	return s.err
 }
 
 func (s *splitBarrier) waitContext(ctx context.Context) error {
-	if s.t.j.ep.InHandler() {
-		return errWaitInHandler
+	if !s.fin.Load() && s.t.j.ep.InHandler() {
+		return ErrWaitInHandler
 	}
 	if err := s.t.j.waitContext(ctx, s.done); err != nil {
 		return err

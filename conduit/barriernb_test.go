@@ -31,6 +31,7 @@ func TestSplitBarrier(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/N=%d", m.name, n), func(t *testing.T) {
 				var entered [8]atomic.Int32
 				var splits atomic.Int32
+				var tested atomic.Bool
 				res, jobs := runJob(t, n, m.net(t), false, func(j *Job) {
 					me, w := j.Rank(), j.World()
 					check := func(e int, what string, err error) {
@@ -50,12 +51,15 @@ func TestSplitBarrier(t *testing.T) {
 						}
 						return h
 					}
-					if me != 0 {
-						time.Sleep(20 * time.Millisecond) // rank 0 alone in
+					for me != 0 && !tested.Load() {
+						time.Sleep(100 * time.Microsecond) // rank 0 alone in
 					}
 					h := enter(0)
-					if me == 0 && h.Test() {
-						t.Errorf("rank 0: Test of a barrier the others enter 20 ms later is true")
+					if me == 0 {
+						if h.Test() {
+							t.Errorf("rank 0: Test of a barrier the others have not entered is true")
+						}
+						tested.Store(true)
 					}
 					for !h.Test() {
 						time.Sleep(20 * time.Microsecond)
@@ -126,7 +130,7 @@ func TestSplitBarrier(t *testing.T) {
 // Rank 1 enters both barriers late: rank 0 waits in the first, and
 // works past the second's end before its Wait.
 func TestSplitBarrierHangWatch(t *testing.T) {
-	const warn = 200 * time.Millisecond
+	warn := testbound.Scale(200 * time.Millisecond)
 	for _, m := range []wordMode{wordModes[0], wordModes[1]} {
 		t.Run(m.name, func(t *testing.T) {
 			jn := m.net(t)
@@ -199,8 +203,8 @@ func TestSplitBarrierProgress(t *testing.T) {
 				if _, err := j.Attach([]HandlerEntry{
 					{Index: 200, Fn: func(*Token, []uint32, []byte) { ran.Store(true) }},
 					{Index: 201, Fn: func(*Token, []uint32, []byte) {
-						if _, err := hp.Load().WaitContext(context.Background()); !errors.Is(err, ErrRequestInHandler) {
-							t.Errorf("WaitContext from a handler = %v, want ErrRequestInHandler", err)
+						if _, err := hp.Load().WaitContext(context.Background()); !errors.Is(err, ErrWaitInHandler) {
+							t.Errorf("WaitContext from a handler = %v, want ErrWaitInHandler", err)
 						}
 						handled.Store(true)
 					}},
@@ -223,30 +227,44 @@ func TestSplitBarrierProgress(t *testing.T) {
 				}
 				time.Sleep(50 * time.Millisecond)
 				h := w.BarrierNB()
-				for !h.Test() {
-					time.Sleep(50 * time.Microsecond)
+				if _, ok := h.op.(*splitBarrier); !ok {
+					t.Error("rank 0: BarrierNB was not split")
+				}
+				if !testUntil(h) {
+					t.Error("rank 0: a Test loop did not end")
 				}
 				if !ran.Load() {
 					t.Error("rank 0: the barrier completed before the handler its drain waits for ran")
 				}
 				h = w.BarrierNB()
-				hp.Store(h)
 				h2 := w.BarrierNB() // its goroutine completes h at its turn
 				if _, err := h.WaitContext(context.Background()); err != nil || second.Load() {
 					t.Errorf("rank 0: WaitContext = %v, returned after rank 1's next barrier began: %v", err, second.Load())
 				}
 				h2.Wait()
 				h = w.BarrierNB() // rank 1 exits instead
-				for !h.Test() {
-					time.Sleep(50 * time.Microsecond)
-				}
-				t.Error("rank 0: Test of a barrier that rank 1 never enters returned true")
+				hp.Store(h)
+				testUntil(h)
+				t.Error("rank 0: a Test loop on a barrier that rank 1 never enters ended")
 			})
 			if want := (jobResult{Ends: []string{"terminated", "exit 0"}}); !cmp.Equal(want, res) || !handled.Load() {
 				t.Errorf("job = %+v, want %+v; handler ran: %v", res, want, handled.Load())
 			}
 		})
 	}
+}
+
+// testUntil loops on h.Test until it reports true, for at most a bound
+// that scales with the machine's load, and reports whether it did.
+func testUntil(h *Handle[struct{}]) bool {
+	end := time.Now().Add(testbound.Scale(10 * time.Second))
+	for !h.Test() {
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return true
 }
 
 // TestSplitBarrierOfOne: a BarrierNB of a team of one member, World of a
@@ -276,5 +294,50 @@ func TestSplitBarrierOfOne(t *testing.T) {
 		if d := cmp.Diff(jobResult{Ends: slices.Repeat([]string{"returned"}, n)}, res); d != "" {
 			t.Errorf("N=%d (-want +got):\n%s", n, d)
 		}
+	}
+}
+
+// TestWaitInHandler: from a handler, a wait for a collective's handle
+// that has not completed is refused with ErrWaitInHandler, on the
+// goroutine of an NB collective (a job without shared memory) as for a
+// split BarrierNB, and the collective goes on.
+func TestWaitInHandler(t *testing.T) {
+	var hp atomic.Pointer[Handle[[]int64]]
+	var handled, entered atomic.Bool
+	res, _ := runJob(t, 2, loopbackUDP, false, func(j *Job) {
+		if _, err := j.Attach([]HandlerEntry{{Index: 200, Fn: func(*Token, []uint32, []byte) {
+			if _, err := hp.Load().Wait(); !errors.Is(err, ErrWaitInHandler) {
+				t.Errorf("Wait from a handler = %v, want ErrWaitInHandler", err)
+			}
+			if _, err := hp.Load().WaitContext(context.Background()); !errors.Is(err, ErrWaitInHandler) {
+				t.Errorf("WaitContext from a handler = %v, want ErrWaitInHandler", err)
+			}
+			handled.Store(true)
+		}}}, 64); err != nil {
+			t.Fatal(err)
+		}
+		w := j.World()
+		if j.Rank() == 1 {
+			for !entered.Load() {
+				time.Sleep(100 * time.Microsecond)
+			}
+			if err := j.RequestShort(0, 200); err != nil {
+				t.Error(err)
+			}
+			if err := j.Drain(); err != nil {
+				t.Error(err)
+			}
+		}
+		h := AllReduceNB(w, Sum, []int64{1})
+		if j.Rank() == 0 {
+			hp.Store(h)
+			entered.Store(true)
+		}
+		if got, err := h.Wait(); err != nil || got[0] != 2 {
+			t.Errorf("rank %d: all-reduce = %v, %v", j.Rank(), got, err)
+		}
+	})
+	if d := cmp.Diff(jobResult{Ends: []string{"returned", "returned"}}, res); d != "" || !handled.Load() {
+		t.Errorf("(-want +got):\n%s\nhandler ran: %v", d, handled.Load())
 	}
 }

@@ -126,6 +126,10 @@ var (
 	ErrCollectiveArgument = coll.ErrArgument
 	// ErrNoHandle: WaitAny was given no handle.
 	ErrNoHandle = errors.New("conduit: WaitAny: no handle")
+	// ErrWaitInHandler: a wait for a collective's handle from a handler,
+	// whose completion would need the poll pass the handler runs in to
+	// end first.
+	ErrWaitInHandler = errors.New("conduit: a wait for a collective from a handler (handlers may only reply)")
 )
 
 // Usage is the syntax of the program's arguments after N, printed by -h

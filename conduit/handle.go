@@ -29,7 +29,8 @@ type pending interface {
 
 // Test reports whether the operation has completed; where it has not, it
 // may poll the network once. From a handler, a BarrierNB that every rank
-// has arrived at tests true and completes at its owner's next call.
+// has arrived at tests true, and completes at the rank's next Wait, Test
+// outside a handler, or collective on the team.
 func (h *Handle[T]) Test() bool {
 	if t, ok := h.op.(tester); ok {
 		return t.test()
@@ -43,7 +44,7 @@ func (h *Handle[T]) Test() bool {
 type tester interface{ test() bool }
 
 // Wait runs handlers until the operation completes and returns its result.
-// Not from a handler.
+// Not from a handler: there a collective's is ErrWaitInHandler.
 func (h *Handle[T]) Wait() (T, error) {
 	if err := h.op.wait(); err != nil {
 		var zero T

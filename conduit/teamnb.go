@@ -75,8 +75,12 @@ func (h *collOp[T]) done() bool {
 	}
 }
 
-// wait waits until the collective completes and returns its error.
+// wait waits until the collective completes and returns its error; from
+// a handler, ErrWaitInHandler unless it has completed.
 func (h *collOp[T]) wait() error {
+	if !h.done() && h.t.j != nil && h.t.j.ep.InHandler() {
+		return ErrWaitInHandler
+	}
 	<-h.finish
 	_, err := h.result()
 	return err
@@ -86,6 +90,9 @@ func (h *collOp[T]) wait() error {
 // ctx's error, and the collective goes on (the other members need this
 // rank's part); a later wait returns its result.
 func (h *collOp[T]) waitContext(ctx context.Context) error {
+	if !h.done() && h.t.j != nil && h.t.j.ep.InHandler() {
+		return ErrWaitInHandler
+	}
 	select {
 	case <-h.finish:
 		_, err := h.result()
