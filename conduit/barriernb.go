@@ -31,8 +31,9 @@ type splitBarrier struct {
 
 // barrierNB makes BarrierNB's call n, its ticket, a splitBarrier where
 // that applies: n this rank's turn, no request of the rank's unanswered
-// (the drain that begins a barrier then returns at once), not from a
-// handler, and World on words whose synchronisation is passive, or a
+// (the drain that begins a barrier then returns at once, unless another
+// goroutine sends one in between, whose answer it then waits for), not
+// from a handler, and World on words whose synchronisation is passive, or a
 // team of one member, whose barrier it runs at once. Else nil.
 func (t *Team) barrierNB(n uint64) *splitBarrier {
 	j := t.j
