@@ -190,6 +190,12 @@ func run(prog string, args, env []string, timed bool, parse func(string) map[str
 	return m, nil
 }
 
+// mebi and kibi are 2^20 and 2^10 bytes in MB of 10^6 bytes.
+const (
+	mebi = 1 << 20 / 1e6
+	kibi = 1 << 10 / 1e6
+)
+
 var (
 	reAM      = regexp.MustCompile(`(?m)^([A-K]):\s+(\d*)\s*(AM\w+)\s+([\w-]+)\s+([\w-]+)\s+(\w+)\s*:\s+[\d.]+ sec\s+([\d.]+) us(?:\s+([\d.]+) MB/s)?`)
 	reRMA     = regexp.MustCompile(`(?m)^[A-Z]:\s+\d+ -\s+(\d+) byte :\s+(\d+) iters, (?:latency\s+(\d+) us total,\s+[\d.]+ us ave\.|throughput\s+([\d.]+) ([KM])B/sec) \((\w+)Blocking`)
@@ -198,6 +204,8 @@ var (
 
 // gasnetAM reads GASNet's testam: sections A (short ping-pong), B (medium
 // round trips), D (medium flood), G (long round trips), I (long flood).
+// Its "MB/s" are of 2^20 bytes (tests/testam.c divides by 1024*1024);
+// the floods are returned in MB/s of 10^6 bytes, as ours prints them.
 func gasnetAM(out string) map[string]float64 {
 	f := map[string]float64{}
 	for _, m := range reAM.FindAllStringSubmatch(out, -1) {
@@ -210,9 +218,9 @@ func gasnetAM(out string) map[string]float64 {
 		case sec == "G" && size == "65000":
 			f[amFigures[2]] = us
 		case sec == "D" && size == "65000":
-			f[amFigures[3]] = mbs
+			f[amFigures[3]] = mbs * mebi
 		case sec == "I" && size == "65000":
-			f[amFigures[4]] = mbs
+			f[amFigures[4]] = mbs * mebi
 		}
 	}
 	return f
@@ -266,9 +274,9 @@ func gasnetRMA(out string) map[string]float64 {
 				f[rmaName(op, size)] = num(m[3]) / iters
 			}
 		case m[5] == "M":
-			f[rmaName(op, size)] = num(m[4]) * 1.048576
+			f[rmaName(op, size)] = num(m[4]) * mebi
 		default:
-			f[rmaName(op, size)] = num(m[4]) * 1.024e-3
+			f[rmaName(op, size)] = num(m[4]) * kibi
 		}
 	}
 	return f
