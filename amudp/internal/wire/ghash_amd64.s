@@ -114,40 +114,55 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 	LANES(Z7, Y7, X7); \
 	REDUCE(X15)
 
-// MULK adds the products of the blocks of x by the powers of H in h
-// (four of each) to the low (lo), high (hi) and middle (mid) sums, the
-// middle one by Karatsuba: (x₀⊕x₁)·(h₀⊕h₁), with h₀⊕h₁ at hk(SI) (the
-// table's second half), which leaves lo ⊕ hi to add to mid once at the
-// end; t and u are clobbered.
-#define MULK(h, hk, x, t, u, lo, hi, mid) \
-	VPCLMULQDQ $0x00, h, x, t; \
-	VPXORQ     t, lo, lo; \
-	VPCLMULQDQ $0x11, h, x, t; \
-	VPXORQ     t, hi, hi; \
-	VPSHUFD    $78, x, u; \
-	VPXORQ     x, u, u; \
-	VPCLMULQDQ $0x00, hk(SI), u, t; \
-	VPXORQ     t, mid, mid
+// MULK2 adds the products of two registers of blocks, x1 and x2, by the
+// powers of H in h1 and h2 (four of each) to the low (lo), high (hi) and
+// middle (mid) sums, the middle ones by Karatsuba: (x₀⊕x₁)·(h₀⊕h₁), with
+// h₀⊕h₁ at hk1(SI) and hk2(SI) (the table's second half), which leaves
+// lo ⊕ hi to add to mid once at the end. Each sum takes its two products
+// in one three-way exclusive or (VPTERNLOGQ $0x96). Z5, Z8, Z24 and Z25
+// are clobbered.
+#define MULK2(h1, hk1, x1, h2, hk2, x2, lo, hi, mid) \
+	VPCLMULQDQ $0x00, h1, x1, Z5; \
+	VPCLMULQDQ $0x00, h2, x2, Z8; \
+	VPTERNLOGQ $0x96, Z5, Z8, lo; \
+	VPCLMULQDQ $0x11, h1, x1, Z5; \
+	VPCLMULQDQ $0x11, h2, x2, Z8; \
+	VPTERNLOGQ $0x96, Z5, Z8, hi; \
+	VPSHUFD    $78, x1, Z24; \
+	VPSHUFD    $78, x2, Z25; \
+	VPXORQ     x1, Z24, Z24; \
+	VPXORQ     x2, Z25, Z25; \
+	VPCLMULQDQ $0x00, hk1(SI), Z24, Z5; \
+	VPCLMULQDQ $0x00, hk2(SI), Z25, Z8; \
+	VPTERNLOGQ $0x96, Z5, Z8, mid
+
+// MULK2SET is MULK2 into sums it sets instead of adding to.
+#define MULK2SET(h1, hk1, x1, h2, hk2, x2, lo, hi, mid) \
+	VPCLMULQDQ $0x00, h1, x1, Z5; \
+	VPCLMULQDQ $0x00, h2, x2, Z8; \
+	VPXORQ     Z5, Z8, lo; \
+	VPCLMULQDQ $0x11, h1, x1, Z5; \
+	VPCLMULQDQ $0x11, h2, x2, Z8; \
+	VPXORQ     Z5, Z8, hi; \
+	VPSHUFD    $78, x1, Z24; \
+	VPSHUFD    $78, x2, Z25; \
+	VPXORQ     x1, Z24, Z24; \
+	VPXORQ     x2, Z25, Z25; \
+	VPCLMULQDQ $0x00, hk1(SI), Z24, Z5; \
+	VPCLMULQDQ $0x00, hk2(SI), Z25, Z8; \
+	VPXORQ     Z5, Z8, mid
 
 // MUL32 folds the 32 blocks of Z0..Z3 and Z20..Z23 (swapped, the
 // accumulator in Z0) into the accumulator X15, three products a block
-// (MULK). The products that do not depend on the accumulator come first,
-// so that the next iteration's wait for it is one product, two sums and
+// (MULK2). The products that do not depend on the accumulator come first,
+// so that the next iteration's wait for it is one product, a sum and
 // the reduction.
 #define MUL32 \
-	VPXORQ Z4, Z4, Z4; \
-	VPXORQ Z6, Z6, Z6; \
-	VPXORQ Z7, Z7, Z7; \
-	MULK(Z13, 960, Z23, Z5, Z24, Z4, Z6, Z7); \
-	MULK(Z12, 896, Z22, Z5, Z24, Z4, Z6, Z7); \
-	MULK(Z11, 832, Z21, Z5, Z24, Z4, Z6, Z7); \
-	MULK(Z10, 768, Z20, Z5, Z24, Z4, Z6, Z7); \
-	MULK(Z19, 704, Z3, Z5, Z24, Z4, Z6, Z7); \
-	MULK(Z18, 640, Z2, Z5, Z24, Z4, Z6, Z7); \
-	MULK(Z17, 576, Z1, Z5, Z24, Z4, Z6, Z7); \
-	MULK(Z16, 512, Z0, Z5, Z24, Z4, Z6, Z7); \
-	VPXORQ Z4, Z7, Z7; \
-	VPXORQ Z6, Z7, Z7; \
+	MULK2SET(Z13, 960, Z23, Z12, 896, Z22, Z4, Z6, Z7); \
+	MULK2(Z11, 832, Z21, Z10, 768, Z20, Z4, Z6, Z7); \
+	MULK2(Z19, 704, Z3, Z18, 640, Z2, Z4, Z6, Z7); \
+	MULK2(Z17, 576, Z1, Z16, 512, Z0, Z4, Z6, Z7); \
+	VPTERNLOGQ $0x96, Z4, Z6, Z7; \
 	LANES(Z4, Y4, X4); \
 	LANES(Z6, Y6, X6); \
 	LANES(Z7, Y7, X7); \
