@@ -118,39 +118,26 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 // powers of H in h1 and h2 (four of each) to the low (lo), high (hi) and
 // middle (mid) sums, the middle ones by Karatsuba: (x₀⊕x₁)·(h₀⊕h₁), with
 // h₀⊕h₁ at hk1(SI) and hk2(SI) (the table's second half), which leaves
-// lo ⊕ hi to add to mid once at the end. Each sum takes its two products
-// in one three-way exclusive or (VPTERNLOGQ $0x96). Z5, Z8, Z24 and Z25
-// are clobbered.
-#define MULK2(h1, hk1, x1, h2, hk2, x2, lo, hi, mid) \
+// lo ⊕ hi to add to mid once at the end. op puts each pair of products
+// into its sum: ADD3 adds them in one three-way exclusive or, SET3 sets
+// the sum to them. Z5, Z8, Z24 and Z25 are clobbered.
+#define MULK2(op, h1, hk1, x1, h2, hk2, x2, lo, hi, mid) \
 	VPCLMULQDQ $0x00, h1, x1, Z5; \
 	VPCLMULQDQ $0x00, h2, x2, Z8; \
-	VPTERNLOGQ $0x96, Z5, Z8, lo; \
+	op(Z5, Z8, lo); \
 	VPCLMULQDQ $0x11, h1, x1, Z5; \
 	VPCLMULQDQ $0x11, h2, x2, Z8; \
-	VPTERNLOGQ $0x96, Z5, Z8, hi; \
+	op(Z5, Z8, hi); \
 	VPSHUFD    $78, x1, Z24; \
 	VPSHUFD    $78, x2, Z25; \
 	VPXORQ     x1, Z24, Z24; \
 	VPXORQ     x2, Z25, Z25; \
 	VPCLMULQDQ $0x00, hk1(SI), Z24, Z5; \
 	VPCLMULQDQ $0x00, hk2(SI), Z25, Z8; \
-	VPTERNLOGQ $0x96, Z5, Z8, mid
+	op(Z5, Z8, mid)
 
-// MULK2SET is MULK2 into sums it sets instead of adding to.
-#define MULK2SET(h1, hk1, x1, h2, hk2, x2, lo, hi, mid) \
-	VPCLMULQDQ $0x00, h1, x1, Z5; \
-	VPCLMULQDQ $0x00, h2, x2, Z8; \
-	VPXORQ     Z5, Z8, lo; \
-	VPCLMULQDQ $0x11, h1, x1, Z5; \
-	VPCLMULQDQ $0x11, h2, x2, Z8; \
-	VPXORQ     Z5, Z8, hi; \
-	VPSHUFD    $78, x1, Z24; \
-	VPSHUFD    $78, x2, Z25; \
-	VPXORQ     x1, Z24, Z24; \
-	VPXORQ     x2, Z25, Z25; \
-	VPCLMULQDQ $0x00, hk1(SI), Z24, Z5; \
-	VPCLMULQDQ $0x00, hk2(SI), Z25, Z8; \
-	VPXORQ     Z5, Z8, mid
+#define ADD3(a, b, sum) VPTERNLOGQ $0x96, a, b, sum
+#define SET3(a, b, sum) VPXORQ a, b, sum
 
 // MUL32 folds the 32 blocks of Z0..Z3 and Z20..Z23 (swapped, the
 // accumulator in Z0) into the accumulator X15, three products a block
@@ -158,10 +145,10 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 // so that the next iteration's wait for it is one product, a sum and
 // the reduction.
 #define MUL32 \
-	MULK2SET(Z13, 960, Z23, Z12, 896, Z22, Z4, Z6, Z7); \
-	MULK2(Z11, 832, Z21, Z10, 768, Z20, Z4, Z6, Z7); \
-	MULK2(Z19, 704, Z3, Z18, 640, Z2, Z4, Z6, Z7); \
-	MULK2(Z17, 576, Z1, Z16, 512, Z0, Z4, Z6, Z7); \
+	MULK2(SET3, Z13, 960, Z23, Z12, 896, Z22, Z4, Z6, Z7); \
+	MULK2(ADD3, Z11, 832, Z21, Z10, 768, Z20, Z4, Z6, Z7); \
+	MULK2(ADD3, Z19, 704, Z3, Z18, 640, Z2, Z4, Z6, Z7); \
+	MULK2(ADD3, Z17, 576, Z1, Z16, 512, Z0, Z4, Z6, Z7); \
 	VPTERNLOGQ $0x96, Z4, Z6, Z7; \
 	LANES(Z4, Y4, X4); \
 	LANES(Z6, Y6, X6); \
