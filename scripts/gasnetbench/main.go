@@ -283,7 +283,9 @@ func gasnetRMA(out string) map[string]float64 {
 }
 
 // oursRMA reads testam -rma's lines: "put SIZE B ITERS iters US µs/msg
-// MBPS MB/s"; a latency is SIZE/MBPS, which the rounding of US would hide.
+// MBPS MB/s". A latency is US or SIZE/MBPS, whichever its printing rounds
+// less: US has four decimals (too few for a Put of a few nanoseconds),
+// MBPS one (too few at a few MB/s, as 8 bytes over UDP).
 func oursRMA(out string) map[string]float64 {
 	f := map[string]float64{}
 	for _, l := range strings.Split(out, "\n") {
@@ -292,10 +294,14 @@ func oursRMA(out string) map[string]float64 {
 			continue
 		}
 		size, _ := strconv.Atoi(p[1])
-		if size >= 1<<20 {
-			f[rmaName(p[0], size)] = num(p[7])
-		} else if mbps := num(p[7]); mbps > 0 {
-			f[rmaName(p[0], size)] = float64(size) / mbps // µs, unrounded
+		us, mbps := num(p[5]), num(p[7])
+		switch {
+		case size >= 1<<20:
+			f[rmaName(p[0], size)] = mbps
+		case mbps > 0 && 0.05/mbps < 0.00005/us:
+			f[rmaName(p[0], size)] = float64(size) / mbps
+		case us > 0:
+			f[rmaName(p[0], size)] = us
 		}
 	}
 	return f
