@@ -142,8 +142,8 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 // MUL32 folds the 32 blocks of Z0..Z3 and Z20..Z23 (swapped, the
 // accumulator in Z0) into the accumulator X15, three products a block
 // (MULK2). The products that do not depend on the accumulator come first,
-// so that the next iteration's wait for it is one product, a sum and
-// the reduction.
+// so that the next iteration waits for it only through the last pair's
+// products and sums, the lanes' sum and the reduction.
 #define MUL32 \
 	MULK2(SET3, Z13, 960, Z23, Z12, 896, Z22, Z4, Z6, Z7); \
 	MULK2(ADD3, Z11, 832, Z21, Z10, 768, Z20, Z4, Z6, Z7); \
