@@ -30,6 +30,7 @@ type figure struct {
 	name   string
 	higher bool // a rate: higher is better
 	g, u   []float64
+	ratios []float64 // ours / GASNet of each round that measured both
 }
 
 // group is a pair of runs, GASNet's and ours, with the figures each run
@@ -70,7 +71,7 @@ func main() {
 	}
 	host, _ := os.Hostname()
 	fmt.Printf("gasnetbench: %s, %d CPUs, %d alternating rounds, medians; ratio = ours / GASNet\n", host, nproc(), *rounds)
-	fmt.Printf("%-44s %12s %12s %7s  %s\n", "figure", "GASNet", "ours", "ratio", "ahead")
+	fmt.Printf("%-44s %12s %12s %7s  %-5s  %s\n", "figure", "GASNet", "ours", "ratio", "ahead", "rounds ahead, their ratios")
 	behind := 0
 	for _, g := range gs {
 		figs := map[string]*figure{}
@@ -87,11 +88,16 @@ func main() {
 				fail(g.name, "ours", r, err)
 			}
 			for k, f := range figs {
-				if v, ok := gm[k]; ok {
-					f.g = append(f.g, v)
+				gv, gok := gm[k]
+				uv, uok := um[k]
+				if gok {
+					f.g = append(f.g, gv)
 				}
-				if v, ok := um[k]; ok {
-					f.u = append(f.u, v)
+				if uok {
+					f.u = append(f.u, uv)
+				}
+				if gok && uok && gv > 0 {
+					f.ratios = append(f.ratios, uv/gv)
 				}
 			}
 		}
@@ -111,7 +117,7 @@ func main() {
 			if !ahead {
 				mark, behind = "no", behind+1
 			}
-			fmt.Printf("%-44s %12s %12s %7.2f  %s\n", f.name, fig(gm), fig(um), ratio, mark)
+			fmt.Printf("%-44s %12s %12s %7.2f  %-5s  %s\n", f.name, fig(gm), fig(um), ratio, mark, spread(f.ratios, f.higher))
 		}
 	}
 	fmt.Printf("gasnetbench: %d figures behind GASNet's\n", behind)
@@ -355,6 +361,22 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// spread says in how many rounds ours was ahead (ratios: ours / GASNet
+// of each round, a rate's higher is better) and the range of the
+// ratios: the medians' ratio alone hides how much one round's differ.
+func spread(ratios []float64, higher bool) string {
+	if len(ratios) == 0 {
+		return "-"
+	}
+	ahead := 0
+	for _, r := range ratios {
+		if r <= 1 && !higher || r >= 1 && higher {
+			ahead++
+		}
+	}
+	return fmt.Sprintf("%d/%d, %.2f-%.2f", ahead, len(ratios), slices.Min(ratios), slices.Max(ratios))
 }
 
 func cell(v []float64) string {

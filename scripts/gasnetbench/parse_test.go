@@ -101,3 +101,22 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+// TestSpread: the rounds ahead count each ratio in its figure's direction,
+// a tie as ahead, and the range is the ratios' least and greatest.
+func TestSpread(t *testing.T) {
+	for _, c := range []struct {
+		ratios []float64
+		higher bool
+		want   string
+	}{
+		{[]float64{0.9, 1.2, 1.0, 0.7, 1.1}, false, "3/5, 0.70-1.20"},
+		{[]float64{0.9, 1.2, 1.0, 0.7, 1.1}, true, "3/5, 0.70-1.20"},
+		{[]float64{0.5, 0.6}, true, "0/2, 0.50-0.60"},
+		{nil, false, "-"},
+	} {
+		if got := spread(c.ratios, c.higher); got != c.want {
+			t.Errorf("spread(%v, higher %v) = %q, want %q", c.ratios, c.higher, got, c.want)
+		}
+	}
+}
