@@ -63,9 +63,8 @@ func (t *Team) barrierNB(n uint64) *splitBarrier {
 	call := coll.Call{Kind: coll.Barrier}
 	c, err := t.begin(call, true)
 	if err != nil {
-		return ended(t.argErr(call, err))
+		return ended(err)
 	}
-	t.run.Reset(c, t.plan, call)
 	if err := c.post(j.words, coll.Post{Call: call}); err != nil {
 		return ended(c.end(err))
 	}

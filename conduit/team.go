@@ -193,15 +193,17 @@ type teamCall struct {
 // begin starts this rank's next collective on the team, call, in the
 // turn of the call that makes it (ordered, startNB), for the kinds that
 // drain once every request this rank sent has been answered (so that a
-// Put completed before a barrier is visible to every member after it). A call over messages
-// enters the team's box here (onWords false), an exchange on words only
-// if it falls back to messages (enterBox).
+// Put completed before a barrier is visible to every member after it).
+// A call over messages enters the team's box here (onWords false), an
+// exchange on words only if it falls back to messages (enterBox). The
+// team's engine (t.run) is reset for the call; an error is the call's
+// (argErr).
 func (t *Team) begin(call coll.Call, onWords bool) (*teamCall, error) {
 	j := t.j
 	j.enter()
 	if drains(call.Kind) {
 		if err := j.ep.Drain(); err != nil {
-			return nil, j.done(err)
+			return nil, t.argErr(call, j.done(err))
 		}
 	}
 	t.seq++
@@ -209,7 +211,7 @@ func (t *Team) begin(call coll.Call, onWords bool) (*teamCall, error) {
 	c := &t.call
 	if !onWords {
 		if err := c.enterBox(); err != nil {
-			return nil, j.done(fmt.Errorf("%v %d: %w", call.Kind, c.seq, err))
+			return nil, t.argErr(call, j.done(fmt.Errorf("%v %d: %w", call.Kind, c.seq, err)))
 		}
 	}
 	if j.hangWarn > 0 {
@@ -217,6 +219,7 @@ func (t *Team) begin(call coll.Call, onWords bool) (*teamCall, error) {
 		// waiting in different calls of one collective.
 		j.watch.enter(t.watch, c, j.hangWarn)
 	}
+	t.run.Reset(c, t.plan, call)
 	return c, nil
 }
 

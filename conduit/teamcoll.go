@@ -149,9 +149,8 @@ func (t *Team) collect(call coll.Call, data []byte, parts [][]byte, combine coll
 	onWords := t.onWords()
 	c, err := t.begin(call, onWords)
 	if err != nil {
-		return nil, t.argErr(call, err)
+		return nil, err
 	}
-	t.run.Reset(c, t.plan, call)
 	if !onWords {
 		return t.overMessages(c, data, parts, combine)
 	}
