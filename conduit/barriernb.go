@@ -148,8 +148,8 @@ func (s *splitBarrier) test() bool {
 // wait completes the barrier and returns its error, or that of a Test's
 // poll pass; from a handler, ErrWaitInHandler unless it has completed.
 func (s *splitBarrier) wait() error {
-	if !s.fin.Load() && s.t.j.ep.InHandler() {
-		return ErrWaitInHandler
+	if err := s.t.j.refuseWait(s.fin.Load()); err != nil {
+		return err
 	}
 	s.complete()
 	if p := s.polled.Load(); p != nil && s.err == nil {
@@ -159,8 +159,8 @@ func (s *splitBarrier) wait() error {
 }
 
 func (s *splitBarrier) waitContext(ctx context.Context) error {
-	if !s.fin.Load() && s.t.j.ep.InHandler() {
-		return ErrWaitInHandler
+	if err := s.t.j.refuseWait(s.fin.Load()); err != nil {
+		return err
 	}
 	if err := s.t.j.waitContext(ctx, s.done); err != nil {
 		return err

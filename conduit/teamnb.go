@@ -78,8 +78,8 @@ func (h *collOp[T]) done() bool {
 // wait waits until the collective completes and returns its error; from
 // a handler, ErrWaitInHandler unless it has completed.
 func (h *collOp[T]) wait() error {
-	if !h.done() && h.t.j != nil && h.t.j.ep.InHandler() {
-		return ErrWaitInHandler
+	if err := h.t.j.refuseWait(h.done()); err != nil {
+		return err
 	}
 	<-h.finish
 	_, err := h.result()
@@ -90,8 +90,8 @@ func (h *collOp[T]) wait() error {
 // ctx's error, and the collective goes on (the other members need this
 // rank's part); a later wait returns its result.
 func (h *collOp[T]) waitContext(ctx context.Context) error {
-	if !h.done() && h.t.j != nil && h.t.j.ep.InHandler() {
-		return ErrWaitInHandler
+	if err := h.t.j.refuseWait(h.done()); err != nil {
+		return err
 	}
 	select {
 	case <-h.finish:
@@ -100,4 +100,14 @@ func (h *collOp[T]) waitContext(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// refuseWait is ErrWaitInHandler for a wait for a collective that has
+// not completed (done false) from a handler of j's: its completion would
+// need the poll pass the handler runs in to end first. Else nil.
+func (j *Job) refuseWait(done bool) error {
+	if !done && j != nil && j.ep.InHandler() {
+		return ErrWaitInHandler
+	}
+	return nil
 }
