@@ -450,3 +450,56 @@ func TestDirectBacklogPerPeer(t *testing.T) {
 
 // addrCmp compares netip addresses by value.
 var addrCmp = cmpopts.EquateComparable(netip.AddrPort{}, netip.Addr{})
+
+// TestDirectUnanswerableFails: a request through shared memory from a
+// rank whose inbox this rank cannot map (its table names a wrong path)
+// does not run, since its answer could not go back: the next poll pass
+// returns an error naming both ranks, once, and the passes after it go
+// on.
+func TestDirectUnanswerableFails(t *testing.T) {
+	open := listenShared(t, DefaultInbox)
+	var eps [2]*Endpoint
+	var trs [2]*Shared
+	addrs := make([]netip.AddrPort, 2)
+	for i := range eps {
+		tr, err := open(loopback, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs[i] = tr.(*Shared)
+		if eps[i], err = NewEndpoint(tr, Config{Rank: i, Secret: []byte("s")}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { eps[i].Close() })
+		addrs[i] = tr.LocalAddr()
+	}
+	for _, e := range eps {
+		if err := e.SetPeers(addrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ran atomic.Int32
+	eps[0].Register(10, func(*Token, []uint32, []byte) { ran.Add(1) })
+	trs[0].SetInboxes([]Inbox{{addrs[0], trs[0].Inbox()}, {addrs[1], t.TempDir() + "/no-inbox"}})
+	trs[1].SetInboxes([]Inbox{{addrs[0], trs[0].Inbox()}, {addrs[1], trs[1].Inbox()}})
+	if err := eps[1].RequestShort(0, 10); err != nil {
+		t.Fatal(err)
+	}
+	if st := trs[1].Stats(); st.ShmSent != 1 {
+		t.Fatalf("rank 1 put %d records into rank 0's inbox, want its request", st.ShmSent)
+	}
+	var err error
+	for end := time.Now().Add(testbound.For(t, 5*time.Second)); err == nil && time.Now().Before(end); {
+		err = eps[0].Poll()
+	}
+	want := "amudp: rank 1 sent a request through shared memory, but rank 0 cannot map its inbox to answer"
+	if err == nil || err.Error() != want {
+		t.Fatalf("rank 0's poll: %v, want %q", err, want)
+	}
+	if err := eps[0].Poll(); err != nil {
+		t.Errorf("the poll after the error: %v, want nil", err)
+	}
+	if n, st := ran.Load(), eps[0].Stats(); n != 0 || st.BadSource != 1 {
+		t.Errorf("handler ran %d times (want 0); %d records from a bad source (want 1)", n, st.BadSource)
+	}
+}
