@@ -110,15 +110,13 @@ func TestDirectPath(t *testing.T) {
 	}
 }
 
-// TestDirectAwaitsReady: a rank whose peer has not yet learnt the inboxes
-// (Shared.SetInboxes) sends it datagrams, which it answers; once the peer
-// has, messages take the direct path.
-func TestDirectAwaitsReady(t *testing.T) {
+// sharedPair returns the endpoints of ranks 0 and 1 over Shared
+// transports that know each other's addresses but not yet the inboxes
+// (Shared.SetInboxes), their transports, and the inboxes' table.
+func sharedPair(t *testing.T) (eps [2]*Endpoint, trs [2]*Shared, inboxes []Inbox) {
+	t.Helper()
 	open := listenShared(t, DefaultInbox)
-	var eps [2]*Endpoint
-	var trs [2]*Shared
 	addrs := make([]netip.AddrPort, 2)
-	var inboxes []Inbox
 	for i := range eps {
 		tr, err := open(loopback, 0)
 		if err != nil {
@@ -128,7 +126,8 @@ func TestDirectAwaitsReady(t *testing.T) {
 		if eps[i], err = NewEndpoint(tr, Config{Rank: i, Secret: []byte("s")}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { eps[i].Close() })
+		e := eps[i]
+		t.Cleanup(func() { e.Close() })
 		addrs[i] = tr.LocalAddr()
 		inboxes = append(inboxes, Inbox{tr.LocalAddr(), trs[i].Inbox()})
 	}
@@ -137,6 +136,14 @@ func TestDirectAwaitsReady(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return eps, trs, inboxes
+}
+
+// TestDirectAwaitsReady: a rank whose peer has not yet learnt the inboxes
+// (Shared.SetInboxes) sends it datagrams, which it answers; once the peer
+// has, messages take the direct path.
+func TestDirectAwaitsReady(t *testing.T) {
+	eps, trs, inboxes := sharedPair(t)
 	var ran atomic.Int32
 	eps[1].Register(10, func(*Token, []uint32, []byte) { ran.Add(1) })
 	trs[0].SetInboxes(inboxes)
@@ -457,31 +464,11 @@ var addrCmp = cmpopts.EquateComparable(netip.AddrPort{}, netip.Addr{})
 // returns an error naming both ranks, once, and the passes after it go
 // on.
 func TestDirectUnanswerableFails(t *testing.T) {
-	open := listenShared(t, DefaultInbox)
-	var eps [2]*Endpoint
-	var trs [2]*Shared
-	addrs := make([]netip.AddrPort, 2)
-	for i := range eps {
-		tr, err := open(loopback, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trs[i] = tr.(*Shared)
-		if eps[i], err = NewEndpoint(tr, Config{Rank: i, Secret: []byte("s")}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { eps[i].Close() })
-		addrs[i] = tr.LocalAddr()
-	}
-	for _, e := range eps {
-		if err := e.SetPeers(addrs); err != nil {
-			t.Fatal(err)
-		}
-	}
+	eps, trs, inboxes := sharedPair(t)
 	var ran atomic.Int32
 	eps[0].Register(10, func(*Token, []uint32, []byte) { ran.Add(1) })
-	trs[0].SetInboxes([]Inbox{{addrs[0], trs[0].Inbox()}, {addrs[1], t.TempDir() + "/no-inbox"}})
-	trs[1].SetInboxes([]Inbox{{addrs[0], trs[0].Inbox()}, {addrs[1], trs[1].Inbox()}})
+	trs[0].SetInboxes([]Inbox{inboxes[0], {inboxes[1].Addr, t.TempDir() + "/no-inbox"}})
+	trs[1].SetInboxes(inboxes)
 	if err := eps[1].RequestShort(0, 10); err != nil {
 		t.Fatal(err)
 	}
