@@ -459,8 +459,8 @@ func TestDirectBacklogPerPeer(t *testing.T) {
 var addrCmp = cmpopts.EquateComparable(netip.AddrPort{}, netip.Addr{})
 
 // TestDirectUnanswerableFails: a request through shared memory from a
-// rank whose inbox this rank cannot map (its table names a wrong path)
-// does not run, since its answer could not go back: the next poll pass
+// rank whose inbox this rank cannot map (this rank's table of inboxes,
+// Shared.SetInboxes, names a wrong path for it) does not run, since its answer could not go back: the next poll pass
 // returns an error naming both ranks, once, and the passes after it go
 // on.
 func TestDirectUnanswerableFails(t *testing.T) {
@@ -472,8 +472,8 @@ func TestDirectUnanswerableFails(t *testing.T) {
 	if err := eps[1].RequestShort(0, 10); err != nil {
 		t.Fatal(err)
 	}
-	if st := trs[1].Stats(); st.ShmSent != 1 {
-		t.Fatalf("rank 1 put %d records into rank 0's inbox, want its request", st.ShmSent)
+	if shm, st := trs[1].Stats(), eps[1].Stats(); shm.ShmSent != 1 || st.Sent != 0 {
+		t.Fatalf("rank 1 put %d records into rank 0's inbox and sent %d datagrams, want its request direct", shm.ShmSent, st.Sent)
 	}
 	var err error
 	for end := time.Now().Add(testbound.For(t, 5*time.Second)); err == nil && time.Now().Before(end); {
