@@ -109,7 +109,7 @@ scale:
 	scripts/scale.sh $(SCALE_N)
 
 # Every fuzz target for FUZZTIME each (CI: 50000x, a few seconds each), from
-# the seed corpora in testdata/fuzz: the wire decoder, the shared-memory
+# the seed corpora in testdata/fuzz: the wire decoder and opener, the shared-memory
 # ring (its records, and its header under every call), the control-frame
 # reader, the C spawner's template expander and server list, and the ssh
 # server-list, option and ssh_config parsers. The budget is a count of executions, not
@@ -117,7 +117,7 @@ scale:
 # deadline as a failure ("context deadline exceeded", no input written;
 # go.dev/issue/75804, fixed in Go 1.27).
 FUZZTIME ?= 500000x
-FUZZ_TARGETS := ./amudp/internal/wire/:FuzzDecode ./amudp/internal/shmring/:FuzzPeek ./amudp/internal/shmring/:FuzzRing ./spawn/internal/console/:FuzzControlFrame ./spawn/internal/cmdtmpl/:FuzzExpandTemplate \
+FUZZ_TARGETS := ./amudp/internal/wire/:FuzzDecode ./amudp/internal/wire/:FuzzOpen ./amudp/internal/shmring/:FuzzPeek ./amudp/internal/shmring/:FuzzRing ./spawn/internal/console/:FuzzControlFrame ./spawn/internal/cmdtmpl/:FuzzExpandTemplate \
 	./spawn/internal/cmdtmpl/:FuzzSplitServers ./spawn/internal/ctl/:FuzzDecodeTable ./spawn/internal/sshc/:FuzzParseServers ./spawn/internal/sshc/:FuzzParseOptions ./spawn/internal/sshc/:FuzzParseConfig \
 	./conduit/internal/ifmatch/:FuzzCandidatesAgree ./conduit/internal/coll/:FuzzBox ./spawn/internal/pmi/:FuzzParse ./spawn/internal/pmi/:FuzzClientReplies ./spawn/internal/pmi/:FuzzParseMapping
 fuzz:

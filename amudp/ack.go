@@ -77,6 +77,14 @@ func (e *Endpoint) sendAcks(p *peerState) {
 	_ = e.tr.Send(e.abuf, p.to())
 }
 
+// awaits reports whether a reply of nonce to request seq of slot would
+// complete it (ackLocked): the request is in flight, and no reply sealed
+// since came. mu held.
+func (p *peerState) awaits(slot, seq uint16, nonce uint64) bool {
+	s := p.req(slot)
+	return s != nil && s.inflight && s.seq == seq && nonce > s.replyNonce
+}
+
 // ackLocked completes p's request (slot, seq) if it is in flight, and
 // reports whether it was; anything else is a duplicate reply. nonce is
 // the reply's: a reply sealed before the last one accepted in the slot is

@@ -474,7 +474,8 @@ func (e *Endpoint) handleDirect(b []byte) {
 		e.returned(Returned{Reason: Reason(m.Args[0]), Dest: src, Addr: l.addr, Kind: Kind(m.Args[1]), Handler: m.Handler})
 		return
 	}
-	e.runReply(h, m, seg, src, l.addr, nil)
+	payload, bad := e.handlerView(h, m, seg)
+	e.runReply(h, m, payload, bad, src, l.addr, nil)
 }
 
 // isPeer reports whether rank is another rank of the job.

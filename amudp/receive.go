@@ -31,6 +31,32 @@ func (e *Endpoint) handlerView(h Handler, m *wire.Message, seg []byte) ([]byte, 
 	return m.Payload, ReasonNone
 }
 
+// openView is handlerView of a datagram whose payload may be yet to check
+// (pend): it checks it, and copies a Long's into the segment on the way,
+// in one pass. ok is false when the check fails, and nothing of the
+// message may then be believed.
+func (e *Endpoint) openView(h Handler, m *wire.Message, seg []byte, pend unchecked) (view []byte, reason Reason, ok bool) {
+	if pend.tag == nil {
+		view, reason = e.handlerView(h, m, seg)
+		return view, reason, true
+	}
+	// Only a Long datagram whose payload is not in place is split
+	// (wire.Key.OpenHead).
+	reason = ReasonBadHandler
+	if h != nil {
+		view, reason = inSegment(seg, uint64(len(m.Payload)), m.Offset)
+	}
+	if !e.key.OpenPayload(pend.body, pend.tag, view) {
+		return nil, ReasonNone, false
+	}
+	return view, reason, true
+}
+
+// unchecked is a received datagram whose header is checked and whose
+// payload is not (wire.Key.OpenHead): its body and the tag over it; tag
+// nil when there is nothing left to check.
+type unchecked struct{ body, tag []byte }
+
 // intoSegment copies a Long payload into seg at off and returns the
 // handler's view of it, or why it cannot go there.
 func intoSegment(seg, payload []byte, off uint64) ([]byte, Reason) {
@@ -69,8 +95,9 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort, shm bool) {
 		e.stats.badDatagrams.Add(1)
 		return
 	}
-	// Nothing in a datagram is believed before it opens.
-	b, ok := e.key.Open(b, uint32(e.rank))
+	// Nothing in a datagram is believed before it opens; a Long payload
+	// before openView has checked it.
+	b, tag, ok := e.key.OpenHead(b, uint32(e.rank))
 	if !ok {
 		e.stats.badMAC.Add(1)
 		return
@@ -103,10 +130,11 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort, shm bool) {
 			e.adoptLocked(p, from)
 		}
 	}
+	pend := unchecked{b, tag}
 	if m.Kind.IsRequest() {
-		e.handleRequest(m, src)
+		e.handleRequest(m, src, pend)
 	} else {
-		e.handleReply(m, src)
+		e.handleReply(m, src, pend)
 	}
 }
 
@@ -115,8 +143,10 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort, shm bool) {
 func (e *Endpoint) resendGap() time.Duration { return max(e.rcfg.MinRTO/2, 100*time.Microsecond) }
 
 // handleRequest runs a request exactly once; called with mu held, returns
-// with it released.
-func (e *Endpoint) handleRequest(m *wire.Message, src int) {
+// with it released. A request whose payload fails its check (pend) is
+// dropped as a forgery before the slot takes its number: its genuine copy
+// still runs.
+func (e *Endpoint) handleRequest(m *wire.Message, src int, pend unchecked) {
 	p := e.peerLocked(src)
 	r := p.rxAt(m.Slot)
 	// Sequence numbers compare in serial-number arithmetic (RFC 1982): the
@@ -151,12 +181,17 @@ func (e *Endpoint) handleRequest(m *wire.Message, src int) {
 		e.stats.stale.Add(1)
 		return
 	}
-	r.seq, r.nonce, r.replied, r.resentAt = m.Seq, m.Nonce, false, 0
 	tab := e.table.Load()
 	h, seg := tab.handlers[m.Handler], tab.segment
 	e.mu.Unlock()
 
-	payload, reason := e.handlerView(h, m, seg)
+	payload, reason, ok := e.openView(h, m, seg, pend)
+	if !ok {
+		e.stats.badMAC.Add(1)
+		return
+	}
+	// The receiver's state of a slot is the poller's alone.
+	r.seq, r.nonce, r.replied, r.resentAt = m.Seq, m.Nonce, false, 0
 	if reason != ReasonNone {
 		ret := wire.Message{Header: wire.Header{Kind: KindReturned, Handler: m.Handler, NArgs: 1,
 			Src: uint32(e.rank), Slot: m.Slot, Seq: m.Seq}}
@@ -178,30 +213,51 @@ func (e *Endpoint) handleRequest(m *wire.Message, src int) {
 }
 
 // handleReply completes a request; called with mu held, returns with it
-// released.
-func (e *Endpoint) handleReply(m *wire.Message, src int) {
+// released. A reply whose payload fails its check (pend) is dropped as a
+// forgery before it completes the request: its genuine copy still does.
+func (e *Endpoint) handleReply(m *wire.Message, src int, pend unchecked) {
 	p := e.peers[src]
 	if p == nil {
 		e.mu.Unlock()
 		e.stats.dupReplies.Add(1)
 		return
 	}
-	now := e.clock
 	if m.Kind == KindAutoReply {
-		e.ackLocked(p, m.Slot, m.Seq, m.Nonce, now)
+		e.ackLocked(p, m.Slot, m.Seq, m.Nonce, e.clock)
 		for i := range m.AckPairs() {
 			slot, seq := m.AckPair(i)
 			if int(slot) >= e.depth {
 				e.stats.badSlot.Add(1)
 				continue
 			}
-			e.ackLocked(p, slot, seq, m.Nonce, now)
+			e.ackLocked(p, slot, seq, m.Nonce, e.clock)
 		}
 		e.syncDeadlineLocked()
 		e.mu.Unlock()
 		return
 	}
-	if !e.ackLocked(p, m.Slot, m.Seq, m.Nonce, now) {
+	var payload []byte
+	var bad Reason
+	viewed := pend.tag != nil
+	if viewed {
+		if !p.awaits(m.Slot, m.Seq, m.Nonce) {
+			e.ackLocked(p, m.Slot, m.Seq, m.Nonce, e.clock) // counts it
+			e.mu.Unlock()
+			return
+		}
+		// The slot stays in flight while this poller checks the
+		// payload: only the poller completes requests (ackLocked,
+		// fireTimers).
+		tab := e.table.Load()
+		e.mu.Unlock()
+		var ok bool
+		if payload, bad, ok = e.openView(tab.handlers[m.Handler], m, tab.segment, pend); !ok {
+			e.stats.badMAC.Add(1)
+			return
+		}
+		e.mu.Lock()
+	}
+	if !e.ackLocked(p, m.Slot, m.Seq, m.Nonce, e.clock) {
 		e.mu.Unlock()
 		return
 	}
@@ -213,18 +269,20 @@ func (e *Endpoint) handleReply(m *wire.Message, src int) {
 	h, seg := tab.handlers[m.Handler], tab.segment
 	e.mu.Unlock()
 
-	switch m.Kind {
-	case KindReturned:
+	if m.Kind == KindReturned {
 		e.returned(Returned{Reason: Reason(m.Args[0]), Dest: src, Addr: p.to(), Kind: kind, Handler: handler})
 		return
 	}
-	e.runReply(h, m, seg, src, p.to(), p)
+	if !viewed {
+		payload, bad = e.handlerView(h, m, seg)
+	}
+	e.runReply(h, m, payload, bad, src, p.to(), p)
 }
 
 // runReply runs h, the handler of reply m from rank src at addr (p: its
-// peer state on the datagram path, nil on the direct one). Poller only.
-func (e *Endpoint) runReply(h Handler, m *wire.Message, seg []byte, src int, addr netip.AddrPort, p *peerState) {
-	payload, bad := e.handlerView(h, m, seg)
+// peer state on the datagram path, nil on the direct one), with the
+// payload that handlerView gave, or the reason it gave. Poller only.
+func (e *Endpoint) runReply(h Handler, m *wire.Message, payload []byte, bad Reason, src int, addr netip.AddrPort, p *peerState) {
 	if bad != ReasonNone {
 		// The reply cannot run here: hand it to handler 0, refused here.
 		e.returned(Returned{Reason: bad, Dest: src, Addr: addr, Kind: m.Kind, Handler: m.Handler, Incoming: true})

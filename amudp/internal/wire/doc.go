@@ -14,7 +14,7 @@ package wire
 // Protocol limits, from AMUDP 3.x on Linux (DESIGN.md §3, §4).
 const (
 	// Version is the wire-format version carried in every datagram.
-	Version = 2
+	Version = 3
 
 	// HeaderLen is the size of the fixed header in bytes.
 	HeaderLen = 36
@@ -32,7 +32,7 @@ const (
 	// MaxLong is the largest Long payload in bytes (AMUDP's AM_MaxLong).
 	MaxLong = 65000
 
-	// MaxDatagram is the largest datagram the protocol produces, its tag
-	// included.
-	MaxDatagram = HeaderLen + 4*MaxArgs + MaxLong + TagLen
+	// MaxDatagram is the largest datagram the protocol produces, its tags
+	// included (a Long one's two: seal.go).
+	MaxDatagram = HeaderLen + 4*MaxArgs + MaxLong + 2*TagLen
 )

@@ -190,3 +190,82 @@ func TestSealPayload(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitDatagrams: under AuthPayload a Long datagram of splitMin
+// payload bytes or more carries a header tag after its tag (two tags'
+// worth more than its encoding), and no other datagram does. OpenHead
+// checks the header tag alone, and OpenPayload the rest, copying the
+// payload; keys with and without the fast GMAC seal the same bytes, and
+// open each other's. Any bit flipped in the header, the arguments or the
+// header tag fails OpenHead; in the payload or the tag over the whole,
+// OpenPayload and Open.
+func TestSplitDatagrams(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	payload := make([]byte, MaxLong)
+	for i := range payload {
+		payload[i] = byte(r.Uint32())
+	}
+	for _, md := range modes {
+		fast := NewKey([]byte("job secret"), md.mode)
+		slow := *fast
+		slow.g, slow.headG = nil, nil
+		for _, kind := range []Kind{KindLongRequest, KindLongReply} {
+			for _, size := range []int{0, splitMin - 1, splitMin, MaxLong} {
+				m := Message{Header: Header{Kind: kind, Handler: 140, NArgs: 2, Src: 2, Slot: 1, Seq: 4, Offset: 64}, Payload: payload[:size]}
+				plain := encode(t, m)
+				split := md.mode == AuthPayload && size >= splitMin
+				b := fast.Seal(bytes.Clone(plain), 9, 1234)
+				if want := len(plain) + TagLen + TagLen*b2i(split); len(b) != want {
+					t.Fatalf("%s, %v, %d bytes: sealed into %d bytes, want %d", md.name, kind, size, len(b), want)
+				}
+				head, err := m.AppendHead(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(slow.Seal(bytes.Clone(plain), 9, 1234), b) || !bytes.Equal(fast.SealPayload(head, 9, 1234, m.Payload), b) {
+					t.Fatalf("%s, %v, %d bytes: Seal without the fast GMAC, or SealPayload, seals other bytes", md.name, kind, size)
+				}
+				if !split {
+					continue
+				}
+				in := m
+				in.Flags, in.Len, in.Payload = FlagInPlace, uint32(size), nil
+				if p := encode(t, in); len(fast.Seal(p, 9, 1235)) != len(p)+TagLen {
+					t.Fatalf("%s, %v, %d bytes: a Long datagram in place carries a header tag", md.name, kind, size)
+				}
+				end := HeaderLen + 4*int(m.NArgs)
+				for _, open := range []*Key{fast, &slow} {
+					body, tag, ok := open.OpenHead(bytes.Clone(b), 9)
+					dst := make([]byte, size)
+					if !ok || tag == nil || !open.OpenPayload(body, tag, dst) || !bytes.Equal(dst, m.Payload) || !bytes.Equal(body[end:], m.Payload) {
+						t.Fatalf("%s, %v, %d bytes: does not open in two steps to the payload sealed", md.name, kind, size)
+					}
+					for range 300 {
+						bit := r.IntN(8 * len(b))
+						f := bytes.Clone(b)
+						f[bit/8] ^= 1 << (bit % 8)
+						body, tag, ok := open.OpenHead(f, 9)
+						i := bit / 8
+						if headed := i < end || i >= len(plain)+TagLen; headed == ok {
+							t.Fatalf("%s, %v, %d bytes: flipping byte %d, OpenHead says %v", md.name, kind, size, i, ok)
+						}
+						if ok && (open.OpenPayload(body, tag, make([]byte, size)) || open.OpenPayload(body, tag, nil)) {
+							t.Fatalf("%s, %v, %d bytes: flipping byte %d passes OpenPayload", md.name, kind, size, i)
+						}
+						if _, ok := open.Open(bytes.Clone(f), 9); ok {
+							t.Fatalf("%s, %v, %d bytes: flipping byte %d passes Open", md.name, kind, size, i)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

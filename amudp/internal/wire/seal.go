@@ -21,11 +21,16 @@ import (
 //
 //   - AuthHeader: the header and the arguments (and the payload of automatic
 //     replies, which acknowledges requests); the tag is GMAC over them.
-//   - AuthPayload (the default): the whole datagram; GMAC over it.
+//   - AuthPayload (the default): the whole datagram; GMAC over it. A Long
+//     datagram of splitMin payload bytes or more (split) carries a second
+//     tag after it, GMAC over its header and arguments under a key of their
+//     own, so that the receiver believes where the payload goes before it
+//     checks the payload and copies it there in one pass (OpenHead, then
+//     OpenPayload).
 //   - Encrypt: the header authenticated, the arguments and the payload
 //     encrypted and authenticated.
 //
-// Open checks the tag before anything of the datagram is believed: a
+// Open checks the tags before anything of the datagram is believed: a
 // forged or altered datagram, one of another job or one sealed for
 // another rank never reaches a handler. Replays carry a nonce already
 // seen; the endpoint discards them (amudp's receive path).
@@ -49,12 +54,25 @@ type Key struct {
 	// runs the fast GHASH (gmac.go), nil elsewhere: aead does then, and
 	// the rest.
 	g *gmac
+	// headAEAD and headG are aead and g under the key of the header
+	// tags of split datagrams.
+	headAEAD cipher.AEAD
+	headG    *gmac
 }
 
 // NewKey derives the datagram key of the job whose secret is secret.
 func NewKey(secret []byte, mode Mode) *Key {
+	k := &Key{mode: mode}
+	k.aead, k.g = newAEAD("udpconduit datagram aes-128-gcm v2\x00", secret)
+	k.headAEAD, k.headG = newAEAD("udpconduit datagram header gmac v1\x00", secret)
+	return k
+}
+
+// newAEAD returns AES-128-GCM, and the fast GMAC where the CPU runs it,
+// under the key that the SHA-256 of label and secret begins with.
+func newAEAD(label string, secret []byte) (cipher.AEAD, *gmac) {
 	h := sha256.New()
-	h.Write([]byte("udpconduit datagram aes-128-gcm v2\x00"))
+	h.Write([]byte(label))
 	h.Write(secret)
 	var sum [sha256.Size]byte
 	key := h.Sum(sum[:0])[:16]
@@ -66,7 +84,7 @@ func NewKey(secret []byte, mode Mode) *Key {
 	if err != nil {
 		panic(err)
 	}
-	return &Key{aead: aead, mode: mode, g: newGMAC(key)}
+	return aead, newGMAC(key)
 }
 
 // fastMin is the fewest bytes a tag covers for which the fast GMAC is
@@ -75,13 +93,31 @@ func NewKey(secret []byte, mode Mode) *Key {
 // than GHASH saves.
 const fastMin = 512
 
+// splitMin is the fewest payload bytes of a split datagram: from there
+// the copy that OpenPayload saves the receiver costs more than the
+// header tag (BenchmarkOpen).
+const splitMin = 4096
+
+// split reports whether the encoded datagram b (its header at least),
+// sealed under k, carries a header tag (see Key): a Long one, its payload
+// not in place, of splitMin bytes or more, under AuthPayload. It reads
+// b's header as it is: Open checks what it says.
+func (k *Key) split(b []byte) bool {
+	if k.mode != AuthPayload || len(b) < HeaderLen {
+		return false
+	}
+	kind := Kind(b[1] & 0x0f)
+	return (kind == KindLongRequest || kind == KindLongReply) && b[1]>>4&FlagInPlace == 0 &&
+		binary.LittleEndian.Uint32(b[24:]) >= splitMin
+}
+
 // nonce returns the AES-GCM nonce of datagram b (at least HeaderLen
 // bytes): its Nonce and Src fields.
 func nonce(b []byte) []byte { return b[8:20] }
 
 // Seal sets the destination rank and the nonce of the encoded datagram b,
-// whose capacity should hold TagLen more bytes, protects it as the key's
-// mode says, and returns it with its tag. ctr must be a value the sender
+// whose capacity should hold 2·TagLen more bytes, protects it as the key's
+// mode says, and returns it with its tags. ctr must be a value the sender
 // never sealed with before (amudp's endpoint counts them). b's arguments
 // and payload are encrypted in place under Encrypt.
 func (k *Key) Seal(b []byte, dest uint32, ctr uint64) []byte { return k.SealPayload(b, dest, ctr, nil) }
@@ -96,12 +132,29 @@ func (k *Key) SealPayload(b []byte, dest uint32, ctr uint64, payload []byte) []b
 	}
 	binary.LittleEndian.PutUint32(b[4:], dest)
 	binary.LittleEndian.PutUint64(b[8:], ctr)
+	b = k.seal(b, payload)
+	if !k.split(b) {
+		return b
+	}
+	// The header tag, over the header and the arguments.
+	n, end := len(b), HeaderLen+4*int(b[3])
+	b = slices.Grow(b, TagLen)[:n+TagLen]
+	if k.headG != nil {
+		k.headG.tagShort(b[n:], nonce(b), b[:end])
+		return b
+	}
+	k.headAEAD.Seal(b[n:n], nonce(b), nil, b[:end])
+	return b
+}
+
+// seal is SealPayload but for a split datagram's header tag.
+func (k *Key) seal(b []byte, payload []byte) []byte {
 	// A payload of fastMin bytes or more is copied and authenticated in
 	// one pass (AuthPayload); AuthHeader's tags, and short ones, are
 	// tagShort's, below.
 	if k.g != nil && k.mode == AuthPayload && len(b)+len(payload) >= fastMin {
 		n := len(b)
-		b = slices.Grow(b, len(payload)+TagLen)[:n+len(payload)+TagLen]
+		b = slices.Grow(b, len(payload)+2*TagLen)[:n+len(payload)+TagLen]
 		k.g.tagCopy(b[n+len(payload):], nonce(b), b[:n], b[n:n+len(payload)], payload)
 		return b
 	}
@@ -135,36 +188,87 @@ func (k *Key) covered(b []byte, n int) int {
 	return end
 }
 
-// Open checks the tag of datagram b, sealed for rank dest, and returns
-// the datagram without its tag, decrypted in place under Encrypt; ok is
-// false, and b must be dropped, when the tag is wrong or b is not a
+// Open checks the tags of datagram b, sealed for rank dest, and returns
+// the datagram without them, decrypted in place under Encrypt; ok is
+// false, and b must be dropped, when a tag is wrong or b is not a
 // datagram for dest.
 func (k *Key) Open(b []byte, dest uint32) (body []byte, ok bool) {
+	body, tag, ok := k.OpenHead(b, dest)
+	if ok && tag != nil {
+		ok = k.OpenPayload(body, tag, nil)
+	}
+	return body, ok
+}
+
+// OpenHead is Open of all but the payload of a split datagram: of one, it
+// checks the header tag, and returns with body the tag over the whole,
+// which OpenPayload must check before anything of the payload is
+// believed; of any other, it is Open, tag nil.
+func (k *Key) OpenHead(b []byte, dest uint32) (body, tag []byte, ok bool) {
 	if len(b) < HeaderLen+TagLen || binary.LittleEndian.Uint32(b[4:]) != dest {
-		return nil, false
+		return nil, nil, false
+	}
+	if k.split(b) {
+		n := len(b) - 2*TagLen
+		end := HeaderLen + 4*int(b[3])
+		if end > n || !k.headTagOK(b[:end], b[n+TagLen:]) {
+			return nil, nil, false
+		}
+		return b[:n], b[n : n+TagLen], true
 	}
 	n := len(b) - TagLen
 	if k.mode == Encrypt {
 		pt, err := k.aead.Open(b[HeaderLen:HeaderLen], nonce(b), b[HeaderLen:], b[:HeaderLen])
 		if err != nil {
-			return nil, false
+			return nil, nil, false
 		}
-		return b[:HeaderLen+len(pt)], true
+		return b[:HeaderLen+len(pt)], nil, true
 	}
 	end := k.covered(b, n)
-	if end < 0 {
-		return nil, false
+	if end < 0 || !k.tagOK(b[:end], b[n:]) {
+		return nil, nil, false
 	}
-	if k.g != nil && (end >= fastMin || end <= shortMax) {
+	return b[:n], nil, true
+}
+
+// OpenPayload checks tag, which OpenHead returned with the body of a
+// split datagram, over body, and copies the payload to dst on the way
+// (dst of the payload's length, or nil for none). It reports whether the
+// tag is right; dst is written either way.
+func (k *Key) OpenPayload(body, tag, dst []byte) bool {
+	start := HeaderLen + 4*int(body[3])
+	if dst != nil {
+		dst = dst[:len(body)-start]
+	}
+	if k.g == nil || dst == nil {
+		ok := k.tagOK(body, tag)
+		copy(dst, body[start:])
+		return ok
+	}
+	var t [TagLen]byte
+	k.g.tagCopy(t[:], nonce(body), body[:start], dst, body[start:])
+	return subtle.ConstantTimeCompare(t[:], tag) == 1
+}
+
+// tagOK reports whether tag is the GMAC of aad, a datagram's first bytes.
+func (k *Key) tagOK(aad, tag []byte) bool {
+	if end := len(aad); k.g != nil && (end >= fastMin || end <= shortMax) {
 		var t [TagLen]byte
-		k.g.tag(t[:], nonce(b), b[:end])
-		if subtle.ConstantTimeCompare(t[:], b[n:]) != 1 {
-			return nil, false
-		}
-		return b[:n], true
+		k.g.tag(t[:], nonce(aad), aad)
+		return subtle.ConstantTimeCompare(t[:], tag) == 1
 	}
-	if _, err := k.aead.Open(nil, nonce(b), b[n:], b[:end]); err != nil {
-		return nil, false
+	_, err := k.aead.Open(nil, nonce(aad), tag, aad)
+	return err == nil
+}
+
+// headTagOK reports whether tag is the header tag of a split datagram
+// whose header and arguments are head.
+func (k *Key) headTagOK(head, tag []byte) bool {
+	if k.headG != nil {
+		var t [TagLen]byte
+		k.headG.tagShort(t[:], nonce(head), head)
+		return subtle.ConstantTimeCompare(t[:], tag) == 1
 	}
-	return b[:n], true
+	_, err := k.headAEAD.Open(nil, nonce(head), tag, head)
+	return err == nil
 }
