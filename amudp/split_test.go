@@ -38,7 +38,7 @@ func TestSplitLongForgeries(t *testing.T) {
 	e.Register(130, record("request"))
 	e.Register(131, record("reply"))
 	ranN := func() int { mu.Lock(); defer mu.Unlock(); return len(ran) }
-	const n = 8192
+	const n = 20000
 	long := func(kind Kind, seq uint16, off uint64) []byte {
 		m := wire.Message{Header: wire.Header{Kind: kind, Handler: 130, NArgs: 1, Src: 1, Seq: seq, Offset: off}, Payload: genuine(n)}
 		if kind == KindLongReply {

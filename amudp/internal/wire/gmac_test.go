@@ -93,6 +93,40 @@ func BenchmarkGMAC(b *testing.B) {
 	}
 }
 
+// BenchmarkOpenCopy measures what a receiver does with a Long payload of
+// n bytes under the payload MAC, two ways: "check, copy" checks the tag
+// over the datagram, then copies the payload into the segment (the way
+// below splitMin); "one pass" checks the header tag (100 bytes of header
+// and arguments), then the tag over the datagram while it copies
+// (OpenHead, OpenPayload's fast path).
+func BenchmarkOpenCopy(b *testing.B) {
+	if !fastGHASH {
+		b.Skip("no AVX-512 carry-less multiplication here")
+	}
+	g, hg := newGMAC(make([]byte, 16)), newGMAC(make([]byte, 16))
+	head := make([]byte, HeaderLen+4*MaxArgs)
+	var t [TagLen]byte
+	nonce := head[8:20]
+	for _, n := range []int{4096, 8192, 16384, 32768, 65000} {
+		dgram := make([]byte, len(head)+n)
+		seg := make([]byte, n)
+		b.Run("check, copy/"+strconv.Itoa(n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				g.tag(t[:], nonce, dgram)
+				copy(seg, dgram[len(head):])
+			}
+		})
+		b.Run("one pass/"+strconv.Itoa(n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				hg.tagShort(t[:], nonce, head)
+				g.tagCopy(t[:], nonce, dgram[:len(head)], seg, dgram[len(head):])
+			}
+		})
+	}
+}
+
 // TestSealedLargeDatagrams: datagrams short and long enough for the fast
 // GMAC's two paths open under a key without it (a CPU without AVX-512)
 // and the other way round, and fail to open with any of 300 random bits
