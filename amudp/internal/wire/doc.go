@@ -1,6 +1,6 @@
 // Package wire is the datagram format of amudp: one fixed 36-byte header,
-// up to 16 32-bit arguments, a payload and a 16-byte authentication tag
-// (DESIGN.md §4). It has no I/O: Append
+// up to 16 32-bit arguments, a payload and a 16-byte authentication tag,
+// two on a large Long datagram (DESIGN.md §4). It has no I/O: Append
 // encodes a Message onto a caller's buffer and Decode parses one without
 // allocating, so the endpoint's hot path reuses its buffers.
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
+	"encoding/binary"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -283,8 +284,12 @@ func TestSplitDatagrams(t *testing.T) {
 						if headed := i < end || i >= len(plain)+TagLen; headed == ok {
 							t.Fatalf("%s, %v, %d bytes: flipping byte %d, OpenHead says %v", md.name, kind, size, i, ok)
 						}
-						if ok && (open.OpenPayload(body, tag, make([]byte, size)) || open.OpenPayload(body, tag, nil)) {
+						dst := make([]byte, size)
+						if ok && (open.OpenPayload(body, tag, dst) || open.OpenPayload(body, tag, nil)) {
 							t.Fatalf("%s, %v, %d bytes: flipping byte %d passes OpenPayload", md.name, kind, size, i)
+						}
+						if open == &slow && !bytes.Equal(dst, make([]byte, size)) {
+							t.Fatalf("%s, %v, %d bytes: flipping byte %d, OpenPayload without the fast GMAC copies the payload", md.name, kind, size, i)
 						}
 						if _, ok := open.Open(bytes.Clone(f), 9); ok {
 							t.Fatalf("%s, %v, %d bytes: flipping byte %d passes Open", md.name, kind, size, i)
@@ -294,6 +299,53 @@ func TestSplitDatagrams(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSplitBounds: a datagram that would be split but for claiming more
+// than MaxArgs arguments, with a right tag over the whole and a right
+// header tag over its header and claimed arguments, opens neither with
+// the fast GMAC nor without it (the fast header tag covers at most
+// shortMax bytes: it must not be asked for more); and OpenPayload fails
+// a destination of another length than the payload's.
+func TestSplitBounds(t *testing.T) {
+	fast := NewKey([]byte("job secret"), AuthPayload)
+	slow := *fast
+	slow.g, slow.headG = nil, nil
+	for _, nargs := range []int{MaxArgs + 1, 51, 60, 255} {
+		b := hugeArgs(fast, nargs)
+		for _, k := range []*Key{fast, &slow} {
+			if _, _, ok := k.OpenHead(bytes.Clone(b), 3); ok {
+				t.Errorf("%d arguments claimed, fast GMAC %v: the datagram opens", nargs, k.g != nil)
+			}
+		}
+	}
+	m := Message{Header: Header{Kind: KindLongReply, Handler: 140, NArgs: MaxArgs, Src: 2}, Payload: make([]byte, splitMin)}
+	b := fast.Seal(encode(t, m), 3, 5)
+	for _, k := range []*Key{fast, &slow} {
+		body, tag, ok := k.OpenHead(bytes.Clone(b), 3)
+		if !ok || tag == nil {
+			t.Fatalf("fast GMAC %v: a split datagram of %d arguments does not open", k.g != nil, MaxArgs)
+		}
+		if k.OpenPayload(body, tag, make([]byte, splitMin+1)) || k.OpenPayload(body, tag, make([]byte, splitMin-1)) {
+			t.Errorf("fast GMAC %v: OpenPayload takes a destination of another length", k.g != nil)
+		}
+		if !k.OpenPayload(body, tag, make([]byte, splitMin)) {
+			t.Errorf("fast GMAC %v: OpenPayload fails the payload's destination", k.g != nil)
+		}
+	}
+}
+
+// hugeArgs returns a Long request of splitMin payload bytes whose header
+// claims nargs arguments, sealed by hand under k: its tag over the whole
+// right, and a header tag right over its header and claimed arguments.
+func hugeArgs(k *Key, nargs int) []byte {
+	b := make([]byte, HeaderLen+4*nargs+splitMin)
+	b[0], b[1], b[2], b[3] = Version, byte(KindLongRequest), 140, byte(nargs)
+	binary.LittleEndian.PutUint32(b[4:], 3)
+	binary.LittleEndian.PutUint64(b[8:], 5)
+	binary.LittleEndian.PutUint32(b[24:], splitMin)
+	b = k.aead.Seal(b, nonce(b), nil, b)
+	return k.headAEAD.Seal(b, nonce(b), nil, b[:HeaderLen+4*nargs])
 }
 
 // b2i is 1 for true, 0 for false.

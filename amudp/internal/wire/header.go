@@ -13,7 +13,8 @@ import (
 //	28 offset   uint64
 //
 // then nargs × uint32 arguments, then length payload bytes; a sealed
-// datagram ends with a TagLen-byte tag (seal.go). Bytes 8–20, the nonce
+// datagram ends with a TagLen-byte tag, a large Long one with a second
+// (seal.go). Bytes 8–20, the nonce
 // and the sender's rank, are the AES-GCM nonce it is sealed with.
 type Header struct {
 	Kind Kind
@@ -166,7 +167,7 @@ func (m *Message) AppendHead(b []byte) ([]byte, error) {
 // grow extends b by n bytes, reallocating only when its capacity is short.
 func grow(b []byte, n int) []byte {
 	if cap(b)-len(b) < n {
-		nb := make([]byte, len(b), len(b)+n+TagLen) // room for Seal's tag
+		nb := make([]byte, len(b), len(b)+n+2*TagLen) // room for Seal's tags
 		copy(nb, b)
 		b = nb
 	}

@@ -279,8 +279,9 @@ func sipHash(k0, k1, first uint64, hasFirst bool, msg []byte) uint64 {
 }
 
 // FuzzOpen: opening arbitrary bytes, in two steps or one, in every mode,
-// never panics (the seeds: sealed datagrams of every family, a split one
-// among them).
+// never panics, and opens the same with the fast GMAC and without (the
+// seeds: sealed datagrams of every family, a split one among them, and
+// ones that claim more arguments than MaxArgs under right tags).
 func FuzzOpen(f *testing.F) {
 	keys := []*Key{NewKey([]byte("fuzz"), AuthHeader), NewKey([]byte("fuzz"), AuthPayload), NewKey([]byte("fuzz"), Encrypt)}
 	long := Message{Header: Header{Kind: KindLongRequest, Handler: 140, NArgs: 1, Src: 1, Offset: 8}, Payload: make([]byte, splitMin)}
@@ -293,8 +294,20 @@ func FuzzOpen(f *testing.F) {
 			f.Add(uint8(i), k.Seal(b, 0, 1))
 		}
 	}
+	for _, nargs := range []int{MaxArgs + 1, 255} {
+		f.Add(uint8(1), hugeArgs(keys[1], nargs))
+	}
+	// The same keys without the fast GMAC: what opens with one opens
+	// with the other.
+	slow := make([]*Key, len(keys))
+	for i, k := range keys {
+		s := *k
+		s.g, s.headG = nil, nil
+		slow[i] = &s
+	}
 	f.Fuzz(func(t *testing.T, mode uint8, b []byte) {
-		k := keys[int(mode)%len(keys)]
+		i := int(mode) % len(keys)
+		k := keys[i]
 		body, tag, ok := k.OpenHead(bytes.Clone(b), 0)
 		if ok && tag != nil {
 			var m Message
@@ -303,6 +316,9 @@ func FuzzOpen(f *testing.F) {
 			}
 			k.OpenPayload(body, tag, nil)
 		}
-		k.Open(b, 0)
+		_, okFast := k.Open(bytes.Clone(b), 0)
+		if _, okSlow := slow[i].Open(bytes.Clone(b), 0); okFast != okSlow {
+			t.Errorf("mode %d: opens with the fast GMAC %v, without %v", i, okFast, okSlow)
+		}
 	})
 }
