@@ -91,7 +91,9 @@ func (e *Endpoint) handleDatagram(b []byte, from netip.AddrPort, shm bool) {
 		e.stats.badDatagrams.Add(1)
 		return
 	}
-	if b[1]>>4&wire.FlagDirect != 0 {
+	// Another version's datagram is dropped unread (its tags may lie
+	// elsewhere); Decode checks the version again, as believed.
+	if b[0] != wire.Version || b[1]>>4&wire.FlagDirect != 0 {
 		e.stats.badDatagrams.Add(1)
 		return
 	}
@@ -144,8 +146,8 @@ func (e *Endpoint) resendGap() time.Duration { return max(e.rcfg.MinRTO/2, 100*t
 
 // handleRequest runs a request exactly once; called with mu held, returns
 // with it released. A request whose payload fails its check (pend) is
-// dropped as a forgery before the slot takes its number: its genuine copy
-// still runs.
+// dropped as a forgery before its slot's state takes its number: its
+// genuine copy still runs.
 func (e *Endpoint) handleRequest(m *wire.Message, src int, pend unchecked) {
 	p := e.peerLocked(src)
 	r := p.rxAt(m.Slot)
@@ -236,6 +238,9 @@ func (e *Endpoint) handleReply(m *wire.Message, src int, pend unchecked) {
 		e.mu.Unlock()
 		return
 	}
+	// The handler and segment that the reply runs with, loaded once.
+	tab := e.table.Load()
+	h, seg := tab.handlers[m.Handler], tab.segment
 	var payload []byte
 	var bad Reason
 	viewed := pend.tag != nil
@@ -248,10 +253,9 @@ func (e *Endpoint) handleReply(m *wire.Message, src int, pend unchecked) {
 		// The slot stays in flight while this poller checks the
 		// payload: only the poller completes requests (ackLocked,
 		// fireTimers).
-		tab := e.table.Load()
 		e.mu.Unlock()
 		var ok bool
-		if payload, bad, ok = e.openView(tab.handlers[m.Handler], m, tab.segment, pend); !ok {
+		if payload, bad, ok = e.openView(h, m, seg, pend); !ok {
 			e.stats.badMAC.Add(1)
 			return
 		}
@@ -265,8 +269,6 @@ func (e *Endpoint) handleReply(m *wire.Message, src int, pend unchecked) {
 	s := p.req(m.Slot)
 	kind, handler := s.kind, s.handler
 	e.syncDeadlineLocked()
-	tab := e.table.Load()
-	h, seg := tab.handlers[m.Handler], tab.segment
 	e.mu.Unlock()
 
 	if m.Kind == KindReturned {

@@ -124,7 +124,7 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	}
 	p := e.peerLocked(dest)
 	e.routeLocked(p)
-	size := wire.HeaderLen + 4*len(args) + len(payload) + wire.TagLen
+	size := wire.HeaderLen + 4*len(args) + len(payload) + e.key.TagsLen(wire.RequestKind(cat), inPlace, len(payload))
 	for !e.creditLocked(p, size) {
 		e.mu.Unlock()
 		if e.interrupted() {

@@ -16,7 +16,7 @@ import (
 // altered copy of a request or reply already run writes nothing; one
 // whose header or header tag was altered writes nothing; one whose
 // offset is outside the segment is returned only once its payload is
-// checked.
+// checked; one of another protocol version is dropped unread.
 func TestSplitLongForgeries(t *testing.T) {
 	e, raw := wireJob(t, Config{NetworkDepth: 1})
 	seg := make([]byte, 1<<16)
@@ -84,6 +84,10 @@ func TestSplitLongForgeries(t *testing.T) {
 	send(flip(key.Seal(long(KindLongRequest, 1, 20000), 0, 11), 28)) // its offset
 	badMAC(5)
 	untouched("a request whose offset was altered", 20000)
+	old := bytes.Clone(req)
+	old[0] = wire.Version - 1 // another version's: dropped unread
+	send(old)
+	eventually(t, "another version's datagram dropped", func() bool { return e.Stats().BadDatagrams == 1 })
 	send(req)
 	eventually(t, "the genuine request", func() bool { return ranN() == 1 })
 	recvMsg(t, raw)

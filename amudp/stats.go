@@ -8,7 +8,8 @@ import (
 // Stats counts what an endpoint sent, received, dropped or repeated. Sent
 // and Received count datagrams; the direct messages between ranks that
 // share memory are counted by the Shared transport (ShmStats). Drops by reason:
-// BadDatagrams could not be decoded (too short, malformed), BadMAC failed
+// BadDatagrams could not be decoded (too short, malformed, another
+// protocol version's), BadMAC failed
 // authentication (forged, corrupted, another job's, meant for another
 // rank), BadSource came from an address that is not the claimed rank's, or
 // an unknown rank; BadSlot named a credit slot beyond the network depth;
