@@ -19,15 +19,9 @@ func TestGMACMatchesGCM(t *testing.T) {
 		return
 	}
 	r := rand.New(rand.NewPCG(7, 8))
-	data := make([]byte, MaxDatagram+32)
-	for i := range data {
-		data[i] = byte(r.Uint32())
-	}
+	data := randomBytes(r, MaxDatagram+32)
 	for trial := range 8 {
-		key := make([]byte, 16)
-		for i := range key {
-			key[i] = byte(r.Uint32())
-		}
+		key := randomBytes(r, 16)
 		block, _ := aes.NewCipher(key)
 		gcm, _ := cipher.NewGCM(block)
 		g := newGMAC(key)
@@ -134,14 +128,9 @@ func BenchmarkOpenCopy(b *testing.B) {
 // flipped that the mode protects.
 func TestSealedLargeDatagrams(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	payload := make([]byte, MaxMedium)
-	for i := range payload {
-		payload[i] = byte(r.Uint32())
-	}
+	payload := randomBytes(r, MaxMedium)
 	for _, md := range modes {
-		fast := NewKey([]byte("job secret"), md.mode)
-		slow := *fast
-		slow.g = nil
+		fast, slow := keyPair(md.mode)
 		// 0 to 192: the datagrams tagShort covers (up to shortMax
 		// bytes with the 48 of header and arguments), and one over.
 		for _, size := range []int{0, 1, 15, 16, 100, 191, 192, 193, fastMin, 4096, MaxMedium} {
@@ -150,7 +139,7 @@ func TestSealedLargeDatagrams(t *testing.T) {
 			for _, dir := range []struct {
 				name       string
 				seal, open *Key
-			}{{"fast to slow", fast, &slow}, {"slow to fast", &slow, fast}} {
+			}{{"fast to slow", fast, slow}, {"slow to fast", slow, fast}} {
 				b := dir.seal.Seal(bytes.Clone(plain), 9, 1234)
 				// Seal wrote the destination and nonce, bytes 4-16.
 				if body, ok := dir.open.Open(bytes.Clone(b), 9); !ok || !bytes.Equal(body[:4], plain[:4]) || !bytes.Equal(body[16:], plain[16:]) {
@@ -182,10 +171,7 @@ func TestGMACCopy(t *testing.T) {
 		return
 	}
 	r := rand.New(rand.NewPCG(9, 10))
-	data := make([]byte, 70000)
-	for i := range data {
-		data[i] = byte(r.Uint32())
-	}
+	data := randomBytes(r, 70000)
 	g := newGMAC(data[:16])
 	nonce := data[16:28]
 	for hl := range 70 {
@@ -236,14 +222,9 @@ func TestSealPayload(t *testing.T) {
 // OpenPayload and Open.
 func TestSplitDatagrams(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	payload := make([]byte, MaxLong)
-	for i := range payload {
-		payload[i] = byte(r.Uint32())
-	}
+	payload := randomBytes(r, MaxLong)
 	for _, md := range modes {
-		fast := NewKey([]byte("job secret"), md.mode)
-		slow := *fast
-		slow.g, slow.headG = nil, nil
+		fast, slow := keyPair(md.mode)
 		for _, kind := range []Kind{KindLongRequest, KindLongReply} {
 			for _, size := range []int{0, splitMin - 1, splitMin, MaxLong} {
 				m := Message{Header: Header{Kind: kind, Handler: 140, NArgs: 2, Src: 2, Slot: 1, Seq: 4, Offset: 64}, Payload: payload[:size]}
@@ -269,7 +250,7 @@ func TestSplitDatagrams(t *testing.T) {
 					t.Fatalf("%s, %v, %d bytes: a Long datagram in place carries a header tag", md.name, kind, size)
 				}
 				end := HeaderLen + 4*int(m.NArgs)
-				for _, open := range []*Key{fast, &slow} {
+				for _, open := range []*Key{fast, slow} {
 					body, tag, ok := open.OpenHead(bytes.Clone(b), 9)
 					dst := make([]byte, size)
 					if !ok || tag == nil || !open.OpenPayload(body, tag, dst) || !bytes.Equal(dst, m.Payload) || !bytes.Equal(body[end:], m.Payload) {
@@ -288,7 +269,7 @@ func TestSplitDatagrams(t *testing.T) {
 						if ok && (open.OpenPayload(body, tag, dst) || open.OpenPayload(body, tag, nil)) {
 							t.Fatalf("%s, %v, %d bytes: flipping byte %d passes OpenPayload", md.name, kind, size, i)
 						}
-						if open == &slow && !bytes.Equal(dst, make([]byte, size)) {
+						if open == slow && !bytes.Equal(dst, make([]byte, size)) {
 							t.Fatalf("%s, %v, %d bytes: flipping byte %d, OpenPayload without the fast GMAC copies the payload", md.name, kind, size, i)
 						}
 						if _, ok := open.Open(bytes.Clone(f), 9); ok {
@@ -308,12 +289,10 @@ func TestSplitDatagrams(t *testing.T) {
 // shortMax bytes: it must not be asked for more); and OpenPayload fails
 // a destination of another length than the payload's.
 func TestSplitBounds(t *testing.T) {
-	fast := NewKey([]byte("job secret"), AuthPayload)
-	slow := *fast
-	slow.g, slow.headG = nil, nil
+	fast, slow := keyPair(AuthPayload)
 	for _, nargs := range []int{MaxArgs + 1, 51, 60, 255} {
 		b := hugeArgs(fast, nargs)
-		for _, k := range []*Key{fast, &slow} {
+		for _, k := range []*Key{fast, slow} {
 			if _, _, ok := k.OpenHead(bytes.Clone(b), 3); ok {
 				t.Errorf("%d arguments claimed, fast GMAC %v: the datagram opens", nargs, k.g != nil)
 			}
@@ -321,7 +300,7 @@ func TestSplitBounds(t *testing.T) {
 	}
 	m := Message{Header: Header{Kind: KindLongReply, Handler: 140, NArgs: MaxArgs, Src: 2}, Payload: make([]byte, splitMin)}
 	b := fast.Seal(encode(t, m), 3, 5)
-	for _, k := range []*Key{fast, &slow} {
+	for _, k := range []*Key{fast, slow} {
 		body, tag, ok := k.OpenHead(bytes.Clone(b), 3)
 		if !ok || tag == nil {
 			t.Fatalf("fast GMAC %v: a split datagram of %d arguments does not open", k.g != nil, MaxArgs)
@@ -346,6 +325,29 @@ func hugeArgs(k *Key, nargs int) []byte {
 	binary.LittleEndian.PutUint32(b[24:], splitMin)
 	b = k.aead.Seal(b, nonce(b), nil, b)
 	return k.headAEAD.Seal(b, nonce(b), nil, b[:HeaderLen+4*nargs])
+}
+
+// keyPair returns the test's key in mode, and withoutFast of it.
+func keyPair(mode Mode) (fast, slow *Key) {
+	fast = NewKey([]byte("job secret"), mode)
+	return fast, withoutFast(fast)
+}
+
+// withoutFast returns a copy of k that seals and opens as on a CPU
+// without the fast GMAC.
+func withoutFast(k *Key) *Key {
+	s := *k
+	s.g, s.headG = nil, nil
+	return &s
+}
+
+// randomBytes returns n bytes drawn from r.
+func randomBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
 }
 
 // b2i is 1 for true, 0 for false.

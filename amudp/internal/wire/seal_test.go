@@ -301,9 +301,7 @@ func FuzzOpen(f *testing.F) {
 	// with the other.
 	slow := make([]*Key, len(keys))
 	for i, k := range keys {
-		s := *k
-		s.g, s.headG = nil, nil
-		slow[i] = &s
+		slow[i] = withoutFast(k)
 	}
 	f.Fuzz(func(t *testing.T, mode uint8, b []byte) {
 		i := int(mode) % len(keys)
