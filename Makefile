@@ -109,8 +109,8 @@ scale:
 	scripts/scale.sh $(SCALE_N)
 
 # Every fuzz target for FUZZTIME each (CI: 50000x, a few seconds each), from
-# the seed corpora in testdata/fuzz: the wire decoder and opener, the shared-memory
-# ring (its records, and its header under every call), the control-frame
+# the seed corpora in testdata/fuzz: the wire decoder and opener, the
+# shared-memory ring (its records, and its header under every call), the control-frame
 # reader, the C spawner's template expander and server list, and the ssh
 # server-list, option and ssh_config parsers. The budget is a count of executions, not
 # a duration: with a duration, Go 1.26's fuzz coordinator can report its own

@@ -283,7 +283,8 @@ func (e *Endpoint) handleReply(m *wire.Message, src int, pend unchecked) {
 
 // runReply runs h, the handler of reply m from rank src at addr (p: its
 // peer state on the datagram path, nil on the direct one), with the
-// payload that handlerView gave, or the reason it gave. Poller only.
+// payload that handlerView or openView gave, or the reason it gave.
+// Poller only.
 func (e *Endpoint) runReply(h Handler, m *wire.Message, payload []byte, bad Reason, src int, addr netip.AddrPort, p *peerState) {
 	if bad != ReasonNone {
 		// The reply cannot run here: hand it to handler 0, refused here.

@@ -202,8 +202,8 @@ func TestTreeCollectiveMisuse(t *testing.T) {
 		}
 		// The others left their reduction with nothing to wait for: the
 		// difference reaches them after, in the barrier at the latest
-		// (rank 0 sent it before it arrived there), and the job aborts
-		// naming it.
+		// (rank 0 sent it before it arrived there, and this network
+		// neither loses nor reorders), and the job aborts naming it.
 		if res.Code != 1 || !strings.Contains(res.Why, "the ranks called different collectives") {
 			t.Errorf("job ended %d (%q): %q; want 1 and the mismatch", res.Code, res.Ends, res.Why)
 		}

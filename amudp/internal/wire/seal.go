@@ -33,9 +33,10 @@ import (
 // Open checks the tags before anything of the datagram is believed: a
 // forged or altered datagram, one of another job or one sealed for
 // another rank never reaches a handler. A split datagram's payload is
-// checked as it is copied into the segment, where an altered one writes
-// before it is dropped (DESIGN.md §4 bounds where). Replays carry a nonce already
-// seen; the endpoint discards them (amudp's receive path).
+// checked as it is copied into the segment, where with the fast GMAC an
+// altered one writes before it is dropped (DESIGN.md §4 bounds where).
+// Replays carry a nonce already seen; the endpoint discards them (amudp's
+// receive path).
 
 // Mode says what a sealed datagram's tag covers.
 type Mode uint8
