@@ -231,7 +231,11 @@ func TestSplitDatagrams(t *testing.T) {
 				plain := encode(t, m)
 				split := md.mode == AuthPayload && size >= splitMin
 				b := fast.Seal(bytes.Clone(plain), 9, 1234)
-				if want := len(plain) + TagLen + TagLen*b2i(split); len(b) != want {
+				want := len(plain) + TagLen
+				if split {
+					want += TagLen
+				}
+				if len(b) != want {
 					t.Fatalf("%s, %v, %d bytes: sealed into %d bytes, want %d", md.name, kind, size, len(b), want)
 				}
 				head, err := m.AppendHead(nil)
@@ -348,12 +352,4 @@ func randomBytes(r *rand.Rand, n int) []byte {
 		b[i] = byte(r.Uint32())
 	}
 	return b
-}
-
-// b2i is 1 for true, 0 for false.
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
