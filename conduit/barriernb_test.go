@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/internal/testbound"
 	"github.com/udpconduit/udpconduit/spawn"
 )
@@ -340,4 +342,64 @@ func TestWaitInHandler(t *testing.T) {
 	if d := cmp.Diff(jobResult{Ends: []string{"returned", "returned"}}, res); d != "" || !handled.Load() {
 		t.Errorf("(-want +got):\n%s\nhandler ran: %v", d, handled.Load())
 	}
+}
+
+// TestSplitBarrierPollError: a poll pass of a split BarrierNB's Test that
+// fails (here on rank 1's socket, after its arrival) does not keep the
+// barrier from completing on the words, and its Wait returns that error,
+// as a Barrier's wait returns its polls' errors, to the program to act on.
+func TestSplitBarrierPollError(t *testing.T) {
+	broken := errors.New("the socket broke")
+	var fail atomic.Bool
+	jn := loopbackGroupsOver(t, 0, false, func(i int) (amudp.Transport, error) {
+		tr, err := loopbackUDP.listen(i)
+		if i == 1 && err == nil {
+			tr = failingRecv{tr, &fail, broken}
+		}
+		return tr, err
+	})
+	var waited atomic.Pointer[error]
+	res, _ := runJob(t, 2, jn, false, func(j *Job) {
+		w := j.World()
+		if j.Rank() == 0 {
+			time.Sleep(20 * time.Millisecond) // rank 1 tests first, alone in
+			if _, err := w.BarrierNB().Wait(); err != nil {
+				t.Errorf("rank 0: %v", err)
+			}
+			return
+		}
+		h := w.BarrierNB()
+		if _, ok := h.op.(*splitBarrier); !ok {
+			t.Fatal("rank 1: BarrierNB was not split")
+		}
+		fail.Store(true)
+		if !testUntil(h) {
+			t.Error("rank 1: a Test loop did not end")
+		}
+		fail.Store(false)
+		_, err := h.Wait()
+		waited.Store(&err)
+	})
+	if p := waited.Load(); p == nil {
+		t.Error("rank 1 did not wait")
+	} else if !errors.Is(*p, broken) {
+		t.Errorf("rank 1's Wait after a Test whose poll failed = %v, want %v", *p, broken)
+	}
+	if d := cmp.Diff(jobResult{Ends: []string{"returned", "returned"}}, res); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+// failingRecv is a Transport whose Recv returns err while fail is set.
+type failingRecv struct {
+	amudp.Transport
+	fail *atomic.Bool
+	err  error
+}
+
+func (f failingRecv) Recv(b []byte) (int, netip.AddrPort, error) {
+	if f.fail.Load() {
+		return 0, netip.AddrPort{}, f.err
+	}
+	return f.Transport.Recv(b)
 }

@@ -71,10 +71,16 @@ func loopbackShared(t *testing.T) jobNet { return loopbackGroups(t, 0, false) }
 // CPUs: one group of up to eagerAreas ranks synchronises counted, and
 // waiting ranks yield the CPU.
 func loopbackGroups(t *testing.T, size int, crowded bool) jobNet {
+	return loopbackGroupsOver(t, size, crowded, loopbackUDP.listen)
+}
+
+// loopbackGroupsOver is loopbackGroups with rank i's UDP transport
+// from listen(i).
+func loopbackGroupsOver(t *testing.T, size int, crowded bool, listen func(int) (amudp.Transport, error)) jobNet {
 	var shared []*amudp.Shared
 	jn := loopbackUDP
-	jn.listen = func(int) (amudp.Transport, error) {
-		u, err := amudp.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), amudp.DefaultSocketBufferInitial)
+	jn.listen = func(i int) (amudp.Transport, error) {
+		u, err := listen(i)
 		if err != nil {
 			return nil, err
 		}
