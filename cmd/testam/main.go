@@ -229,16 +229,23 @@ func btoi(b bool) int {
 const collBlocks = 5
 
 // collectives measures, on every rank, barriers, 8-byte all-gathers and
-// broadcasts, and one-element all-reductions, checking what each returns;
-// rank 0 reports each per operation, also in short round trips measured in
-// blocks interleaved with the collective's (collBlocks), and first the
-// short round trip over all blocks.
+// broadcasts, and one-element all-reductions (AllReduce, and AllReduceNB
+// then Wait), checking what each returns; rank 0 reports each per
+// operation, also in short round trips measured in blocks interleaved
+// with the collective's (collBlocks), and first the short round trip over
+// all blocks.
 func collectives(peer, iters int, emit func(Result)) error {
 	me, n := conduit.Rank(), conduit.Size()
 	part := []byte(fmt.Sprintf("rank%4d", me%10000))
 	blocks := make([]byte, 8*n) // block r: this rank and r
 	for r := range n {
 		blocks[8*r], blocks[8*r+1] = byte(me), byte(r)
+	}
+	checkSum := func(sum []uint64, err error) error {
+		if want := uint64(n * (n - 1) / 2); err == nil && (len(sum) != 1 || sum[0] != want) {
+			err = fmt.Errorf("rank %d: sum %v, want [%d]", me, sum, want)
+		}
+		return err
 	}
 	ops := []struct {
 		name  string
@@ -262,10 +269,10 @@ func collectives(peer, iters int, emit func(Result)) error {
 		}},
 		{"allreduce", 8, func() error {
 			sum, err := conduit.AllReduce(conduit.World(), conduit.Sum, []uint64{uint64(me)})
-			if want := uint64(n * (n - 1) / 2); err == nil && (len(sum) != 1 || sum[0] != want) {
-				err = fmt.Errorf("rank %d: sum %v, want [%d]", me, sum, want)
-			}
-			return err
+			return checkSum(sum, err)
+		}},
+		{"allreduce_nb", 8, func() error {
+			return checkSum(conduit.AllReduceNB(conduit.World(), conduit.Sum, []uint64{uint64(me)}).Wait())
 		}},
 		{"gather", 8, func() error {
 			parts, err := conduit.World().Gather(0, part)
