@@ -28,9 +28,10 @@ type pending interface {
 }
 
 // Test reports whether the operation has completed; where it has not, it
-// may poll the network once. From a handler, a BarrierNB that every rank
-// has arrived at tests true, and completes at the rank's next Wait, Test
-// outside a handler, or collective on the team.
+// may poll the network once. From a handler, a split NB collective
+// (Team.BarrierNB says which) that every rank has arrived at tests true,
+// and completes at the rank's next Wait, Test outside a handler, or
+// collective on the team.
 func (h *Handle[T]) Test() bool {
 	if t, ok := h.op.(tester); ok {
 		return t.test()
@@ -39,7 +40,7 @@ func (h *Handle[T]) Test() bool {
 }
 
 // tester is a pending operation that Test completes where done finds it
-// can complete (a splitBarrier): done alone is a look, for the condition
+// can complete (a splitColl): done alone is a look, for the condition
 // of a wait.
 type tester interface{ test() bool }
 

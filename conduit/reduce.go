@@ -50,11 +50,42 @@ func reduceFuncT[T Word](t *Team, root int, f func(a, b T) T, v []T, all bool) (
 
 // reduceBytes runs a reduction of the packed vector acc.
 func reduceBytes(t *Team, root int, op coll.Op, k amo.Kind, acc []byte, combine coll.Combine, all bool) ([]byte, error) {
+	return as[[]byte](t.collect(reduceCall(root, op, k, acc, all), acc, nil, combine))
+}
+
+// reduceCall is the call of a reduction of the packed vector acc.
+func reduceCall(root int, op coll.Op, k amo.Kind, acc []byte, all bool) coll.Call {
 	call := coll.Call{Kind: coll.Reduce, Op: op, Elem: k, Root: root, Len: len(acc) / k.Size()}
 	if all {
 		call.Kind, call.Root = coll.AllReduce, 0
 	}
-	return as[[]byte](t.collect(call, acc, nil, combine))
+	return call
+}
+
+// reduceNB starts a reduction of v with op (f where op is coll.OpFunc):
+// split (splitNB) where that applies and op suits T, else on a goroutine
+// of its own.
+func reduceNB[T Word](t *Team, root int, op coll.Op, f func(a, b T) T, v []T, all bool) *Handle[[]T] {
+	n := t.ticket()
+	k := kindOf[T]()
+	if op == coll.OpFunc || coll.CheckOp(op, k) == nil {
+		var combine coll.Combine
+		if op == coll.OpFunc {
+			combine = funcCombine(f)
+		} else {
+			combine = coll.OpCombine(op, k)
+		}
+		acc := encodeVec(v)
+		if s := t.splitNB(n, reduceCall(root, op, k, acc, all), acc, combine); s != nil {
+			return splitHandle(s, func(v any) []T { out, _ := v.([]byte); return decodeVec[T](out) })
+		}
+	}
+	return startAt(t, n, func() ([]T, error) {
+		if op == coll.OpFunc {
+			return reduceFuncT(t, root, f, v, all)
+		}
+		return reduceT(t, root, op, v, all)
+	})
 }
 
 // funcCombine is the combine of a program's operator f.

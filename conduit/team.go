@@ -52,9 +52,9 @@ type Team struct {
 	turned        sync.Cond // on omu: serving or started moved
 	seq           uint64    // collectives begun, by the call whose turn it is
 	splits        uint64    // Splits of this team, which name the sub-teams
-	// started: a BarrierNB that arrived and holds the turn until it
-	// completes (barriernb.go), or nil.
-	started atomic.Pointer[splitBarrier]
+	// started: a split NB collective that arrived and holds the turn until it
+	// completes (splitnb.go), or nil.
+	started atomic.Pointer[splitColl]
 }
 
 // World returns the team of the whole job.

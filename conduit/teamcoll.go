@@ -26,10 +26,12 @@ func (t *Team) Barrier() error {
 // and the barrier completes at Wait, at a Test that finds every rank
 // arrived, or at the rank's next call on the team. On the same
 // conditions, a team of one member's completes at the call. Elsewhere
-// it runs on a goroutine of its own, as every NB collective does.
+// it runs on a goroutine of its own, as the other NB collectives do
+// but for the NB reductions, split as BarrierNB where their vector fits a
+// slot (at most 1632 bytes) and their operator suits its type.
 func (t *Team) BarrierNB() *Handle[struct{}] {
 	n := t.ticket()
-	if s := t.barrierNB(n); s != nil {
+	if s := t.splitNB(n, coll.Call{Kind: coll.Barrier}, nil, nil); s != nil {
 		return &Handle[struct{}]{op: s}
 	}
 	return startAt(t, n, func() (struct{}, error) { return struct{}{}, t.barrier() })
@@ -104,9 +106,9 @@ func Reduce[T Word](t *Team, root int, op Op, v []T) ([]T, error) {
 	return ordered(t, func() ([]T, error) { return reduceT(t, root, op, v, false) })
 }
 
-// ReduceNB starts Reduce.
+// ReduceNB starts Reduce, split as BarrierNB is where that applies.
 func ReduceNB[T Word](t *Team, root int, op Op, v []T) *Handle[[]T] {
-	return startNB(t, func() ([]T, error) { return reduceT(t, root, op, v, false) })
+	return reduceNB[T](t, root, op, nil, v, false)
 }
 
 // AllReduce is Reduce whose result, the same bits, every member gets.
@@ -114,9 +116,9 @@ func AllReduce[T Word](t *Team, op Op, v []T) ([]T, error) {
 	return ordered(t, func() ([]T, error) { return reduceT(t, 0, op, v, true) })
 }
 
-// AllReduceNB starts AllReduce.
+// AllReduceNB starts AllReduce, split as BarrierNB is where that applies.
 func AllReduceNB[T Word](t *Team, op Op, v []T) *Handle[[]T] {
-	return startNB(t, func() ([]T, error) { return reduceT(t, 0, op, v, true) })
+	return reduceNB[T](t, 0, op, nil, v, true)
 }
 
 // ReduceFunc is Reduce with the program's operator f, which must be
@@ -125,9 +127,10 @@ func ReduceFunc[T Word](t *Team, root int, f func(a, b T) T, v []T) ([]T, error)
 	return ordered(t, func() ([]T, error) { return reduceFuncT(t, root, f, v, false) })
 }
 
-// ReduceFuncNB starts ReduceFunc.
+// ReduceFuncNB starts ReduceFunc, split as BarrierNB is where that
+// applies.
 func ReduceFuncNB[T Word](t *Team, root int, f func(a, b T) T, v []T) *Handle[[]T] {
-	return startNB(t, func() ([]T, error) { return reduceFuncT(t, root, f, v, false) })
+	return reduceNB(t, root, coll.OpFunc, f, v, false)
 }
 
 // AllReduceFunc is AllReduce with the program's operator, as ReduceFunc.
@@ -135,9 +138,10 @@ func AllReduceFunc[T Word](t *Team, f func(a, b T) T, v []T) ([]T, error) {
 	return ordered(t, func() ([]T, error) { return reduceFuncT(t, 0, f, v, true) })
 }
 
-// AllReduceFuncNB starts AllReduceFunc.
+// AllReduceFuncNB starts AllReduceFunc, split as BarrierNB is where that
+// applies.
 func AllReduceFuncNB[T Word](t *Team, f func(a, b T) T, v []T) *Handle[[]T] {
-	return startNB(t, func() ([]T, error) { return reduceFuncT(t, 0, f, v, true) })
+	return reduceNB(t, 0, coll.OpFunc, f, v, true)
 }
 
 // collect runs this rank's call of a collective on t, with its
@@ -154,14 +158,18 @@ func (t *Team) collect(call coll.Call, data []byte, parts [][]byte, combine coll
 	if !onWords {
 		return t.overMessages(c, data, parts, combine)
 	}
-	p := coll.Post{Call: call} // every rank posts the same for a barrier
-	if call.Kind != coll.Barrier {
-		p = t.run.Post(data, parts, maxPost)
-	}
-	if err := c.post(t.j.words, p); err != nil {
+	if err := c.post(t.j.words, t.postOf(call, data, parts)); err != nil {
 		return nil, c.end(err)
 	}
 	return t.collected(c, data, parts, combine)
+}
+
+// postOf is this rank's post of call, begun, on words.
+func (t *Team) postOf(call coll.Call, data []byte, parts [][]byte) coll.Post {
+	if call.Kind == coll.Barrier {
+		return coll.Post{Call: call} // every rank posts the same
+	}
+	return t.run.Post(data, parts, maxPost)
 }
 
 // onWords reports whether the team's collectives exchange on the group's

@@ -7,7 +7,8 @@ import (
 	"fmt"
 )
 
-// collOp is a non-blocking collective in progress, behind its Handle.
+// collOp is a non-blocking collective in progress, behind its Handle,
+// where it is not split (splitColl).
 // The collective takes its place in this rank's order of calls on its
 // team when it is started, and runs on a goroutine of its own, whose
 // waits poll the network as every wait does; several may be in progress

@@ -45,8 +45,8 @@ var errOverMessages = errors.New("conduit: the posts go over messages")
 // slot of parity n&1 only at collective n+2, which it enters after every
 // rank has arrived at n+1, each after it read n; the leader's buffer
 // (combinePosts), its agreement word and verdict (settle), likewise at
-// n+1. A BarrierNB posts at its call and completes the rest at its Wait
-// or Test (barriernb.go).
+// n+1. A split NB collective posts at its call and completes the rest at
+// its Wait or Test (splitnb.go).
 
 // post writes p, this rank's post, into its slot and arrives at the
 // call's synchronisation: by dissemination, it rings the next rank's

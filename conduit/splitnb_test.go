@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/internal/testbound"
 	"github.com/udpconduit/udpconduit/spawn"
@@ -19,7 +20,7 @@ import (
 
 // TestSplitBarrier: a BarrierNB on words whose synchronisation is passive
 // arrives at its call and completes at its Wait, its Test or the team's
-// next call (splitBarrier), and keeps a barrier's rules: no Test or
+// next call (splitColl), and keeps a barrier's rules: no Test or
 // Wait reports it done before every rank has entered it; a blocking call
 // made before its Wait completes it first; Test does not wait; another BarrierNB after it,
 // waited for first, completes both; WaitAny completes it; one called
@@ -48,7 +49,7 @@ func TestSplitBarrier(t *testing.T) {
 						time.Sleep(time.Duration((me*7+e*3)%5) * 200 * time.Microsecond)
 						entered[e].Add(1)
 						h := w.BarrierNB()
-						if _, ok := h.op.(*splitBarrier); ok {
+						if _, ok := h.op.(*splitColl); ok {
 							splits.Add(1)
 						}
 						return h
@@ -127,6 +128,127 @@ func TestSplitBarrier(t *testing.T) {
 	}
 }
 
+// TestSplitReduce: the NB reductions (ReduceNB, AllReduceNB and their
+// Func forms) post at their call and complete at Wait or Test where a
+// BarrierNB would (splitColl), with the results of their blocking forms,
+// and none completes before every rank has entered it. A vector too long
+// for a slot, and an operator that does not suit the type, run on a
+// goroutine instead (its error ErrReduceOp on every rank); one split
+// where another rank calls a collective of another length, or one whose
+// datum goes over messages, gives every rank ErrCollectiveMismatch.
+func TestSplitReduce(t *testing.T) {
+	for _, m := range wordModes[:3] {
+		for _, n := range []int{2, 5} {
+			t.Run(fmt.Sprintf("%s/N=%d", m.name, n), func(t *testing.T) {
+				var entered [4]atomic.Int32
+				var splits atomic.Int32
+				res, jobs := runJob(t, n, m.net(t), false, func(j *Job) {
+					me, w := j.Rank(), j.World()
+					sum, max := int64(n*(n-1)/2), float64(n-1)
+					type reduction struct {
+						name string
+						call func() *Handle[[]int64]
+						want []int64 // on every rank, or at root 1
+						root bool
+					}
+					rs := []reduction{
+						{"AllReduceNB", func() *Handle[[]int64] { return AllReduceNB(w, Sum, []int64{int64(me), 1}) }, []int64{sum, int64(n)}, false},
+						{"ReduceNB", func() *Handle[[]int64] { return ReduceNB(w, 1, Max, []int64{int64(me)}) }, []int64{int64(max)}, true},
+						{"AllReduceFuncNB", func() *Handle[[]int64] {
+							return AllReduceFuncNB(w, func(a, b int64) int64 { return a + 2*b }, []int64{1})
+						}, nil, false},
+						{"ReduceFuncNB", func() *Handle[[]int64] {
+							return ReduceFuncNB(w, 1, func(a, b int64) int64 { return a * b }, []int64{int64(me + 1)})
+						}, nil, true},
+					}
+					for e, r := range rs {
+						time.Sleep(time.Duration((me*7+e*3)%5) * 200 * time.Microsecond)
+						entered[e].Add(1)
+						h := r.call()
+						if _, ok := h.op.(*splitColl); ok {
+							splits.Add(1)
+						}
+						for !h.Test() {
+							time.Sleep(20 * time.Microsecond)
+						}
+						if got := entered[e].Load(); got != int32(n) {
+							t.Errorf("rank %d: %s done when %d of %d ranks had entered it", me, r.name, got, n)
+						}
+						got, err := h.Wait()
+						if err != nil {
+							t.Errorf("rank %d: %s: %v", me, r.name, err)
+							continue
+						}
+						want := r.want
+						switch r.name {
+						case "AllReduceFuncNB":
+							want, _ = AllReduceFunc(w, func(a, b int64) int64 { return a + 2*b }, []int64{1})
+						case "ReduceFuncNB":
+							want = []int64{1}
+							for k := 2; k <= n; k++ {
+								want[0] *= int64(k)
+							}
+						}
+						if r.root && me != 1 {
+							want = nil
+						}
+						if !cmp.Equal(got, want, cmpopts.EquateEmpty()) {
+							t.Errorf("rank %d: %s = %v, want %v", me, r.name, got, want)
+						}
+					}
+
+					long := make([]int64, maxPost/8+1)
+					h := AllReduceNB(w, Sum, long)
+					if _, ok := h.op.(*splitColl); ok {
+						t.Errorf("rank %d: AllReduceNB of %d bytes was split", me, 8*len(long))
+					}
+					if got, err := h.Wait(); err != nil || len(got) != len(long) {
+						t.Errorf("rank %d: AllReduceNB of %d bytes = %d elements, %v", me, 8*len(long), len(got), err)
+					}
+					if _, err := AllReduceNB(w, And, []float64{1}).Wait(); !errors.Is(err, ErrReduceOp) {
+						t.Errorf("rank %d: AllReduceNB And of float64 = %v, want ErrReduceOp", me, err)
+					}
+
+					var err error
+					if me == 0 {
+						_, err = AllReduceNB(w, Sum, []int64{1}).Wait()
+					} else {
+						_, err = AllReduce(w, Sum, []int64{1, 2})
+					}
+					if !errors.Is(err, ErrCollectiveMismatch) {
+						t.Errorf("rank %d: all-reductions of 1 and 2 elements = %v, want ErrCollectiveMismatch", me, err)
+					}
+					if me == 0 {
+						_, err = AllReduceNB(w, Sum, []int64{1}).Wait()
+					} else {
+						_, err = w.AllGather(make([]byte, maxPost+1))
+					}
+					if !errors.Is(err, ErrCollectiveMismatch) {
+						t.Errorf("rank %d: an all-reduction against all-gathers over messages = %v, want ErrCollectiveMismatch", me, err)
+					}
+					if err := w.Barrier(); err != nil {
+						t.Errorf("rank %d: the barrier after: %v", me, err)
+					}
+				})
+				want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
+				if d := cmp.Diff(want, res); d != "" {
+					t.Errorf("(-want +got):\n%s", d)
+				}
+				// The four reductions of every passive rank are split.
+				want1 := 0
+				for _, j := range jobs {
+					if j.words.passive() {
+						want1 += len(entered)
+					}
+				}
+				if got := int(splits.Load()); got != want1 || m.crowded && got == 0 {
+					t.Errorf("%d reductions were split, want %d", got, want1)
+				}
+			})
+		}
+	}
+}
+
 // TestSplitBarrierHangWatch: a rank is in the hang watch while it waits
 // for a BarrierNB, not while it works between the call and its Wait.
 // Rank 1 enters both barriers late: rank 0 waits in the first, and
@@ -157,7 +279,7 @@ func TestSplitBarrierHangWatch(t *testing.T) {
 					time.Sleep(3 * warn)
 				}
 				h := w.BarrierNB()
-				if _, ok := h.op.(*splitBarrier); !ok {
+				if _, ok := h.op.(*splitColl); !ok {
 					t.Errorf("rank %d: BarrierNB was not split", me)
 				}
 				if _, err := h.Wait(); err != nil {
@@ -229,7 +351,7 @@ func TestSplitBarrierProgress(t *testing.T) {
 				}
 				time.Sleep(50 * time.Millisecond)
 				h := w.BarrierNB()
-				if _, ok := h.op.(*splitBarrier); !ok {
+				if _, ok := h.op.(*splitColl); !ok {
 					t.Error("rank 0: BarrierNB was not split")
 				}
 				if !testUntil(h) {
@@ -283,7 +405,7 @@ func TestSplitBarrierOfOne(t *testing.T) {
 				}
 			}
 			h := tm.BarrierNB()
-			if s, ok := h.op.(*splitBarrier); !ok || !s.fin.Load() {
+			if s, ok := h.op.(*splitColl); !ok || !s.fin.Load() {
 				t.Errorf("N=%d rank %d: BarrierNB of a team of one did not complete at its call", n, j.Rank())
 			}
 			if _, err := h.Wait(); err != nil {
@@ -369,7 +491,7 @@ func TestSplitBarrierPollError(t *testing.T) {
 			return
 		}
 		h := w.BarrierNB()
-		if _, ok := h.op.(*splitBarrier); !ok {
+		if _, ok := h.op.(*splitColl); !ok {
 			t.Fatal("rank 1: BarrierNB was not split")
 		}
 		fail.Store(true)

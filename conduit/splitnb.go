@@ -1,0 +1,185 @@
+package conduit
+
+// This file is the NB collectives on shared words in two halves: this
+// rank's post and arrival at the call, the rest at Wait or Test.
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/udpconduit/udpconduit/conduit/internal/coll"
+)
+
+// splitColl is an NB collective of World on the group's words (a
+// BarrierNB, or a reduction whose vector fits a slot) whose post and
+// arrival ran at its call (teamCall.post) and whose completion
+// (Team.collected) runs at its Wait, at a Test that finds every rank
+// arrived, or at the turn of the team's next call, which waits for it
+// anyway (Team.turn). It holds the team's turn until then. It is made
+// only where what remains after the arrival asks nothing more of this
+// rank (words.passive): the other ranks complete the collective whether
+// this one waits or not, as they read its post from its slot.
+type splitColl struct {
+	t       *Team
+	data    []byte       // this rank's datum, posted (a reduction's vector)
+	combine coll.Combine // a reduction's
+	mu      sync.Mutex
+	fin     atomic.Bool // completed: v and err are set
+	v       any
+	err     error
+	// polled: the error of a Test's poll pass, which the collective's
+	// wait returns, as a blocking call's wait returns its polls' errors.
+	polled atomic.Pointer[error]
+}
+
+// splitNB makes call, the NB call n (its ticket) of the collective whose
+// arguments are data and combine, a splitColl where that applies: n this
+// rank's turn, no request of the rank's unanswered (the drain that begins
+// the collective then returns at once, unless another goroutine sends one
+// in between, whose answer it then waits for), not from a handler, data
+// within a slot, and World on words whose synchronisation is passive, or
+// a team of one member, whose collective it runs at once. Else nil. The
+// caller passes only the kinds whose post is this rank's datum, or none
+// (a barrier), so that every rank's post fits where the calls are the
+// same.
+func (t *Team) splitNB(n uint64, call coll.Call, data []byte, combine coll.Combine) *splitColl {
+	j := t.j
+	if j == nil || t.serving.Load() != n || j.ep.Outstanding() != 0 || j.ep.InHandler() || len(data) > maxPost {
+		return nil
+	}
+	if len(t.ranks) != 1 && (!t.onWords() || !j.words.passive()) {
+		return nil
+	}
+	s := &splitColl{t: t, data: data, combine: combine}
+	// A call that ends the rank (the job ended, or aborted) passes the
+	// turn on as it goes, as ordered's does.
+	ok := false
+	defer func() {
+		if !ok {
+			s.end(ErrInterrupted)
+		}
+	}()
+	ended := func(v any, err error) *splitColl {
+		s.v = v
+		s.end(err)
+		ok = true
+		return s
+	}
+	if len(t.ranks) == 1 {
+		return ended(t.collect(call, data, nil, combine))
+	}
+	c, err := t.begin(call, true)
+	if err != nil {
+		return ended(nil, err)
+	}
+	if err := c.post(j.words, t.postOf(call, data, nil)); err != nil {
+		return ended(nil, c.end(err))
+	}
+	if j.hangWarn > 0 {
+		j.watch.leave(t.watch) // the rank does not wait until it waits
+	}
+	ok = true
+	t.started.Store(s)
+	t.wake()
+	return s
+}
+
+// splitHandle is the Handle of a splitColl whose result is out(v).
+func splitHandle[T any](s *splitColl, out func(v any) T) *Handle[T] {
+	return &Handle[T]{op: s, get: func() T { return out(s.v) }}
+}
+
+// end ends the collective with err, passes the team's turn on, and wakes a
+// wait for it that sleeps in the network (WaitAny, WaitContext).
+func (s *splitColl) end(err error) {
+	s.err = err
+	s.fin.Store(true)
+	s.t.started.CompareAndSwap(s, nil)
+	s.t.release()
+	s.t.j.ep.Wake()
+}
+
+// ready reports, s.mu held, whether every rank has arrived.
+func (s *splitColl) ready() bool {
+	return s.fin.Load() || s.t.call.ready(s.t.j.words)
+}
+
+// complete waits until the collective completes, and completes it.
+func (s *splitColl) complete() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fin.Load() {
+		return
+	}
+	t, j := s.t, s.t.j
+	if j.hangWarn > 0 && !s.ready() {
+		j.watch.enter(t.watch, &t.call, j.hangWarn)
+	}
+	v, err := t.collected(&t.call, s.data, nil, s.combine)
+	s.v = v
+	s.end(err)
+}
+
+// done reports whether the collective can complete without waiting: it
+// completed, or every rank has arrived. A look without a wait, from any
+// goroutine, a wait's condition too.
+func (s *splitColl) done() bool {
+	if s.fin.Load() {
+		return true
+	}
+	if !s.mu.TryLock() {
+		return false // another goroutine completes it
+	}
+	defer s.mu.Unlock()
+	return s.ready()
+}
+
+// test is Handle.Test: done, and then the collective completed, but from a
+// handler (which must not wait for the poll pass it runs in); where not
+// done, a poll pass, which ends the rank if the job has ended, and a
+// look again.
+func (s *splitColl) test() bool {
+	j := s.t.j
+	in := j.ep.InHandler()
+	if !s.done() {
+		if in {
+			return false
+		}
+		if err := j.Poll(); err != nil {
+			s.polled.CompareAndSwap(nil, &err)
+		}
+		if !s.done() {
+			return false
+		}
+	}
+	if !in {
+		s.complete()
+	}
+	return true
+}
+
+// wait completes the collective and returns its error, or that of a Test's
+// poll pass; from a handler, ErrWaitInHandler unless it has completed.
+func (s *splitColl) wait() error {
+	if err := s.t.j.refuseWait(s.fin.Load()); err != nil {
+		return err
+	}
+	s.complete()
+	if p := s.polled.Load(); p != nil && s.err == nil {
+		return s.t.j.done(*p)
+	}
+	return s.err
+}
+
+func (s *splitColl) waitContext(ctx context.Context) error {
+	if err := s.t.j.refuseWait(s.fin.Load()); err != nil {
+		return err
+	}
+	if err := s.t.j.waitContext(ctx, s.done); err != nil {
+		return err
+	}
+	return s.wait()
+}
+
+func (s *splitColl) owner() *Job { return s.t.j }
