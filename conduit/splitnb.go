@@ -5,6 +5,7 @@ package conduit
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -116,10 +117,24 @@ func (s *splitColl) complete() {
 	if j.hangWarn > 0 && !s.ready() {
 		j.watch.enter(t.watch, &t.call, j.hangWarn)
 	}
+	ended := false
+	defer func() {
+		if !ended {
+			// The program's operator panicked: the panic goes on, from
+			// the call that completes the reduction, and the team's
+			// next call runs.
+			s.end(errOperatorPanicked)
+		}
+	}()
 	v, err := t.collected(&t.call, s.data, nil, s.combine)
+	ended = true
 	s.v = v
 	s.end(err)
 }
+
+// errOperatorPanicked is the error of a split reduction whose operator
+// panicked, for a wait after the panic.
+var errOperatorPanicked = errors.New("conduit: the reduction's operator panicked")
 
 // done reports whether the collective can complete without waiting: it
 // completed, or every rank has arrived. A look without a wait, from any

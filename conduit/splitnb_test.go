@@ -249,6 +249,33 @@ func TestSplitReduce(t *testing.T) {
 	}
 }
 
+// TestReduceNBOperatorPanics: where the program's operator panics, a
+// split NB reduction's Wait panics with it, and the team's next call
+// runs.
+func TestReduceNBOperatorPanics(t *testing.T) {
+	res, _ := runJob(t, 2, wordModes[0].net(t), false, func(j *Job) {
+		w := j.World()
+		h := AllReduceFuncNB(w, func(a, b int64) int64 { panic("operator") }, []int64{1})
+		if _, ok := h.op.(*splitColl); !ok {
+			t.Errorf("rank %d: AllReduceFuncNB was not split", j.Rank())
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != "operator" {
+					t.Errorf("rank %d: Wait panicked with %v, want the operator's panic", j.Rank(), p)
+				}
+			}()
+			h.Wait()
+		}()
+		if err := w.Barrier(); err != nil {
+			t.Errorf("rank %d: the barrier after: %v", j.Rank(), err)
+		}
+	})
+	if d := cmp.Diff(jobResult{Ends: []string{"returned", "returned"}}, res); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
 // TestSplitBarrierHangWatch: a rank is in the hang watch while it waits
 // for a BarrierNB, not while it works between the call and its Wait.
 // Rank 1 enters both barriers late: rank 0 waits in the first, and
@@ -391,9 +418,9 @@ func testUntil(h *Handle[struct{}]) bool {
 	return true
 }
 
-// TestSplitBarrierOfOne: a BarrierNB of a team of one member, World of a
-// job of one rank or a sub-team of one, completes at its call, with no
-// goroutine; a blocking call after it runs.
+// TestSplitBarrierOfOne: a BarrierNB, and an AllReduceNB, of a team of
+// one member, World of a job of one rank or a sub-team of one, completes
+// at its call, with no goroutine; a blocking call after it runs.
 func TestSplitBarrierOfOne(t *testing.T) {
 	for _, n := range []int{1, 2} {
 		res, _ := runJob(t, n, loopbackUDP, false, func(j *Job) {
@@ -410,6 +437,13 @@ func TestSplitBarrierOfOne(t *testing.T) {
 			}
 			if _, err := h.Wait(); err != nil {
 				t.Errorf("N=%d rank %d: %v", n, j.Rank(), err)
+			}
+			r := AllReduceNB(tm, Sum, []int64{int64(j.Rank() + 1)})
+			if s, ok := r.op.(*splitColl); !ok || !s.fin.Load() {
+				t.Errorf("N=%d rank %d: AllReduceNB of a team of one did not complete at its call", n, j.Rank())
+			}
+			if got, err := r.Wait(); err != nil || !cmp.Equal(got, []int64{int64(j.Rank() + 1)}) {
+				t.Errorf("N=%d rank %d: AllReduceNB of a team of one = %v, %v", n, j.Rank(), got, err)
 			}
 			if err := tm.Barrier(); err != nil {
 				t.Errorf("N=%d rank %d: barrier after: %v", n, j.Rank(), err)
