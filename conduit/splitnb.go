@@ -13,7 +13,8 @@ import (
 )
 
 // splitColl is an NB collective of World on the group's words (a
-// BarrierNB, or a reduction whose vector fits a slot) whose post and
+// BarrierNB, or a reduction or all-to-all whose data fit a slot) whose
+// post and
 // arrival ran at its call (teamCall.post) and whose completion
 // (Team.collected) runs at its Wait, at a Test that finds every rank
 // arrived, or at the turn of the team's next call, which waits for it
@@ -23,7 +24,7 @@ import (
 // this one waits or not, as they read its post from its slot.
 type splitColl struct {
 	t       *Team
-	data    []byte       // this rank's datum, posted (a reduction's vector)
+	data    []byte       // this rank's datum, posted
 	combine coll.Combine // a reduction's
 	mu      sync.Mutex
 	fin     atomic.Bool // completed: v and err are set
@@ -41,9 +42,9 @@ type splitColl struct {
 // in between, whose answer it then waits for), not from a handler, data
 // within a slot, and World on words whose synchronisation is passive, or
 // a team of one member, whose collective it runs at once. Else nil. The
-// caller passes only the kinds whose post is this rank's datum, or none
-// (a barrier), so that every rank's post fits where the calls are the
-// same.
+// caller passes only the kinds whose post is this rank's datum of a
+// length the call carries, or none (a barrier), so that every rank's
+// post fits where the calls are the same.
 func (t *Team) splitNB(n uint64, call coll.Call, data []byte, combine coll.Combine) *splitColl {
 	j := t.j
 	if j == nil || t.serving.Load() != n || j.ep.Outstanding() != 0 || j.ep.InHandler() || len(data) > maxPost {

@@ -131,7 +131,8 @@ func TestSplitBarrier(t *testing.T) {
 // TestSplitReduce: the NB reductions (ReduceNB, AllReduceNB and their
 // Func forms) post at their call and complete at Wait or Test where a
 // BarrierNB would (splitColl), with the results of their blocking forms,
-// and none completes before every rank has entered it. A vector too long
+// and none completes before every rank has entered it; so does
+// AlltoallNB. A vector too long
 // for a slot, and an operator that does not suit the type, run on a
 // goroutine instead (its error ErrReduceOp on every rank); one split
 // where another rank calls a collective of another length, or one whose
@@ -197,6 +198,25 @@ func TestSplitReduce(t *testing.T) {
 						}
 					}
 
+					blocks := make([]byte, 2*n) // block r: this rank and r
+					for r := range n {
+						blocks[2*r], blocks[2*r+1] = byte(me), byte(r)
+					}
+					a := w.AlltoallNB(blocks)
+					if _, ok := a.op.(*splitColl); ok {
+						splits.Add(1)
+					}
+					got, err := a.Wait()
+					if err != nil || len(got) != 2*n {
+						t.Errorf("rank %d: AlltoallNB = %v, %v", me, got, err)
+					} else {
+						for r := range n {
+							if got[2*r] != byte(r) || got[2*r+1] != byte(me) {
+								t.Errorf("rank %d: AlltoallNB's block %d = %v", me, r, got[2*r:2*r+2])
+							}
+						}
+					}
+
 					long := make([]int64, maxPost/8+1)
 					h := AllReduceNB(w, Sum, long)
 					if _, ok := h.op.(*splitColl); ok {
@@ -209,7 +229,6 @@ func TestSplitReduce(t *testing.T) {
 						t.Errorf("rank %d: AllReduceNB And of float64 = %v, want ErrReduceOp", me, err)
 					}
 
-					var err error
 					if me == 0 {
 						_, err = AllReduceNB(w, Sum, []int64{1}).Wait()
 					} else {
@@ -234,15 +253,16 @@ func TestSplitReduce(t *testing.T) {
 				if d := cmp.Diff(want, res); d != "" {
 					t.Errorf("(-want +got):\n%s", d)
 				}
-				// The four reductions of every passive rank are split.
+				// The four reductions and the all-to-all of every passive
+				// rank are split.
 				want1 := 0
 				for _, j := range jobs {
 					if j.words.passive() {
-						want1 += len(entered)
+						want1 += len(entered) + 1
 					}
 				}
 				if got := int(splits.Load()); got != want1 || m.crowded && got == 0 {
-					t.Errorf("%d reductions were split, want %d", got, want1)
+					t.Errorf("%d NB collectives were split, want %d", got, want1)
 				}
 			})
 		}

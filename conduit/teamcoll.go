@@ -27,8 +27,9 @@ func (t *Team) Barrier() error {
 // arrived, or at the rank's next call on the team. On the same
 // conditions, a team of one member's completes at the call. Elsewhere
 // it runs on a goroutine of its own, as the other NB collectives do
-// but for the NB reductions, split as BarrierNB where their vector fits a
-// slot (at most 1632 bytes) and their operator suits its type.
+// but for AlltoallNB and the NB reductions, split as BarrierNB where
+// their data fit a slot (at most 1632 bytes) and a reduction's operator
+// suits its type: every rank's datum of the call is then of that length.
 func (t *Team) BarrierNB() *Handle[struct{}] {
 	n := t.ticket()
 	if s := t.splitNB(n, coll.Call{Kind: coll.Barrier}, nil, nil); s != nil {
@@ -84,9 +85,14 @@ func (t *Team) Alltoall(data []byte) ([]byte, error) {
 	return ordered(t, func() ([]byte, error) { return t.alltoall(data) })
 }
 
-// AlltoallNB starts Alltoall; data must not change until it completes.
+// AlltoallNB starts Alltoall, split as BarrierNB is where that applies;
+// data must not change until it completes.
 func (t *Team) AlltoallNB(data []byte) *Handle[[]byte] {
-	return startNB(t, func() ([]byte, error) { return t.alltoall(data) })
+	n := t.ticket()
+	if s := t.splitNB(n, alltoallCall(data), data, nil); s != nil {
+		return splitHandle(s, func(v any) []byte { out, _ := v.([]byte); return out })
+	}
+	return startAt(t, n, func() ([]byte, error) { return t.alltoall(data) })
 }
 
 // Alltoallv sends parts[i] to team rank i and returns the parts received in
@@ -298,8 +304,12 @@ func (t *Team) scatter(root int, parts [][]byte) ([]byte, error) {
 
 // alltoall is the body of its exported form, unordered.
 func (t *Team) alltoall(data []byte) ([]byte, error) {
-	return as[[]byte](t.collect(coll.Call{Kind: coll.Alltoall, Len: len(data)}, data, nil, nil))
+	return as[[]byte](t.collect(alltoallCall(data), data, nil, nil))
 }
+
+// alltoallCall is the call of an all-to-all of data: every rank's of one
+// length.
+func alltoallCall(data []byte) coll.Call { return coll.Call{Kind: coll.Alltoall, Len: len(data)} }
 
 // alltoallv is the body of its exported form, unordered.
 func (t *Team) alltoallv(parts [][]byte) ([][]byte, error) {
