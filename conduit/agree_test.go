@@ -144,7 +144,7 @@ func TestSettle(t *testing.T) {
 		w := &words{group: []int{0}, addrs: make([]netip.AddrPort, 1)}
 		lead := make([]byte, 128)
 		word(lead, offAgree).Store(c.word)
-		err := w.settle(lead, n, d)
+		err := w.settle(lead, n, d, nil)
 		var ie *amudp.InboxError
 		if got := errors.As(err, &ie); got != c.bad {
 			t.Errorf("agreement word %#x: %v; want a corrupted inbox: %v", c.word, err, c.bad)

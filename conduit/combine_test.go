@@ -7,10 +7,15 @@ package conduit
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"net/netip"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/udpconduit/udpconduit/amudp"
+	"github.com/udpconduit/udpconduit/conduit/internal/amo"
+	"github.com/udpconduit/udpconduit/conduit/internal/coll"
 )
 
 // TestWordsSamePosts: where every rank posts the same (an all-gather of
@@ -135,4 +140,95 @@ func TestWordsLazyAreas(t *testing.T) {
 			t.Errorf("rank %d: barrier: %v", me, err)
 		}
 	})
+}
+
+// TestWordsReducedPost: counted, and gathered and released, a reduction
+// by one of the library's operators leaves its result alone in the
+// leader's buffer (reducePosts), which every rank reads as its result,
+// at the root only for Reduce; a reduction by the program's operator, or
+// all-reductions of different lengths (ErrCollectiveMismatch on every
+// rank), leave the posts.
+func TestWordsReducedPost(t *testing.T) {
+	const n = 5
+	for _, m := range wordModes[1:3] {
+		res, _ := runJob(t, n, m.net(t), false, func(j *Job) {
+			me, w := j.Rank(), j.World()
+			// Read before this rank arrives at the next collective,
+			// which rewrites the buffer only once every rank has.
+			reduced := func() bool {
+				a, err := j.words.area(0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return binary.LittleEndian.Uint64(a[offCombined+8:])&combinedReduced != 0
+			}
+			check := func(what string, got, want []int64, err error, wantReduced bool) {
+				t.Helper()
+				if r := reduced(); err != nil || !cmp.Equal(got, want) || r != wantReduced {
+					t.Errorf("rank %d, mode %s, %s: %v, %v; want %v; reduced for all: %v, want %v", me, m.name, what, got, err, want, r, wantReduced)
+				}
+			}
+			sum := int64(n * (n - 1) / 2)
+			got, err := AllReduce(w, Sum, []int64{int64(me), -int64(me)})
+			check("AllReduce", got, []int64{sum, -sum}, err, true)
+			got, err = Reduce(w, 2, Max, []int64{int64(me)})
+			want := []int64{n - 1}
+			if me != 2 {
+				want = nil
+			}
+			check("Reduce to 2", got, want, err, true)
+			got, err = AllReduceNB(w, Min, []int64{int64(me) + 3}).Wait()
+			check("AllReduceNB", got, []int64{3}, err, true)
+			got, err = AllReduceFunc(w, func(a, b int64) int64 { return a + b }, []int64{1})
+			check("AllReduceFunc", got, []int64{n}, err, false)
+			_, err = AllReduce(w, Sum, make([]int64, 1+me%2))
+			if !errors.Is(err, ErrCollectiveMismatch) || reduced() {
+				t.Errorf("rank %d, mode %s: all-reductions of 1 and 2 elements: %v, reduced for all: %v", me, m.name, err, reduced())
+			}
+			if err := w.Barrier(); err != nil {
+				t.Errorf("rank %d, mode %s: barrier: %v", me, m.name, err)
+			}
+		})
+		want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
+		if d := cmp.Diff(want, res); d != "" {
+			t.Errorf("mode %s: (-want +got):\n%s", m.name, d)
+		}
+	}
+}
+
+// TestReducedPostChecked: a reduction's result in the leader's buffer
+// (reducedPost) is read only where it is one post of this rank's call,
+// as long as this rank's, with nothing after it; anything else is a
+// corrupted inbox.
+func TestReducedPostChecked(t *testing.T) {
+	const n = 7
+	call := coll.Call{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Int64, Len: 1}
+	mine := appendRecord(nil, coll.Post{Call: call, Data: make([]byte, 8)})
+	good := appendRecord(nil, coll.Post{Call: call, Data: []byte{7, 0, 0, 0, 0, 0, 0, 0}})
+	other := call
+	other.Op = coll.Max
+	for _, c := range []struct {
+		name string
+		b    []byte
+		bad  bool
+	}{
+		{"the result", good, false},
+		{"another call's", appendRecord(nil, coll.Post{Call: other, Data: make([]byte, 8)}), true},
+		{"a shorter vector", appendRecord(nil, coll.Post{Call: call, Data: make([]byte, 4)}), true},
+		{"a refusal", appendRecord(nil, coll.Post{Call: call, Refused: true, Data: make([]byte, 8)}), true},
+		{"bytes after it", append(slices.Clone(good), 0), true},
+		{"a length past the buffer", good[:len(good)-1], true},
+	} {
+		tm := &Team{rec: mine}
+		tc := &teamCall{t: tm, seq: n, call: call}
+		w := &words{group: []int{0}, addrs: make([]netip.AddrPort, 1)}
+		posts, _, err := tc.reducedPost(w, c.b, n)
+		var ie *amudp.InboxError
+		if got := errors.As(err, &ie); got != c.bad || tc.reduced == c.bad {
+			t.Errorf("%s: %v, reduced %v; want a corrupted inbox: %v", c.name, err, tc.reduced, c.bad)
+		}
+		if !c.bad && (len(posts) != 1 || !bytes.Equal(posts[0].Data, good[postHeader-8:])) {
+			t.Errorf("%s: posts %v", c.name, posts)
+		}
+	}
 }

@@ -75,6 +75,7 @@ func (t *Team) splitNB(n uint64, call coll.Call, data []byte, combine coll.Combi
 	if err != nil {
 		return ended(nil, err)
 	}
+	c.combine = settledCombine(call, combine)
 	if err := c.post(j.words, t.postOf(call, data, nil)); err != nil {
 		return ended(nil, c.end(err))
 	}

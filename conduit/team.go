@@ -41,6 +41,7 @@ type Team struct {
 	posts   []coll.Post
 	arena   []byte
 	sameRec []byte
+	reduced []byte // the record of a reduction's result (reducePosts)
 
 	// The order of this rank's calls on the team: each call takes a
 	// ticket (next) when it is made and runs when serving reaches it; a
@@ -188,6 +189,11 @@ type teamCall struct {
 	lead     []byte
 	digest   uint64
 	released bool
+	// combine: a reduction's by one of the library's operators, which
+	// the rank that completes the arrivals may apply for every rank
+	// (reducePosts); reduced: this rank read that result (reducedPost).
+	combine coll.Combine
+	reduced bool
 }
 
 // begin starts this rank's next collective on the team, call, in the

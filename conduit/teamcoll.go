@@ -164,6 +164,7 @@ func (t *Team) collect(call coll.Call, data []byte, parts [][]byte, combine coll
 	if !onWords {
 		return t.overMessages(c, data, parts, combine)
 	}
+	c.combine = settledCombine(call, combine)
 	if err := c.post(t.j.words, t.postOf(call, data, parts)); err != nil {
 		return nil, c.end(err)
 	}
@@ -200,6 +201,14 @@ func (t *Team) collected(c *teamCall, data []byte, parts [][]byte, combine coll.
 		// Where all posted the same, the barrier is done, no post read;
 		// where one differs, Check says how.
 		return nil, c.end(nil)
+	}
+	if err == nil && c.reduced {
+		// The result, reduced for every rank (reducePosts).
+		var v []byte
+		if call.Kind == coll.AllReduce || call.Root == t.me {
+			v = append([]byte{}, posts[0].Data...) // not nil, as coll.Reduced's
+		}
+		return v, c.end(nil)
 	}
 	big := err == errOverMessages
 	if err != nil && !big {

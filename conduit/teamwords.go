@@ -90,12 +90,81 @@ func (c *teamCall) post(w *words, p coll.Post) error {
 
 // settle is what the group runs once every rank has arrived, before its
 // release: counted, the verdict on the posts (words.settle); else the
-// leader's copy of them (combinePosts).
+// leader's copy of them (combinePosts), or of a reduction's result
+// (reducePosts).
 func (c *teamCall) settle(w *words) func() error {
-	if w.counted {
-		return func() error { return w.settle(c.lead, c.seq, c.digest) }
+	var reduce func() []byte
+	if c.combine != nil {
+		reduce = func() []byte { return c.reducePosts(w) }
 	}
-	return func() error { return w.combinePosts(c.seq) }
+	if w.counted {
+		return func() error { return w.settle(c.lead, c.seq, c.digest, reduce) }
+	}
+	return func() error { return w.combinePosts(c.seq, reduce) }
+}
+
+// settledCombine is combine where the rank that completes a reduction's
+// arrivals may apply it for every rank (reducePosts): an operator of the
+// library's, not the program's, which could panic there while the others
+// wait for the release.
+func settledCombine(call coll.Call, combine coll.Combine) coll.Combine {
+	if (call.Kind == coll.Reduce || call.Kind == coll.AllReduce) && call.Op != coll.OpFunc {
+		return combine
+	}
+	return nil
+}
+
+// reducePosts is, for a reduction by one of the library's operators
+// (c.combine), the record of its result from every rank's post in its
+// slot, which the rank that completes the group's arrivals leaves in the
+// leader's buffer (combinePosts) so that each rank reads one post instead
+// of G; nil where the calls differ, a rank refused or did not fit, or a
+// slot is not what it should be: every rank then reads every post, and
+// finds out.
+func (c *teamCall) reducePosts(w *words) []byte {
+	t, n := c.t, c.seq
+	t.resetPosts()
+	for i := range w.group {
+		a, err := w.area(i)
+		if err != nil {
+			return nil
+		}
+		s := slot(a, n)
+		if word(s, 0).Load() != n {
+			return nil
+		}
+		if _, err := t.readPosts(w, s[8:], n, i, 1); err != nil {
+			return nil
+		}
+	}
+	if big, err := coll.Check(t.posts); err != nil || big {
+		return nil
+	}
+	acc, err := coll.Reduced(t.posts, c.combine)
+	if err != nil {
+		return nil
+	}
+	t.reduced = appendRecord(t.reduced[:0], coll.Post{Call: c.call, Data: acc})
+	return t.reduced
+}
+
+// reducedPost returns the result of reduction n that the rank completing
+// the arrivals left in the leader's buffer b (reducePosts), as the one
+// post, checked: of this rank's call, a vector as long as this rank's,
+// nothing after it; and sets c.reduced for collected.
+func (c *teamCall) reducedPost(w *words, b []byte, n uint64) ([]coll.Post, bool, error) {
+	t := c.t
+	t.resetPosts()
+	posts, err := t.readPosts(w, b, n, 0, 1)
+	if err != nil {
+		return nil, false, err
+	}
+	p := posts[0]
+	if p.Call != c.call || p.Big || p.Refused || len(p.Data) != len(t.rec)-(postHeader-8) || len(b) != len(t.rec) {
+		return nil, false, w.corrupt(0, "its buffer holds a reduction's result that is not collective %d's", n)
+	}
+	c.reduced = true
+	return posts, false, nil
 }
 
 // await waits, after post, until every rank has posted: the rounds of a
@@ -148,11 +217,15 @@ func (c *teamCall) read(w *words, posts bool) ([]coll.Post, bool, error) {
 		case m != n:
 			return nil, false, w.corrupt(0, "its buffer of posts is numbered %#x, for collective %d", m, n)
 		case total != combinedDirect:
-			l := total &^ combinedSame
+			l := total &^ (combinedSame | combinedReduced)
 			if l > uint64(endCombined-offCombined-16) {
 				return nil, false, w.corrupt(0, "its buffer of posts has %#x bytes, more than its %d", total, endCombined-offCombined-16)
 			}
-			return c.t.combined(w, lead[offCombined+16:offCombined+16+int(l)], n, total&combinedSame != 0)
+			b := lead[offCombined+16 : offCombined+16+int(l)]
+			if total&combinedReduced != 0 {
+				return c.reducedPost(w, b, n)
+			}
+			return c.t.combined(w, b, n, total&combinedSame != 0)
 		case len(w.group) > eagerAreas:
 			// Its members have not mapped each other's areas
 			// (shareAreas): the collective goes over messages.
@@ -283,12 +356,22 @@ func (t *Team) readPosts(w *words, b []byte, n uint64, who, count int) ([]coll.P
 // crowded host, each look at another mapping after a context switch costs
 // a walk of the page tables), or, where they do not fit, says so. Where
 // every post is the same (a barrier's, say), the buffer holds it once,
-// and its length says so (combinedSame). The rank that completes the
+// and its length says so (combinedSame). For a reduction, reduce (where
+// not nil) may give instead the record of its result, which the buffer
+// then holds alone (combinedReduced). The rank that completes the
 // group's arrivals, after every rank arrived at n.
-func (w *words) combinePosts(n uint64) error {
+func (w *words) combinePosts(n uint64, reduce func() []byte) error {
 	lead, err := w.area(0)
 	if err != nil {
 		return err
+	}
+	if reduce != nil {
+		if rec := reduce(); rec != nil && len(rec) <= endCombined-offCombined-16 {
+			copy(lead[offCombined+16:], rec)
+			binary.LittleEndian.PutUint64(lead[offCombined:], n)
+			binary.LittleEndian.PutUint64(lead[offCombined+8:], uint64(len(rec))|combinedReduced)
+			return nil
+		}
 	}
 	buf := lead[offCombined+16 : offCombined+16 : endCombined]
 	direct, same := false, true
@@ -396,7 +479,7 @@ func agree(lead []byte, d uint64) {
 // agreement word, copies the posts into the leader's buffer where they
 // differ (combinePosts), and stores the verdict: n, and whether they are
 // the same.
-func (w *words) settle(lead []byte, n, d uint64) error {
+func (w *words) settle(lead []byte, n, d uint64, reduce func() []byte) error {
 	g := word(lead, offAgree)
 	// This rank's agree left its digest there, or agreeDiffer.
 	v := g.Load()
@@ -406,7 +489,7 @@ func (w *words) settle(lead []byte, n, d uint64) error {
 	same := v == d
 	g.Store(0)
 	if !same {
-		if err := w.combinePosts(n); err != nil {
+		if err := w.combinePosts(n, reduce); err != nil {
 			return err
 		}
 	}

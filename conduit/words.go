@@ -63,6 +63,9 @@ const (
 	// combinedSame, in the buffer's length, says that it holds one post
 	// that is every rank's.
 	combinedSame = 1 << 62
+	// combinedReduced, in the buffer's length, says that it holds a
+	// reduction's result (reducePosts).
+	combinedReduced = 1 << 61
 )
 
 // words runs the synchronisation of a group's collectives on words in the

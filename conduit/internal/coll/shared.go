@@ -113,6 +113,20 @@ func Check(posts []Post) (big bool, err error) {
 	return big, nil
 }
 
+// Reduced is a reduction's result from every member's post: their
+// vectors combined in team rank order, the same bits wherever it is
+// computed.
+func Reduced(posts []Post, combine Combine) ([]byte, error) {
+	acc := append([]byte{}, posts[0].Data...)
+	for m := 1; m < len(posts); m++ {
+		if len(posts[m].Data) != len(acc) {
+			return nil, Failure{Why: fmt.Sprintf("team rank %d posted a vector of %d bytes, team rank 0 of %d", m, len(posts[m].Data), len(acc))}.Err()
+		}
+		combine(acc, posts[m].Data)
+	}
+	return acc, nil
+}
+
 // Shared is the result of this member's collective from every member's
 // post, as Check found them in order: a []byte, a [][]byte, or the
 // members and place of a Split (SplitResult).
@@ -130,14 +144,7 @@ func (r *Run) Shared(posts []Post, combine Combine) (any, error) {
 		if r.c.Kind == Reduce && me != root {
 			return []byte(nil), nil
 		}
-		acc := append([]byte{}, posts[0].Data...)
-		for m := 1; m < n; m++ {
-			if len(posts[m].Data) != len(acc) {
-				return nil, Failure{Why: fmt.Sprintf("team rank %d posted a vector of %d bytes, team rank 0 of %d", m, len(posts[m].Data), len(acc))}.Err()
-			}
-			combine(acc, posts[m].Data)
-		}
-		return acc, nil
+		return Reduced(posts, combine)
 	case Gather:
 		if me != root {
 			return [][]byte(nil), nil
