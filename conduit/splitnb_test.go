@@ -107,22 +107,10 @@ func TestSplitBarrier(t *testing.T) {
 					_, err = enter(5).Wait()
 					check(5, "the barrier after a mismatch", err)
 				})
-				want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
-				if d := cmp.Diff(want, res); d != "" {
-					t.Errorf("(-want +got):\n%s", d)
-				}
 				// Counted, and a dissemination of one round, split every
 				// BarrierNB but the second of two in a row; gathered, the
 				// members' do (5 of 6 each) and the leader's none.
-				want1 := 0
-				for _, j := range jobs {
-					if j.words.passive() {
-						want1 += 5
-					}
-				}
-				if got := int(splits.Load()); got != want1 || m.crowded && got == 0 {
-					t.Errorf("%d BarrierNB were split, want %d", got, want1)
-				}
+				checkSplitJob(t, res, jobs, int(splits.Load()), 5, m.crowded)
 			})
 		}
 	}
@@ -249,23 +237,30 @@ func TestSplitReduce(t *testing.T) {
 						t.Errorf("rank %d: the barrier after: %v", me, err)
 					}
 				})
-				want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
-				if d := cmp.Diff(want, res); d != "" {
-					t.Errorf("(-want +got):\n%s", d)
-				}
 				// The four reductions and the all-to-all of every passive
 				// rank are split.
-				want1 := 0
-				for _, j := range jobs {
-					if j.words.passive() {
-						want1 += len(entered) + 1
-					}
-				}
-				if got := int(splits.Load()); got != want1 || m.crowded && got == 0 {
-					t.Errorf("%d NB collectives were split, want %d", got, want1)
-				}
+				checkSplitJob(t, res, jobs, int(splits.Load()), len(entered)+1, m.crowded)
 			})
 		}
+	}
+}
+
+// checkSplitJob checks that every rank of the job returned, and that
+// splits NB collectives were split: per for each rank whose words'
+// synchronisation is passive, and some where the host is crowded.
+func checkSplitJob(t *testing.T, res jobResult, jobs []*Job, splits, per int, crowded bool) {
+	t.Helper()
+	if d := cmp.Diff(jobResult{Ends: slices.Repeat([]string{"returned"}, len(jobs))}, res); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	want := 0
+	for _, j := range jobs {
+		if j.words.passive() {
+			want += per
+		}
+	}
+	if splits != want || crowded && splits == 0 {
+		t.Errorf("%d NB collectives were split, want %d", splits, want)
 	}
 }
 
