@@ -30,6 +30,9 @@ type splitColl struct {
 	fin     atomic.Bool // completed: v and err are set
 	v       any
 	err     error
+	// panicked: what the program's operator panicked with, which Wait
+	// and Test pass on.
+	panicked any
 	// polled: the error of a Test's poll pass, which the collective's
 	// wait returns, as a blocking call's wait returns its polls' errors.
 	polled atomic.Pointer[error]
@@ -50,7 +53,7 @@ func (t *Team) splitNB(n uint64, call coll.Call, data []byte, combine coll.Combi
 	if j == nil || t.serving.Load() != n || j.ep.Outstanding() != 0 || j.ep.InHandler() || len(data) > maxPost {
 		return nil
 	}
-	if len(t.ranks) != 1 && (!t.onWords() || !j.words.passive()) {
+	if len(t.ranks) != 1 && (!t.onWords() || !j.words.passive() || !j.words.fitsBuffer(call, len(data))) {
 		return nil
 	}
 	s := &splitColl{t: t, data: data, combine: combine}
@@ -108,7 +111,11 @@ func (s *splitColl) ready() bool {
 	return s.fin.Load() || s.t.call.ready(s.t.j.words)
 }
 
-// complete waits until the collective completes, and completes it.
+// complete waits until the collective completes, and completes it. A
+// panic of the program's operator there ends the collective, and goes on
+// from the handle's Wait or Test (pass), not from another call that
+// completes it on its turn; a rank that ends there ends it with
+// ErrInterrupted.
 func (s *splitColl) complete() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,22 +123,37 @@ func (s *splitColl) complete() {
 		return
 	}
 	t, j := s.t, s.t.j
-	if j.hangWarn > 0 && !s.ready() {
+	if j.hangWarn > 0 {
+		// Left at its end, also where it goes over messages.
 		j.watch.enter(t.watch, &t.call, j.hangWarn)
 	}
 	ended := false
 	defer func() {
-		if !ended {
-			// The program's operator panicked: the panic goes on, from
-			// the call that completes the reduction, and the team's
-			// next call runs.
-			s.end(errOperatorPanicked)
+		if ended {
+			return
 		}
+		if j.hangWarn > 0 {
+			j.watch.leave(t.watch)
+		}
+		p := recover()
+		if p == nil {
+			s.end(ErrInterrupted) // the rank ends (runtime.Goexit)
+			return
+		}
+		s.panicked = p
+		s.end(errOperatorPanicked)
 	}()
 	v, err := t.collected(&t.call, s.data, nil, s.combine)
 	ended = true
 	s.v = v
 	s.end(err)
+}
+
+// pass panics with what the program's operator panicked with, if it did.
+func (s *splitColl) pass() {
+	if s.fin.Load() && s.panicked != nil {
+		panic(s.panicked)
+	}
 }
 
 // errOperatorPanicked is the error of a split reduction whose operator
@@ -172,6 +194,7 @@ func (s *splitColl) test() bool {
 	}
 	if !in {
 		s.complete()
+		s.pass()
 	}
 	return true
 }
@@ -183,6 +206,7 @@ func (s *splitColl) wait() error {
 		return err
 	}
 	s.complete()
+	s.pass()
 	if p := s.polled.Load(); p != nil && s.err == nil {
 		return s.t.j.done(*p)
 	}

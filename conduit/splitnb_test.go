@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/udpconduit/udpconduit/amudp"
 	"github.com/udpconduit/udpconduit/internal/testbound"
 	"github.com/udpconduit/udpconduit/spawn"
@@ -164,14 +163,10 @@ func TestSplitReduce(t *testing.T) {
 							t.Errorf("rank %d: %s done when %d of %d ranks had entered it", me, r.name, got, n)
 						}
 						got, err := h.Wait()
-						if err != nil {
-							t.Errorf("rank %d: %s: %v", me, r.name, err)
-							continue
-						}
 						want := r.want
 						switch r.name {
 						case "AllReduceFuncNB":
-							want, _ = AllReduceFunc(w, func(a, b int64) int64 { return a + 2*b }, []int64{1})
+							want = []int64{int64(2*n - 1)} // 1, then + 2·1 in rank order
 						case "ReduceFuncNB":
 							want = []int64{1}
 							for k := 2; k <= n; k++ {
@@ -181,8 +176,8 @@ func TestSplitReduce(t *testing.T) {
 						if r.root && me != 1 {
 							want = nil
 						}
-						if !cmp.Equal(got, want, cmpopts.EquateEmpty()) {
-							t.Errorf("rank %d: %s = %v, want %v", me, r.name, got, want)
+						if err != nil || !cmp.Equal(got, want) || (got == nil) != (want == nil) {
+							t.Errorf("rank %d: %s = %v, %v; want %v", me, r.name, got, err, want)
 						}
 					}
 
@@ -265,28 +260,86 @@ func checkSplitJob(t *testing.T, res jobResult, jobs []*Job, splits, per int, cr
 }
 
 // TestReduceNBOperatorPanics: where the program's operator panics, a
-// split NB reduction's Wait panics with it, and the team's next call
-// runs.
+// split NB reduction's Test and Wait panic with it, not the team's next
+// calls, blocking or NB, which complete it on their turn and run.
 func TestReduceNBOperatorPanics(t *testing.T) {
 	res, _ := runJob(t, 2, wordModes[0].net(t), false, func(j *Job) {
-		w := j.World()
-		h := AllReduceFuncNB(w, func(a, b int64) int64 { panic("operator") }, []int64{1})
-		if _, ok := h.op.(*splitColl); !ok {
-			t.Errorf("rank %d: AllReduceFuncNB was not split", j.Rank())
-		}
-		func() {
+		me, w := j.Rank(), j.World()
+		mustPanic := func(what string, f func()) {
 			defer func() {
 				if p := recover(); p != "operator" {
-					t.Errorf("rank %d: Wait panicked with %v, want the operator's panic", j.Rank(), p)
+					t.Errorf("rank %d: %s panicked with %v, want the operator's panic", me, what, p)
 				}
 			}()
-			h.Wait()
-		}()
+			f()
+		}
+		for _, next := range []string{"Wait", "Barrier", "BarrierNB"} {
+			h := AllReduceFuncNB(w, func(a, b int64) int64 { panic("operator") }, []int64{1})
+			if _, ok := h.op.(*splitColl); !ok {
+				t.Errorf("rank %d: AllReduceFuncNB was not split", me)
+			}
+			var err error
+			switch next {
+			case "Barrier":
+				err = w.Barrier()
+			case "BarrierNB":
+				h2 := w.BarrierNB() // its goroutine completes h on its turn
+				_, err = h2.Wait()
+			}
+			if err != nil {
+				t.Errorf("rank %d: %s after: %v", me, next, err)
+			}
+			if next != "Wait" {
+				mustPanic("Test after "+next, func() { h.Test() })
+			}
+			mustPanic("Wait after "+next, func() { h.Wait() })
+		}
 		if err := w.Barrier(); err != nil {
-			t.Errorf("rank %d: the barrier after: %v", j.Rank(), err)
+			t.Errorf("rank %d: the barrier after: %v", me, err)
 		}
 	})
 	if d := cmp.Diff(jobResult{Ends: []string{"returned", "returned"}}, res); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+// TestSplitGatheredOverflow: gathered and released, a collective whose
+// posts would overflow the leader's buffer runs over messages on every
+// rank; an AlltoallNB of such posts is not split, and a rank that waits
+// for a message that another rank sends only after its all-to-all, before
+// its own Wait, does not hold that rank up. One whose posts fit is split.
+func TestSplitGatheredOverflow(t *testing.T) {
+	const n = 8
+	var got atomic.Int32
+	res, _ := runJob(t, n, wordModes[2].net(t), false, func(j *Job) {
+		me, w := j.Rank(), j.World()
+		if _, err := j.Attach([]HandlerEntry{{Index: 200, Fn: func(*Token, []uint32, []byte) { got.Add(1) }}}, 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, size := range []int{maxPost / n * n, n} {
+			data := make([]byte, size)
+			h := w.AlltoallNB(data)
+			_, split := h.op.(*splitColl)
+			if want := size == n && me != 0; split != want {
+				t.Errorf("rank %d: AlltoallNB of %d bytes split: %v, want %v", me, size, split, want)
+			}
+			if me == 1 && size > n {
+				// Rank 0 sends once its all-to-all completed.
+				if err := j.WaitUntil(func() bool { return got.Load() > 0 }); err != nil {
+					t.Error(err)
+				}
+			}
+			if _, err := h.Wait(); err != nil {
+				t.Errorf("rank %d: AlltoallNB of %d bytes: %v", me, size, err)
+			}
+			if me == 0 && size > n {
+				if err := j.RequestShort(1, 200); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	})
+	if d := cmp.Diff(jobResult{Ends: slices.Repeat([]string{"returned"}, n)}, res); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 }
@@ -522,10 +575,11 @@ func TestWaitInHandler(t *testing.T) {
 func TestSplitBarrierPollError(t *testing.T) {
 	broken := errors.New("the socket broke")
 	var fail atomic.Bool
+	var failed atomic.Int32
 	jn := loopbackGroupsOver(t, 0, false, func(i int) (amudp.Transport, error) {
 		tr, err := loopbackUDP.listen(i)
 		if i == 1 && err == nil {
-			tr = failingRecv{tr, &fail, broken}
+			tr = failingRecv{tr, &fail, &failed, broken}
 		}
 		return tr, err
 	})
@@ -533,7 +587,11 @@ func TestSplitBarrierPollError(t *testing.T) {
 	res, _ := runJob(t, 2, jn, false, func(j *Job) {
 		w := j.World()
 		if j.Rank() == 0 {
-			time.Sleep(20 * time.Millisecond) // rank 1 tests first, alone in
+			// Rank 1 tests first, alone in, until its poll fails.
+			end := time.Now().Add(testbound.Scale(10 * time.Second))
+			for failed.Load() == 0 && time.Now().Before(end) {
+				time.Sleep(time.Millisecond)
+			}
 			if _, err := w.BarrierNB().Wait(); err != nil {
 				t.Errorf("rank 0: %v", err)
 			}
@@ -561,15 +619,18 @@ func TestSplitBarrierPollError(t *testing.T) {
 	}
 }
 
-// failingRecv is a Transport whose Recv returns err while fail is set.
+// failingRecv is a Transport whose Recv returns err while fail is set,
+// and counts those in failed.
 type failingRecv struct {
 	amudp.Transport
-	fail *atomic.Bool
-	err  error
+	fail   *atomic.Bool
+	failed *atomic.Int32
+	err    error
 }
 
 func (f failingRecv) Recv(b []byte) (int, netip.AddrPort, error) {
 	if f.fail.Load() {
+		f.failed.Add(1)
 		return 0, netip.AddrPort{}, f.err
 	}
 	return f.Transport.Recv(b)

@@ -282,8 +282,8 @@ func (t *Team) abortFor(why string) {
 func (t *Team) ticket() uint64 { return t.next.Add(1) - 1 }
 
 // turn waits until the calls before ticket n have ended. Where the call
-// whose turn it is is a BarrierNB that arrived (started), this call
-// completes it: it would wait for it anyway.
+// whose turn it is is a split NB collective that arrived (started), this
+// call completes it: it would wait for it anyway.
 func (t *Team) turn(n uint64) {
 	for t.serving.Load() != n {
 		if s := t.started.Load(); s != nil {

@@ -28,8 +28,11 @@ func (t *Team) Barrier() error {
 // conditions, a team of one member's completes at the call. Elsewhere
 // it runs on a goroutine of its own, as the other NB collectives do
 // but for AlltoallNB and the NB reductions, split as BarrierNB where
-// their data fit a slot (at most 1632 bytes) and a reduction's operator
-// suits its type: every rank's datum of the call is then of that length.
+// their data fit a slot (at most 1632 bytes), a reduction's operator
+// suits its type, and, beyond 64 ranks, every rank's data fit the
+// leader's buffer (about 12 KiB): every rank's datum of the call is then
+// of that length. A panic of a reduction's operator goes on from its
+// handle's Wait or Test.
 func (t *Team) BarrierNB() *Handle[struct{}] {
 	n := t.ticket()
 	if s := t.splitNB(n, coll.Call{Kind: coll.Barrier}, nil, nil); s != nil {

@@ -103,6 +103,17 @@ func (c *teamCall) settle(w *words) func() error {
 	return func() error { return w.combinePosts(c.seq, reduce) }
 }
 
+// fitsBuffer reports whether every rank's post of call, each with a
+// datum of n bytes where the calls are the same, fits the leader's
+// buffer, where the group gathers them there (not counted nor by
+// dissemination): else every rank's part runs over messages, which a
+// split collective's rank joins only at its Wait (splitNB). A barrier's
+// posts are the same, which the buffer holds once.
+func (w *words) fitsBuffer(call coll.Call, n int) bool {
+	return w.counted || w.dissem || call.Kind == coll.Barrier ||
+		len(w.group)*(postHeader-8+n) <= endCombined-offCombined-16
+}
+
 // settledCombine is combine where the rank that completes a reduction's
 // arrivals may apply it for every rank (reducePosts): an operator of the
 // library's, not the program's, which could panic there while the others
