@@ -164,6 +164,11 @@ func groups(iters int) []group {
 			genv = []string{"GASNET_TEST_POLITE_SYNC=1"}
 		}
 		gs = append(gs, group{name: fmt.Sprintf("barrier N=%d", n), genv: genv, gasnet: []string{"testbarrier", strconv.Itoa(n), k}, ours: []string{"testam", strconv.Itoa(n), "-barrier", "-iters", k}, parseG: gasnetBarrier, parseU: oursBarrier, figures: []string{"barrier (µs)"}})
+		if n >= 16 {
+			// GASNet's tests time no all-reduce: ours against its
+			// fastest barrier, on crowded hosts (issue 46's target).
+			gs = append(gs, group{name: fmt.Sprintf("allreduce N=%d", n), genv: genv, gasnet: []string{"testbarrier", strconv.Itoa(n), k}, ours: []string{"testam", strconv.Itoa(n), "-coll", "-iters", k}, parseG: gasnetBarrierAs(allReduceFigure), parseU: oursAllReduce, figures: []string{allReduceFigure}})
+		}
 	}
 	for _, n := range []int{16, 64} {
 		gs = append(gs, group{name: fmt.Sprintf("start-up N=%d", n), gasnet: []string{"testhello", strconv.Itoa(n)}, ours: []string{"hello", strconv.Itoa(n)}, timed: true, figures: []string{"job wall time (ms)"}})
@@ -327,6 +332,31 @@ func gasnetBarrier(out string) map[string]float64 {
 		return nil
 	}
 	return map[string]float64{"barrier (µs)": best}
+}
+
+// allReduceFigure is our one-element all-reduce (testam -coll) next to
+// GASNet's fastest barrier.
+const allReduceFigure = "all-reduce, GASNet's barrier (µs)"
+
+// gasnetBarrierAs is gasnetBarrier's figure named name.
+func gasnetBarrierAs(name string) func(string) map[string]float64 {
+	return func(out string) map[string]float64 {
+		if v, ok := gasnetBarrier(out)["barrier (µs)"]; ok {
+			return map[string]float64{name: v}
+		}
+		return nil
+	}
+}
+
+// oursAllReduce reads testam -coll's all-reduce: "allreduce 8 B K iters
+// X µs/op ...".
+func oursAllReduce(out string) map[string]float64 {
+	for _, l := range strings.Split(out, "\n") {
+		if p := strings.Fields(l); len(p) >= 7 && p[0] == "allreduce" && p[6] == "µs/op" {
+			return map[string]float64{allReduceFigure: num(p[5])}
+		}
+	}
+	return nil
 }
 
 // oursBarrier reads the fastest of testam -barrier's loops, as
