@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gasnet-bench.sh: GASNet-EX's udp-conduit and its own test programs (testam,
-# testsmall, testlarge, testbarrier, testhello) next to udpconduit's, in
-# alternating rounds in one run (make gasnet-bench; BENCHMARKS.md).
+# testsmall, testlarge, testbarrier, testhello, testcollperf) next to
+# udpconduit's, in alternating rounds in one run (make gasnet-bench;
+# BENCHMARKS.md).
 #
 #   GASNET_TARBALL=/path/to/GASNet-2025.8.0.tar.gz make gasnet-bench [ROUNDS=5] [ITERS=10000] [ONLY=LIST] [PGO=0]
 #
@@ -32,7 +33,7 @@ cache=${GASNET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/udpconduit/${name,,}}
 # Not settings of either system: the programs would warn of them.
 unset GASNET_TARBALL GASNET_CACHE
 dir=$cache/build/udp-conduit
-tests="testam testsmall testlarge testbarrier testhello"
+tests="testam testsmall testlarge testbarrier testhello testcollperf"
 built() { for t in $tests; do [ -x "$dir/$t" ] || return 1; done; }
 if ! built; then
   echo "gasnet-bench: building $name's udp-conduit into $cache (once; log in $cache/build.log)" >&2

@@ -71,7 +71,7 @@ func main() {
 	}
 	host, _ := os.Hostname()
 	fmt.Printf("gasnetbench: %s, %d CPUs, %d alternating rounds, medians; ratio = ours / GASNet\n", host, nproc(), *rounds)
-	fmt.Printf("%-44s %12s %12s %7s  %-5s  %s\n", "figure", "GASNet", "ours", "ratio", "ahead", "rounds ahead, their ratios")
+	fmt.Printf("%-56s %12s %12s %7s  %-5s  %s\n", "figure", "GASNet", "ours", "ratio", "ahead", "rounds ahead, their ratios")
 	behind := 0
 	for _, g := range gs {
 		figs := map[string]*figure{}
@@ -104,7 +104,7 @@ func main() {
 		for _, k := range g.figures {
 			f := figs[k]
 			if len(f.g) == 0 || len(f.u) == 0 {
-				fmt.Printf("%-44s %12s %12s %7s  %s\n", f.name, cell(f.g), cell(f.u), "-", "not measured")
+				fmt.Printf("%-56s %12s %12s %7s  %s\n", f.name, cell(f.g), cell(f.u), "-", "not measured")
 				continue
 			}
 			gm, um := median(f.g), median(f.u)
@@ -117,7 +117,7 @@ func main() {
 			if !ahead {
 				mark, behind = "no", behind+1
 			}
-			fmt.Printf("%-44s %12s %12s %7.2f  %-5s  %s\n", f.name, fig(gm), fig(um), ratio, mark, spread(f.ratios, f.higher))
+			fmt.Printf("%-56s %12s %12s %7.2f  %-5s  %s\n", f.name, fig(gm), fig(um), ratio, mark, spread(f.ratios, f.higher))
 		}
 	}
 	fmt.Printf("gasnetbench: %d figures behind GASNet's\n", behind)
@@ -165,9 +165,13 @@ func groups(iters int) []group {
 		}
 		gs = append(gs, group{name: fmt.Sprintf("barrier N=%d", n), genv: genv, gasnet: []string{"testbarrier", strconv.Itoa(n), k}, ours: []string{"testam", strconv.Itoa(n), "-barrier", "-iters", k}, parseG: gasnetBarrier, parseU: oursBarrier, figures: []string{"barrier (µs)"}})
 		if n >= 16 {
-			// GASNet's tests time no all-reduce: ours against its
-			// fastest barrier, on crowded hosts (issue 46's target).
-			gs = append(gs, group{name: fmt.Sprintf("allreduce N=%d", n), genv: genv, gasnet: []string{"testbarrier", strconv.Itoa(n), k}, ours: []string{"testam", strconv.Itoa(n), "-coll", "-iters", k}, parseG: gasnetBarrierAs(allReduceFigure), parseU: oursAllReduce, figures: []string{allReduceFigure}})
+			// Our one-element all-reduce against GASNet's (testcollperf,
+			// a vector of one int), and against its fastest barrier:
+			// issue 46's target on crowded hosts.
+			ours := []string{"testam", strconv.Itoa(n), "-coll", "-iters", k}
+			gs = append(gs,
+				group{name: fmt.Sprintf("allreduce N=%d", n), genv: genv, gasnet: []string{"testcollperf", strconv.Itoa(n), "1", "1", "1", k}, ours: ours, parseG: gasnetAllReduce, parseU: oursAllReduceAs(allReduceFigure), figures: []string{allReduceFigure}},
+				group{name: fmt.Sprintf("allreduce:barrier N=%d", n), genv: genv, gasnet: []string{"testbarrier", strconv.Itoa(n), k}, ours: ours, parseG: gasnetBarrierAs(againstBarrier), parseU: oursAllReduceAs(againstBarrier), figures: []string{againstBarrier}})
 		}
 	}
 	for _, n := range []int{16, 64} {
@@ -211,6 +215,8 @@ var (
 	reAM      = regexp.MustCompile(`(?m)^([A-K]):\s+(\d*)\s*(AM\w+)\s+([\w-]+)\s+([\w-]+)\s+(\w+)\s*:\s+[\d.]+ sec\s+([\d.]+) us(?:\s+([\d.]+) MB/s)?`)
 	reRMA     = regexp.MustCompile(`(?m)^[A-Z]:\s+\d+ -\s+(\d+) byte :\s+(\d+) iters, (?:latency\s+(\d+) us total,\s+[\d.]+ us ave\.|throughput\s+([\d.]+) ([KM])B/sec) \((\w+)Blocking`)
 	reBarrier = regexp.MustCompile(`Avg ([\w. ]+) Barrier latency:\s+([\d.]+) us`)
+	// testcollperf's blocking all-reduce of one int.
+	reReduceAll = regexp.MustCompile(`(?m)^[A-Z]: \d+> \S+ reduce_all sync_mode: .* size: 4 bytes time: ([\d.]+) us`)
 )
 
 // gasnetAM reads GASNet's testam: sections A (short ping-pong), B (medium
@@ -334,9 +340,12 @@ func gasnetBarrier(out string) map[string]float64 {
 	return map[string]float64{"barrier (µs)": best}
 }
 
-// allReduceFigure is our one-element all-reduce (testam -coll) next to
-// GASNet's fastest barrier.
-const allReduceFigure = "all-reduce, GASNet's barrier (µs)"
+// allReduceFigure is a one-element all-reduce; againstBarrier is ours
+// next to GASNet's fastest barrier.
+const (
+	allReduceFigure = "all-reduce (µs)"
+	againstBarrier  = "all-reduce; GASNet's barrier (µs)"
+)
 
 // gasnetBarrierAs is gasnetBarrier's figure named name.
 func gasnetBarrierAs(name string) func(string) map[string]float64 {
@@ -348,15 +357,34 @@ func gasnetBarrierAs(name string) func(string) map[string]float64 {
 	}
 }
 
-// oursAllReduce reads testam -coll's all-reduce: "allreduce 8 B K iters
-// X µs/op ...".
-func oursAllReduce(out string) map[string]float64 {
-	for _, l := range strings.Split(out, "\n") {
-		if p := strings.Fields(l); len(p) >= 7 && p[0] == "allreduce" && p[6] == "µs/op" {
-			return map[string]float64{allReduceFigure: num(p[5])}
+// oursAllReduceAs reads testam -coll's all-reduce, "allreduce 8 B K
+// iters X µs/op ...", as the figure named name.
+func oursAllReduceAs(name string) func(string) map[string]float64 {
+	return func(out string) map[string]float64 {
+		for _, l := range strings.Split(out, "\n") {
+			if p := strings.Fields(l); len(p) >= 7 && p[0] == "allreduce" && p[6] == "µs/op" {
+				return map[string]float64{name: num(p[5])}
+			}
+		}
+		return nil
+	}
+}
+
+// gasnetAllReduce reads testcollperf: the fastest of its blocking
+// all-reduces (gex_Coll_ReduceToAllNB then a wait) over its sync modes,
+// "X: 0> LOCAL/SINGLE-addr reduce_all sync_mode: (..) tree: .. size: 4
+// bytes time: T us"; its reduce_all_NB lines time many in flight at once.
+func gasnetAllReduce(out string) map[string]float64 {
+	best := -1.0
+	for _, m := range reReduceAll.FindAllStringSubmatch(out, -1) {
+		if v := num(m[1]); best < 0 || v < best {
+			best = v
 		}
 	}
-	return nil
+	if best < 0 {
+		return nil
+	}
+	return map[string]float64{allReduceFigure: best}
 }
 
 // oursBarrier reads the fastest of testam -barrier's loops, as
