@@ -232,3 +232,35 @@ func TestReducedPostChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestFitsBuffer: where the group gathers posts in the leader's buffer,
+// a split collective's posts must all fit it, or, reduced for every
+// rank, its result; counted, by dissemination, or a barrier, always.
+func TestFitsBuffer(t *testing.T) {
+	room := endCombined - offCombined - 16
+	alltoall, reduce := coll.Call{Kind: coll.Alltoall}, coll.Call{Kind: coll.AllReduce}
+	for _, c := range []struct {
+		name            string
+		group           int
+		counted, dissem bool
+		call            coll.Call
+		n               int
+		reduced         bool
+		want            bool
+	}{
+		{"counted", 64, true, false, alltoall, maxPost, false, true},
+		{"by dissemination", 2, false, true, alltoall, maxPost, false, true},
+		{"a barrier", 1024, false, false, coll.Call{Kind: coll.Barrier}, 0, false, true},
+		{"8 posts of a slot", 8, false, false, alltoall, maxPost, false, false},
+		{"8 posts of 8 bytes", 8, false, false, alltoall, 8, false, true},
+		{"posts that just fit", 2, false, false, alltoall, room/2 - (postHeader - 8), false, true},
+		{"posts a byte over", 2, false, false, alltoall, room/2 - (postHeader - 8) + 1, false, false},
+		{"1024 posts, not reduced", 1024, false, false, reduce, 8, false, false},
+		{"1024 posts, reduced", 1024, false, false, reduce, maxPost, true, true},
+	} {
+		w := &words{group: make([]int, c.group), counted: c.counted, dissem: c.dissem}
+		if got := w.fitsBuffer(c.call, c.n, c.reduced); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -53,7 +53,7 @@ func (t *Team) splitNB(n uint64, call coll.Call, data []byte, combine coll.Combi
 	if j == nil || t.serving.Load() != n || j.ep.Outstanding() != 0 || j.ep.InHandler() || len(data) > maxPost {
 		return nil
 	}
-	if len(t.ranks) != 1 && (!t.onWords() || !j.words.passive() || !j.words.fitsBuffer(call, len(data))) {
+	if len(t.ranks) != 1 && (!t.onWords() || !j.words.passive() || !j.words.fitsBuffer(call, len(data), settledCombine(call, combine) != nil)) {
 		return nil
 	}
 	s := &splitColl{t: t, data: data, combine: combine}

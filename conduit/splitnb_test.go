@@ -1,6 +1,7 @@
 package conduit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -317,7 +318,9 @@ func TestSplitGatheredOverflow(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, size := range []int{maxPost / n * n, n} {
-			data := make([]byte, size)
+			// Posts that differ: the leader's buffer cannot hold one
+			// for all.
+			data := bytes.Repeat([]byte{byte(me + 1)}, size)
 			h := w.AlltoallNB(data)
 			_, split := h.op.(*splitColl)
 			if want := size == n && me != 0; split != want {
@@ -336,6 +339,10 @@ func TestSplitGatheredOverflow(t *testing.T) {
 				if err := j.RequestShort(1, 200); err != nil {
 					t.Error(err)
 				}
+			}
+			// Every request answered, so that the next one may split.
+			if err := w.Barrier(); err != nil {
+				t.Errorf("rank %d: barrier: %v", me, err)
 			}
 		}
 	})

@@ -103,15 +103,22 @@ func (c *teamCall) settle(w *words) func() error {
 	return func() error { return w.combinePosts(c.seq, reduce) }
 }
 
-// fitsBuffer reports whether every rank's post of call, each with a
-// datum of n bytes where the calls are the same, fits the leader's
-// buffer, where the group gathers them there (not counted nor by
+// fitsBuffer reports whether what the leader's buffer gets of call,
+// every rank's with a datum of n bytes where the calls are the same,
+// fits it, where the group gathers the posts there (not counted nor by
 // dissemination): else every rank's part runs over messages, which a
 // split collective's rank joins only at its Wait (splitNB). A barrier's
-// posts are the same, which the buffer holds once.
-func (w *words) fitsBuffer(call coll.Call, n int) bool {
-	return w.counted || w.dissem || call.Kind == coll.Barrier ||
-		len(w.group)*(postHeader-8+n) <= endCombined-offCombined-16
+// posts are the same, which the buffer holds once; a reduction reduced
+// for every rank (reduced: settledCombine) leaves one post of n bytes.
+func (w *words) fitsBuffer(call coll.Call, n int, reduced bool) bool {
+	room := endCombined - offCombined - 16
+	switch {
+	case w.counted || w.dissem || call.Kind == coll.Barrier:
+		return true
+	case reduced:
+		return postHeader-8+n <= room
+	}
+	return len(w.group)*(postHeader-8+n) <= room
 }
 
 // settledCombine is combine where the rank that completes a reduction's

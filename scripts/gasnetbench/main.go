@@ -167,7 +167,7 @@ func groups(iters int) []group {
 		if n >= 16 {
 			// Our one-element all-reduce against GASNet's (testcollperf,
 			// a vector of one int), and against its fastest barrier:
-			// issue 46's target on crowded hosts.
+			// issue 46's target where the ranks outnumber the CPUs.
 			ours := []string{"testam", strconv.Itoa(n), "-coll", "-iters", k}
 			gs = append(gs,
 				group{name: fmt.Sprintf("allreduce N=%d", n), genv: genv, gasnet: []string{"testcollperf", strconv.Itoa(n), "1", "1", "1", k}, ours: ours, parseG: gasnetAllReduce, parseU: oursAllReduceAs(allReduceFigure), figures: []string{allReduceFigure}},
