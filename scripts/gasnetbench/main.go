@@ -328,16 +328,22 @@ func oursRMA(out string) map[string]float64 {
 // anonymous, mixed, unnamed, GEX blocking and non-blocking), the best
 // GASNet does.
 func gasnetBarrier(out string) map[string]float64 {
+	return fastest(reBarrier, 2, out, "barrier (µs)")
+}
+
+// fastest is the figure name: the least of group i of re's matches in
+// out, or none where it matches nothing.
+func fastest(re *regexp.Regexp, i int, out, name string) map[string]float64 {
 	best := -1.0
-	for _, m := range reBarrier.FindAllStringSubmatch(out, -1) {
-		if v := num(m[2]); best < 0 || v < best {
+	for _, m := range re.FindAllStringSubmatch(out, -1) {
+		if v := num(m[i]); best < 0 || v < best {
 			best = v
 		}
 	}
 	if best < 0 {
 		return nil
 	}
-	return map[string]float64{"barrier (µs)": best}
+	return map[string]float64{name: best}
 }
 
 // allReduceFigure is a one-element all-reduce; againstBarrier is ours
@@ -349,12 +355,7 @@ const (
 
 // gasnetBarrierAs is gasnetBarrier's figure named name.
 func gasnetBarrierAs(name string) func(string) map[string]float64 {
-	return func(out string) map[string]float64 {
-		if v, ok := gasnetBarrier(out)["barrier (µs)"]; ok {
-			return map[string]float64{name: v}
-		}
-		return nil
-	}
+	return func(out string) map[string]float64 { return fastest(reBarrier, 2, out, name) }
 }
 
 // oursAllReduceAs reads testam -coll's all-reduce, "allreduce 8 B K
@@ -375,16 +376,7 @@ func oursAllReduceAs(name string) func(string) map[string]float64 {
 // "X: 0> LOCAL/SINGLE-addr reduce_all sync_mode: (..) tree: .. size: 4
 // bytes time: T us"; its reduce_all_NB lines time many in flight at once.
 func gasnetAllReduce(out string) map[string]float64 {
-	best := -1.0
-	for _, m := range reReduceAll.FindAllStringSubmatch(out, -1) {
-		if v := num(m[1]); best < 0 || v < best {
-			best = v
-		}
-	}
-	if best < 0 {
-		return nil
-	}
-	return map[string]float64{allReduceFigure: best}
+	return fastest(reReduceAll, 1, out, allReduceFigure)
 }
 
 // oursBarrier reads the fastest of testam -barrier's loops, as
