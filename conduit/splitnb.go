@@ -14,8 +14,7 @@ import (
 
 // splitColl is an NB collective of World on the group's words (a
 // BarrierNB, or a reduction or all-to-all whose data fit a slot) whose
-// post and
-// arrival ran at its call (teamCall.post) and whose completion
+// post and arrival ran at its call (teamCall.post) and whose completion
 // (Team.collected) runs at its Wait, at a Test that finds every rank
 // arrived, or at the turn of the team's next call, which waits for it
 // anyway (Team.turn). It holds the team's turn until then. It is made
