@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/release"
@@ -55,6 +56,29 @@ func (e *Endpoint) Poll() error {
 // due retransmission) the next Poll takes.
 func (e *Endpoint) Pending() bool {
 	return e.shared == nil || !e.shared.inbox.ring.Empty()
+}
+
+// Probe is Pending in one load, for a waiter that looks between turns on
+// the CPU: whether the record word at the inbox's head, as it was when
+// Endpoint.Probe returned it, says committed. Once a poll has taken that
+// record it reports what is no longer there, and misses what is behind
+// it: the waiter takes a new one after each poll.
+type Probe struct {
+	w    *atomic.Uint64 // nil: the endpoint has no inbox
+	full uint64
+}
+
+// Pending reports whether the record at the head the probe looks at is
+// committed, or the endpoint has no inbox (as Endpoint.Pending).
+func (p Probe) Pending() bool { return p.w == nil || p.w.Load() == p.full }
+
+// Probe returns a Probe of the inbox's head as it is now.
+func (e *Endpoint) Probe() Probe {
+	if e.shared == nil {
+		return Probe{}
+	}
+	w, full := e.shared.inbox.ring.HeadWord()
+	return Probe{w: w, full: full}
 }
 
 // pollLocked is one poll pass; the caller holds pollMu. A pass ends when

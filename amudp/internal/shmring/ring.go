@@ -392,6 +392,14 @@ func (r *Ring) Empty() bool {
 	return word(r.data, int(h&r.mask)).Load() != h+1
 }
 
+// HeadWord returns the word at the ring's head and the value it holds
+// once a record is committed there: Empty in one load, until the head
+// moves. Any goroutine of the consumer's process may call it.
+func (r *Ring) HeadWord() (w *atomic.Uint64, full uint64) {
+	h := r.own.Load()
+	return word(r.data, int(h&r.mask)), h + 1
+}
+
 // Ends returns the consumer's head and the tail: they differ while a
 // producer has reserved room past the head, a record committed there or
 // on its way. A consumer that marks itself asleep (SetSleeping) and then
