@@ -1,3 +1,5 @@
+//go:build linux && !amd64
+
 package conduit
 
 import "golang.org/x/sys/unix"
