@@ -42,6 +42,10 @@ var (
 const (
 	offAgree   = 16
 	offVerdict = 80
+	// offSleepers, on the release words' line, counts the group's
+	// ranks that wait for a release and may sleep in the kernel
+	// (wordWait): where none do, a release rings no bell.
+	offSleepers = 88
 )
 
 const (
@@ -220,14 +224,20 @@ func (w *words) arrived(k *groupSync, e uint64) bool {
 }
 
 // release releases the group's other ranks from synchronisation e of
-// kind k and wakes those that sleep: the leader gathering, or the rank
-// whose arrival completed the count (arriveCounted).
+// kind k and, where some rank of the group may sleep (offSleepers),
+// rings their bells, which wakes those that sleep: the leader gathering,
+// or the rank whose arrival completed the count (arriveCounted).
 func (w *words) release(k *groupSync, e uint64) error {
 	a, err := w.area(0)
 	if err != nil {
 		return err
 	}
 	word(a, k.release).Store(e)
+	if word(a, offSleepers).Load() == 0 {
+		// No rank sleeps: the ranks that wait look at the word at
+		// their turns (wordWait).
+		return nil
+	}
 	for i, b := range w.bells {
 		if i == w.me {
 			continue
@@ -274,14 +284,35 @@ var yieldPoll = 16
 // tests.
 var yieldTurn = yieldCPU
 
+// waitTicks is the counter a yielding wait reads (yieldClock): ticks, or
+// one that stands still in tests.
+var waitTicks = ticks
+
+// watch is what a wait for words (wordWait) watches between its looks at
+// its condition: the condition holds only once word has reached at least
+// mark (a count, a number that only grow). released: word is the group's
+// release word, whose releaser rings only where some rank of the group
+// sleeps (offSleepers).
+type watch struct {
+	word     *atomic.Uint64
+	mark     uint64
+	released bool
+}
+
 // wordWait waits in synchronisation of kind k, servicing the network,
-// until cond (a look at words) holds.
-func (j *Job) wordWait(w *words, k *groupSync, cond func() bool) error {
+// until cond (a look at words) holds, which it does only once ww's word
+// reaches its mark. A rank of a crowded host yields the CPU at each turn
+// (see yieldFor); between two whole looks (cond, a poll of the network
+// every yieldPoll turns, the clock, the job's end) it takes up to
+// yieldPoll-1 turns that load only ww's word and its inbox's head
+// (quietTurns): a turn on a crowded host is a context switch, whose
+// cost grows with each page and line the rank touches in it.
+func (j *Job) wordWait(w *words, k *groupSync, ww watch, cond func() bool) error {
 	if w.yield && !k.sleep && !cond() {
 		var clk yieldClock
-		clk.begin(ticks())
+		clk.begin(waitTicks())
 		for turn := 1; ; turn++ {
-			if turn > 1 && clk.up(turn, ticks(), time.Now) {
+			if turn > 1 && clk.up(turn, waitTicks(), time.Now) {
 				break
 			}
 			if turn%yieldPoll == 0 || j.ep.Pending() {
@@ -289,16 +320,43 @@ func (j *Job) wordWait(w *words, k *groupSync, cond func() bool) error {
 					return err
 				}
 			}
-			if cond() || j.leaving() || j.aborting.Load() {
+			if turn > 1 && cond() || j.leaving() || j.aborting.Load() {
 				break
 			}
 			yieldTurn()
+			turn += quietTurns(ww, j.ep.Probe(), &clk, yieldPoll-1-turn%yieldPoll)
+			if ww.word.Load() >= ww.mark && cond() {
+				// What collWait does once cond holds, on the turn
+				// that sees it, touching no more than it needs.
+				j.abort()
+				return w.err()
+			}
 		}
+	}
+	if ww.released {
+		// The releaser rings this rank's bell only if it finds it
+		// counted, after its store to the word that cond loads: either
+		// it rings, or cond, which WaitUntil looks at before it sleeps,
+		// finds the release.
+		s := word(*w.areas[0].Load(), offSleepers)
+		s.Add(1)
+		defer s.Add(^uint64(0))
 	}
 	if err := j.collWait(cond); err != nil {
 		return err
 	}
 	return w.err()
+}
+
+// quietTurns yields up to n turns while ww's word is below its mark, p
+// finds no record in the inbox and clk reads no clock (yieldClock.due),
+// and returns how many it yielded.
+func quietTurns(ww watch, p amudp.Probe, clk *yieldClock, n int) int {
+	i := 0
+	for ; i < n && ww.word.Load() < ww.mark && !p.Pending() && !clk.due(waitTicks()); i++ {
+		yieldTurn()
+	}
+	return i
 }
 
 // shareAreas maps, at start-up, the areas that this rank's collectives
@@ -366,9 +424,11 @@ func (j *Job) arriveGroup(w *words, k *groupSync, e uint64, before func() error)
 // release.
 func (j *Job) awaitGroup(w *words, k *groupSync, e uint64, before func() error) error {
 	if w.counted || !w.leads() {
-		return j.wordWait(w, k, func() bool { return w.released(k, e) })
+		a := *w.areas[0].Load()
+		return j.wordWait(w, k, watch{word(a, k.release), e, true}, func() bool { return w.released(k, e) })
 	}
-	if err := j.wordWait(w, k, func() bool { return w.arrived(k, e) }); err != nil {
+	a := *w.areas[0].Load()
+	if err := j.wordWait(w, k, watch{word(a, k.arrive), uint64(len(w.group)-1) * e, false}, func() bool { return w.arrived(k, e) }); err != nil {
 		return err
 	}
 	if err := before(); err != nil {
@@ -438,7 +498,7 @@ func (j *Job) disseminate(w *words, k *groupSync, e uint64, slots bool) error {
 			return err
 		}
 		if i == 0 && slots {
-			if err := j.wordWait(w, k, func() bool { return w.numbered(from, a, e) }); err != nil {
+			if err := j.wordWait(w, k, watch{word(slot(a, e), 0), e, false}, func() bool { return w.numbered(from, a, e) }); err != nil {
 				return err
 			}
 			continue
@@ -449,7 +509,7 @@ func (j *Job) disseminate(w *words, k *groupSync, e uint64, slots bool) error {
 		// The rank before may post e+1 (it completed e), not e+2,
 		// which needs this rank to have arrived at e+1.
 		r := word(a, k.rounds+8*i)
-		if err := j.wordWait(w, k, func() bool {
+		if err := j.wordWait(w, k, watch{r, e, false}, func() bool {
 			v := r.Load()
 			if v > e+1 {
 				return w.broken(from, "its word of round %d holds %#x, while this rank waits for %d", i, v, e)

@@ -186,6 +186,17 @@ func TestWordsLayout(t *testing.T) {
 			}
 		}
 	}
+	// The words of the release line: each of its own, on that line.
+	line := map[int]string{}
+	for _, w := range []struct {
+		name string
+		off  int
+	}{{"collectives' release", syncColl.release}, {"start-up's release", syncStart.release}, {"verdict", offVerdict}, {"sleepers", offSleepers}} {
+		if w.off%8 != 0 || w.off/64 != syncColl.release/64 || line[w.off] != "" {
+			t.Errorf("%s at %d: not a word of its own on the release line [%d, %d) (%q there)", w.name, w.off, syncColl.release, syncColl.release+64, line[w.off])
+		}
+		line[w.off] = w.name
+	}
 	if maxPost != 1632 {
 		t.Errorf("slots take data of up to %d bytes; the docs say 1632", maxPost)
 	}

@@ -29,6 +29,11 @@ const yieldLooks = 256
 // begin starts a wait whose counter reads t.
 func (c *yieldClock) begin(t uint64) { *c = yieldClock{mark: t} }
 
+// due reports whether the wait, its counter reading t, would read the
+// clock at its next look (up) whatever its turn: always where there is
+// no counter.
+func (c *yieldClock) due(t uint64) bool { return t == 0 || t-c.mark >= yieldTicks }
+
 // up reports whether the wait, at its turn-th turn and its counter
 // reading t, has yielded for yieldFor; now reads the clock.
 func (c *yieldClock) up(turn int, t uint64, now func() time.Time) bool {
