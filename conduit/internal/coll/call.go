@@ -189,8 +189,24 @@ func DecodeFailure(p []byte) Failure {
 
 // OpCombine returns the Combine of op on elements of kind k, which
 // CheckOp accepted: integers wrap; float Min and Max follow Go's min
-// and max.
-func OpCombine(op Op, k amo.Kind) Combine {
+// and max. Each is made once (opCombines): a reduction allocates none.
+func OpCombine(op Op, k amo.Kind) Combine { return opCombines[op][k] }
+
+// opCombines holds opCombine of each operator and kind that CheckOp
+// accepts, nil elsewhere.
+var opCombines = func() (t [numOps][amo.Float64 + 1]Combine) {
+	for op := range numOps {
+		for k := range amo.Float64 + 1 {
+			if k.Size() != 0 && CheckOp(op, k) == nil {
+				t[op][k] = opCombine(op, k)
+			}
+		}
+	}
+	return t
+}()
+
+// opCombine makes OpCombine's function of op on kind k.
+func opCombine(op Op, k amo.Kind) Combine {
 	aop := amoOps[op]
 	if k.Size() == 4 {
 		return func(acc, in []byte) {

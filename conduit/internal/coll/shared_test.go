@@ -1,6 +1,7 @@
 package coll
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -95,5 +96,26 @@ func TestSharedMismatchPairs(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestOpCombineMadeOnce: OpCombine has a function for each operator and
+// kind that CheckOp accepts, sums what it should, and returns it without
+// an allocation.
+func TestOpCombineMadeOnce(t *testing.T) {
+	for op := Sum; op < numOps; op++ {
+		for k := amo.Int32; k <= amo.Float64; k++ {
+			if ok := CheckOp(op, k) == nil; (OpCombine(op, k) != nil) != ok {
+				t.Errorf("OpCombine(%v, %v): a function %v, CheckOp accepts %v", op, k, !ok, ok)
+			}
+		}
+	}
+	acc, in := binary.LittleEndian.AppendUint64(nil, 40), binary.LittleEndian.AppendUint64(nil, 2)
+	OpCombine(Sum, amo.Uint64)(acc, in)
+	if got := binary.LittleEndian.Uint64(acc); got != 42 {
+		t.Errorf("Sum of 40 and 2: %d", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { OpCombine(Max, amo.Float32)(acc[:4], in[:4]) }); n != 0 {
+		t.Errorf("OpCombine and its combine: %v allocations, want none", n)
 	}
 }
