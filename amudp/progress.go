@@ -54,9 +54,7 @@ func (e *Endpoint) Poll() error {
 // at the socket would cost a system call). It is a few loads, for a
 // waiter that polls between other work; what it misses (a datagram, a
 // due retransmission) the next Poll takes.
-func (e *Endpoint) Pending() bool {
-	return e.shared == nil || !e.shared.inbox.ring.Empty()
-}
+func (e *Endpoint) Pending() bool { return e.Probe().Pending() }
 
 // Probe is Pending in one load, for a waiter that looks between turns on
 // the CPU: whether the record word at the inbox's head, as it was when

@@ -37,7 +37,7 @@ func (c *yieldClock) due(t uint64) bool { return t == 0 || t-c.mark >= yieldTick
 // up reports whether the wait, at its turn-th turn and its counter
 // reading t, has yielded for yieldFor; now reads the clock.
 func (c *yieldClock) up(turn int, t uint64, now func() time.Time) bool {
-	if t != 0 && t-c.mark < yieldTicks && turn%yieldLooks != 0 {
+	if !c.due(t) && turn%yieldLooks != 0 {
 		return false
 	}
 	c.mark = t

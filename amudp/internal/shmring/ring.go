@@ -388,8 +388,8 @@ func (r *Ring) Advance() {
 // Empty reports whether the ring holds no committed record at its head.
 // Any goroutine of the consumer's process may call it.
 func (r *Ring) Empty() bool {
-	h := r.own.Load()
-	return word(r.data, int(h&r.mask)).Load() != h+1
+	w, full := r.HeadWord()
+	return w.Load() != full
 }
 
 // HeadWord returns the word at the ring's head and the value it holds
