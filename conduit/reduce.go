@@ -35,7 +35,13 @@ func reduceT[T Word](t *Team, root int, op Op, v []T, all bool) ([]T, error) {
 	if bad == nil {
 		combine = coll.OpCombine(coll.Op(op), k)
 	}
-	out, err := reduceBytes(t, root, coll.Op(op), k, encodeVec(v), combine, all)
+	// The vector is packed into the team's buffer, not nil even where
+	// empty: the reduction is done with it when it returns.
+	if t.vec == nil {
+		t.vec = make([]byte, 0, 64)
+	}
+	t.vec = appendVec(t.vec[:0], v)
+	out, err := reduceBytes(t, root, coll.Op(op), k, t.vec, combine, all)
 	if bad != nil && err != nil {
 		err = fmt.Errorf("%w: %w", ErrReduceOp, err)
 	}
@@ -48,9 +54,12 @@ func reduceFuncT[T Word](t *Team, root int, f func(a, b T) T, v []T, all bool) (
 	return decodeVec[T](out), err
 }
 
-// reduceBytes runs a reduction of the packed vector acc.
+// reduceBytes runs a reduction of the packed vector acc, which it may
+// overwrite. Its result may lie in shared memory (Team.collected) until
+// the team's next collective.
 func reduceBytes(t *Team, root int, op coll.Op, k amo.Kind, acc []byte, combine coll.Combine, all bool) ([]byte, error) {
-	return as[[]byte](t.collect(reduceCall(root, op, k, acc, all), acc, nil, combine))
+	v, err := t.collect(reduceCall(root, op, k, acc, all), acc, nil, combine)
+	return v.Data, err
 }
 
 // reduceCall is the call of a reduction of the packed vector acc.
@@ -77,7 +86,7 @@ func reduceNB[T Word](t *Team, root int, op coll.Op, f func(a, b T) T, v []T, al
 		}
 		acc := encodeVec(v)
 		if s := t.splitNB(n, reduceCall(root, op, k, acc, all), acc, combine); s != nil {
-			return splitHandle(s, func(v any) []T { out, _ := v.([]byte); return decodeVec[T](out) })
+			return splitHandle(s, func(v coll.Result) []T { return decodeVec[T](v.Data) })
 		}
 	}
 	return startAt(t, n, func() ([]T, error) {
@@ -119,7 +128,11 @@ func kindOf[T Word]() amo.Kind {
 
 // encodeVec packs v little-endian, 4 or 8 bytes an element.
 func encodeVec[T Word](v []T) []byte {
-	b := make([]byte, 0, kindOf[T]().Size()*len(v))
+	return appendVec(make([]byte, 0, kindOf[T]().Size()*len(v)), v)
+}
+
+// appendVec appends v to b as encodeVec packs it.
+func appendVec[T Word](b []byte, v []T) []byte {
 	switch x := any(v).(type) {
 	case []int32:
 		for _, e := range x {

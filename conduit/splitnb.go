@@ -4,6 +4,7 @@ package conduit
 // rank's post and arrival at the call, the rest at Wait or Test.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -27,7 +28,7 @@ type splitColl struct {
 	combine coll.Combine // a reduction's
 	mu      sync.Mutex
 	fin     atomic.Bool // completed: v and err are set
-	v       any
+	v       coll.Result
 	err     error
 	// panicked: what the program's operator panicked with, which Wait
 	// and Test pass on.
@@ -64,8 +65,8 @@ func (t *Team) splitNB(n uint64, call coll.Call, data []byte, combine coll.Combi
 			s.end(ErrInterrupted)
 		}
 	}()
-	ended := func(v any, err error) *splitColl {
-		s.v = v
+	ended := func(v coll.Result, err error) *splitColl {
+		s.keep(v)
 		s.end(err)
 		ok = true
 		return s
@@ -75,11 +76,11 @@ func (t *Team) splitNB(n uint64, call coll.Call, data []byte, combine coll.Combi
 	}
 	c, err := t.begin(call, true)
 	if err != nil {
-		return ended(nil, err)
+		return ended(coll.Result{}, err)
 	}
 	c.combine = settledCombine(call, combine)
 	if err := c.post(j.words, t.postOf(call, data, nil)); err != nil {
-		return ended(nil, c.end(err))
+		return ended(coll.Result{}, c.end(err))
 	}
 	if j.hangWarn > 0 {
 		j.watch.leave(t.watch) // the rank does not wait until it waits
@@ -91,7 +92,7 @@ func (t *Team) splitNB(n uint64, call coll.Call, data []byte, combine coll.Combi
 }
 
 // splitHandle is the Handle of a splitColl whose result is out(v).
-func splitHandle[T any](s *splitColl, out func(v any) T) *Handle[T] {
+func splitHandle[T any](s *splitColl, out func(v coll.Result) T) *Handle[T] {
 	return &Handle[T]{op: s, get: func() T { return out(s.v) }}
 }
 
@@ -144,8 +145,18 @@ func (s *splitColl) complete() {
 	}()
 	v, err := t.collected(&t.call, s.data, nil, s.combine)
 	ended = true
-	s.v = v
+	s.keep(v)
 	s.end(err)
+}
+
+// keep sets the collective's result to v, made the handle's own: a
+// reduction's result in the leader's buffer (Team.collected), which the
+// team's next collective rewrites, is copied out of it.
+func (s *splitColl) keep(v coll.Result) {
+	if s.t.call.reduced {
+		v.Data = bytes.Clone(v.Data)
+	}
+	s.v = v
 }
 
 // pass panics with what the program's operator panicked with, if it did.

@@ -22,7 +22,9 @@ import (
 // for a slot, and an operator that does not suit the type, run on a
 // goroutine instead (its error ErrReduceOp on every rank); one split
 // where another rank calls a collective of another length, or one whose
-// datum goes over messages, gives every rank ErrCollectiveMismatch.
+// datum goes over messages, gives every rank ErrCollectiveMismatch. A
+// collective between the Test that completes one and its Wait leaves
+// its result as it was.
 func TestSplitReduce(t *testing.T) {
 	for _, m := range wordModes[:3] {
 		for _, n := range []int{2, 5} {
@@ -60,6 +62,11 @@ func TestSplitReduce(t *testing.T) {
 						}
 						if got := entered[e].Load(); got != int32(n) {
 							t.Errorf("rank %d: %s done when %d of %d ranks had entered it", me, r.name, got, n)
+						}
+						// A reduction between the Test that completed it
+						// and its Wait leaves its result as it was.
+						if got, err := AllReduce(w, Sum, []int64{-1, -1}); err != nil || !cmp.Equal(got, []int64{int64(-n), int64(-n)}) {
+							t.Errorf("rank %d: AllReduce after %s = %v, %v", me, r.name, got, err)
 						}
 						got, err := h.Wait()
 						want := r.want

@@ -42,6 +42,7 @@ type Team struct {
 	arena   []byte
 	sameRec []byte
 	reduced []byte // the record of a reduction's result (reducePosts)
+	vec     []byte // a blocking reduction's vector, packed (reduceT)
 
 	// The order of this rank's calls on the team: each call takes a
 	// ticket (next) when it is made and runs when serving reaches it; a
@@ -128,7 +129,7 @@ func (t *Team) split(color, key int) (*Team, error) {
 	if err != nil || color < 0 {
 		return nil, err
 	}
-	res := v.(coll.SplitResult)
+	res := v.Split
 	sub := &Team{j: t.j, id: teamID(t.id, n, color), ranks: make([]int, len(res.Members)), index: make(map[int]int, len(res.Members)), me: res.Me}
 	for i, m := range res.Members {
 		jr := t.ranks[m]
@@ -191,9 +192,11 @@ type teamCall struct {
 	released bool
 	// combine: a reduction's by one of the library's operators, which
 	// the rank that completes the arrivals may apply for every rank
-	// (reducePosts); reduced: this rank read that result (reducedPost).
+	// (reducePosts); reduced: this rank read that result (reducedPost),
+	// result, in the leader's buffer.
 	combine coll.Combine
 	reduced bool
+	result  []byte
 }
 
 // begin starts this rank's next collective on the team, call, in the

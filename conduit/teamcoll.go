@@ -95,7 +95,7 @@ func (t *Team) Alltoall(data []byte) ([]byte, error) {
 func (t *Team) AlltoallNB(data []byte) *Handle[[]byte] {
 	n := t.ticket()
 	if s := t.splitNB(n, alltoallCall(data), data, nil); s != nil {
-		return splitHandle(s, func(v any) []byte { out, _ := v.([]byte); return out })
+		return splitHandle(s, func(v coll.Result) []byte { return v.Data })
 	}
 	return startAt(t, n, func() ([]byte, error) { return t.alltoall(data) })
 }
@@ -159,19 +159,20 @@ func AllReduceFuncNB[T Word](t *Team, f func(a, b T) T, v []T) *Handle[[]T] {
 // arguments (those its kind has: data, parts, a reduction's vector in data
 // and its combine): on World in a job of one shared-memory group, as one
 // exchange on the group's words (coll.Post), unless some rank's datum is
-// too large for its slot; else, and then, over active messages.
-func (t *Team) collect(call coll.Call, data []byte, parts [][]byte, combine coll.Combine) (any, error) {
+// too large for its slot; else, and then, over active messages. Its
+// result is as collected's.
+func (t *Team) collect(call coll.Call, data []byte, parts [][]byte, combine coll.Combine) (coll.Result, error) {
 	onWords := t.onWords()
 	c, err := t.begin(call, onWords)
 	if err != nil {
-		return nil, err
+		return coll.Result{}, err
 	}
 	if !onWords {
 		return t.overMessages(c, data, parts, combine)
 	}
 	c.combine = settledCombine(call, combine)
 	if err := c.post(t.j.words, t.postOf(call, data, parts)); err != nil {
-		return nil, c.end(err)
+		return coll.Result{}, c.end(err)
 	}
 	return t.collected(c, data, parts, combine)
 }
@@ -193,8 +194,11 @@ func (t *Team) onWords() bool {
 
 // collected is the rest of collective c on words after this rank posted
 // (teamCall.post): the exchange's synchronisation and reading, and the
-// result; over messages where the posts did not fit.
-func (t *Team) collected(c *teamCall, data []byte, parts [][]byte, combine coll.Combine) (any, error) {
+// result; over messages where the posts did not fit. A reduction's
+// result reduced for every rank (c.reduced) lies in the leader's buffer
+// of shared memory until this rank's next collective on the team; every
+// other result is the caller's.
+func (t *Team) collected(c *teamCall, data []byte, parts [][]byte, combine coll.Combine) (coll.Result, error) {
 	w, call := t.j.words, c.call
 	err := c.await(w)
 	var posts []coll.Post
@@ -205,19 +209,20 @@ func (t *Team) collected(c *teamCall, data []byte, parts [][]byte, combine coll.
 	if err == nil && same && call.Kind == coll.Barrier {
 		// Where all posted the same, the barrier is done, no post read;
 		// where one differs, Check says how.
-		return nil, c.end(nil)
+		return coll.Result{}, c.end(nil)
 	}
 	if err == nil && c.reduced {
-		// The result, reduced for every rank (reducePosts).
+		// The result, reduced for every rank (reducePosts), in the
+		// leader's buffer.
 		var v []byte
 		if call.Kind == coll.AllReduce || call.Root == t.me {
-			v = append([]byte{}, posts[0].Data...) // not nil, as coll.Reduced's
+			v = c.result // not nil, as coll.Reduced's
 		}
-		return v, c.end(nil)
+		return coll.Result{Data: v}, c.end(nil)
 	}
 	big := err == errOverMessages
 	if err != nil && !big {
-		return nil, c.end(err)
+		return coll.Result{}, c.end(err)
 	}
 	if !big {
 		checked := posts
@@ -225,7 +230,7 @@ func (t *Team) collected(c *teamCall, data []byte, parts [][]byte, combine coll.
 			checked = posts[:1] // the others' are the same
 		}
 		if big, err = coll.Check(checked); err != nil {
-			return nil, c.end(t.argErr(call, err))
+			return coll.Result{}, c.end(t.argErr(call, err))
 		}
 	}
 	if !big {
@@ -233,37 +238,37 @@ func (t *Team) collected(c *teamCall, data []byte, parts [][]byte, combine coll.
 		return v, c.end(err)
 	}
 	if err := c.enterBox(); err != nil {
-		return nil, c.end(err)
+		return coll.Result{}, c.end(err)
 	}
 	return t.overMessages(c, data, parts, combine)
 }
 
 // overMessages runs collective c over active messages (coll.Run).
-func (t *Team) overMessages(c *teamCall, data []byte, parts [][]byte, combine coll.Combine) (any, error) {
+func (t *Team) overMessages(c *teamCall, data []byte, parts [][]byte, combine coll.Combine) (coll.Result, error) {
 	r, call := &t.run, c.call
-	var v any
+	var v coll.Result
 	var err error
 	switch call.Kind {
 	case coll.Barrier:
 		err = r.Barrier()
 	case coll.Broadcast:
-		v, err = r.Broadcast(data)
+		v.Data, err = r.Broadcast(data)
 	case coll.Reduce:
-		v, err = r.Reduce(data, combine)
+		v.Data, err = r.Reduce(data, combine)
 	case coll.AllReduce:
-		v, err = r.AllReduce(data, combine)
+		v.Data, err = r.AllReduce(data, combine)
 	case coll.Gather:
-		v, err = r.Gather(data)
+		v.Parts, err = r.Gather(data)
 	case coll.AllGather:
-		v, err = r.AllGather(data)
+		v.Parts, err = r.AllGather(data)
 	case coll.Scatter:
-		v, err = r.Scatter(parts)
+		v.Data, err = r.Scatter(parts)
 	case coll.Alltoall:
-		v, err = r.Alltoall(data)
+		v.Data, err = r.Alltoall(data)
 	case coll.Alltoallv:
-		v, err = r.Alltoallv(parts)
+		v.Parts, err = r.Alltoallv(parts)
 	case coll.Split:
-		v, err = r.SplitOf(data)
+		v.Split, err = r.SplitOf(data)
 	}
 	if err == nil && drains(call.Kind) {
 		// Every message this rank sent is answered before it leaves a
@@ -284,12 +289,6 @@ func (t *Team) argErr(call coll.Call, err error) error {
 	return err
 }
 
-// as returns v as a T (its zero value when v is nil).
-func as[T any](v any, err error) (T, error) {
-	out, _ := v.(T)
-	return out, err
-}
-
 // barrier is the body of its exported form, unordered.
 func (t *Team) barrier() error {
 	_, err := t.collect(coll.Call{Kind: coll.Barrier}, nil, nil, nil)
@@ -298,27 +297,32 @@ func (t *Team) barrier() error {
 
 // broadcast is the body of its exported form, unordered.
 func (t *Team) broadcast(root int, data []byte) ([]byte, error) {
-	return as[[]byte](t.collect(coll.Call{Kind: coll.Broadcast, Root: root}, data, nil, nil))
+	v, err := t.collect(coll.Call{Kind: coll.Broadcast, Root: root}, data, nil, nil)
+	return v.Data, err
 }
 
 // gather is the body of its exported form, unordered.
 func (t *Team) gather(root int, data []byte) ([][]byte, error) {
-	return as[[][]byte](t.collect(coll.Call{Kind: coll.Gather, Root: root}, data, nil, nil))
+	v, err := t.collect(coll.Call{Kind: coll.Gather, Root: root}, data, nil, nil)
+	return v.Parts, err
 }
 
 // allGather is the body of its exported form, unordered.
 func (t *Team) allGather(data []byte) ([][]byte, error) {
-	return as[[][]byte](t.collect(coll.Call{Kind: coll.AllGather}, data, nil, nil))
+	v, err := t.collect(coll.Call{Kind: coll.AllGather}, data, nil, nil)
+	return v.Parts, err
 }
 
 // scatter is the body of its exported form, unordered.
 func (t *Team) scatter(root int, parts [][]byte) ([]byte, error) {
-	return as[[]byte](t.collect(coll.Call{Kind: coll.Scatter, Root: root}, nil, parts, nil))
+	v, err := t.collect(coll.Call{Kind: coll.Scatter, Root: root}, nil, parts, nil)
+	return v.Data, err
 }
 
 // alltoall is the body of its exported form, unordered.
 func (t *Team) alltoall(data []byte) ([]byte, error) {
-	return as[[]byte](t.collect(alltoallCall(data), data, nil, nil))
+	v, err := t.collect(alltoallCall(data), data, nil, nil)
+	return v.Data, err
 }
 
 // alltoallCall is the call of an all-to-all of data: every rank's of one
@@ -327,5 +331,6 @@ func alltoallCall(data []byte) coll.Call { return coll.Call{Kind: coll.Alltoall,
 
 // alltoallv is the body of its exported form, unordered.
 func (t *Team) alltoallv(parts [][]byte) ([][]byte, error) {
-	return as[[][]byte](t.collect(coll.Call{Kind: coll.Alltoallv}, nil, parts, nil))
+	v, err := t.collect(coll.Call{Kind: coll.Alltoallv}, nil, parts, nil)
+	return v.Parts, err
 }

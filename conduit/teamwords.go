@@ -166,23 +166,19 @@ func (c *teamCall) reducePosts(w *words) []byte {
 	return t.reduced
 }
 
-// reducedPost returns the result of reduction n that the rank completing
-// the arrivals left in the leader's buffer b (reducePosts), as the one
-// post, checked: of this rank's call, a vector as long as this rank's,
-// nothing after it; and sets c.reduced for collected.
-func (c *teamCall) reducedPost(w *words, b []byte, n uint64) ([]coll.Post, bool, error) {
-	t := c.t
-	t.resetPosts()
-	posts, err := t.readPosts(w, b, n, 0, 1)
-	if err != nil {
-		return nil, false, err
+// reducedPost takes the result of reduction n that the rank completing
+// the arrivals left in the leader's buffer b (reducePosts), checked: the
+// record of this rank's call with a vector as long as this rank's,
+// nothing after it. It sets c.result to the vector, in b, which the
+// leader's buffer holds until this rank arrives at the team's next
+// collective, and c.reduced.
+func (c *teamCall) reducedPost(w *words, b []byte, n uint64) error {
+	rec := c.t.rec
+	if len(b) != len(rec) || !bytes.Equal(b[:postHeader-8], rec[:postHeader-8]) {
+		return w.corrupt(0, "its buffer holds a reduction's result that is not collective %d's", n)
 	}
-	p := posts[0]
-	if p.Call != c.call || p.Big || p.Refused || len(p.Data) != len(t.rec)-(postHeader-8) || len(b) != len(t.rec) {
-		return nil, false, w.corrupt(0, "its buffer holds a reduction's result that is not collective %d's", n)
-	}
-	c.reduced = true
-	return posts, false, nil
+	c.result, c.reduced = b[postHeader-8:], true
+	return nil
 }
 
 // await waits, after post, until every rank has posted: the rounds of a
@@ -241,7 +237,7 @@ func (c *teamCall) read(w *words, posts bool) ([]coll.Post, bool, error) {
 			}
 			b := lead[offCombined+16 : offCombined+16+int(l)]
 			if total&combinedReduced != 0 {
-				return c.reducedPost(w, b, n)
+				return nil, false, c.reducedPost(w, b, n)
 			}
 			return c.t.combined(w, b, n, total&combinedSame != 0)
 		case len(w.group) > eagerAreas:

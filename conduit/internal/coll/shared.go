@@ -127,27 +127,37 @@ func Reduced(posts []Post, combine Combine) ([]byte, error) {
 	return acc, nil
 }
 
+// Result is a collective's result, in the field of its kind: Data for a
+// broadcast, a reduction, a scatter and an all-to-all, Parts for a
+// gather, an all-gather and an alltoallv, Split for a Split; none for a
+// barrier.
+type Result struct {
+	Data  []byte
+	Parts [][]byte
+	Split SplitResult
+}
+
 // Shared is the result of this member's collective from every member's
-// post, as Check found them in order: a []byte, a [][]byte, or the
-// members and place of a Split (SplitResult).
-func (r *Run) Shared(posts []Post, combine Combine) (any, error) {
+// post, as Check found them in order.
+func (r *Run) Shared(posts []Post, combine Combine) (Result, error) {
 	n, me, root := r.l.Size(), r.l.Rank(), r.c.Root
 	bad := func(m int) error {
 		return Failure{Why: fmt.Sprintf("team rank %d posted a malformed %v of %d bytes", m, r.c.Kind, len(posts[m].Data))}.Err()
 	}
 	switch r.c.Kind {
 	case Barrier:
-		return nil, nil
+		return Result{}, nil
 	case Broadcast:
-		return bytes.Clone(posts[root].Data), nil
+		return Result{Data: bytes.Clone(posts[root].Data)}, nil
 	case Reduce, AllReduce:
 		if r.c.Kind == Reduce && me != root {
-			return []byte(nil), nil
+			return Result{}, nil
 		}
-		return Reduced(posts, combine)
+		acc, err := Reduced(posts, combine)
+		return Result{Data: acc}, err
 	case Gather:
 		if me != root {
-			return [][]byte(nil), nil
+			return Result{}, nil
 		}
 		fallthrough
 	case AllGather:
@@ -155,41 +165,42 @@ func (r *Run) Shared(posts []Post, combine Combine) (any, error) {
 		for m, p := range posts {
 			out[m] = bytes.Clone(p.Data)
 		}
-		return out, nil
+		return Result{Parts: out}, nil
 	case Scatter:
 		parts, ok := splitParts(posts[root].Data, n)
 		if !ok {
-			return nil, bad(root)
+			return Result{}, bad(root)
 		}
-		return bytes.Clone(parts[me]), nil
+		return Result{Data: bytes.Clone(parts[me])}, nil
 	case Alltoall:
 		b := len(posts[me].Data) / n
 		out := make([]byte, 0, len(posts[me].Data))
 		for m, p := range posts {
 			if len(p.Data) != n*b {
-				return nil, bad(m)
+				return Result{}, bad(m)
 			}
 			out = append(out, p.Data[me*b:(me+1)*b]...)
 		}
-		return out, nil
+		return Result{Data: out}, nil
 	case Alltoallv:
 		out := make([][]byte, n)
 		for m, p := range posts {
 			parts, ok := splitParts(p.Data, n)
 			if !ok {
-				return nil, bad(m)
+				return Result{}, bad(m)
 			}
 			out[m] = bytes.Clone(parts[me])
 		}
-		return out, nil
+		return Result{Parts: out}, nil
 	case Split:
 		all := make([][]byte, n)
 		for m, p := range posts {
 			all[m] = p.Data
 		}
-		return r.splitOf(all)
+		res, err := r.splitOf(all)
+		return Result{Split: res}, err
 	}
-	return nil, fmt.Errorf("coll: no shared form of %v", r.c.Kind)
+	return Result{}, fmt.Errorf("coll: no shared form of %v", r.c.Kind)
 }
 
 // SplitResult is a Split's: the team ranks of this member's sub-team, in

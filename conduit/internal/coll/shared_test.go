@@ -30,12 +30,15 @@ func shared(specs []spec, max int) (outs []outcome, big bool) {
 			continue
 		}
 		v, err := runs[m].Shared(posts, OpCombine(sp.Op, sp.Elem))
-		if res, ok := v.(SplitResult); ok {
-			outs[m] = outcome{fmt.Sprint(res.Members, res.Me), err}
-		} else if sp.Kind == Barrier {
+		switch sp.Kind {
+		case Split:
+			outs[m] = outcome{fmt.Sprint(v.Split.Members, v.Split.Me), err}
+		case Barrier:
 			outs[m] = outcome{"", err}
-		} else {
-			outs[m] = outcome{fmt.Sprintf("%x", v), err}
+		case Gather, AllGather, Alltoallv:
+			outs[m] = outcome{fmt.Sprintf("%x", v.Parts), err}
+		default:
+			outs[m] = outcome{fmt.Sprintf("%x", v.Data), err}
 		}
 	}
 	return outs, big
