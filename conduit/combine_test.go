@@ -10,6 +10,8 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -146,8 +148,8 @@ func TestWordsLazyAreas(t *testing.T) {
 // by one of the library's operators leaves its result alone in the
 // leader's buffer (reducePosts), which every rank reads as its result,
 // at the root only for Reduce; a reduction by the program's operator, or
-// all-reductions of different lengths (ErrCollectiveMismatch on every
-// rank), leave the posts.
+// all-reductions of different lengths or by different operators
+// (ErrCollectiveMismatch on every rank), leave the posts.
 func TestWordsReducedPost(t *testing.T) {
 	const n = 5
 	for _, m := range wordModes[1:3] {
@@ -171,6 +173,13 @@ func TestWordsReducedPost(t *testing.T) {
 			sum := int64(n * (n - 1) / 2)
 			got, err := AllReduce(w, Sum, []int64{int64(me), -int64(me)})
 			check("AllReduce", got, []int64{sum, -sum}, err, true)
+			if j.words.counted {
+				// Its post went to its staged line too (teamwords.go).
+				l := staged(*j.words.areas[0].Load(), j.words.me)
+				if n, d := word(l, 0).Load(), l[postHeader:postHeader+16]; n != w.seq || !bytes.Equal(d, encodeVec([]int64{int64(me), -int64(me)})) {
+					t.Errorf("rank %d, mode %s: staged line numbered %d (want %d) with %x", me, m.name, n, w.seq, d)
+				}
+			}
 			got, err = Reduce(w, 2, Max, []int64{int64(me)})
 			want := []int64{n - 1}
 			if me != 2 {
@@ -184,6 +193,10 @@ func TestWordsReducedPost(t *testing.T) {
 			_, err = AllReduce(w, Sum, make([]int64, 1+me%2))
 			if !errors.Is(err, ErrCollectiveMismatch) || reduced() {
 				t.Errorf("rank %d, mode %s: all-reductions of 1 and 2 elements: %v, reduced for all: %v", me, m.name, err, reduced())
+			}
+			_, err = AllReduce(w, []Op{Sum, Max}[me%2], []int64{1})
+			if !errors.Is(err, ErrCollectiveMismatch) || reduced() {
+				t.Errorf("rank %d, mode %s: all-reductions by Sum and Max: %v, reduced for all: %v", me, m.name, err, reduced())
 			}
 			if err := w.Barrier(); err != nil {
 				t.Errorf("rank %d, mode %s: barrier: %v", me, m.name, err)
@@ -229,6 +242,59 @@ func TestReducedPostChecked(t *testing.T) {
 		}
 		if !c.bad && !bytes.Equal(tc.result, good[postHeader-8:]) {
 			t.Errorf("%s: result %v", c.name, tc.result)
+		}
+	}
+}
+
+// TestStagedRecord: the rank that completes the arrivals reads a post
+// from its rank's staged line where that is numbered with the
+// collective, else from the rank's slot, each length checked; a post
+// that does not fit a line is not staged.
+func TestStagedRecord(t *testing.T) {
+	const n = 9
+	call := coll.Call{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Int64, Len: 1}
+	rec := appendRecord(nil, coll.Post{Call: call, Data: []byte{1, 2, 3, 4, 5, 6, 7, 8}})
+	slotted := appendRecord(nil, coll.Post{Call: call, Data: []byte{9, 9, 9, 9, 9, 9, 9, 9}})
+	long := appendRecord(nil, coll.Post{Call: call, Data: make([]byte, stagedSize-postHeader+1)})
+	for _, c := range []struct {
+		name    string
+		staged  []byte // the record staged, or none
+		number  uint64 // of the staged line
+		size    uint64 // written over the staged record's length, or 0
+		want    []byte // the record read, or nil for a corrupted inbox
+		inSlot  bool   // where it is read from
+		corrupt string
+	}{
+		{name: "staged", staged: rec, number: n, want: rec},
+		{name: "staged for another collective", staged: rec, number: n - 2, want: slotted, inSlot: true},
+		{name: "none staged", want: slotted, inSlot: true},
+		{name: "too long to stage", staged: long, number: n, want: slotted, inSlot: true},
+		{name: "a length past the line", staged: rec, number: n, size: stagedSize - postHeader + 1, corrupt: "more than a line's"},
+	} {
+		lead, own := make([]byte, amudp.AreaSize), make([]byte, amudp.AreaSize)
+		w := &words{group: []int{0, 1}, addrs: make([]netip.AddrPort, 2), areas: make([]atomic.Pointer[[]byte], 2)}
+		w.areas[0].Store(&lead)
+		w.areas[1].Store(&own)
+		w.me = 1
+		s := slot(own, n)
+		copy(s[8:], slotted)
+		word(s, 0).Store(n)
+		if c.staged != nil {
+			w.stage(lead, c.staged, c.number)
+		}
+		if c.size != 0 {
+			binary.LittleEndian.PutUint64(staged(lead, 1)[8:], c.size)
+		}
+		got, err := w.record(lead, 1, n)
+		switch {
+		case c.corrupt != "":
+			if err == nil || !strings.Contains(err.Error(), c.corrupt) {
+				t.Errorf("%s: %x, %v; want an error with %q", c.name, got, err, c.corrupt)
+			}
+		case err != nil || !bytes.Equal(got, c.want):
+			t.Errorf("%s: %x, %v; want %x", c.name, got, err, c.want)
+		case c.inSlot != (&got[0] == &s[8]):
+			t.Errorf("%s: read from its slot: %v, want %v", c.name, !c.inSlot, c.inSlot)
 		}
 	}
 }

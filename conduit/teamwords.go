@@ -82,6 +82,9 @@ func (c *teamCall) post(w *words, p coll.Post) error {
 	}
 	if w.counted {
 		c.digest = digest(c.t.rec)
+		if c.digest == 0 {
+			w.stage(c.lead, c.t.rec, n)
+		}
 		agree(c.lead, c.digest)
 	}
 	c.released, err = j.arriveGroup(w, &syncColl, n, c.settle(w))
@@ -133,36 +136,30 @@ func settledCombine(call coll.Call, combine coll.Combine) coll.Combine {
 }
 
 // reducePosts is, for a reduction by one of the library's operators
-// (c.combine), the record of its result from every rank's post in its
-// slot, which the rank that completes the group's arrivals leaves in the
+// (c.combine), the record of its result from every rank's post (record),
+// which the rank that completes the group's arrivals leaves in the
 // leader's buffer (combinePosts) so that each rank reads one post instead
-// of G; nil where the calls differ, a rank refused or did not fit, or a
-// slot is not what it should be: every rank then reads every post, and
-// finds out.
+// of G; nil unless every post's record begins as this rank's does (the
+// same call, a vector as long, neither refused nor too large): every rank
+// then reads every post, and finds out. The vectors are combined in
+// group order, as coll.Reduced does, from where they lie.
 func (c *teamCall) reducePosts(w *words) []byte {
-	t, n := c.t, c.seq
-	t.resetPosts()
+	t, n, h := c.t, c.seq, postHeader-8
+	if binary.LittleEndian.Uint64(t.rec)&postFlags != 0 {
+		return nil
+	}
+	lead := *w.areas[0].Load()
 	for i := range w.group {
-		a, err := w.area(i)
-		if err != nil {
+		rec, err := w.record(lead, i, n)
+		if err != nil || len(rec) != len(t.rec) || !bytes.Equal(rec[:h], t.rec[:h]) {
 			return nil
 		}
-		s := slot(a, n)
-		if word(s, 0).Load() != n {
-			return nil
+		if i == 0 {
+			t.reduced = append(t.reduced[:0], rec...)
+			continue
 		}
-		if _, err := t.readPosts(w, s[8:], n, i, 1); err != nil {
-			return nil
-		}
+		c.combine(t.reduced[h:], rec[h:])
 	}
-	if big, err := coll.Check(t.posts); err != nil || big {
-		return nil
-	}
-	acc, err := coll.Reduced(t.posts, c.combine)
-	if err != nil {
-		return nil
-	}
-	t.reduced = appendRecord(t.reduced[:0], coll.Post{Call: c.call, Data: acc})
 	return t.reduced
 }
 
@@ -391,19 +388,10 @@ func (w *words) combinePosts(n uint64, reduce func() []byte) error {
 	direct, same := false, true
 	var first []byte // the first rank's record, in buf
 	for i := range w.group {
-		a, err := w.area(i)
+		rec, err := w.record(lead, i, n)
 		if err != nil {
 			return err
 		}
-		s := slot(a, n)
-		if m := word(s, 0).Load(); m != n {
-			return w.corrupt(i, "its slot is numbered %#x, for collective %d", m, n)
-		}
-		l := binary.LittleEndian.Uint64(s[8:]) &^ postFlags
-		if l > maxPost {
-			return w.corrupt(i, "a post of %#x bytes in collective %d, more than a slot's %d", l, n, maxPost)
-		}
-		rec := s[8 : postHeader+int(l)]
 		switch {
 		case direct:
 			continue
@@ -513,4 +501,59 @@ func (w *words) settle(lead []byte, n, d uint64, reduce func() []byte) error {
 	}
 	word(lead, offVerdict).Store(verdict)
 	return nil
+}
+
+// In a counted group, a post whose record fits a line of the leader's
+// area (offStaged, one line for each rank) goes there too, where the
+// rank that completes the arrivals reads it (combinePosts, reducePosts)
+// in one page instead of each rank's slot in a page of its own (on a
+// crowded host, a walk of the page tables for each). A rank rewrites its
+// line at collective n+1, after the group's release of n, and the line's
+// number, stored last, says which collective's post it holds.
+
+// staged returns the staged line of the group's i-th rank in the
+// leader's area lead.
+func staged(lead []byte, i int) []byte {
+	o := offStaged + i*stagedSize
+	return lead[o : o+stagedSize]
+}
+
+// stage writes rec, this rank's record of collective n, into its staged
+// line of the leader's area lead, where it fits.
+func (w *words) stage(lead, rec []byte, n uint64) {
+	if w.me >= stagedLines || len(rec) > stagedSize-8 {
+		return
+	}
+	l := staged(lead, w.me)
+	copy(l[8:], rec)
+	word(l, 0).Store(n)
+}
+
+// record returns the record of the group's i-th rank's post of
+// collective n, once every rank has arrived at n: from its staged line
+// in the leader's area lead where that is numbered n, else from its
+// slot; its length checked.
+func (w *words) record(lead []byte, i int, n uint64) ([]byte, error) {
+	if i < stagedLines {
+		if l := staged(lead, i); word(l, 0).Load() == n {
+			size := binary.LittleEndian.Uint64(l[8:]) &^ postFlags
+			if size > stagedSize-postHeader {
+				return nil, w.corrupt(0, "the staged post of group rank %d has %#x bytes in collective %d, more than a line's %d", i, size, n, stagedSize-postHeader)
+			}
+			return l[8 : postHeader+int(size)], nil
+		}
+	}
+	a, err := w.area(i)
+	if err != nil {
+		return nil, err
+	}
+	s := slot(a, n)
+	if m := word(s, 0).Load(); m != n {
+		return nil, w.corrupt(i, "its slot is numbered %#x, for collective %d", m, n)
+	}
+	l := binary.LittleEndian.Uint64(s[8:]) &^ postFlags
+	if l > maxPost {
+		return nil, w.corrupt(i, "a post of %#x bytes in collective %d, more than a slot's %d", l, n, maxPost)
+	}
+	return s[8 : postHeader+int(l)], nil
 }

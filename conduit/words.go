@@ -29,7 +29,7 @@ type groupSync struct {
 // Layout of a rank's area (amudp.Shared.Area): the words that several
 // ranks write each on a cache line of its own, the dissemination's, which
 // their owner alone writes, packed; then the slots of the collectives'
-// posts (teamwords.go), and the leader's buffer.
+// posts (teamwords.go), the leader's buffer, and its staged posts.
 var (
 	syncColl = groupSync{arrive: 0, release: 64, rounds: 128}
 	// syncStart, once at start-up (shareAreas), lies in the collectives'
@@ -57,10 +57,16 @@ const (
 	offSlots = 128 + 8*maxGroupRounds
 	slotSize = 1664
 	// offCombined is where the leader's buffer of a collective's posts
-	// begins (see combinePosts), to the end of the area: the
-	// collective's number, the posts' total length, and the posts.
+	// begins (see combinePosts), to its staged posts: the collective's
+	// number, the posts' total length, and the posts.
 	offCombined = offSlots + 2*slotSize
-	endCombined = amudp.AreaSize
+	endCombined = offStaged
+	// offStaged is where the leader's lines of staged posts begin, one
+	// for each rank of a counted group (teamwords.go), to the end of
+	// the area: the last page of the inbox's header.
+	offStaged   = amudp.AreaSize - stagedLines*stagedSize
+	stagedSize  = 64
+	stagedLines = 64 // eagerAreas at most
 	// combinedDirect, as the buffer's length, says that the posts did
 	// not fit in it and are read from the slots.
 	combinedDirect = ^uint64(0)

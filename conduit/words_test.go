@@ -175,7 +175,7 @@ func TestWordsLayout(t *testing.T) {
 		spans = append(spans, span{k.name + " arrive", k.g.arrive, k.g.arrive + 64}, span{k.name + " release", k.g.release, k.g.release + 64},
 			span{k.name + " rounds", k.g.rounds, k.g.rounds + 8*maxGroupRounds})
 	}
-	spans = append(spans, span{"slots", offSlots, offSlots + 2*slotSize}, span{"buffer", offCombined, amudp.AreaSize})
+	spans = append(spans, span{"slots", offSlots, offSlots + 2*slotSize}, span{"buffer", offCombined, endCombined}, span{"staged posts", offStaged, amudp.AreaSize})
 	for i, a := range spans {
 		if a.off%64 != 0 && !strings.HasSuffix(a.name, "rounds") || a.off >= a.end || a.end > amudp.AreaSize {
 			t.Errorf("%s at [%d, %d): not aligned, or outside an area of %d bytes", a.name, a.off, a.end, amudp.AreaSize)
@@ -196,6 +196,11 @@ func TestWordsLayout(t *testing.T) {
 			t.Errorf("%s at %d: not a word of its own on the release line [%d, %d) (%q there)", w.name, w.off, syncColl.release, syncColl.release+64, line[w.off])
 		}
 		line[w.off] = w.name
+	}
+	// The staged posts: a line for each rank of a counted group, in the
+	// last page of the inbox's header (the area begins 256 bytes in).
+	if stagedLines < eagerAreas || (offStaged+256)%4096 != 0 || offStaged+stagedLines*stagedSize != amudp.AreaSize {
+		t.Errorf("staged posts at %d: %d lines for groups counted up to %d ranks, not the header's last page", offStaged, stagedLines, eagerAreas)
 	}
 	if maxPost != 1632 {
 		t.Errorf("slots take data of up to %d bytes; the docs say 1632", maxPost)
