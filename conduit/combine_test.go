@@ -198,6 +198,17 @@ func TestWordsReducedPost(t *testing.T) {
 			if !errors.Is(err, ErrCollectiveMismatch) || reduced() {
 				t.Errorf("rank %d, mode %s: all-reductions by Sum and Max: %v, reduced for all: %v", me, m.name, err, reduced())
 			}
+			// Every rank refused with the same reason: posts whose
+			// headers are alike, flags and all.
+			if _, err = Reduce(w, n+2, Sum, []int64{1}); !errors.Is(err, ErrBadRank) || reduced() {
+				t.Errorf("rank %d, mode %s: Reduce to root %d: %v, reduced for all: %v", me, m.name, n+2, err, reduced())
+			}
+			// A float sum, combined in rank order: ((1e16 + 1) -
+			// 1e16) + 1 + 1 is 2, where another order gives another.
+			x := []float64{1e16, 1, -1e16, 1, 1}[me]
+			if f, err := AllReduce(w, Sum, []float64{x}); err != nil || len(f) != 1 || f[0] != 2 {
+				t.Errorf("rank %d, mode %s: float sum %v, %v; want [2] (rank order)", me, m.name, f, err)
+			}
 			if err := w.Barrier(); err != nil {
 				t.Errorf("rank %d, mode %s: barrier: %v", me, m.name, err)
 			}
@@ -211,8 +222,8 @@ func TestWordsReducedPost(t *testing.T) {
 
 // TestReducedPostChecked: a reduction's result in the leader's buffer
 // (reducedPost) is read only where it is one post of this rank's call,
-// as long as this rank's, with nothing after it; anything else is a
-// corrupted inbox.
+// as long as this rank's, with nothing after it, not refused; anything
+// else is a corrupted inbox.
 func TestReducedPostChecked(t *testing.T) {
 	const n = 7
 	call := coll.Call{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Int64, Len: 1}
@@ -244,6 +255,14 @@ func TestReducedPostChecked(t *testing.T) {
 			t.Errorf("%s: result %v", c.name, tc.result)
 		}
 	}
+	// A refused record as this rank's own: no result is reduced from
+	// refusals.
+	refused := appendRecord(nil, coll.Post{Call: call, Refused: true, Data: make([]byte, 8)})
+	tc := &teamCall{t: &Team{rec: refused}, seq: n, call: call}
+	var ie *amudp.InboxError
+	if err := tc.reducedPost(&words{group: []int{0}, addrs: make([]netip.AddrPort, 1)}, slices.Clone(refused), n); !errors.As(err, &ie) || tc.reduced {
+		t.Errorf("a refusal as this rank's own: %v, reduced %v; want a corrupted inbox", err, tc.reduced)
+	}
 }
 
 // TestStagedRecord: the rank that completes the arrivals reads a post
@@ -256,6 +275,7 @@ func TestStagedRecord(t *testing.T) {
 	rec := appendRecord(nil, coll.Post{Call: call, Data: []byte{1, 2, 3, 4, 5, 6, 7, 8}})
 	slotted := appendRecord(nil, coll.Post{Call: call, Data: []byte{9, 9, 9, 9, 9, 9, 9, 9}})
 	long := appendRecord(nil, coll.Post{Call: call, Data: make([]byte, stagedSize-postHeader+1)})
+	full := appendRecord(nil, coll.Post{Call: call, Data: []byte("a record that fills its line....")})
 	for _, c := range []struct {
 		name    string
 		staged  []byte // the record staged, or none
@@ -264,27 +284,38 @@ func TestStagedRecord(t *testing.T) {
 		want    []byte // the record read, or nil for a corrupted inbox
 		inSlot  bool   // where it is read from
 		corrupt string
+		// gathered: the group is not counted (w.counted false when
+		// record reads); slot: the slot's number where not n.
+		gathered bool
+		slot     uint64
 	}{
 		{name: "staged", staged: rec, number: n, want: rec},
 		{name: "staged for another collective", staged: rec, number: n - 2, want: slotted, inSlot: true},
 		{name: "none staged", want: slotted, inSlot: true},
 		{name: "too long to stage", staged: long, number: n, want: slotted, inSlot: true},
 		{name: "a length past the line", staged: rec, number: n, size: stagedSize - postHeader + 1, corrupt: "more than a line's"},
+		{name: "a line's length", staged: full, number: n, want: full},
+		{name: "a group not counted", staged: rec, number: n, gathered: true, want: slotted, inSlot: true},
+		{name: "none staged, the slot another's", slot: n - 1, corrupt: "its slot is numbered"},
 	} {
 		lead, own := make([]byte, amudp.AreaSize), make([]byte, amudp.AreaSize)
-		w := &words{group: []int{0, 1}, addrs: make([]netip.AddrPort, 2), areas: make([]atomic.Pointer[[]byte], 2)}
+		w := &words{group: []int{0, 1}, addrs: make([]netip.AddrPort, 2), areas: make([]atomic.Pointer[[]byte], 2), counted: true}
 		w.areas[0].Store(&lead)
 		w.areas[1].Store(&own)
 		w.me = 1
 		s := slot(own, n)
 		copy(s[8:], slotted)
 		word(s, 0).Store(n)
+		if c.slot != 0 {
+			word(s, 0).Store(c.slot)
+		}
 		if c.staged != nil {
 			w.stage(lead, c.staged, c.number)
 		}
 		if c.size != 0 {
 			binary.LittleEndian.PutUint64(staged(lead, 1)[8:], c.size)
 		}
+		w.counted = !c.gathered
 		got, err := w.record(lead, 1, n)
 		switch {
 		case c.corrupt != "":
@@ -303,7 +334,10 @@ func TestStagedRecord(t *testing.T) {
 // a split collective's posts must all fit it, or, reduced for every
 // rank, its result; counted, by dissemination, or a barrier, always.
 func TestFitsBuffer(t *testing.T) {
-	room := endCombined - offCombined - 16
+	room := (&words{}).room() // gathered: to the area's end
+	if counted := (&words{counted: true}).room(); counted != offStaged-offCombined-16 || room != amudp.AreaSize-offCombined-16 {
+		t.Errorf("room %d counted, %d gathered", counted, room)
+	}
 	alltoall, reduce := coll.Call{Kind: coll.Alltoall}, coll.Call{Kind: coll.AllReduce}
 	for _, c := range []struct {
 		name            string

@@ -35,13 +35,19 @@ func reduceT[T Word](t *Team, root int, op Op, v []T, all bool) ([]T, error) {
 	if bad == nil {
 		combine = coll.OpCombine(coll.Op(op), k)
 	}
-	// The vector is packed into the team's buffer, not nil even where
-	// empty: the reduction is done with it when it returns.
-	if t.vec == nil {
-		t.vec = make([]byte, 0, 64)
+	// A vector that fits a slot is packed into the team's buffer, not
+	// nil even where empty: the reduction is done with it when it
+	// returns. A larger one has its own, which the team does not keep.
+	var acc []byte
+	if len(v)*k.Size() <= maxPost {
+		if t.vec == nil {
+			t.vec = make([]byte, 0, maxPost)
+		}
+		acc = appendVec(t.vec[:0], v)
+	} else {
+		acc = encodeVec(v)
 	}
-	t.vec = appendVec(t.vec[:0], v)
-	out, err := reduceBytes(t, root, coll.Op(op), k, t.vec, combine, all)
+	out, err := reduceBytes(t, root, coll.Op(op), k, acc, combine, all)
 	if bad != nil && err != nil {
 		err = fmt.Errorf("%w: %w", ErrReduceOp, err)
 	}

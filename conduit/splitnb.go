@@ -21,7 +21,8 @@ import (
 // anyway (Team.turn). It holds the team's turn until then. It is made
 // only where what remains after the arrival asks nothing more of this
 // rank (words.passive): the other ranks complete the collective whether
-// this one waits or not, as they read its post from its slot.
+// this one waits or not, as they read its post from its slot (or its
+// staged line).
 type splitColl struct {
 	t       *Team
 	data    []byte       // this rank's datum, posted

@@ -42,7 +42,7 @@ type Team struct {
 	arena   []byte
 	sameRec []byte
 	reduced []byte // the record of a reduction's result (reducePosts)
-	vec     []byte // a blocking reduction's vector, packed (reduceT)
+	vec     []byte // a blocking reduction's vector of up to maxPost bytes (reduceT)
 
 	// The order of this rank's calls on the team: each call takes a
 	// ticket (next) when it is made and runs when serving reaches it; a
@@ -192,8 +192,8 @@ type teamCall struct {
 	released bool
 	// combine: a reduction's by one of the library's operators, which
 	// the rank that completes the arrivals may apply for every rank
-	// (reducePosts); reduced: this rank read that result (reducedPost),
-	// result, in the leader's buffer.
+	// (reducePosts); reduced: this rank read that result, result, which
+	// lies in the leader's buffer (reducedPost).
 	combine coll.Combine
 	reduced bool
 	result  []byte

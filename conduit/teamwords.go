@@ -114,7 +114,7 @@ func (c *teamCall) settle(w *words) func() error {
 // posts are the same, which the buffer holds once; a reduction reduced
 // for every rank (reduced: settledCombine) leaves one post of n bytes.
 func (w *words) fitsBuffer(call coll.Call, n int, reduced bool) bool {
-	room := endCombined - offCombined - 16
+	room := w.room()
 	switch {
 	case w.counted || w.dissem || call.Kind == coll.Barrier:
 		return true
@@ -155,7 +155,8 @@ func (c *teamCall) reducePosts(w *words) []byte {
 			return nil
 		}
 		if i == 0 {
-			t.reduced = append(t.reduced[:0], rec...)
+			// The header as checked, then the first vector.
+			t.reduced = append(append(t.reduced[:0], t.rec[:h]...), rec[h:]...)
 			continue
 		}
 		c.combine(t.reduced[h:], rec[h:])
@@ -165,13 +166,13 @@ func (c *teamCall) reducePosts(w *words) []byte {
 
 // reducedPost takes the result of reduction n that the rank completing
 // the arrivals left in the leader's buffer b (reducePosts), checked: the
-// record of this rank's call with a vector as long as this rank's,
-// nothing after it. It sets c.result to the vector, in b, which the
-// leader's buffer holds until this rank arrives at the team's next
-// collective, and c.reduced.
+// record of this rank's call, neither refused nor too large, with a
+// vector as long as this rank's, nothing after it. It sets c.result to
+// the vector, in b, which the leader's buffer holds until this rank
+// arrives at the team's next collective, and c.reduced.
 func (c *teamCall) reducedPost(w *words, b []byte, n uint64) error {
 	rec := c.t.rec
-	if len(b) != len(rec) || !bytes.Equal(b[:postHeader-8], rec[:postHeader-8]) {
+	if len(b) != len(rec) || !bytes.Equal(b[:postHeader-8], rec[:postHeader-8]) || binary.LittleEndian.Uint64(rec)&postFlags != 0 {
 		return w.corrupt(0, "its buffer holds a reduction's result that is not collective %d's", n)
 	}
 	c.result, c.reduced = b[postHeader-8:], true
@@ -211,7 +212,9 @@ func (c *teamCall) ready(w *words) bool {
 }
 
 // read returns, after await, every rank's post of the call, by rank, and
-// whether they are all the same; where posts is false and they are, none.
+// whether they are all the same; where posts is false and they are, none;
+// where the leader's buffer holds a reduction's result for every rank,
+// none, and c.result is that result (reducedPost).
 func (c *teamCall) read(w *words, posts bool) ([]coll.Post, bool, error) {
 	n, lead := c.seq, c.lead
 	if w.counted {
@@ -229,8 +232,8 @@ func (c *teamCall) read(w *words, posts bool) ([]coll.Post, bool, error) {
 			return nil, false, w.corrupt(0, "its buffer of posts is numbered %#x, for collective %d", m, n)
 		case total != combinedDirect:
 			l := total &^ (combinedSame | combinedReduced)
-			if l > uint64(endCombined-offCombined-16) {
-				return nil, false, w.corrupt(0, "its buffer of posts has %#x bytes, more than its %d", total, endCombined-offCombined-16)
+			if l > uint64(w.room()) {
+				return nil, false, w.corrupt(0, "its buffer of posts has %#x bytes, more than its %d", total, w.room())
 			}
 			b := lead[offCombined+16 : offCombined+16+int(l)]
 			if total&combinedReduced != 0 {
@@ -377,14 +380,14 @@ func (w *words) combinePosts(n uint64, reduce func() []byte) error {
 		return err
 	}
 	if reduce != nil {
-		if rec := reduce(); rec != nil && len(rec) <= endCombined-offCombined-16 {
+		if rec := reduce(); rec != nil && len(rec) <= w.room() {
 			copy(lead[offCombined+16:], rec)
 			binary.LittleEndian.PutUint64(lead[offCombined:], n)
 			binary.LittleEndian.PutUint64(lead[offCombined+8:], uint64(len(rec))|combinedReduced)
 			return nil
 		}
 	}
-	buf := lead[offCombined+16 : offCombined+16 : endCombined]
+	buf := lead[offCombined+16 : offCombined+16 : offCombined+16+w.room()]
 	direct, same := false, true
 	var first []byte // the first rank's record, in buf
 	for i := range w.group {
@@ -521,7 +524,7 @@ func staged(lead []byte, i int) []byte {
 // stage writes rec, this rank's record of collective n, into its staged
 // line of the leader's area lead, where it fits.
 func (w *words) stage(lead, rec []byte, n uint64) {
-	if w.me >= stagedLines || len(rec) > stagedSize-8 {
+	if !w.counted || w.me >= stagedLines || len(rec) > stagedSize-8 {
 		return
 	}
 	l := staged(lead, w.me)
@@ -534,7 +537,7 @@ func (w *words) stage(lead, rec []byte, n uint64) {
 // in the leader's area lead where that is numbered n, else from its
 // slot; its length checked.
 func (w *words) record(lead []byte, i int, n uint64) ([]byte, error) {
-	if i < stagedLines {
+	if w.counted && i < stagedLines {
 		if l := staged(lead, i); word(l, 0).Load() == n {
 			size := binary.LittleEndian.Uint64(l[8:]) &^ postFlags
 			if size > stagedSize-postHeader {

@@ -57,16 +57,17 @@ const (
 	offSlots = 128 + 8*maxGroupRounds
 	slotSize = 1664
 	// offCombined is where the leader's buffer of a collective's posts
-	// begins (see combinePosts), to its staged posts: the collective's
+	// begins (see combinePosts), to its staged posts where the group is
+	// counted, else to the area's end (words.room): the collective's
 	// number, the posts' total length, and the posts.
 	offCombined = offSlots + 2*slotSize
-	endCombined = offStaged
 	// offStaged is where the leader's lines of staged posts begin, one
 	// for each rank of a counted group (teamwords.go), to the end of
-	// the area: the last page of the inbox's header.
+	// the area: the last page of the inbox's header. stagedLines is at
+	// least the largest counted group (eagerAreas, TestWordsLayout).
 	offStaged   = amudp.AreaSize - stagedLines*stagedSize
 	stagedSize  = 64
-	stagedLines = 64 // eagerAreas at most
+	stagedLines = 64
 	// combinedDirect, as the buffer's length, says that the posts did
 	// not fit in it and are read from the slots.
 	combinedDirect = ^uint64(0)
@@ -146,6 +147,17 @@ func newWords(sh *amudp.Shared, addrs []netip.AddrPort, group []int, rank int) *
 func (w *words) setWay(algo barrierAlgo) {
 	w.dissem = algo == barrierDissem && len(w.group) <= 1<<maxGroupRounds
 	w.counted = !w.dissem && len(w.group) <= eagerAreas
+}
+
+// room returns how many bytes of posts the leader's buffer holds, past
+// its number and length: to the staged posts where counted, else to the
+// area's end.
+func (w *words) room() int {
+	end := amudp.AreaSize
+	if w.counted {
+		end = offStaged
+	}
+	return end - offCombined - 16
 }
 
 // leads reports whether this rank leads its group.

@@ -175,7 +175,7 @@ func TestWordsLayout(t *testing.T) {
 		spans = append(spans, span{k.name + " arrive", k.g.arrive, k.g.arrive + 64}, span{k.name + " release", k.g.release, k.g.release + 64},
 			span{k.name + " rounds", k.g.rounds, k.g.rounds + 8*maxGroupRounds})
 	}
-	spans = append(spans, span{"slots", offSlots, offSlots + 2*slotSize}, span{"buffer", offCombined, endCombined}, span{"staged posts", offStaged, amudp.AreaSize})
+	spans = append(spans, span{"slots", offSlots, offSlots + 2*slotSize}, span{"buffer where counted", offCombined, offStaged}, span{"staged posts", offStaged, amudp.AreaSize})
 	for i, a := range spans {
 		if a.off%64 != 0 && !strings.HasSuffix(a.name, "rounds") || a.off >= a.end || a.end > amudp.AreaSize {
 			t.Errorf("%s at [%d, %d): not aligned, or outside an area of %d bytes", a.name, a.off, a.end, amudp.AreaSize)
