@@ -31,7 +31,7 @@ func (t *Team) Barrier() error {
 // their data fit a slot (at most 1632 bytes), a reduction's operator
 // suits its type, and, beyond 64 ranks, every rank's data (but for a
 // reduction by one of the library's operators, its result) fit the
-// leader's buffer (about 8 KiB): every rank's datum of the call is then
+// leader's buffer (about 12 KiB): every rank's datum of the call is then
 // of that length. A panic of a reduction's operator goes on from its
 // handle's Wait or Test, and only there: a handle neither waited for nor
 // tested passes it on to no call.
