@@ -521,10 +521,10 @@ func staged(lead []byte, i int) []byte {
 	return lead[o : o+stagedSize]
 }
 
-// stage writes rec, this rank's record of collective n, into its staged
-// line of the leader's area lead, where it fits.
+// stage writes rec, this rank's record of collective n in a counted
+// group, into its staged line of the leader's area lead, where it fits.
 func (w *words) stage(lead, rec []byte, n uint64) {
-	if !w.counted || w.me >= stagedLines || len(rec) > stagedSize-8 {
+	if w.me >= stagedLines || len(rec) > stagedSize-8 {
 		return
 	}
 	l := staged(lead, w.me)

@@ -441,11 +441,10 @@ func (j *Job) arriveGroup(w *words, k *groupSync, e uint64, before func() error)
 // for the release; the leader's wait for its members, before, and their
 // release.
 func (j *Job) awaitGroup(w *words, k *groupSync, e uint64, before func() error) error {
+	a := *w.areas[0].Load()
 	if w.counted || !w.leads() {
-		a := *w.areas[0].Load()
 		return j.wordWait(w, k, watch{word(a, k.release), e, true}, func() bool { return w.released(k, e) })
 	}
-	a := *w.areas[0].Load()
 	if err := j.wordWait(w, k, watch{word(a, k.arrive), uint64(len(w.group)-1) * e, false}, func() bool { return w.arrived(k, e) }); err != nil {
 		return err
 	}
