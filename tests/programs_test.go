@@ -131,30 +131,35 @@ func TestTestamCollectives(t *testing.T) {
 	checkNoSurvivors(t, t.Name(), 2*time.Second)
 }
 
-// TestTestamBarrier: testam -barrier on 5 ranks, sharing memory and over
-// UDP, times six loops of the whole job's barrier, blocking and
-// non-blocking in turn, each of K barriers, as GASNet's testbarrier
-// times its six.
-func TestTestamBarrier(t *testing.T) {
-	for _, maxsize := range []string{"0", "1"} {
-		r := run(t, t.Name(), []string{"GASNET_SUPERNODE_MAXSIZE=" + maxsize}, "testam", "5", "-barrier", "-iters", "200")
-		if r.code != 0 {
-			t.Fatalf("GASNET_SUPERNODE_MAXSIZE=%s: exit %d\nstderr:\n%s", maxsize, r.code, r.stderr)
-		}
-		var got []string
-		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-			f := strings.Fields(line)
-			if len(f) != 7 || f[4] != "µs/op" || f[5] != "5" {
-				t.Fatalf("GASNET_SUPERNODE_MAXSIZE=%s: line %q, want NAME K iters X µs/op 5 ranks", maxsize, line)
+// TestTestamLoops: testam -barrier and -allreduce on 5 ranks, sharing
+// memory and over UDP, time six loops of the whole job's barrier or
+// checked one-element all-reduce, blocking and non-blocking in turn, each
+// of K calls, as GASNet's testbarrier times its six barriers.
+func TestTestamLoops(t *testing.T) {
+	for _, c := range []struct{ flag, name string }{{"-barrier", "barrier"}, {"-allreduce", "allreduce"}} {
+		for _, maxsize := range []string{"0", "1"} {
+			r := run(t, t.Name()+c.name+maxsize, []string{"GASNET_SUPERNODE_MAXSIZE=" + maxsize}, "testam", "5", c.flag, "-iters", "200")
+			if r.code != 0 {
+				t.Fatalf("%s, GASNET_SUPERNODE_MAXSIZE=%s: exit %d\nstderr:\n%s", c.flag, maxsize, r.code, r.stderr)
 			}
-			if v, err := strconv.ParseFloat(f[3], 64); err != nil || v <= 0 {
-				t.Errorf("GASNET_SUPERNODE_MAXSIZE=%s: line %q: not a time", maxsize, line)
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				f := strings.Fields(line)
+				if len(f) != 7 || f[4] != "µs/op" || f[5] != "5" {
+					t.Fatalf("%s, GASNET_SUPERNODE_MAXSIZE=%s: line %q, want NAME K iters X µs/op 5 ranks", c.flag, maxsize, line)
+				}
+				if v, err := strconv.ParseFloat(f[3], 64); err != nil || v <= 0 {
+					t.Errorf("%s, GASNET_SUPERNODE_MAXSIZE=%s: line %q: not a time", c.flag, maxsize, line)
+				}
+				got = append(got, f[0]+" "+f[1])
 			}
-			got = append(got, f[0]+" "+f[1])
-		}
-		want := []string{"barrier 200", "barrier_nb 200", "barrier 200", "barrier_nb 200", "barrier 200", "barrier_nb 200"}
-		if d := cmp.Diff(want, got); d != "" {
-			t.Errorf("GASNET_SUPERNODE_MAXSIZE=%s: loops (-want +got):\n%s\n%s", maxsize, d, r.stdout)
+			var want []string
+			for range 3 {
+				want = append(want, c.name+" 200", c.name+"_nb 200")
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("%s, GASNET_SUPERNODE_MAXSIZE=%s: loops (-want +got):\n%s\n%s", c.flag, maxsize, d, r.stdout)
+			}
 		}
 	}
 	checkNoSurvivors(t, t.Name(), 2*time.Second)

@@ -7,6 +7,7 @@
 //	./testam N [-json] [-iters K] [-sizes 64,1024,65000]
 //	./testam N -coll [-json] [-iters K]
 //	./testam N -barrier [-json] [-iters K]
+//	./testam N -allreduce [-json] [-iters K]
 //	./testam N -atomics [-json] [-iters K]
 //	./testam N -rma [-json] [-iters K] [-sizes 8,1048576]
 //	./testam N ... -cpuprofile FILE
@@ -20,7 +21,8 @@
 //
 // With -barrier, every rank times six loops of K barriers of the whole
 // job, as many as GASNet's testbarrier times (one of each of its six
-// kinds), and rank 0 reports each loop per barrier.
+// kinds), and rank 0 reports each loop per barrier. With -allreduce, the
+// same six loops of sums of one uint64 over the whole job, each checked.
 //
 // With -atomics, ranks 1..N-1 each fetch-and-add 1 to one uint64 word of
 // rank 0's segment K times, one at a time, then K times to a random word
@@ -99,13 +101,14 @@ var handlers = []conduit.HandlerEntry{
 }
 
 func main() {
-	conduit.Usage = "[-json] [-iters K] [-sizes LIST] [-coll | -barrier | -atomics | -rma] [-cpuprofile FILE]"
+	conduit.Usage = "[-json] [-iters K] [-sizes LIST] [-coll | -barrier | -allreduce | -atomics | -rma] [-cpuprofile FILE]"
 	conduit.Init()
 	fs := flag.NewFlagSet("testam", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print one JSON object per measurement")
 	coll := fs.Bool("coll", false, "measure the collectives over every rank instead")
 	bar := fs.Bool("barrier", false, "time six loops of barriers over every rank instead, as GASNet's testbarrier")
+	red := fs.Bool("allreduce", false, "time six loops of one-element all-reduces over every rank instead")
 	atom := fs.Bool("atomics", false, "measure fetch-and-add throughput from every rank instead")
 	rmaMode := fs.Bool("rma", false, "measure blocking Put and Get latency and bandwidth instead")
 	profile := fs.String("cpuprofile", "", "rank 0 writes a CPU profile of its run to this file")
@@ -114,8 +117,8 @@ func main() {
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		usage("%v", err)
 	}
-	if n := btoi(*coll) + btoi(*bar) + btoi(*atom) + btoi(*rmaMode); n > 1 {
-		usage("-coll, -barrier, -atomics and -rma: accepted: at most one of them")
+	if n := btoi(*coll) + btoi(*bar) + btoi(*red) + btoi(*atom) + btoi(*rmaMode); n > 1 {
+		usage("-coll, -barrier, -allreduce, -atomics and -rma: accepted: at most one of them")
 	}
 	parse, segment, def := parseSizes, conduit.MaxLong, defaultSzs
 	if *rmaMode {
@@ -173,6 +176,10 @@ func main() {
 		if err := barriers(*iters, emit); err != nil {
 			die("%v", err)
 		}
+	} else if *red {
+		if err := allReduces(*iters, emit); err != nil {
+			die("%v", err)
+		}
 	} else if *coll {
 		if err := collectives(peer, *iters, emit); err != nil {
 			die("%v", err)
@@ -211,7 +218,7 @@ func startProfile(path string) (func(), error) {
 }
 
 func usage(format string, a ...any) {
-	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST] [-coll | -barrier | -atomics | -rma] [-cpuprofile FILE]", format, a...)
+	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST] [-coll | -barrier | -allreduce | -atomics | -rma] [-cpuprofile FILE]", format, a...)
 }
 
 // btoi is 1 for true.

@@ -163,15 +163,17 @@ func groups(iters int) []group {
 		if n > nproc() {
 			genv = []string{"GASNET_TEST_POLITE_SYNC=1"}
 		}
-		gs = append(gs, group{name: fmt.Sprintf("barrier N=%d", n), genv: genv, gasnet: []string{"testbarrier", strconv.Itoa(n), k}, ours: []string{"testam", strconv.Itoa(n), "-barrier", "-iters", k}, parseG: gasnetBarrier, parseU: oursBarrier, figures: []string{"barrier (µs)"}})
+		gs = append(gs, group{name: fmt.Sprintf("barrier N=%d", n), genv: genv, gasnet: []string{"testbarrier", strconv.Itoa(n), k}, ours: []string{"testam", strconv.Itoa(n), "-barrier", "-iters", k}, parseG: gasnetBarrier, parseU: oursLoops("barrier", "barrier (µs)"), figures: []string{"barrier (µs)"}})
 		if n >= 16 {
-			// Our one-element all-reduce against GASNet's (testcollperf,
-			// a vector of one int), and against its fastest barrier:
-			// issue 46's target where the ranks outnumber the CPUs.
-			ours := []string{"testam", strconv.Itoa(n), "-coll", "-iters", k}
+			// Our one-element all-reduce (the fastest of testam
+			// -allreduce's six loops, as the barrier's) against GASNet's
+			// (testcollperf, a vector of one int), and against its
+			// fastest barrier: issue 46's target where the ranks
+			// outnumber the CPUs.
+			ours := []string{"testam", strconv.Itoa(n), "-allreduce", "-iters", k}
 			gs = append(gs,
-				group{name: fmt.Sprintf("allreduce N=%d", n), genv: genv, gasnet: []string{"testcollperf", strconv.Itoa(n), "1", "1", "1", k}, ours: ours, parseG: gasnetAllReduce, parseU: oursAllReduceAs(allReduceFigure), figures: []string{allReduceFigure}},
-				group{name: fmt.Sprintf("allreduce:barrier N=%d", n), genv: genv, gasnet: []string{"testbarrier", strconv.Itoa(n), k}, ours: ours, parseG: gasnetBarrierAs(againstBarrier), parseU: oursAllReduceAs(againstBarrier), figures: []string{againstBarrier}})
+				group{name: fmt.Sprintf("allreduce N=%d", n), genv: genv, gasnet: []string{"testcollperf", strconv.Itoa(n), "1", "1", "1", k}, ours: ours, parseG: gasnetAllReduce, parseU: oursLoops("allreduce", allReduceFigure), figures: []string{allReduceFigure}},
+				group{name: fmt.Sprintf("allreduce:barrier N=%d", n), genv: genv, gasnet: []string{"testbarrier", strconv.Itoa(n), k}, ours: ours, parseG: gasnetBarrierAs(againstBarrier), parseU: oursLoops("allreduce", againstBarrier), figures: []string{againstBarrier}})
 		}
 	}
 	for _, n := range []int{16, 64} {
@@ -358,19 +360,6 @@ func gasnetBarrierAs(name string) func(string) map[string]float64 {
 	return func(out string) map[string]float64 { return fastest(reBarrier, 2, out, name) }
 }
 
-// oursAllReduceAs reads testam -coll's all-reduce, "allreduce 8 B K
-// iters X µs/op ...", as the figure named name.
-func oursAllReduceAs(name string) func(string) map[string]float64 {
-	return func(out string) map[string]float64 {
-		for _, l := range strings.Split(out, "\n") {
-			if p := strings.Fields(l); len(p) >= 7 && p[0] == "allreduce" && p[6] == "µs/op" {
-				return map[string]float64{name: num(p[5])}
-			}
-		}
-		return nil
-	}
-}
-
 // gasnetAllReduce reads testcollperf: the fastest of its blocking
 // all-reduces (gex_Coll_ReduceToAllNB then a wait) over its sync modes,
 // "X: 0> LOCAL/SINGLE-addr reduce_all sync_mode: (..) tree: .. size: 4
@@ -379,24 +368,27 @@ func gasnetAllReduce(out string) map[string]float64 {
 	return fastest(reReduceAll, 1, out, allReduceFigure)
 }
 
-// oursBarrier reads the fastest of testam -barrier's loops, as
-// gasnetBarrier reads the fastest of testbarrier's: "barrier K iters X
-// µs/op N ranks", or barrier_nb.
-func oursBarrier(out string) map[string]float64 {
-	best := -1.0
-	for _, l := range strings.Split(out, "\n") {
-		p := strings.Fields(l)
-		if len(p) < 5 || (p[0] != "barrier" && p[0] != "barrier_nb") || p[4] != "µs/op" {
-			continue
+// oursLoops reads the fastest of testam -barrier's or -allreduce's six
+// loops, as gasnetBarrier reads the fastest of testbarrier's: "NAME K
+// iters X µs/op N ranks", NAME being name or name_nb, as the figure
+// named figure.
+func oursLoops(name, figure string) func(string) map[string]float64 {
+	return func(out string) map[string]float64 {
+		best := -1.0
+		for _, l := range strings.Split(out, "\n") {
+			p := strings.Fields(l)
+			if len(p) < 5 || (p[0] != name && p[0] != name+"_nb") || p[4] != "µs/op" {
+				continue
+			}
+			if v := num(p[3]); best < 0 || v < best {
+				best = v
+			}
 		}
-		if v := num(p[3]); best < 0 || v < best {
-			best = v
+		if best < 0 {
+			return nil
 		}
+		return map[string]float64{figure: best}
 	}
-	if best < 0 {
-		return nil
-	}
-	return map[string]float64{"barrier (µs)": best}
 }
 
 func num(s string) float64 {
