@@ -117,8 +117,13 @@ func (a *Atomics[T]) FetchNB(rank int, offset uint64, op AtomicOp, x, y T) (*Han
 	if err != nil {
 		return nil, err
 	}
-	return &Handle[T]{op: h, get: func() T { return fromBits[T](h.bits.Load()) }}, nil
+	return &Handle[T]{op: h, res: fetched[T]{h}}, nil
 }
+
+// fetched is the result of a FetchNB's operation.
+type fetched[T Word] struct{ op *rmaOp }
+
+func (f fetched[T]) value() T { return fromBits[T](f.op.bits.Load()) }
 
 // ApplyNB starts Apply.
 func (a *Atomics[T]) ApplyNB(rank int, offset uint64, op AtomicOp, x, y T) (*Handle[struct{}], error) {

@@ -11,8 +11,11 @@ import (
 // any goroutine; WaitAll and WaitAny wait for handles of any result types.
 type Handle[T any] struct {
 	op  pending
-	get func() T // the result, once op completed without error; nil: T's zero
+	res valuer[T] // the result, once op completed without error; nil: T's zero
 }
+
+// valuer holds a Handle's result.
+type valuer[T any] interface{ value() T }
 
 // pending is an operation in progress, of any kind.
 type pending interface {
@@ -65,11 +68,11 @@ func (h *Handle[T]) WaitContext(ctx context.Context) (T, error) {
 }
 
 func (h *Handle[T]) result() T {
-	if h.get == nil {
+	if h.res == nil {
 		var zero T
 		return zero
 	}
-	return h.get()
+	return h.res.value()
 }
 
 func (h *Handle[T]) pending() pending { return h.op }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/udpconduit/udpconduit/conduit/internal/amo"
 	"github.com/udpconduit/udpconduit/conduit/internal/coll"
@@ -35,23 +36,26 @@ func reduceT[T Word](t *Team, root int, op Op, v []T, all bool) ([]T, error) {
 	if bad == nil {
 		combine = coll.OpCombine(coll.Op(op), k)
 	}
-	// A vector that fits a slot is packed into the team's buffer, not
-	// nil even where empty: the reduction is done with it when it
-	// returns. A larger one has its own, which the team does not keep.
-	var acc []byte
-	if len(v)*k.Size() <= maxPost {
-		if t.vec == nil {
-			t.vec = make([]byte, 0, maxPost)
-		}
-		acc = appendVec(t.vec[:0], v)
-	} else {
-		acc = encodeVec(v)
-	}
-	out, err := reduceBytes(t, root, coll.Op(op), k, acc, combine, all)
+	out, err := reduceBytes(t, root, coll.Op(op), k, packVec(t, v), combine, all)
 	if bad != nil && err != nil {
 		err = fmt.Errorf("%w: %w", ErrReduceOp, err)
 	}
 	return decodeVec[T](out), err
+}
+
+// packVec packs v for a reduction on t in this rank's turn: where it fits
+// a slot, into the team's buffer, not nil even where empty (the reduction
+// is done with it when it completes, before the team's next call packs
+// its own); a larger vector into a buffer of its own, which the team does
+// not keep.
+func packVec[T Word](t *Team, v []T) []byte {
+	if len(v)*kindOf[T]().Size() > maxPost {
+		return encodeVec(v)
+	}
+	if t.vec == nil {
+		t.vec = make([]byte, 0, maxPost)
+	}
+	return appendVec(t.vec[:0], v)
 }
 
 // reduceFuncT is the body of ReduceFunc and AllReduceFunc, unordered.
@@ -90,11 +94,20 @@ func reduceNB[T Word](t *Team, root int, op coll.Op, f func(a, b T) T, v []T, al
 		} else {
 			combine = coll.OpCombine(op, k)
 		}
-		acc := encodeVec(v)
-		if s := t.splitNB(n, reduceCall(root, op, k, acc, all), acc, combine); s != nil {
-			return splitHandle(s, func(v coll.Result) []T { return decodeVec[T](v.Data) })
+		// Its turn (serving n), the call packs v into the team's
+		// buffer, as a blocking one: the team's next call completes
+		// this one before it packs its own.
+		var acc []byte
+		if t.serving.Load() == n {
+			acc = packVec(t, v)
+		} else {
+			acc = encodeVec(v)
+		}
+		if h := split[[]T](t, n, reduceCall(root, op, k, acc, all), acc, combine, vecOf[T]{}); h != nil {
+			return h
 		}
 	}
+	v = slices.Clone(v) // the call's, not the caller's, as a split one's
 	return startAt(t, n, func() ([]T, error) {
 		if op == coll.OpFunc {
 			return reduceFuncT(t, root, f, v, all)
@@ -102,6 +115,11 @@ func reduceNB[T Word](t *Team, root int, op coll.Op, f func(a, b T) T, v []T, al
 		return reduceT(t, root, op, v, all)
 	})
 }
+
+// vecOf is the result of a reduction of vectors of T, decoded.
+type vecOf[T Word] struct{}
+
+func (vecOf[T]) decode(v coll.Result) []T { return decodeVec[T](v.Data) }
 
 // funcCombine is the combine of a program's operator f.
 func funcCombine[T Word](f func(a, b T) T) coll.Combine {

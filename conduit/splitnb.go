@@ -4,7 +4,6 @@ package conduit
 // rank's post and arrival at the call, the rest at Wait or Test.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -27,9 +26,9 @@ type splitColl struct {
 	t       *Team
 	data    []byte       // this rank's datum, posted
 	combine coll.Combine // a reduction's
+	to      keeper       // takes the result as the collective completes
 	mu      sync.Mutex
-	fin     atomic.Bool // completed: v and err are set
-	v       coll.Result
+	fin     atomic.Bool // completed: to has its result, and err is set
 	err     error
 	// panicked: what the program's operator panicked with, which Wait
 	// and Test pass on.
@@ -39,8 +38,51 @@ type splitColl struct {
 	polled atomic.Pointer[error]
 }
 
-// splitNB makes call, the NB call n (its ticket) of the collective whose
-// arguments are data and combine, a splitColl where that applies: n this
+// keeper takes a split collective's result as it completes (keep), while
+// a reduction's result reduced for every rank still lies in the leader's
+// buffer, which the team's next collective rewrites: it copies what it
+// keeps of it.
+type keeper interface{ keep(v coll.Result) }
+
+// splitOp is a split NB collective and its Handle, made in one: dec,
+// where the collective has a result, makes the handle's of the
+// collective's as it completes, a copy.
+type splitOp[T any] struct {
+	h   Handle[T]
+	s   splitColl
+	v   T
+	dec decoder[T]
+}
+
+// decoder makes a handle's result of a collective's (decode), a copy.
+type decoder[T any] interface{ decode(v coll.Result) T }
+
+func (x *splitOp[T]) keep(v coll.Result) {
+	if x.dec != nil {
+		x.v = x.dec.decode(v)
+	}
+}
+
+func (x *splitOp[T]) value() T { return x.v }
+
+// split starts the NB call n of call, with data and combine, split
+// (splitNB), and returns its handle, whose result dec makes of the
+// collective's (nil: T's zero); nil where that does not apply.
+func split[T any](t *Team, n uint64, call coll.Call, data []byte, combine coll.Combine, dec decoder[T]) *Handle[T] {
+	x := &splitOp[T]{dec: dec}
+	x.s = splitColl{t: t, data: data, combine: combine, to: x}
+	if !t.splitNB(&x.s, n, call) {
+		return nil
+	}
+	x.h.op = &x.s
+	if dec != nil {
+		x.h.res = x
+	}
+	return &x.h
+}
+
+// splitNB makes call, the NB call n (its ticket) of s's collective,
+// whose arguments are s.data and s.combine, split where that applies: n this
 // rank's turn, no request of the rank's unanswered (the drain that begins
 // the collective then returns at once, unless another goroutine sends one
 // in between, whose answer it then waits for), not from a handler, data
@@ -49,15 +91,14 @@ type splitColl struct {
 // caller passes only the kinds whose post is this rank's datum of a
 // length the call carries, or none (a barrier), so that every rank's
 // post fits where the calls are the same.
-func (t *Team) splitNB(n uint64, call coll.Call, data []byte, combine coll.Combine) *splitColl {
-	j := t.j
+func (t *Team) splitNB(s *splitColl, n uint64, call coll.Call) bool {
+	j, data, combine := t.j, s.data, s.combine
 	if j == nil || t.serving.Load() != n || j.ep.Outstanding() != 0 || j.ep.InHandler() || len(data) > maxPost {
-		return nil
+		return false
 	}
 	if len(t.ranks) != 1 && (!t.onWords() || !j.words.passive() || !j.words.fitsBuffer(call, len(data), settledCombine(call, combine) != nil)) {
-		return nil
+		return false
 	}
-	s := &splitColl{t: t, data: data, combine: combine}
 	// A call that ends the rank (the job ended, or aborted) passes the
 	// turn on as it goes, as ordered's does.
 	ok := false
@@ -66,11 +107,11 @@ func (t *Team) splitNB(n uint64, call coll.Call, data []byte, combine coll.Combi
 			s.end(ErrInterrupted)
 		}
 	}()
-	ended := func(v coll.Result, err error) *splitColl {
-		s.keep(v)
+	ended := func(v coll.Result, err error) bool {
+		s.to.keep(v)
 		s.end(err)
 		ok = true
-		return s
+		return true
 	}
 	if len(t.ranks) == 1 {
 		return ended(t.collect(call, data, nil, combine))
@@ -89,12 +130,7 @@ func (t *Team) splitNB(n uint64, call coll.Call, data []byte, combine coll.Combi
 	ok = true
 	t.started.Store(s)
 	t.wake()
-	return s
-}
-
-// splitHandle is the Handle of a splitColl whose result is out(v).
-func splitHandle[T any](s *splitColl, out func(v coll.Result) T) *Handle[T] {
-	return &Handle[T]{op: s, get: func() T { return out(s.v) }}
+	return true
 }
 
 // end ends the collective with err, passes the team's turn on, and wakes a
@@ -146,18 +182,8 @@ func (s *splitColl) complete() {
 	}()
 	v, err := t.collected(&t.call, s.data, nil, s.combine)
 	ended = true
-	s.keep(v)
+	s.to.keep(v)
 	s.end(err)
-}
-
-// keep sets the collective's result to v, made the handle's own: a
-// reduction's result in the leader's buffer (Team.collected), which the
-// team's next collective rewrites, is copied out of it.
-func (s *splitColl) keep(v coll.Result) {
-	if s.t.call.reduced {
-		v.Data = bytes.Clone(v.Data)
-	}
-	s.v = v
 }
 
 // pass panics with what the program's operator panicked with, if it did.

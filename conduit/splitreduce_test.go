@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -253,5 +254,67 @@ func TestSplitGatheredOverflow(t *testing.T) {
 	})
 	if d := cmp.Diff(jobResult{Ends: slices.Repeat([]string{"returned"}, n)}, res); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+// TestSplitAllocs: a split BarrierNB and its Wait allocate one object,
+// its handle and state in one, and a split AllReduceNB of one element
+// and its Wait that and the result, on every rank of a crowded group
+// (counted, each rank's split).
+func TestSplitAllocs(t *testing.T) {
+	const n, k = 3, 400
+	var perOp [2]float64
+	// A rank that waits turns its thread over (sched_yield): each needs
+	// a thread of its own, as a process has, or the Go scheduler's
+	// preemption (10 ms) paces them.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n + 1))
+	res, jobs := runJob(t, n, wordModes[1].net(t), false, func(j *Job) {
+		me, w := j.Rank(), j.World()
+		v := []uint64{uint64(me)}
+		ops := []func() error{
+			func() error { _, err := w.BarrierNB().Wait(); return err },
+			func() error {
+				sum, err := AllReduceNB(w, Sum, v).Wait()
+				if err == nil && (len(sum) != 1 || sum[0] != n*(n-1)/2) {
+					err = fmt.Errorf("sum %v", sum)
+				}
+				return err
+			},
+		}
+		for i, op := range ops {
+			var before, after runtime.MemStats
+			for r := range 2 * k {
+				if r == k {
+					if err := w.Barrier(); err != nil {
+						t.Errorf("rank %d: barrier: %v", me, err)
+					}
+					if me == 0 {
+						runtime.ReadMemStats(&before)
+					}
+					if err := w.Barrier(); err != nil {
+						t.Errorf("rank %d: barrier: %v", me, err)
+					}
+				}
+				if err := op(); err != nil {
+					t.Errorf("rank %d: op %d: %v", me, i, err)
+					return
+				}
+			}
+			if err := w.Barrier(); err != nil {
+				t.Errorf("rank %d: barrier: %v", me, err)
+			}
+			if me == 0 {
+				runtime.ReadMemStats(&after)
+				perOp[i] = float64(after.Mallocs-before.Mallocs) / (n * k)
+			}
+		}
+	})
+	checkSplitJob(t, res, jobs, 0, 0, false)
+	// The jobs' other goroutines allocate a little too: a quarter of an
+	// allocation a call at most.
+	for i, want := range []float64{1, 2} {
+		if perOp[i] < want || perOp[i] > want+0.25 {
+			t.Errorf("%s: %.2f allocations a call and rank, want %v", []string{"BarrierNB", "AllReduceNB"}[i], perOp[i], want)
+		}
 	}
 }

@@ -37,8 +37,8 @@ func (t *Team) Barrier() error {
 // tested passes it on to no call.
 func (t *Team) BarrierNB() *Handle[struct{}] {
 	n := t.ticket()
-	if s := t.splitNB(n, coll.Call{Kind: coll.Barrier}, nil, nil); s != nil {
-		return &Handle[struct{}]{op: s}
+	if h := split[struct{}](t, n, coll.Call{Kind: coll.Barrier}, nil, nil, nil); h != nil {
+		return h
 	}
 	return startAt(t, n, func() (struct{}, error) { return struct{}{}, t.barrier() })
 }
@@ -94,11 +94,17 @@ func (t *Team) Alltoall(data []byte) ([]byte, error) {
 // data must not change until it completes.
 func (t *Team) AlltoallNB(data []byte) *Handle[[]byte] {
 	n := t.ticket()
-	if s := t.splitNB(n, alltoallCall(data), data, nil); s != nil {
-		return splitHandle(s, func(v coll.Result) []byte { return v.Data })
+	if h := split[[]byte](t, n, alltoallCall(data), data, nil, blocks{}); h != nil {
+		return h
 	}
 	return startAt(t, n, func() ([]byte, error) { return t.alltoall(data) })
 }
+
+// blocks is the result of an all-to-all, the blocks received: the
+// collective's own, not in shared memory.
+type blocks struct{}
+
+func (blocks) decode(v coll.Result) []byte { return v.Data }
 
 // Alltoallv sends parts[i] to team rank i and returns the parts received in
 // team rank order (MPI_Alltoallv).

@@ -46,8 +46,10 @@ func startAt[T any](t *Team, n uint64, f func() (T, error)) *Handle[T] {
 		h.v, h.err = f()
 		h.finished = true
 	}()
-	return &Handle[T]{op: h, get: func() T { return h.v }}
+	return &Handle[T]{op: h, res: h}
 }
+
+func (h *collOp[T]) value() T { return h.v }
 
 // result returns what f returned, once done is closed: a panic of f's is
 // passed on, and a collective cut short because the rank ends (the job
