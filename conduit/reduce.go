@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/udpconduit/udpconduit/conduit/internal/amo"
 	"github.com/udpconduit/udpconduit/conduit/internal/coll"
@@ -40,7 +41,7 @@ func reduceT[T Word](t *Team, root int, op Op, v []T, all bool) ([]T, error) {
 	if bad != nil && err != nil {
 		err = fmt.Errorf("%w: %w", ErrReduceOp, err)
 	}
-	return decodeVec[T](out), err
+	return decodeResult[T](t, out), err
 }
 
 // packVec packs v for a reduction on t in this rank's turn: where it fits
@@ -61,7 +62,7 @@ func packVec[T Word](t *Team, v []T) []byte {
 // reduceFuncT is the body of ReduceFunc and AllReduceFunc, unordered.
 func reduceFuncT[T Word](t *Team, root int, f func(a, b T) T, v []T, all bool) ([]T, error) {
 	out, err := reduceBytes(t, root, coll.OpFunc, kindOf[T](), encodeVec(v), funcCombine(f), all)
-	return decodeVec[T](out), err
+	return decodeResult[T](t, out), err
 }
 
 // reduceBytes runs a reduction of the packed vector acc, which it may
@@ -107,19 +108,19 @@ func reduceNB[T Word](t *Team, root int, op coll.Op, f func(a, b T) T, v []T, al
 			return h
 		}
 	}
-	v = slices.Clone(v) // the call's, not the caller's, as a split one's
+	own := slices.Clone(v) // the call's, not the caller's, as a split one's
 	return startAt(t, n, func() ([]T, error) {
 		if op == coll.OpFunc {
-			return reduceFuncT(t, root, f, v, all)
+			return reduceFuncT(t, root, f, own, all)
 		}
-		return reduceT(t, root, op, v, all)
+		return reduceT(t, root, op, own, all)
 	})
 }
 
 // vecOf is the result of a reduction of vectors of T, decoded.
 type vecOf[T Word] struct{}
 
-func (vecOf[T]) decode(v coll.Result) []T { return decodeVec[T](v.Data) }
+func (vecOf[T]) decode(t *Team, v coll.Result) []T { return decodeResult[T](t, v.Data) }
 
 // funcCombine is the combine of a program's operator f.
 func funcCombine[T Word](f func(a, b T) T) coll.Combine {
@@ -191,7 +192,48 @@ func decodeVec[T Word](b []byte) []T {
 	if b == nil {
 		return nil
 	}
-	v := make([]T, len(b)/kindOf[T]().Size())
+	return decodeTo(make([]T, len(b)/kindOf[T]().Size()), b)
+}
+
+// decodeResult is decodeVec of a reduction's result on t, for the
+// caller: a small one is carved from the team's slab (resultVec).
+func decodeResult[T Word](t *Team, b []byte) []T {
+	if b == nil {
+		return nil
+	}
+	return decodeTo(resultVec[T](t, len(b)/kindOf[T]().Size()), b)
+}
+
+// slabWords is the size, in 8-byte words, of the slab that a team's small
+// results are carved from; slabResult, that of the largest so carved.
+const (
+	slabWords  = 64
+	slabResult = slabWords / 8
+)
+
+// resultVec returns a vector of n elements of T for a result of a
+// reduction on t, in the rank's turn on it: up to slabResult words, one
+// carved from the team's slab, which a new one replaces when it runs out,
+// so that a reduction allocates once every few dozen calls, not at each
+// one (on a crowded host, an allocation's lines and code are cold at
+// every turn); its capacity is its length, so that an append copies it.
+// The slab is of words without pointers, as every Word.
+func resultVec[T Word](t *Team, n int) []T {
+	words := (n*kindOf[T]().Size() + 7) / 8
+	if n == 0 || words > slabResult {
+		return make([]T, n)
+	}
+	if len(t.slab) < words {
+		t.slab = make([]uint64, slabWords)
+	}
+	w := t.slab[:words:words]
+	t.slab = t.slab[words:]
+	return unsafe.Slice((*T)(unsafe.Pointer(&w[0])), n)
+}
+
+// decodeTo unpacks b, what encodeVec packed, into v, as long, and
+// returns v.
+func decodeTo[T Word](v []T, b []byte) []T {
 	switch x := any(v).(type) {
 	case []int32:
 		for i := range x {

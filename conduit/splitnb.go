@@ -54,12 +54,15 @@ type splitOp[T any] struct {
 	dec decoder[T]
 }
 
-// decoder makes a handle's result of a collective's (decode), a copy.
-type decoder[T any] interface{ decode(v coll.Result) T }
+// decoder makes a handle's result of a collective's on t (decode), a
+// copy, in the rank's turn on t.
+type decoder[T any] interface {
+	decode(t *Team, v coll.Result) T
+}
 
 func (x *splitOp[T]) keep(v coll.Result) {
 	if x.dec != nil {
-		x.v = x.dec.decode(v)
+		x.v = x.dec.decode(x.s.t, v)
 	}
 }
 

@@ -258,12 +258,14 @@ func TestSplitGatheredOverflow(t *testing.T) {
 }
 
 // TestSplitAllocs: a split BarrierNB and its Wait allocate one object,
-// its handle and state in one, and a split AllReduceNB of one element
-// and its Wait that and the result, on every rank of a crowded group
-// (counted, each rank's split).
+// its handle and state in one, and so does a split AllReduceNB of one
+// element and its Wait, its result carved from the team's slab
+// (resultVec), on every rank of a crowded group (counted, each rank's
+// split); a blocking AllReduce allocates only a slab, once every 64
+// calls.
 func TestSplitAllocs(t *testing.T) {
 	const n, k = 3, 400
-	var perOp [2]float64
+	var perOp [3]float64
 	// A rank that waits turns its thread over (sched_yield): each needs
 	// a thread of its own, as a process has, or the Go scheduler's
 	// preemption (10 ms) paces them.
@@ -271,15 +273,16 @@ func TestSplitAllocs(t *testing.T) {
 	res, jobs := runJob(t, n, wordModes[1].net(t), false, func(j *Job) {
 		me, w := j.Rank(), j.World()
 		v := []uint64{uint64(me)}
+		check := func(sum []uint64, err error) error {
+			if err == nil && (len(sum) != 1 || sum[0] != n*(n-1)/2) {
+				err = fmt.Errorf("sum %v", sum)
+			}
+			return err
+		}
 		ops := []func() error{
 			func() error { _, err := w.BarrierNB().Wait(); return err },
-			func() error {
-				sum, err := AllReduceNB(w, Sum, v).Wait()
-				if err == nil && (len(sum) != 1 || sum[0] != n*(n-1)/2) {
-					err = fmt.Errorf("sum %v", sum)
-				}
-				return err
-			},
+			func() error { return check(AllReduceNB(w, Sum, v).Wait()) },
+			func() error { return check(AllReduce(w, Sum, v)) },
 		}
 		for i, op := range ops {
 			var before, after runtime.MemStats
@@ -312,9 +315,43 @@ func TestSplitAllocs(t *testing.T) {
 	checkSplitJob(t, res, jobs, 0, 0, false)
 	// The jobs' other goroutines allocate a little too: a quarter of an
 	// allocation a call at most.
-	for i, want := range []float64{1, 2} {
+	for i, want := range []float64{1, 1, 0} {
 		if perOp[i] < want || perOp[i] > want+0.25 {
-			t.Errorf("%s: %.2f allocations a call and rank, want %v", []string{"BarrierNB", "AllReduceNB"}[i], perOp[i], want)
+			t.Errorf("%s: %.2f allocations a call and rank, want %v", []string{"BarrierNB", "AllReduceNB", "AllReduce"}[i], perOp[i], want)
 		}
+	}
+}
+
+// TestResultVec: the results carved from a team's slab are as long as
+// asked, each with its own memory, whose capacity is its length; a
+// slab that runs out is replaced, and a result too large for one, or
+// empty, is made on its own.
+func TestResultVec(t *testing.T) {
+	tm := &Team{}
+	var all [][]int32
+	for n := range 2*slabResult + 1 {
+		v := resultVec[int32](tm, n)
+		if len(v) != n || cap(v) != n || v == nil {
+			t.Fatalf("resultVec(%d): len %d, cap %d, nil %v", n, len(v), cap(v), v == nil)
+		}
+		for i := range v {
+			v[i] = int32(n)
+		}
+		all = append(all, v)
+	}
+	for n, v := range all {
+		for i, e := range v {
+			if e != int32(n) {
+				t.Fatalf("result %d's element %d = %d: another result shares its memory", n, i, e)
+			}
+		}
+	}
+	for range 3 * slabWords {
+		if v := resultVec[float64](tm, 1); len(v) != 1 || cap(v) != 1 {
+			t.Fatalf("resultVec(1) = len %d, cap %d", len(v), cap(v))
+		}
+	}
+	if a := testing.AllocsPerRun(slabWords*4, func() { resultVec[uint64](tm, 1) }); a > 1.0/slabWords+0.01 {
+		t.Errorf("%.3f allocations a one-element result, want one a slab of %d", a, slabWords)
 	}
 }

@@ -41,8 +41,9 @@ type Team struct {
 	posts   []coll.Post
 	arena   []byte
 	sameRec []byte
-	reduced []byte // the record of a reduction's result (reducePosts)
-	vec     []byte // a blocking reduction's vector of up to maxPost bytes (reduceT)
+	reduced []byte   // the record of a reduction's result (reducePosts)
+	vec     []byte   // a blocking reduction's vector of up to maxPost bytes (reduceT)
+	slab    []uint64 // what remains of the slab of small results (resultVec)
 
 	// The order of this rank's calls on the team: each call takes a
 	// ticket (next) when it is made and runs when serving reaches it; a

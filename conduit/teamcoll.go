@@ -104,7 +104,7 @@ func (t *Team) AlltoallNB(data []byte) *Handle[[]byte] {
 // collective's own, not in shared memory.
 type blocks struct{}
 
-func (blocks) decode(v coll.Result) []byte { return v.Data }
+func (blocks) decode(_ *Team, v coll.Result) []byte { return v.Data }
 
 // Alltoallv sends parts[i] to team rank i and returns the parts received in
 // team rank order (MPI_Alltoallv).
