@@ -50,7 +50,7 @@ func reduceT[T Word](t *Team, root int, op Op, v []T, all bool) ([]T, error) {
 // its own); a larger vector into a buffer of its own, which the team does
 // not keep.
 func packVec[T Word](t *Team, v []T) []byte {
-	if len(v)*kindOf[T]().Size() > maxPost {
+	if len(v)*sizeOf[T]() > maxPost {
 		return encodeVec(v)
 	}
 	if t.vec == nil {
@@ -133,31 +133,57 @@ func funcCombine[T Word](f func(a, b T) T) coll.Combine {
 	}
 }
 
-// kindOf is the amo kind of T.
+// kindOf is the amo kind of T, from its arithmetic and size: constants
+// of the generic function's shape, where a type switch would look T up
+// in its dictionary (a line that is cold at a crowded host's every turn).
 func kindOf[T Word]() amo.Kind {
-	var zero T
-	switch any(zero).(type) {
-	case int32:
-		return amo.Int32
-	case uint32:
-		return amo.Uint32
-	case int64:
-		return amo.Int64
-	case uint64:
+	var one T = 1
+	four := sizeOf[T]() == 4
+	switch {
+	case one/2 != 0: // a half
+		if four {
+			return amo.Float32
+		}
+		return amo.Float64
+	case -one > 0: // wrapped
+		if four {
+			return amo.Uint32
+		}
 		return amo.Uint64
-	case float32:
-		return amo.Float32
+	case four:
+		return amo.Int32
 	}
-	return amo.Float64
+	return amo.Int64
 }
 
 // encodeVec packs v little-endian, 4 or 8 bytes an element.
 func encodeVec[T Word](v []T) []byte {
-	return appendVec(make([]byte, 0, kindOf[T]().Size()*len(v)), v)
+	return appendVec(make([]byte, 0, sizeOf[T]()*len(v)), v)
+}
+
+// sizeOf is the size of T, 4 or 8 bytes: the shape's, unlike kindOf,
+// which looks up T in the generic function's dictionary (a line that
+// is cold at a crowded host's every turn).
+func sizeOf[T Word]() int {
+	var zero T
+	return int(unsafe.Sizeof(zero))
+}
+
+// vecBytes is v's memory as bytes: where nativeLE, its packing.
+func vecBytes[T Word](v []T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(v)*sizeOf[T]())
 }
 
 // appendVec appends v to b as encodeVec packs it.
 func appendVec[T Word](b []byte, v []T) []byte {
+	if nativeLE {
+		return append(b, vecBytes(v)...)
+	}
+	return appendEach(b, v)
+}
+
+// appendEach is appendVec element by element, on any architecture.
+func appendEach[T Word](b []byte, v []T) []byte {
 	switch x := any(v).(type) {
 	case []int32:
 		for _, e := range x {
@@ -192,7 +218,7 @@ func decodeVec[T Word](b []byte) []T {
 	if b == nil {
 		return nil
 	}
-	return decodeTo(make([]T, len(b)/kindOf[T]().Size()), b)
+	return decodeTo(make([]T, len(b)/sizeOf[T]()), b)
 }
 
 // decodeResult is decodeVec of a reduction's result on t, for the
@@ -201,25 +227,26 @@ func decodeResult[T Word](t *Team, b []byte) []T {
 	if b == nil {
 		return nil
 	}
-	return decodeTo(resultVec[T](t, len(b)/kindOf[T]().Size()), b)
+	return decodeTo(resultVec[T](t, len(b)/sizeOf[T]()), b)
 }
 
 // slabWords is the size, in 8-byte words, of the slab that a team's small
-// results are carved from; slabResult, that of the largest so carved.
+// results are carved from (2 KiB, which a result kept alone keeps
+// alive); slabResult, that of the largest so carved.
 const (
-	slabWords  = 64
-	slabResult = slabWords / 8
+	slabWords  = 256
+	slabResult = 8
 )
 
 // resultVec returns a vector of n elements of T for a result of a
 // reduction on t, in the rank's turn on it: up to slabResult words, one
 // carved from the team's slab, which a new one replaces when it runs out,
-// so that a reduction allocates once every few dozen calls, not at each
-// one (on a crowded host, an allocation's lines and code are cold at
+// so that a reduction allocates once every few hundred calls, not at
+// each one (on a crowded host, an allocation's lines and code are cold at
 // every turn); its capacity is its length, so that an append copies it.
 // The slab is of words without pointers, as every Word.
 func resultVec[T Word](t *Team, n int) []T {
-	words := (n*kindOf[T]().Size() + 7) / 8
+	words := (n*sizeOf[T]() + 7) / 8
 	if n == 0 || words > slabResult {
 		return make([]T, n)
 	}
@@ -234,6 +261,15 @@ func resultVec[T Word](t *Team, n int) []T {
 // decodeTo unpacks b, what encodeVec packed, into v, as long, and
 // returns v.
 func decodeTo[T Word](v []T, b []byte) []T {
+	if nativeLE {
+		copy(vecBytes(v), b)
+		return v
+	}
+	return decodeEach(v, b)
+}
+
+// decodeEach is decodeTo element by element, on any architecture.
+func decodeEach[T Word](v []T, b []byte) []T {
 	switch x := any(v).(type) {
 	case []int32:
 		for i := range x {
