@@ -185,7 +185,7 @@ func TestBadInput(t *testing.T) {
 		{"N zero", nil, []string{"0"}, `N="0": accepted: a positive integer; usage: hello N [args...]  (each worker prints them)`},
 		{"N negative", nil, []string{"-3"}, `N="-3": accepted: a positive integer`},
 		{"N not a number", nil, []string{"four"}, `N="four": accepted: a positive integer; usage: hello N [args...]  (each worker prints them)`},
-		{"testam N not a number", nil, []string{"testam", "abc"}, `testam: N="abc": accepted: a positive integer; usage: testam N [-json] [-iters K] [-sizes LIST] [-coll | -barrier | -atomics | -rma] [-cpuprofile FILE]`},
+		{"testam N not a number", nil, []string{"testam", "abc"}, `testam: N="abc": accepted: a positive integer; usage: testam N [-json] [-iters K] [-sizes LIST] [-coll | -barrier | -allreduce | -atomics | -rma] [-cpuprofile FILE]`},
 		{"unknown spawner", []string{"GASNET_SPAWNFN=Z"}, []string{"2"}, "GASNET_SPAWNFN=Z: accepted: L"},
 		{"malformed int via AMUDP_", []string{"AMUDP_NETWORKDEPTH=deep"}, []string{"2"}, `AMUDP_NETWORKDEPTH="deep": accepted: a decimal integer`},
 		{"depth out of range", []string{"GASNET_NETWORKDEPTH=5000"}, []string{"2"}, "GASNET_NETWORKDEPTH=5000: accepted: a decimal integer from 1 to 1024"},
