@@ -95,17 +95,15 @@ func reduceNB[T Word](t *Team, root int, op coll.Op, f func(a, b T) T, v []T, al
 		} else {
 			combine = coll.OpCombine(op, k)
 		}
-		// Its turn (serving n), the call packs v into the team's
-		// buffer, as a blocking one: the team's next call completes
-		// this one before it packs its own.
-		var acc []byte
-		if t.serving.Load() == n {
-			acc = packVec(t, v)
-		} else {
-			acc = encodeVec(v)
-		}
-		if h := split[[]T](t, n, reduceCall(root, op, k, acc, all), acc, combine, vecOf[T]{}); h != nil {
-			return h
+		// In its turn (serving n), a vector that fits a slot may split:
+		// the call packs it into the team's buffer, as a blocking one,
+		// and the team's next call completes this one before it packs
+		// its own.
+		if t.serving.Load() == n && len(v)*sizeOf[T]() <= maxPost {
+			acc := packVec(t, v)
+			if h := split[[]T](t, n, reduceCall(root, op, k, acc, all), acc, combine, vecOf[T]{}); h != nil {
+				return h
+			}
 		}
 	}
 	own := slices.Clone(v) // the call's, not the caller's, as a split one's
@@ -161,9 +159,8 @@ func encodeVec[T Word](v []T) []byte {
 	return appendVec(make([]byte, 0, sizeOf[T]()*len(v)), v)
 }
 
-// sizeOf is the size of T, 4 or 8 bytes: the shape's, unlike kindOf,
-// which looks up T in the generic function's dictionary (a line that
-// is cold at a crowded host's every turn).
+// sizeOf is the size of T, 4 or 8 bytes, a constant of the generic
+// function's shape: no look-up in its dictionary.
 func sizeOf[T Word]() int {
 	var zero T
 	return int(unsafe.Sizeof(zero))

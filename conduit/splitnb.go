@@ -46,7 +46,7 @@ type keeper interface{ keep(v coll.Result) }
 
 // splitOp is a split NB collective and its Handle, made in one: dec,
 // where the collective has a result, makes the handle's of the
-// collective's as it completes, a copy.
+// collective's as it completes; every Wait returns that one.
 type splitOp[T any] struct {
 	h   Handle[T]
 	s   splitColl
@@ -54,8 +54,8 @@ type splitOp[T any] struct {
 	dec decoder[T]
 }
 
-// decoder makes a handle's result of a collective's on t (decode), a
-// copy, in the rank's turn on t.
+// decoder makes a handle's result of a collective's on t (decode), in
+// the rank's turn on t: a copy of what lies in the leader's buffer.
 type decoder[T any] interface {
 	decode(t *Team, v coll.Result) T
 }
@@ -72,16 +72,28 @@ func (x *splitOp[T]) value() T { return x.v }
 // (splitNB), and returns its handle, whose result dec makes of the
 // collective's (nil: T's zero); nil where that does not apply.
 func split[T any](t *Team, n uint64, call coll.Call, data []byte, combine coll.Combine, dec decoder[T]) *Handle[T] {
+	if !t.splittable(n, call, len(data), settledCombine(call, combine) != nil) {
+		return nil // before anything is allocated
+	}
 	x := &splitOp[T]{dec: dec}
 	x.s = splitColl{t: t, data: data, combine: combine, to: x}
-	if !t.splitNB(&x.s, n, call) {
-		return nil
-	}
+	t.splitNB(&x.s, n, call)
 	x.h.op = &x.s
 	if dec != nil {
 		x.h.res = x
 	}
 	return &x.h
+}
+
+// splittable reports whether the NB call n of call, with a datum of size
+// bytes (reduced: a reduction the settling rank combines), splits
+// (splitNB's conditions).
+func (t *Team) splittable(n uint64, call coll.Call, size int, reduced bool) bool {
+	j := t.j
+	if j == nil || t.serving.Load() != n || j.ep.Outstanding() != 0 || j.ep.InHandler() || size > maxPost {
+		return false
+	}
+	return len(t.ranks) == 1 || t.onWords() && j.words.passive() && j.words.fitsBuffer(call, size, reduced)
 }
 
 // splitNB makes call, the NB call n (its ticket) of s's collective,
@@ -90,18 +102,13 @@ func split[T any](t *Team, n uint64, call coll.Call, data []byte, combine coll.C
 // the collective then returns at once, unless another goroutine sends one
 // in between, whose answer it then waits for), not from a handler, data
 // within a slot, and World on words whose synchronisation is passive, or
-// a team of one member, whose collective it runs at once. Else nil. The
-// caller passes only the kinds whose post is this rank's datum of a
-// length the call carries, or none (a barrier), so that every rank's
-// post fits where the calls are the same.
-func (t *Team) splitNB(s *splitColl, n uint64, call coll.Call) bool {
+// a team of one member, whose collective it runs at once: where
+// splittable, which its caller (split) found. The caller passes only the
+// kinds whose post is this rank's datum of a length the call carries, or
+// none (a barrier), so that every rank's post fits where the calls are
+// the same.
+func (t *Team) splitNB(s *splitColl, n uint64, call coll.Call) {
 	j, data, combine := t.j, s.data, s.combine
-	if j == nil || t.serving.Load() != n || j.ep.Outstanding() != 0 || j.ep.InHandler() || len(data) > maxPost {
-		return false
-	}
-	if len(t.ranks) != 1 && (!t.onWords() || !j.words.passive() || !j.words.fitsBuffer(call, len(data), settledCombine(call, combine) != nil)) {
-		return false
-	}
 	// A call that ends the rank (the job ended, or aborted) passes the
 	// turn on as it goes, as ordered's does.
 	ok := false
@@ -110,22 +117,24 @@ func (t *Team) splitNB(s *splitColl, n uint64, call coll.Call) bool {
 			s.end(ErrInterrupted)
 		}
 	}()
-	ended := func(v coll.Result, err error) bool {
+	ended := func(v coll.Result, err error) {
 		s.to.keep(v)
 		s.end(err)
 		ok = true
-		return true
 	}
 	if len(t.ranks) == 1 {
-		return ended(t.collect(call, data, nil, combine))
+		ended(t.collect(call, data, nil, combine))
+		return
 	}
 	c, err := t.begin(call, true)
 	if err != nil {
-		return ended(coll.Result{}, err)
+		ended(coll.Result{}, err)
+		return
 	}
 	c.combine = settledCombine(call, combine)
 	if err := c.post(j.words, t.postOf(call, data, nil)); err != nil {
-		return ended(coll.Result{}, c.end(err))
+		ended(coll.Result{}, c.end(err))
+		return
 	}
 	if j.hangWarn > 0 {
 		j.watch.leave(t.watch) // the rank does not wait until it waits
@@ -133,7 +142,6 @@ func (t *Team) splitNB(s *splitColl, n uint64, call coll.Call) bool {
 	ok = true
 	t.started.Store(s)
 	t.wake()
-	return true
 }
 
 // end ends the collective with err, passes the team's turn on, and wakes a

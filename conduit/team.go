@@ -42,7 +42,7 @@ type Team struct {
 	arena   []byte
 	sameRec []byte
 	reduced []byte   // the record of a reduction's result (reducePosts)
-	vec     []byte   // a blocking reduction's vector of up to maxPost bytes (reduceT)
+	vec     []byte   // a reduction's vector of up to maxPost bytes (packVec), a split NB one's until it completes
 	slab    []uint64 // what remains of the slab of small results (resultVec)
 
 	// The order of this rank's calls on the team: each call takes a

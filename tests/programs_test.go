@@ -138,7 +138,7 @@ func TestTestamCollectives(t *testing.T) {
 func TestTestamLoops(t *testing.T) {
 	for _, c := range []struct{ flag, name string }{{"-barrier", "barrier"}, {"-allreduce", "allreduce"}} {
 		for _, maxsize := range []string{"0", "1"} {
-			r := run(t, t.Name()+c.name+maxsize, []string{"GASNET_SUPERNODE_MAXSIZE=" + maxsize}, "testam", "5", c.flag, "-iters", "200")
+			r := run(t, t.Name(), []string{"GASNET_SUPERNODE_MAXSIZE=" + maxsize}, "testam", "5", c.flag, "-iters", "200")
 			if r.code != 0 {
 				t.Fatalf("%s, GASNET_SUPERNODE_MAXSIZE=%s: exit %d\nstderr:\n%s", c.flag, maxsize, r.code, r.stderr)
 			}
