@@ -48,8 +48,8 @@ func (h *Handle[T]) Test() bool {
 type tester interface{ test() bool }
 
 // Wait runs handlers until the operation completes and returns its result,
-// the same at every Wait (a slice, the same slice). Not from a handler:
-// there a collective's is ErrWaitInHandler.
+// the same at every Wait (a slice result, the same slice). Not from a
+// handler: there a collective's is ErrWaitInHandler.
 func (h *Handle[T]) Wait() (T, error) {
 	if err := h.op.wait(); err != nil {
 		var zero T

@@ -86,8 +86,12 @@ func split[T any](t *Team, n uint64, call coll.Call, data []byte, combine coll.C
 }
 
 // splittable reports whether the NB call n of call, with a datum of size
-// bytes (reduced: a reduction the settling rank combines), splits
-// (splitNB's conditions).
+// bytes (reduced: a reduction the settling rank combines), splits: n this
+// rank's turn, no request of the rank's unanswered (the drain that begins
+// the collective then returns at once, unless another goroutine sends one
+// in between, whose answer it then waits for), not from a handler, data
+// within a slot, and World on words whose synchronisation is passive, or
+// a team of one member.
 func (t *Team) splittable(n uint64, call coll.Call, size int, reduced bool) bool {
 	j := t.j
 	if j == nil || t.serving.Load() != n || j.ep.Outstanding() != 0 || j.ep.InHandler() || size > maxPost {
@@ -96,17 +100,12 @@ func (t *Team) splittable(n uint64, call coll.Call, size int, reduced bool) bool
 	return len(t.ranks) == 1 || t.onWords() && j.words.passive() && j.words.fitsBuffer(call, size, reduced)
 }
 
-// splitNB makes call, the NB call n (its ticket) of s's collective,
-// whose arguments are s.data and s.combine, split where that applies: n this
-// rank's turn, no request of the rank's unanswered (the drain that begins
-// the collective then returns at once, unless another goroutine sends one
-// in between, whose answer it then waits for), not from a handler, data
-// within a slot, and World on words whose synchronisation is passive, or
-// a team of one member, whose collective it runs at once: where
-// splittable, which its caller (split) found. The caller passes only the
-// kinds whose post is this rank's datum of a length the call carries, or
-// none (a barrier), so that every rank's post fits where the calls are
-// the same.
+// splitNB runs the first half of call, the NB call n (its ticket) of s's
+// collective, whose arguments are s.data and s.combine, where its caller
+// (split) found it splittable: this rank's post and arrival, or a team of
+// one member's whole collective. The caller passes only the kinds whose
+// post is this rank's datum of a length the call carries, or none (a
+// barrier), so that every rank's post fits where the calls are the same.
 func (t *Team) splitNB(s *splitColl, n uint64, call coll.Call) {
 	j, data, combine := t.j, s.data, s.combine
 	// A call that ends the rank (the job ended, or aborted) passes the
