@@ -342,7 +342,11 @@ func (j *Job) wordWait(w *words, k *groupSync, ww watch, cond func() bool) error
 				break
 			}
 			yieldTurn()
-			turn += quietTurns(ww, j.ep.Probe(), &clk, yieldPoll-1-turn%yieldPoll)
+			if ww.word.Load() < ww.mark {
+				// Only a wait that goes on looks up the inbox's head:
+				// in a barrier, most end at their first turn.
+				turn += quietTurns(ww, j.ep.Probe(), &clk, yieldPoll-1-turn%yieldPoll)
+			}
 			if ww.word.Load() >= ww.mark && cond() {
 				// What collWait does once cond holds, on the turn
 				// that sees it, touching no more than it needs.
