@@ -68,6 +68,38 @@ func (x *splitOp[T]) keep(v coll.Result) {
 
 func (x *splitOp[T]) value() T { return x.v }
 
+const (
+	// opChunk is how many split NB collectives newSplitOp makes at once:
+	// a handle keeps its chunk's memory alive, about 3 KiB.
+	opChunk = 16
+	// opKinds is for how many types of result a team keeps a chunk.
+	opKinds = 4
+)
+
+// newSplitOp returns a zeroed split NB collective of T on t, in this
+// rank's turn on t: the next one of the team's chunk for T, made where
+// the team has none or it ran out. Made one by one, their allocations
+// cost a crowded rank more than the rest of a BarrierNB (each a turn on
+// the CPU, where the allocator's state is out of the caches).
+func newSplitOp[T any](t *Team) *splitOp[T] {
+	i := 0
+	for ; i < opKinds; i++ {
+		if c, ok := t.ops[i].(*[]splitOp[T]); ok {
+			if len(*c) == 0 {
+				*c = make([]splitOp[T], opChunk)
+			}
+			x := &(*c)[0]
+			*c = (*c)[1:]
+			return x
+		}
+	}
+	c := make([]splitOp[T], opChunk)
+	rest := c[1:]
+	t.ops[t.opNext] = &rest
+	t.opNext = (t.opNext + 1) % opKinds
+	return &c[0]
+}
+
 // split starts the NB call n of call, with data and combine, split
 // (splitNB), and returns its handle, whose result dec makes of the
 // collective's (nil: T's zero); nil where that does not apply.
@@ -75,7 +107,8 @@ func split[T any](t *Team, n uint64, call coll.Call, data []byte, combine coll.C
 	if !t.splittable(n, call, len(data), settledCombine(call, combine) != nil) {
 		return nil // before anything is allocated
 	}
-	x := &splitOp[T]{dec: dec}
+	x := newSplitOp[T](t)
+	x.dec = dec
 	x.s = splitColl{t: t, data: data, combine: combine, to: x}
 	t.splitNB(&x.s, n, call)
 	x.h.op = &x.s

@@ -257,8 +257,9 @@ func TestSplitGatheredOverflow(t *testing.T) {
 	}
 }
 
-// TestSplitAllocs: a split BarrierNB and its Wait allocate one object,
-// its handle and state in one, and so does a split AllReduceNB of one
+// TestSplitAllocs: a split BarrierNB and its Wait allocate a sixteenth
+// of an object, its handle and state in one handed out from a chunk of
+// the team's (newSplitOp), and so does a split AllReduceNB of one
 // element and its Wait, its result carved from the team's slab
 // (resultVec), on every rank of a crowded group (counted, each rank's
 // split); a blocking AllReduce allocates only a slab, once every 256
@@ -315,9 +316,49 @@ func TestSplitAllocs(t *testing.T) {
 	checkSplitJob(t, res, jobs, 0, 0, false)
 	// The jobs' other goroutines allocate a little too: a quarter of an
 	// allocation a call at most.
-	for i, want := range []float64{1, 1, 0} {
+	for i, want := range []float64{1.0 / opChunk, 1.0 / opChunk, 0} {
 		if perOp[i] < want || perOp[i] > want+0.25 {
 			t.Errorf("%s: %.2f allocations a call and rank, want %v", []string{"BarrierNB", "AllReduceNB", "AllReduce"}[i], perOp[i], want)
 		}
+	}
+}
+
+// TestNewSplitOp: the split collectives a team hands out are zeroed and
+// each its own, of whichever types of result in turn, more types than
+// the team keeps chunks for included; one type's cost an allocation a
+// chunk.
+func TestNewSplitOp(t *testing.T) {
+	tm := &Team{}
+	seen := map[any]bool{}
+	check := func(p any, zero bool) {
+		if !zero || seen[p] {
+			t.Fatalf("op %p: zeroed %v, handed out before %v", p, zero, seen[p])
+		}
+		seen[p] = true
+	}
+	for i := range 3 * opChunk {
+		x := newSplitOp[struct{}](tm)
+		check(x, x.s.t == nil && x.dec == nil)
+		x.s.t = tm
+		for k := range opKinds + 1 {
+			// opKinds+1 types in turn: each call may replace a chunk.
+			switch (i + k) % 3 {
+			case 0:
+				y := newSplitOp[[]uint64](tm)
+				check(y, y.v == nil && y.s.t == nil)
+				y.v, y.s.t = []uint64{1}, tm
+			case 1:
+				y := newSplitOp[[]float32](tm)
+				check(y, y.v == nil && y.s.t == nil)
+				y.v, y.s.t = []float32{1}, tm
+			default:
+				y := newSplitOp[[]byte](tm)
+				check(y, y.v == nil && y.s.t == nil)
+				y.v, y.s.t = []byte{1}, tm
+			}
+		}
+	}
+	if a := testing.AllocsPerRun(opChunk*8, func() { newSplitOp[struct{}](tm) }); a > 1.0/opChunk+0.01 {
+		t.Errorf("%.3f allocations a split collective, want one a chunk of %d", a, opChunk)
 	}
 }

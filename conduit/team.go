@@ -44,6 +44,11 @@ type Team struct {
 	reduced []byte   // the record of a reduction's result (reducePosts)
 	vec     []byte   // a reduction's vector of up to maxPost bytes (packVec), a split NB one's until it completes
 	slab    []uint64 // what remains of the slab of small results (resultVec)
+	// ops: what remains of chunks of split NB collectives, one chunk for
+	// each of up to opKinds types of result (newSplitOp), and the next
+	// to be replaced.
+	ops    [opKinds]any
+	opNext int
 
 	// The order of this rank's calls on the team: each call takes a
 	// ticket (next) when it is made and runs when serving reaches it; a
