@@ -150,9 +150,9 @@ func (s *hangSlot) coll(state, call uint64) spawn.Coll {
 	return spawn.Coll{Kind: kind, Seq: seq, Team: s.t.id, Root: int(int32(uint32(call)))}
 }
 
-// newSlot returns a slot for team t's waits.
-func (h *hangWatch) newSlot(t *Team) *hangSlot {
-	s := &hangSlot{t: t}
+// add adds s, team t's slot for its waits, and returns it.
+func (h *hangWatch) add(s *hangSlot, t *Team) *hangSlot {
+	s.t = t
 	h.mu.Lock()
 	h.slots = append(h.slots, s)
 	h.mu.Unlock()

@@ -36,7 +36,7 @@ func TestHangWatch(t *testing.T) {
 		seqs := map[string]uint64{"barrier": 1<<40 | 7, "all-gather": 2, "broadcast": 1<<30 + 3}
 		roots := map[string]int{"barrier": 0, "all-gather": -1, "broadcast": 5}
 		wait := func(kind string, d time.Duration) {
-			s := h.newSlot(world)
+			s := h.add(&hangSlot{}, world)
 			h.enter(s, &teamCall{t: world, seq: seqs[kind], call: coll.Call{Kind: kinds[kind], Root: roots[kind]}}, warn)
 			time.Sleep(d)
 			h.leave(s)

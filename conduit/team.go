@@ -28,8 +28,9 @@ type Team struct {
 	index map[int]int // job rank → team rank; nil for the whole job
 	me    int         // this rank's team rank
 	plan  *coll.Plan  // how its collectives run over messages
-	box   coll.Box    // what comes for its collectives
-	watch *hangSlot   // its slot in the job's hang watch
+	watch *hangSlot   // its slot in the job's hang watch: slot, once added
+	// slot is held in the team, whose lines a collective reads anyway.
+	slot hangSlot
 
 	// The collective in progress, reused by each in turn: its link,
 	// engine, this rank's record in an exchange (teamwords.go), and the
@@ -63,6 +64,11 @@ type Team struct {
 	// started: a split NB collective that arrived and holds the turn until it
 	// completes (splitnb.go), or nil.
 	started atomic.Pointer[splitColl]
+
+	// box keeps what comes for its collectives over messages: last, as
+	// collectives on words do not read it, so that the fields they do
+	// read lie together.
+	box coll.Box
 }
 
 // World returns the team of the whole job.
@@ -82,7 +88,7 @@ func newWorld(j *Job) *Team {
 func newTeam(t *Team) *Team {
 	t.turned.L = &t.omu
 	if t.j != nil {
-		t.watch = t.j.watch.newSlot(t)
+		t.watch = t.j.watch.add(&t.slot, t)
 		t.j.teams.register(t)
 	}
 	return t
