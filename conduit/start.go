@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/udpconduit/udpconduit/amudp"
@@ -279,10 +280,14 @@ func openTransport(w *spawn.Worker, cfg *spawn.Config, src map[string]spawn.Sour
 func (j *Job) shareGroup(w *spawn.Worker, cfg *spawn.Config, shared *amudp.Shared, polite bool, say func(string), algo barrierAlgo, barrierWhy string) (string, error) {
 	ep := j.ep
 	leaders := shmLeaders(w.Hosts(), w.Inboxes(), cfg.SupernodeMax)
+	group := shmGroup(leaders, w.Rank())
 	// The barrier: in two levels where ranks share memory (the same
 	// choice on every rank, made from the same table), before this rank
-	// enters one.
-	pshm := cfg.PSHMBarrierHier && cfg.Barrier == ""
+	// enters one. An algorithm set (GASNET_BARRIER) keeps the shared
+	// words where every rank shares memory with every other, in its
+	// shape there (words.setWay); across groups it runs over messages
+	// among all the ranks, in one level.
+	pshm := cfg.PSHMBarrierHier && (cfg.Barrier == "" || len(group) == w.Size())
 	if pshm {
 		// Collectives over messages run over trees in two levels where
 		// hosts hold several ranks and the job several hosts.
@@ -291,7 +296,6 @@ func (j *Job) shareGroup(w *spawn.Worker, cfg *spawn.Config, shared *amudp.Share
 			barrierWhy = "barrier in two levels, gathered and released: the ranks of each shared-memory group at its leader, the leaders over a binomial tree among themselves, as every collective's tree (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
 		}
 	}
-	group := shmGroup(leaders, w.Rank())
 	var gw *words
 	if shared != nil {
 		all, err := w.Addrs()
@@ -326,12 +330,19 @@ func (j *Job) shareGroup(w *spawn.Worker, cfg *spawn.Config, shared *amudp.Share
 			case gw.counted:
 				barrierWhy = "barrier on shared words, counted (the last rank to arrive releases the others), as every collective of World, each one exchange of posts there: every rank shares memory with every other"
 			case gw.dissem:
-				barrierWhy = "barrier on shared words, by dissemination, as every collective of World, each one exchange of posts there: every rank shares memory with every other, and they fit their host's CPUs"
+				barrierWhy = "barrier on shared words, by dissemination, as every collective of World, each one exchange of posts there: every rank shares memory with every other"
+				if cfg.Barrier == "" {
+					barrierWhy += ", and they fit their host's CPUs"
+				}
 			}
 			if polite {
 				barrierWhy += fmt.Sprintf("; a waiting rank yields its CPU to the host's other ranks for up to %v before it sleeps", yieldFor)
 			}
-			barrierWhy += " (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
+			if cfg.Barrier != "" {
+				barrierWhy = fmt.Sprintf("barrier %s (GASNET_BARRIER as set), %s (GASNET_PSHM_BARRIER_HIER=0: over messages)", cfg.Barrier, strings.TrimPrefix(barrierWhy, "barrier "))
+			} else {
+				barrierWhy += " (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
+			}
 		}
 	}
 	return barrierWhy, nil

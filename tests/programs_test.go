@@ -102,15 +102,22 @@ func TestTestamJSON(t *testing.T) {
 	checkNoSurvivors(t, t.Name(), 2*time.Second)
 }
 
-// TestTestamCollectives: testam -coll runs every collective over active
-// messages on 5 ranks (broadcast, all-gather and all-reduce check what they
-// return on every rank) and reports each, under each barrier algorithm,
-// and under the hierarchical barrier with shared-memory groups of two
-// (ranks 0-1, 2-3 and 4), as rank 0 says in verbose mode.
+// TestTestamCollectives: testam -coll runs every collective on 5 ranks
+// (broadcast, all-gather and all-reduce check what they return on every
+// rank) and reports each: on shared words, by default and under an
+// algorithm set; over active messages under each barrier algorithm
+// (GASNET_PSHM_BARRIER_HIER=0); and under the hierarchical barrier with
+// shared-memory groups of two (ranks 0-1, 2-3 and 4), as rank 0 says in
+// verbose mode.
 func TestTestamCollectives(t *testing.T) {
-	for _, barrier := range []string{"", "AMDISSEM", "AMCENTRAL", "AMTREE", "hierarchical"} {
-		env := []string{"GASNET_BARRIER=" + barrier}
-		if barrier == "hierarchical" {
+	for _, barrier := range []string{"", "AMDISSEM", "AMCENTRAL", "AMTREE", "AMDISSEM on words", "hierarchical"} {
+		env := []string{"GASNET_BARRIER=" + barrier, "GASNET_PSHM_BARRIER_HIER=0"}
+		switch barrier {
+		case "":
+			env = nil
+		case "AMDISSEM on words":
+			env = []string{"GASNET_BARRIER=AMDISSEM", "GASNET_VERBOSEENV=1"}
+		case "hierarchical":
 			env = []string{"GASNET_SUPERNODE_MAXSIZE=2", "GASNET_VERBOSEENV=1"}
 		}
 		r := run(t, t.Name(), env, "testam", "5", "-coll", "-iters", "30")
@@ -119,6 +126,9 @@ func TestTestamCollectives(t *testing.T) {
 		}
 		if barrier == "hierarchical" && !strings.Contains(r.stderr, "rank 0: barrier in two levels, gathered and released") {
 			t.Errorf("%s: rank 0 did not choose the hierarchical barrier:\n%s", env, r.stderr)
+		}
+		if barrier == "AMDISSEM on words" && !strings.Contains(r.stderr, "rank 0: barrier AMDISSEM (GASNET_BARRIER as set), on shared words, by dissemination") {
+			t.Errorf("%s: rank 0 did not keep the shared words:\n%s", env, r.stderr)
 		}
 		var got []string
 		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
@@ -241,7 +251,8 @@ func TestOversubscribedWorkers(t *testing.T) {
 			"barrier AMDISSEM (set GASNET_BARRIER to choose)"}},
 		{[]string{"GASNET_POLL_SPIN=50us", "AMUDP_BARRIER=DISSEM"}, cpus + 1, []string{
 			"blocking waits spin 50µs before they sleep (GASNET_POLL_SPIN as set)", "barrier AMDISSEM (GASNET_BARRIER as set)"}},
-		{[]string{"GASNET_BARRIER=amcentral"}, cpus + 1, []string{crowded, "barrier AMCENTRAL (GASNET_BARRIER as set)"}},
+		{[]string{"GASNET_BARRIER=amcentral"}, cpus + 1, []string{crowded, "barrier AMCENTRAL (GASNET_BARRIER as set), on shared words, counted"}},
+		{[]string{"GASNET_BARRIER=AMCENTRAL", "GASNET_PSHM_BARRIER_HIER=0"}, cpus + 1, []string{crowded, "barrier AMCENTRAL (GASNET_BARRIER as set)\n"}},
 		{[]string{"GASNET_BARRIER=AMTREE"}, 1, []string{"barrier AMTREE (GASNET_BARRIER as set)"}},
 	} {
 		r := run(t, t.Name(), append([]string{"GASNET_VERBOSEENV=1"}, tt.env...), "hello", strconv.Itoa(tt.n))
