@@ -72,8 +72,10 @@ const (
 	// opChunk is how many split NB collectives newSplitOp makes at once:
 	// a handle keeps its chunk's memory alive, about 3 KiB.
 	opChunk = 16
-	// opKinds is for how many types of result a team keeps a chunk.
-	opKinds = 4
+	// opKinds is for how many types of result a team keeps a chunk: as
+	// many as split NB collectives have (a barrier's, an all-to-all's, a
+	// reduction's of each Word), so that a program's chunks stay.
+	opKinds = 8
 )
 
 // newSplitOp returns a zeroed split NB collective of T on t, in this
@@ -179,6 +181,9 @@ func (t *Team) splitNB(s *splitColl, n uint64, call coll.Call) {
 // end ends the collective with err, passes the team's turn on, and wakes a
 // wait for it that sleeps in the network (WaitAny, WaitContext).
 func (s *splitColl) end(err error) {
+	// The chunk that holds s (newSplitOp) may outlive its handle: it
+	// keeps none of the caller's data or operator.
+	s.data, s.combine = nil, nil
 	s.err = err
 	s.fin.Store(true)
 	s.t.started.CompareAndSwap(s, nil)

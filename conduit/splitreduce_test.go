@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"slices"
 	"sync/atomic"
@@ -324,41 +325,45 @@ func TestSplitAllocs(t *testing.T) {
 }
 
 // TestNewSplitOp: the split collectives a team hands out are zeroed and
-// each its own, of whichever types of result in turn, more types than
-// the team keeps chunks for included; one type's cost an allocation a
-// chunk.
+// each its own, of whichever types of result in turn: as many types as
+// the team keeps chunks for, and then one more (each call then replaces
+// a chunk); one type's cost an allocation a chunk.
 func TestNewSplitOp(t *testing.T) {
 	tm := &Team{}
 	seen := map[any]bool{}
-	check := func(p any, zero bool) {
-		if !zero || seen[p] {
-			t.Fatalf("op %p: zeroed %v, handed out before %v", p, zero, seen[p])
-		}
-		seen[p] = true
-	}
-	for i := range 3 * opChunk {
-		x := newSplitOp[struct{}](tm)
-		check(x, x.s.t == nil && x.dec == nil)
-		x.s.t = tm
-		for k := range opKinds + 1 {
-			// opKinds+1 types in turn: each call may replace a chunk.
-			switch (i + k) % 3 {
-			case 0:
-				y := newSplitOp[[]uint64](tm)
-				check(y, y.v == nil && y.s.t == nil)
-				y.v, y.s.t = []uint64{1}, tm
-			case 1:
-				y := newSplitOp[[]float32](tm)
-				check(y, y.v == nil && y.s.t == nil)
-				y.v, y.s.t = []float32{1}, tm
-			default:
-				y := newSplitOp[[]byte](tm)
-				check(y, y.v == nil && y.s.t == nil)
-				y.v, y.s.t = []byte{1}, tm
-			}
+	for i := range 6 * opChunk {
+		takeOp(t, tm, seen, struct{}{})
+		takeOp(t, tm, seen, []byte{1})
+		takeOp(t, tm, seen, []int32{1})
+		takeOp(t, tm, seen, []int64{1})
+		takeOp(t, tm, seen, []uint32{1})
+		takeOp(t, tm, seen, []uint64{1})
+		takeOp(t, tm, seen, []float32{1})
+		takeOp(t, tm, seen, []float64{1})
+		if i >= 3*opChunk {
+			takeOp(t, tm, seen, []int16{1}) // opKinds+1
 		}
 	}
-	if a := testing.AllocsPerRun(opChunk*8, func() { newSplitOp[struct{}](tm) }); a > 1.0/opChunk+0.01 {
+	const calls = 64 * opChunk
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range calls {
+		newSplitOp[struct{}](tm)
+	}
+	runtime.ReadMemStats(&after)
+	if a := float64(after.Mallocs-before.Mallocs) / calls; a > 1.0/opChunk+0.01 {
 		t.Errorf("%.3f allocations a split collective, want one a chunk of %d", a, opChunk)
 	}
+}
+
+// takeOp takes a split collective of T from tm and checks that it is
+// zeroed and not one handed out before (seen), then fills it with v.
+func takeOp[T any](t *testing.T, tm *Team, seen map[any]bool, v T) {
+	t.Helper()
+	x := newSplitOp[T](tm)
+	if x.s.t != nil || x.dec != nil || !reflect.ValueOf(&x.v).Elem().IsZero() || seen[x] {
+		t.Fatalf("%T: not zeroed, or handed out before (%v)", x, seen[x])
+	}
+	seen[x] = true
+	x.s.t, x.v = tm, v
 }

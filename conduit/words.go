@@ -90,7 +90,9 @@ const (
 // release word reaches e. Gathered and released, in a larger group: the
 // same, but the members count and the leader waits for the count to reach
 // (members)·e and releases them. Each waiting rank wakes once.
-// Dissemination, for a job that is one group whose ranks fit its CPUs: in
+// Dissemination, for a job that is one group whose ranks fit its CPUs, or
+// where GASNET_BARRIER is AMDISSEM and the group crowded is of up to
+// eagerAreas ranks (setWay): in
 // round i, each rank stores e into its word of round i and waits until the
 // rank 2^i before it has done the same: ⌈log2 G⌉ one-way latencies instead
 // of two, but each round may wake each rank. A rank completes e before it
@@ -146,11 +148,13 @@ func newWords(sh *amudp.Shared, addrs []netip.AddrPort, group []int, rank int) *
 }
 
 // setWay chooses how the group synchronises (see words): by
-// dissemination where the barrier is AMDISSEM, else counted where every
-// rank maps every area (shareAreas), else gathered and released. Before
+// dissemination where the barrier is AMDISSEM, but in a crowded group
+// (yield) of more than eagerAreas ranks, where each rank would map every
+// other's inbox; else counted where every rank maps every area
+// (shareAreas), else gathered and released. After yield is set, before
 // shareAreas.
 func (w *words) setWay(algo barrierAlgo) {
-	w.dissem = algo == barrierDissem && len(w.group) <= 1<<maxGroupRounds
+	w.dissem = algo == barrierDissem && len(w.group) <= 1<<maxGroupRounds && (!w.yield || len(w.group) <= eagerAreas)
 	w.counted = !w.dissem && len(w.group) <= eagerAreas
 }
 

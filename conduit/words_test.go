@@ -553,3 +553,30 @@ func TestWordsCorrupt(t *testing.T) {
 		}
 	}
 }
+
+// TestSetWay: a group disseminates under AMDISSEM, but a crowded one of
+// more than eagerAreas ranks, whose ranks would each map every inbox, is
+// gathered and released; otherwise counted up to eagerAreas ranks, and
+// gathered and released beyond.
+func TestSetWay(t *testing.T) {
+	for _, c := range []struct {
+		algo                  barrierAlgo
+		ranks                 int
+		yield                 bool
+		wantDissem, wantCount bool
+	}{
+		{barrierDissem, 2, false, true, false},
+		{barrierDissem, eagerAreas + 1, false, true, false},
+		{barrierDissem, eagerAreas, true, true, false},
+		{barrierDissem, eagerAreas + 1, true, false, false},
+		{barrierTree, eagerAreas, true, false, true},
+		{barrierCentral, eagerAreas, false, false, true},
+		{barrierTree, eagerAreas + 1, false, false, false},
+	} {
+		w := &words{group: make([]int, c.ranks), yield: c.yield}
+		w.setWay(c.algo)
+		if w.dissem != c.wantDissem || w.counted != c.wantCount {
+			t.Errorf("algorithm %d, %d ranks, yield %v: dissemination %v, counted %v; want %v, %v", c.algo, c.ranks, c.yield, w.dissem, w.counted, c.wantDissem, c.wantCount)
+		}
+	}
+}

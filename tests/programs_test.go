@@ -111,12 +111,12 @@ func TestTestamJSON(t *testing.T) {
 // verbose mode.
 func TestTestamCollectives(t *testing.T) {
 	for _, barrier := range []string{"", "AMDISSEM", "AMCENTRAL", "AMTREE", "AMDISSEM on words", "hierarchical"} {
-		env := []string{"GASNET_BARRIER=" + barrier, "GASNET_PSHM_BARRIER_HIER=0"}
+		env := []string{"GASNET_BARRIER=" + barrier, "GASNET_PSHM_BARRIER_HIER=0", "GASNET_VERBOSEENV=1"}
 		switch barrier {
 		case "":
 			env = nil
 		case "AMDISSEM on words":
-			env = []string{"GASNET_BARRIER=AMDISSEM", "GASNET_VERBOSEENV=1"}
+			env = []string{"GASNET_BARRIER=AMDISSEM", "GASNET_VERBOSEENV=1", "GASNET_SUPERNODE_MAXSIZE=0"}
 		case "hierarchical":
 			env = []string{"GASNET_SUPERNODE_MAXSIZE=2", "GASNET_VERBOSEENV=1"}
 		}
@@ -129,6 +129,9 @@ func TestTestamCollectives(t *testing.T) {
 		}
 		if barrier == "AMDISSEM on words" && !strings.Contains(r.stderr, "rank 0: barrier AMDISSEM (GASNET_BARRIER as set), on shared words, by dissemination") {
 			t.Errorf("%s: rank 0 did not keep the shared words:\n%s", env, r.stderr)
+		}
+		if strings.HasPrefix(barrier, "AM") && !strings.Contains(barrier, " ") && !strings.Contains(r.stderr, "rank 0: barrier "+barrier+" (GASNET_BARRIER as set)\n") {
+			t.Errorf("%s: rank 0 did not run the barrier over messages:\n%s", env, r.stderr)
 		}
 		var got []string
 		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
@@ -251,7 +254,7 @@ func TestOversubscribedWorkers(t *testing.T) {
 			"barrier AMDISSEM (set GASNET_BARRIER to choose)"}},
 		{[]string{"GASNET_POLL_SPIN=50us", "AMUDP_BARRIER=DISSEM"}, cpus + 1, []string{
 			"blocking waits spin 50µs before they sleep (GASNET_POLL_SPIN as set)", "barrier AMDISSEM (GASNET_BARRIER as set)"}},
-		{[]string{"GASNET_BARRIER=amcentral"}, cpus + 1, []string{crowded, "barrier AMCENTRAL (GASNET_BARRIER as set), on shared words, counted"}},
+		{[]string{"GASNET_BARRIER=amcentral", "GASNET_SUPERNODE_MAXSIZE=0"}, cpus + 1, []string{crowded, "barrier AMCENTRAL (GASNET_BARRIER as set), on shared words, counted"}},
 		{[]string{"GASNET_BARRIER=AMCENTRAL", "GASNET_PSHM_BARRIER_HIER=0"}, cpus + 1, []string{crowded, "barrier AMCENTRAL (GASNET_BARRIER as set)\n"}},
 		{[]string{"GASNET_BARRIER=AMTREE"}, 1, []string{"barrier AMTREE (GASNET_BARRIER as set)"}},
 	} {
