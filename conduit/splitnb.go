@@ -84,22 +84,23 @@ const (
 // cost a crowded rank more than the rest of a BarrierNB (each a turn on
 // the CPU, where the allocator's state is out of the caches).
 func newSplitOp[T any](t *Team) *splitOp[T] {
-	i := 0
-	for ; i < opKinds; i++ {
-		if c, ok := t.ops[i].(*[]splitOp[T]); ok {
-			if len(*c) == 0 {
-				*c = make([]splitOp[T], opChunk)
-			}
-			x := &(*c)[0]
-			*c = (*c)[1:]
-			return x
+	var c *[]splitOp[T]
+	for _, k := range t.ops {
+		if c, _ = k.(*[]splitOp[T]); c != nil {
+			break
 		}
 	}
-	c := make([]splitOp[T], opChunk)
-	rest := c[1:]
-	t.ops[t.opNext] = &rest
-	t.opNext = (t.opNext + 1) % opKinds
-	return &c[0]
+	if c == nil {
+		c = new([]splitOp[T])
+		t.ops[t.opNext] = c
+		t.opNext = (t.opNext + 1) % opKinds
+	}
+	if len(*c) == 0 {
+		*c = make([]splitOp[T], opChunk)
+	}
+	x := &(*c)[0]
+	*c = (*c)[1:]
+	return x
 }
 
 // split starts the NB call n of call, with data and combine, split

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/udpconduit/udpconduit/amudp"
@@ -325,24 +324,25 @@ func (j *Job) shareGroup(w *spawn.Worker, cfg *spawn.Config, shared *amudp.Share
 			if err := j.shareAreas(gw); err != nil {
 				return "", fmt.Errorf("rank %d: %w", w.Rank(), err)
 			}
-			barrierWhy = "barrier on shared words, gathered and released, as every collective of World, each one exchange of posts there: every rank shares memory with every other"
+			how := "gathered and released"
 			switch {
 			case gw.counted:
-				barrierWhy = "barrier on shared words, counted (the last rank to arrive releases the others), as every collective of World, each one exchange of posts there: every rank shares memory with every other"
+				how = "counted (the last rank to arrive releases the others)"
 			case gw.dissem:
-				barrierWhy = "barrier on shared words, by dissemination, as every collective of World, each one exchange of posts there: every rank shares memory with every other"
-				if cfg.Barrier == "" {
-					barrierWhy += ", and they fit their host's CPUs"
-				}
+				how = "by dissemination"
+			}
+			prefix, choose := "barrier", " (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
+			if cfg.Barrier != "" {
+				prefix, choose = "barrier "+cfg.Barrier+" (GASNET_BARRIER as set),", " (GASNET_PSHM_BARRIER_HIER=0: over messages)"
+			}
+			barrierWhy = prefix + " on shared words, " + how + ", as every collective of World, each one exchange of posts there: every rank shares memory with every other"
+			if gw.dissem && cfg.Barrier == "" {
+				barrierWhy += ", and they fit their host's CPUs"
 			}
 			if polite {
 				barrierWhy += fmt.Sprintf("; a waiting rank yields its CPU to the host's other ranks for up to %v before it sleeps", yieldFor)
 			}
-			if cfg.Barrier != "" {
-				barrierWhy = fmt.Sprintf("barrier %s (GASNET_BARRIER as set), %s (GASNET_PSHM_BARRIER_HIER=0: over messages)", cfg.Barrier, strings.TrimPrefix(barrierWhy, "barrier "))
-			} else {
-				barrierWhy += " (GASNET_PSHM_BARRIER_HIER=0 or GASNET_BARRIER to choose)"
-			}
+			barrierWhy += choose
 		}
 	}
 	return barrierWhy, nil

@@ -148,7 +148,7 @@ func (c *teamCall) reducePosts(w *words) []byte {
 	if binary.LittleEndian.Uint64(t.rec)&postFlags != 0 {
 		return nil
 	}
-	lead := w.leader()
+	lead := *w.areas[0].Load()
 	for i := range w.group {
 		rec, err := w.record(lead, i, n)
 		if err != nil || len(rec) != len(t.rec) || !bytes.Equal(rec[:h], t.rec[:h]) {

@@ -119,11 +119,6 @@ type words struct {
 
 	mu    sync.Mutex
 	areas []atomic.Pointer[[]byte] // by index in group, once mapped
-	// lead is the leader's area, which every rank maps at start-up
-	// (shareAreas), held here for the looks at its words: without the
-	// two loads of areas, each of a line of its own and cold after a
-	// context switch on a crowded host.
-	lead []byte
 
 	// fatal ends the job for a value in an area that no rank of the job
 	// writes there (Job.fatal; nil for words tested alone), and bad
@@ -174,9 +169,6 @@ func (w *words) leads() bool { return w.me == 0 }
 
 // area returns the area of the group's i-th rank, mapped on first use.
 func (w *words) area(i int) ([]byte, error) {
-	if i == 0 && w.lead != nil {
-		return w.lead, nil
-	}
 	if a := w.areas[i].Load(); a != nil {
 		return *a, nil
 	}
@@ -191,14 +183,6 @@ func (w *words) area(i int) ([]byte, error) {
 	}
 	w.areas[i].Store(&a)
 	return a, nil
-}
-
-// leader returns the leader's area, after area(0) succeeded.
-func (w *words) leader() []byte {
-	if w.lead != nil {
-		return w.lead
-	}
-	return *w.areas[0].Load()
 }
 
 // corrupt reports that the area of the group's i-th rank holds a value
@@ -253,7 +237,7 @@ func (w *words) arrive(k *groupSync, e uint64) error {
 // e+1 only once the leader has released e, so the count is at most
 // (members)·e: more is corrupt.
 func (w *words) arrived(k *groupSync, e uint64) bool {
-	a := w.leader()
+	a := *w.areas[0].Load()
 	want, n := uint64(len(w.group)-1)*e, word(a, k.arrive).Load()
 	if n > want {
 		return w.broken(0, "an arrival count of %#x, beyond %d members at synchronisation %d", n, len(w.group)-1, e)
@@ -292,7 +276,7 @@ func (w *words) release(k *groupSync, e uint64) error {
 // rank releases e+1 before this one has arrived at it: a word beyond e is
 // corrupt.
 func (w *words) released(k *groupSync, e uint64) bool {
-	a := w.leader()
+	a := *w.areas[0].Load()
 	v := word(a, k.release).Load()
 	if v > e {
 		return w.broken(0, "a release word of %#x, while this rank waits for %d", v, e)
@@ -380,7 +364,7 @@ func (j *Job) wordWait(w *words, k *groupSync, ww watch, cond func() bool) error
 		// counted, after its store to the word that cond loads: either
 		// it rings, or cond, which WaitUntil looks at before it sleeps,
 		// finds the release.
-		s := word(w.leader(), offSleepers)
+		s := word(*w.areas[0].Load(), offSleepers)
 		s.Add(1)
 		defer s.Add(^uint64(0))
 	}
@@ -423,7 +407,6 @@ func (j *Job) shareAreas(w *words) error {
 			return err
 		}
 	}
-	w.lead = *w.areas[0].Load()
 	return j.syncGroup(w, &syncStart, 1, func() error { return nil })
 }
 
@@ -466,7 +449,7 @@ func (j *Job) arriveGroup(w *words, k *groupSync, e uint64, before func() error)
 // for the release; the leader's wait for its members, before, and their
 // release.
 func (j *Job) awaitGroup(w *words, k *groupSync, e uint64, before func() error) error {
-	a := w.leader()
+	a := *w.areas[0].Load()
 	if w.counted || !w.leads() {
 		return j.wordWait(w, k, watch{word(a, k.release), e, true}, func() bool { return w.released(k, e) })
 	}
@@ -487,7 +470,7 @@ func (j *Job) awaitGroup(w *words, k *groupSync, e uint64, before func() error) 
 // No rank waits for a look of the leader's after the last arrival, which
 // on a crowded host is a turn on a CPU.
 func (j *Job) arriveCounted(w *words, k *groupSync, e uint64, before func() error) (released bool, err error) {
-	a := w.leader()
+	a := *w.areas[0].Load()
 	g := uint64(len(w.group))
 	// Every rank arrived at e-1 before any left it, this one too.
 	n := word(a, k.arrive).Add(1)
