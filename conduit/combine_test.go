@@ -364,3 +364,44 @@ func TestFitsBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestPostOwnSlot: a rank checks its own slot's number at a post where
+// the group is counted, and not by dissemination, where the next rank
+// reads the slot at every collective and checks it (numbered): there a
+// load of the rank's own would fetch the line back from that rank's CPU,
+// and read does not load it either.
+func TestPostOwnSlot(t *testing.T) {
+	const n = 9
+	for _, c := range []struct {
+		name           string
+		dissem, broken bool
+	}{
+		{name: "counted", broken: true},
+		{name: "by dissemination", dissem: true},
+	} {
+		lead, own := make([]byte, amudp.AreaSize), make([]byte, amudp.AreaSize)
+		w := &words{group: []int{0, 1}, addrs: make([]netip.AddrPort, 2), bells: make([]amudp.Bell, 2), areas: make([]atomic.Pointer[[]byte], 2), me: 1, dissem: c.dissem, counted: !c.dissem}
+		w.areas[0].Store(&lead)
+		w.areas[1].Store(&own)
+		word(slot(own, n), 0).Store(n - 4) // not n-2, which this rank wrote
+		call := &teamCall{t: &Team{}, seq: n}
+		err := call.post(w, coll.Post{Call: coll.Call{Kind: coll.Barrier}})
+		if broken := err != nil && strings.Contains(err.Error(), "its slot holds collective 0x5"); broken != c.broken {
+			t.Errorf("%s: %v; want the slot found corrupt: %v", c.name, err, c.broken)
+		}
+		if c.broken {
+			continue
+		}
+		if v := word(slot(own, n), 0).Load(); v != n {
+			t.Errorf("%s: the slot is numbered %d after the post, want %d", c.name, v, n)
+		}
+		// read looks at the other rank's slot alone: this rank's post
+		// is its record.
+		copy(slot(lead, n)[8:], call.t.rec)
+		word(slot(lead, n), 0).Store(n)
+		word(slot(own, n), 0).Store(n - 4)
+		if _, same, err := call.read(w, false); !same || err != nil {
+			t.Errorf("%s: read: same %v, %v; want the posts the same", c.name, same, err)
+		}
+	}
+}

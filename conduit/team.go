@@ -228,8 +228,9 @@ func (t *Team) begin(call coll.Call, onWords bool) (*teamCall, error) {
 		}
 	}
 	t.seq++
-	t.call = teamCall{t: t, seq: t.seq, call: call}
 	c := &t.call
+	*c = teamCall{}
+	c.t, c.seq, c.call = t, t.seq, call
 	if !onWords {
 		if err := c.enterBox(); err != nil {
 			return nil, t.argErr(call, j.done(fmt.Errorf("%v %d: %w", call.Kind, c.seq, err)))

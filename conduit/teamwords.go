@@ -60,9 +60,15 @@ func (c *teamCall) post(w *words, p coll.Post) error {
 	}
 	s := slot(own, n)
 	// Only this rank writes its slots, each collective of World in turn:
-	// this one holds collective n-2's number, or none yet.
-	if m := word(s, 0).Load(); m != n-2 && !(n <= 2 && m == 0) {
-		return w.corrupt(w.me, "its slot holds collective %#x where this rank wrote %d", m, max(n, 2)-2)
+	// this one holds collective n-2's number, or none yet, which it
+	// checks. By dissemination, where the next rank reads the slot at
+	// every collective and checks its number (numbered), it does not:
+	// the load would fetch the line back from that rank's CPU, one more
+	// transfer between CPUs each collective (BENCHMARKS.md).
+	if !w.dissem {
+		if m := word(s, 0).Load(); m != n-2 && !(n <= 2 && m == 0) {
+			return w.corrupt(w.me, "its slot holds collective %#x where this rank wrote %d", m, max(n, 2)-2)
+		}
 	}
 	c.t.rec = appendRecord(c.t.rec[:0], p)
 	if len(c.t.rec) > slotSize-8 {
@@ -248,6 +254,9 @@ func (c *teamCall) read(w *words, posts bool) ([]coll.Post, bool, error) {
 	}
 	same := true
 	for i := range w.group {
+		if i == w.me {
+			continue // this rank's post is c.t.rec (see post)
+		}
 		a, err := w.area(i)
 		if err != nil {
 			return nil, false, err
