@@ -272,7 +272,11 @@ func (c *teamCall) read(w *words, posts bool) ([]coll.Post, bool, error) {
 	}
 	c.t.resetPosts()
 	for i := range w.group {
-		if _, err := c.t.readPosts(w, slot(*w.areas[i].Load(), n)[8:], n, i, 1); err != nil {
+		rec := c.t.rec
+		if i != w.me {
+			rec = slot(*w.areas[i].Load(), n)[8:]
+		}
+		if _, err := c.t.readPosts(w, rec, n, i, 1); err != nil {
 			return nil, false, err
 		}
 	}
