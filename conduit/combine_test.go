@@ -400,15 +400,15 @@ func TestPostOwnSlot(t *testing.T) {
 		copy(slot(lead, n)[8:], call.t.rec)
 		word(slot(lead, n), 0).Store(n)
 		word(slot(own, n), 0).Store(n - 4)
+		for i := 8; i < slotSize; i++ {
+			slot(own, n)[i] = 0xff
+		}
 		if _, same, err := call.read(w, false); !same || err != nil {
 			t.Errorf("%s: read: same %v, %v; want the posts the same", c.name, same, err)
 		}
 		// Where they differ, read takes this rank's post from its
 		// record too, whatever its slot holds.
 		copy(slot(lead, n)[8:], appendRecord(nil, coll.Post{Call: coll.Call{Kind: coll.Broadcast}}))
-		for i := 8; i < slotSize; i++ {
-			slot(own, n)[i] = 0xff
-		}
 		posts, same, err := call.read(w, true)
 		if err != nil || same || len(posts) != 2 || posts[0].Call.Kind != coll.Broadcast || posts[1].Call.Kind != coll.Barrier {
 			t.Errorf("%s: read: %v, same %v, %v; want a broadcast's post and this rank's barrier's", c.name, posts, same, err)

@@ -61,10 +61,13 @@ func (c *teamCall) post(w *words, p coll.Post) error {
 	s := slot(own, n)
 	// Only this rank writes its slots, each collective of World in turn:
 	// this one holds collective n-2's number, or none yet, which it
-	// checks. By dissemination, where the next rank reads the slot at
-	// every collective and checks its number (numbered), it does not:
-	// the load would fetch the line back from that rank's CPU, one more
-	// transfer between CPUs each collective (BENCHMARKS.md).
+	// checks. By dissemination it does not: the next rank has read the
+	// slot since, and the load would fetch the line back from that
+	// rank's CPU, one more transfer between CPUs each collective
+	// (BENCHMARKS.md). There a corrupted number is found by the next
+	// rank (numbered), unless it is n-2 or n: a scribbled n, before this
+	// rank's post, passes for it, as a well-formed post written over the
+	// slot after it would anywhere.
 	if !w.dissem {
 		if m := word(s, 0).Load(); m != n-2 && !(n <= 2 && m == 0) {
 			return w.corrupt(w.me, "its slot holds collective %#x where this rank wrote %d", m, max(n, 2)-2)

@@ -23,7 +23,10 @@ func New(l Link, p *Plan, c Call) *Run { return &Run{l: l, c: c, p: p} }
 
 // Reset makes r the collective c of the member at the end of l, as New
 // would, reusing r.
-func (r *Run) Reset(l Link, p *Plan, c Call) { r.l, r.c, r.p = l, c, p }
+func (r *Run) Reset(l Link, p *Plan, c Call) {
+	*r = Run{} // then field by field: a literal would be built, then copied
+	r.l, r.c, r.p = l, c, p
+}
 
 // Refuse fails the collective on every member for this member's own
 // arguments, which why describes.
