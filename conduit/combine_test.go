@@ -406,6 +406,15 @@ func TestPostOwnSlot(t *testing.T) {
 		if _, same, err := call.read(w, false); !same || err != nil {
 			t.Errorf("%s: read: same %v, %v; want the posts the same", c.name, same, err)
 		}
+		// A slot numbered n over the post of n-2 (its phase bit the
+		// other way) is corrupt.
+		stale := append([]byte(nil), call.t.rec...)
+		binary.LittleEndian.PutUint64(stale, binary.LittleEndian.Uint64(stale)^postPhase)
+		copy(slot(lead, n)[8:], stale)
+		if _, _, err := call.read(w, false); err == nil || !strings.Contains(err.Error(), "numbered 9 over the post of collective 7") {
+			t.Errorf("%s: read of a slot numbered over an older post: %v; want it corrupt", c.name, err)
+		}
+		w.bad.Store(nil)
 		// Where they differ, read takes this rank's post from its
 		// record too, whatever its slot holds.
 		copy(slot(lead, n)[8:], appendRecord(nil, coll.Post{Call: coll.Call{Kind: coll.Broadcast}}))

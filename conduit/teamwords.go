@@ -25,6 +25,11 @@ const (
 	postBig     = 1 << 62 // the datum did not fit: over messages
 	postRefused = 1 << 61 // the rank refused its arguments: the datum says why
 	postFlags   = postBig | postRefused
+	// postPhase: by dissemination, bit 1 of the collective's number,
+	// which n and n-2 never share: a slot numbered n over the post of
+	// n-2 (a number scribbled before its owner's post) is told from
+	// the owner's post of n (read). Not a flag of the post's own.
+	postPhase = 1 << 60
 )
 
 // slot returns the slot of area a for collective n.
@@ -64,10 +69,9 @@ func (c *teamCall) post(w *words, p coll.Post) error {
 	// checks. By dissemination it does not: the next rank has read the
 	// slot since, and the load would fetch the line back from that
 	// rank's CPU, one more transfer between CPUs each collective
-	// (BENCHMARKS.md). There a corrupted number is found by the next
-	// rank (numbered), unless it is n-2 or n: a scribbled n, before this
-	// rank's post, passes for it, as a well-formed post written over the
-	// slot after it would anywhere.
+	// (BENCHMARKS.md). There the next rank checks the number (numbered),
+	// and its read the post's phase (postPhase): a number scribbled to
+	// n before this rank's post does not pass for it.
 	if !w.dissem {
 		if m := word(s, 0).Load(); m != n-2 && !(n <= 2 && m == 0) {
 			return w.corrupt(w.me, "its slot holds collective %#x where this rank wrote %d", m, max(n, 2)-2)
@@ -76,6 +80,9 @@ func (c *teamCall) post(w *words, p coll.Post) error {
 	c.t.rec = appendRecord(c.t.rec[:0], p)
 	if len(c.t.rec) > slotSize-8 {
 		return fmt.Errorf("conduit: a post of %d bytes does not fit a slot of %d", len(c.t.rec), slotSize-8)
+	}
+	if w.dissem && n&2 != 0 {
+		binary.LittleEndian.PutUint64(c.t.rec, binary.LittleEndian.Uint64(c.t.rec)|postPhase)
 	}
 	copy(s[8:], c.t.rec)
 	word(s, 0).Store(n)
@@ -268,6 +275,9 @@ func (c *teamCall) read(w *words, posts bool) ([]coll.Post, bool, error) {
 		if m := word(s, 0).Load(); m != n {
 			return nil, false, w.corrupt(i, "its slot is numbered %#x, for collective %d", m, n)
 		}
+		if w.dissem && (binary.LittleEndian.Uint64(s[8:])&postPhase != 0) != (n&2 != 0) {
+			return nil, false, w.corrupt(i, "its slot is numbered %d over the post of collective %d", n, n-2)
+		}
 		same = same && bytes.Equal(s[8:8+len(c.t.rec)], c.t.rec)
 	}
 	if same {
@@ -321,7 +331,8 @@ func appendRecord(b []byte, p coll.Post) []byte {
 // build once.
 func (t *Team) samePosts(w *words, n uint64) ([]coll.Post, bool, error) {
 	g := len(w.group)
-	if len(t.posts) == g && bytes.Equal(t.sameRec, t.rec) {
+	if len(t.posts) == g && len(t.sameRec) == len(t.rec) && bytes.Equal(t.sameRec[8:], t.rec[8:]) &&
+		(binary.LittleEndian.Uint64(t.sameRec)^binary.LittleEndian.Uint64(t.rec))&^postPhase == 0 {
 		return t.posts, true, nil
 	}
 	t.resetPosts()
@@ -366,7 +377,7 @@ func (t *Team) readPosts(w *words, b []byte, n uint64, who, count int) ([]coll.P
 		if len(b) < postHeader-8 {
 			return nil, w.corrupt(who, "its posts of collective %d end early", n)
 		}
-		size := binary.LittleEndian.Uint64(b)
+		size := binary.LittleEndian.Uint64(b) &^ postPhase
 		h := coll.Unpack(binary.LittleEndian.Uint32(b[8:]), binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint32(b[16:]))
 		l := size &^ postFlags
 		if l > maxPost || l > uint64(len(b)-(postHeader-8)) {
