@@ -445,6 +445,25 @@ func TestSplitBarrierKeepsTheEnd(t *testing.T) {
 	}
 }
 
+// TestComputingRankAnswers: a rank that computes without calling the
+// library on its one P (GOMAXPROCS=1), right after a barrier it slept in,
+// goes on answering the console's pings: the job ends 0, not aborted
+// after GASNET_LIVENESS_TIMEOUT (1 s here, the computation 3 s) as a
+// stopped rank would be (scenario 39). The Go runtime's monitor thread,
+// asleep while every P was idle, is not woken when the rank's goroutine
+// takes its P back and computes; without a timer always due soon
+// (worker's keepMonitorAwake) every run of this test failed.
+func TestComputingRankAnswers(t *testing.T) {
+	for i := range 2 {
+		marker := fmt.Sprint(t.Name(), i)
+		r := run(t, marker, []string{"GASNET_LIVENESS_TIMEOUT=1s", "GOMAXPROCS=1"}, "testexit", "3", "39")
+		if r.code != 0 {
+			t.Errorf("run %d: exit %d, want 0\nstderr:\n%s", i, r.code, r.stderr)
+		}
+		checkNoSurvivors(t, marker, 3*time.Second)
+	}
+}
+
 // TestConsoleCostPerWorker: the console waits for its local workers
 // without a thread each (their fork server reaps them), and holds the
 // descriptors per worker that the README states and the N check assumes

@@ -395,6 +395,22 @@ var Scenarios = []Scenario{
 		}
 		spin()
 	}},
+	{"rank 1 computes (no library call, one P) for 3 s after a barrier it slept in, the others wait in a barrier", 0, func(r, n int) {
+		attach()
+		if r != 1 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		barrier()
+		if r == 1 {
+			// The tests run it with GOMAXPROCS=1 and
+			// GASNET_LIVENESS_TIMEOUT=1s: the rank must go on answering
+			// the pings while it computes.
+			for start := time.Now(); time.Since(start) < 3*time.Second; {
+			}
+		}
+		barrier()
+		conduit.Exit(0)
+	}},
 }
 
 // exitTimeout is GASNET_EXIT_TIMEOUT as this process reads it (2s by
