@@ -156,8 +156,9 @@ func TestDirectLaunchExits(t *testing.T) {
 				{k: 38, want: 5, env: []string{"GASNET_EXIT_TIMEOUT=1s"}},
 				{k: 38, want: 5, env: []string{"GASNET_EXIT_TIMEOUT=1s"}, busy: true},
 				{k: 5, want: 5, busy: true},
-				// A rank computing on one P for 3 s after a barrier it
-				// slept in answers the hub's pings (TestComputingRankAnswers).
+				// Ranks 0 and 1 computing on one P for 3 s after a
+				// barrier they slept in answer the hub's pings, and
+				// rank 0's hub goes on pinging (TestComputingRankAnswers).
 				{k: 39, want: 0, env: []string{"GASNET_LIVENESS_TIMEOUT=1s", "GOMAXPROCS=1"}},
 			} {
 				env := tc.env

@@ -445,11 +445,11 @@ func TestSplitBarrierKeepsTheEnd(t *testing.T) {
 	}
 }
 
-// TestComputingRankAnswers: a rank that computes without calling the
-// library on its one P (GOMAXPROCS=1), right after a barrier it slept in,
-// goes on answering the console's pings: the job ends 0, not aborted
+// TestComputingRankAnswers: ranks that compute without calling the
+// library on their one P (GOMAXPROCS=1), right after a barrier they slept
+// in, go on answering the console's pings: the job ends 0, not aborted
 // after GASNET_LIVENESS_TIMEOUT (1 s here, the computation 3 s) as a
-// stopped rank would be (scenario 39). The Go runtime's monitor thread,
+// stopped rank's would be (scenario 39). The Go runtime's monitor thread,
 // asleep while every P was idle, is not woken when the rank's goroutine
 // takes its P back and computes; without a timer always due soon
 // (worker's keepMonitorAwake) every run of this test failed.
