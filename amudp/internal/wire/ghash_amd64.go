@@ -2,35 +2,90 @@
 
 package wire
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// wide512 says whether GHASH runs on 512-bit registers (AVX-512
+// VPCLMULQDQ); else, where fastGHASH, on 256-bit ones (VPCLMULQDQ with
+// AVX2, as AMD's Zen 3 has). A variable for tests.
+var wide512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ
 
 // fastGHASH says whether this CPU runs ghash_amd64.s: carry-less
-// multiplication on 512-bit registers (AVX-512 VPCLMULQDQ).
-var fastGHASH = cpu.X86.HasAES && cpu.X86.HasAVX && cpu.X86.HasAVX2 && cpu.X86.HasPCLMULQDQ && cpu.X86.HasAVX512F &&
-	cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ
+// multiplication of several blocks an instruction (VPCLMULQDQ, which
+// package cpu reports only with AVX-512: CPUID leaf 7's ECX bit 10).
+var fastGHASH = cpu.X86.HasAES && cpu.X86.HasAVX && cpu.X86.HasAVX2 && cpu.X86.HasPCLMULQDQ &&
+	(wide512 || cpuid7ECX()&(1<<10) != 0)
+
+// cpuid7ECX returns ECX of CPUID leaf 7, subleaf 0.
+//
+//go:noescape
+func cpuid7ECX() uint32
+
+// ghashBlocks folds nblocks 16-byte blocks at data into acc: acc =
+// (acc ⊕ X₁)·H ... , with tbl[k] = H^(32−k) and, in tbl[32+k]'s low
+// half, the sum of its halves (ghash_amd64.s).
+func ghashBlocks(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int) {
+	if wide512 {
+		ghashBlocks512(acc, tbl, data, nblocks)
+		return
+	}
+	if n := nblocks &^ 15; n > 0 {
+		ghashBlocks256(acc, tbl, data, n)
+		data, nblocks = (*byte)(unsafe.Add(unsafe.Pointer(data), 16*n)), nblocks-n
+	}
+	if nblocks > 0 {
+		ghashTail(acc, tbl, data, nblocks)
+	}
+}
+
+// ghashCopy is ghashBlocks over src that also copies src's nblocks
+// blocks to dst.
+func ghashCopy(acc *[16]byte, tbl *[64][16]byte, dst, src *byte, nblocks int) {
+	if wide512 {
+		ghashCopy512(acc, tbl, dst, src, nblocks)
+		return
+	}
+	if n := nblocks &^ 15; n > 0 {
+		ghashCopy256(acc, tbl, dst, src, n)
+		dst, src, nblocks = (*byte)(unsafe.Add(unsafe.Pointer(dst), 16*n)), (*byte)(unsafe.Add(unsafe.Pointer(src), 16*n)), nblocks-n
+	}
+	if nblocks > 0 {
+		copy(unsafe.Slice(dst, 16*nblocks), unsafe.Slice(src, 16*nblocks))
+		ghashTail(acc, tbl, src, nblocks)
+	}
+}
+
+//go:noescape
+func ghashBlocks512(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)
+
+//go:noescape
+func ghashCopy512(acc *[16]byte, tbl *[64][16]byte, dst, src *byte, nblocks int)
+
+// ghashBlocks256 and ghashCopy256 take a multiple of 16 blocks.
+//
+//go:noescape
+func ghashBlocks256(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)
+
+//go:noescape
+func ghashCopy256(acc *[16]byte, tbl *[64][16]byte, dst, src *byte, nblocks int)
+
+// ghashTail takes 1..15 blocks, on 128-bit registers.
+//
+//go:noescape
+func ghashTail(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)
 
 // gfmul sets out to x·y, in the representation of ghash_amd64.s.
 //
 //go:noescape
 func gfmul(x, y, out *[16]byte)
 
-// ghashBlocks folds nblocks 16-byte blocks at data into acc: acc =
-// (acc ⊕ X₁)·H ... , with tbl[k] = H^(32−k) and, in tbl[32+k]'s low
-// half, the sum of its halves (ghash_amd64.s).
-//
-//go:noescape
-func ghashBlocks(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)
-
 // aesEncrypt encrypts one block with the AES-128 round keys rk (AES-NI).
 //
 //go:noescape
 func aesEncrypt(rk *[11][16]byte, dst, src *[16]byte)
-
-// ghashCopy is ghashBlocks over src that also copies src's nblocks
-// blocks to dst.
-//
-//go:noescape
-func ghashCopy(acc *[16]byte, tbl *[64][16]byte, dst, src *byte, nblocks int)
 
 // gmacShort writes to out the GMAC tag of the nfull blocks at data
 // followed by the ntail blocks at tail, the last of them the lengths block

@@ -7,7 +7,10 @@
 // that the products of the bit-reflected field elements reduce by the
 // constant polyConst in two folds: the representation Go's own AES-GCM
 // uses. The 32- and 16-block loops multiply four blocks per instruction on
-// 512-bit registers (VPCLMULQDQ, AVX-512) and reduce once per loop.
+// 512-bit registers (VPCLMULQDQ, AVX-512) and reduce once per loop; on a
+// CPU with VPCLMULQDQ but not AVX-512, the 16-block loop of ghashBlocks256
+// and ghashCopy256 multiplies two blocks per instruction on 256-bit
+// registers (AVX2).
 
 DATA bswapMask<>+0x00(SB)/8, $0x08090a0b0c0d0e0f
 DATA bswapMask<>+0x08(SB)/8, $0x0001020304050607
@@ -90,6 +93,17 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 	VPXORQ     t, mid, mid; \
 	VPCLMULQDQ $0x10, h, x, t; \
 	VPXORQ     t, mid, mid
+
+// MULADDX is MULADD on 128-bit registers, without AVX-512 (VEX-encoded).
+#define MULADDX(h, x, t, lo, hi, mid) \
+	VPCLMULQDQ $0x00, h, x, t; \
+	VPXOR      t, lo, lo; \
+	VPCLMULQDQ $0x11, h, x, t; \
+	VPXOR      t, hi, hi; \
+	VPCLMULQDQ $0x01, h, x, t; \
+	VPXOR      t, mid, mid; \
+	VPCLMULQDQ $0x10, h, x, t; \
+	VPXOR      t, mid, mid
 
 // LANES sums the four lanes of z (whose low halves are y and x) into x;
 // Y5 is clobbered.
@@ -192,7 +206,7 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 #define SHORTMUL \
 	VPSHUFB X14, X0, X0; \
 	VMOVDQU (SI), X8; \
-	MULADD(X8, X0, X5, X4, X6, X7); \
+	MULADDX(X8, X0, X5, X4, X6, X7); \
 	ADDQ    $16, SI
 
 // TAIL_START points SI at H^CX in the table (CX = 1..15 blocks left),
@@ -210,11 +224,11 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 	VPSHUFB    X14, X0, X0; \
 	VPXOR      X15, X0, X0; \
 	VMOVDQU    (SI), X8; \
-	MULADD(X8, X0, X5, X4, X6, X7); \
+	MULADDX(X8, X0, X5, X4, X6, X7); \
 	ADDQ       $16, SI
 
-// func ghashBlocks(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)
-TEXT ·ghashBlocks(SB), NOSPLIT, $0-32
+// func ghashBlocks512(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)
+TEXT ·ghashBlocks512(SB), NOSPLIT, $0-32
 	MOVQ acc+0(FP), DI
 	MOVQ tbl+8(FP), SI
 	MOVQ data+16(FP), DX
@@ -272,9 +286,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func ghashCopy(acc *[16]byte, tbl *[64][16]byte, dst, src *byte, nblocks int)
-// is ghashBlocks over src that also copies src to dst.
-TEXT ·ghashCopy(SB), NOSPLIT, $0-40
+// func ghashCopy512(acc *[16]byte, tbl *[64][16]byte, dst, src *byte, nblocks int)
+// is ghashBlocks512 over src that also copies src to dst.
+TEXT ·ghashCopy512(SB), NOSPLIT, $0-40
 	MOVQ acc+0(FP), DI
 	MOVQ tbl+8(FP), SI
 	MOVQ dst+16(FP), R8
@@ -432,4 +446,149 @@ tailshort:
 	VPSHUFB X14, X0, X0
 	VPXOR   X10, X0, X0
 	VMOVDQU X0, (DI)
+	RET
+
+// GHASH_SETUP256 loads the accumulator (X15), polyConst (X9) and the byte
+// swap for two blocks (Y14, whose low half is X14 for the tail).
+#define GHASH_SETUP256(acc) \
+	VMOVDQU (acc), X15; \
+	VMOVDQU polyConst<>(SB), X9; \
+	VBROADCASTI128 bswapMask<>(SB), Y14
+
+// LD2 loads the two blocks at off(DX) into Y0, byte-reversed.
+#define LD2(off) \
+	VMOVDQU off(DX), Y0; \
+	VPSHUFB Y14, Y0, Y0
+
+// LDC2 is LD2 that also stores the blocks, as loaded, at off(R8).
+#define LDC2(off) \
+	VMOVDQU off(DX), Y0; \
+	VMOVDQU Y0, off(R8); \
+	VPSHUFB Y14, Y0, Y0
+
+// MUL2SET sets the low (Y4), high (Y6) and middle (Y7) sums to the
+// products of the two blocks of Y0 by the two powers of H at h(SI); Y5 is
+// clobbered.
+#define MUL2SET(h) \
+	VPCLMULQDQ $0x00, h(SI), Y0, Y4; \
+	VPCLMULQDQ $0x11, h(SI), Y0, Y6; \
+	VPCLMULQDQ $0x01, h(SI), Y0, Y7; \
+	VPCLMULQDQ $0x10, h(SI), Y0, Y5; \
+	VPXOR      Y5, Y7, Y7
+
+// MUL2ADD adds those products to the sums.
+#define MUL2ADD(h) \
+	VPCLMULQDQ $0x00, h(SI), Y0, Y5; \
+	VPXOR      Y5, Y4, Y4; \
+	VPCLMULQDQ $0x11, h(SI), Y0, Y5; \
+	VPXOR      Y5, Y6, Y6; \
+	VPCLMULQDQ $0x01, h(SI), Y0, Y5; \
+	VPXOR      Y5, Y7, Y7; \
+	VPCLMULQDQ $0x10, h(SI), Y0, Y5; \
+	VPXOR      Y5, Y7, Y7
+
+// FOLD16Y folds the 16 blocks at DX (loaded by ld) into X15: block i by
+// H^(16-i), the powers H^16 .. H^1 at 256(SI), two to a register. The
+// pairs that do not depend on the accumulator come first, the first pair,
+// into which it is folded, last; then the lanes' sums and one reduction.
+#define FOLD16Y(ld) \
+	ld(224); \
+	MUL2SET(480); \
+	ld(192); \
+	MUL2ADD(448); \
+	ld(160); \
+	MUL2ADD(416); \
+	ld(128); \
+	MUL2ADD(384); \
+	ld(96); \
+	MUL2ADD(352); \
+	ld(64); \
+	MUL2ADD(320); \
+	ld(32); \
+	MUL2ADD(288); \
+	ld(0); \
+	VPXOR Y15, Y0, Y0; \
+	MUL2ADD(256); \
+	VEXTRACTI128 $1, Y4, X5; \
+	VPXOR        X5, X4, X4; \
+	VEXTRACTI128 $1, Y6, X5; \
+	VPXOR        X5, X6, X6; \
+	VEXTRACTI128 $1, Y7, X5; \
+	VPXOR        X5, X7, X7; \
+	REDUCE(X15)
+
+// func ghashBlocks256(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)
+// is ghashBlocks512 on 256-bit registers, for a multiple of 16 blocks.
+TEXT ·ghashBlocks256(SB), NOSPLIT, $0-32
+	MOVQ acc+0(FP), DI
+	MOVQ tbl+8(FP), SI
+	MOVQ data+16(FP), DX
+	MOVQ nblocks+24(FP), CX
+	GHASH_SETUP256(DI)
+
+loop16:
+	FOLD16Y(LD2)
+	ADDQ $256, DX
+	SUBQ $16, CX
+	JNZ  loop16
+	VMOVDQU X15, (DI)
+	VZEROUPPER
+	RET
+
+// func ghashCopy256(acc *[16]byte, tbl *[64][16]byte, dst, src *byte, nblocks int)
+// is ghashBlocks256 over src that also copies src to dst.
+TEXT ·ghashCopy256(SB), NOSPLIT, $0-40
+	MOVQ acc+0(FP), DI
+	MOVQ tbl+8(FP), SI
+	MOVQ dst+16(FP), R8
+	MOVQ src+24(FP), DX
+	MOVQ nblocks+32(FP), CX
+	GHASH_SETUP256(DI)
+
+loop16c:
+	FOLD16Y(LDC2)
+	ADDQ $256, DX
+	ADDQ $256, R8
+	SUBQ $16, CX
+	JNZ  loop16c
+	VMOVDQU X15, (DI)
+	VZEROUPPER
+	RET
+
+// func ghashTail(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)
+// folds 1..15 blocks into acc on 128-bit registers: by H^nblocks .. H^1,
+// one reduction.
+TEXT ·ghashTail(SB), NOSPLIT, $0-32
+	MOVQ    acc+0(FP), DI
+	MOVQ    tbl+8(FP), SI
+	MOVQ    data+16(FP), DX
+	MOVQ    nblocks+24(FP), CX
+	VMOVDQU (DI), X15
+	VMOVDQU polyConst<>(SB), X9
+	VMOVDQU bswapMask<>(SB), X14
+	VMOVDQU (DX), X0
+	TAIL_START
+	ADDQ    $16, DX
+	DECQ    CX
+	JZ      tailred
+
+loop1:
+	VMOVDQU (DX), X0
+	SHORTMUL
+	ADDQ    $16, DX
+	DECQ    CX
+	JNZ     loop1
+
+tailred:
+	REDUCE(X15)
+	VMOVDQU X15, (DI)
+	RET
+
+// func cpuid7ECX() uint32 returns ECX of CPUID leaf 7, subleaf 0, whose
+// bit 10 is VPCLMULQDQ.
+TEXT ·cpuid7ECX(SB), NOSPLIT, $0-4
+	MOVL $7, AX
+	MOVL $0, CX
+	CPUID
+	MOVL CX, ret+0(FP)
 	RET

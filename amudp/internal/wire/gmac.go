@@ -7,7 +7,8 @@ import (
 
 // gmac computes AES-GCM tags over additional data alone (GMAC) with
 // ghash_amd64.s, faster per byte than crypto/cipher's AES-GCM on a CPU
-// with AVX-512 carry-less multiplication (BenchmarkGMAC); the tags are
+// with vector carry-less multiplication (VPCLMULQDQ, on 512-bit registers
+// with AVX-512, else on 256-bit ones: BenchmarkGMAC); the tags are
 // the same bytes (TestGMACMatchesGCM).
 type gmac struct {
 	rk [11][16]byte // the AES-128 round keys, for aesEncrypt

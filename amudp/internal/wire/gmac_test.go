@@ -13,11 +13,30 @@ import (
 // TestGMACMatchesGCM: the fast GMAC's tag is crypto/cipher's AES-GCM tag
 // with the same key, nonce and additional data, for every length from 0
 // to 1100 bytes and large ones, under random keys.
-func TestGMACMatchesGCM(t *testing.T) {
+// Each runs on 256-bit registers, and on 512-bit ones where the CPU has
+// them (eachWidth).
+func TestGMACMatchesGCM(t *testing.T) { eachWidth(t, testGMACMatchesGCM) }
+
+// eachWidth runs test f with GHASH on each width of register this CPU
+// has (wide512), and restores it.
+func eachWidth(t *testing.T, f func(t *testing.T)) {
 	if !fastGHASH {
-		t.Log("no AVX-512 carry-less multiplication here: nothing to compare")
+		t.Log("no VPCLMULQDQ here: nothing to compare")
 		return
 	}
+	has512 := wide512
+	defer func() { wide512 = has512 }()
+	for _, w := range []bool{false, true} {
+		if w && !has512 {
+			t.Log("no AVX-512 here: the 512-bit GHASH not run")
+			continue
+		}
+		wide512 = w
+		t.Run(map[bool]string{false: "256-bit", true: "512-bit"}[w], f)
+	}
+}
+
+func testGMACMatchesGCM(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	data := randomBytes(r, MaxDatagram+32)
 	for trial := range 8 {
@@ -72,7 +91,7 @@ func TestAESEncrypt(t *testing.T) {
 
 func BenchmarkGMAC(b *testing.B) {
 	if !fastGHASH {
-		b.Skip("no AVX-512 carry-less multiplication here")
+		b.Skip("no VPCLMULQDQ here")
 	}
 	g := newGMAC(make([]byte, 16))
 	for _, n := range []int{64, 1024, 65000} {
@@ -96,7 +115,7 @@ func BenchmarkGMAC(b *testing.B) {
 // (OpenHead, OpenPayload's fast path).
 func BenchmarkOpenCopy(b *testing.B) {
 	if !fastGHASH {
-		b.Skip("no AVX-512 carry-less multiplication here")
+		b.Skip("no VPCLMULQDQ here")
 	}
 	g, hg := newGMAC(make([]byte, 16)), newGMAC(make([]byte, 16))
 	head := make([]byte, HeaderLen+4*MaxArgs)
@@ -123,7 +142,7 @@ func BenchmarkOpenCopy(b *testing.B) {
 }
 
 // TestSealedLargeDatagrams: datagrams short and long enough for the fast
-// GMAC's two paths open under a key without it (a CPU without AVX-512)
+// GMAC's two paths open under a key without it (a CPU without VPCLMULQDQ)
 // and the other way round, and fail to open with any of 300 random bits
 // flipped that the mode protects.
 func TestSealedLargeDatagrams(t *testing.T) {
@@ -165,11 +184,9 @@ func TestSealedLargeDatagrams(t *testing.T) {
 
 // TestGMACCopy: tagCopy gives tag's tag over head ‖ src and copies src,
 // for heads and sources of every length around the block size.
-func TestGMACCopy(t *testing.T) {
-	if !fastGHASH {
-		t.Log("no AVX-512 carry-less multiplication here: nothing to compare")
-		return
-	}
+func TestGMACCopy(t *testing.T) { eachWidth(t, testGMACCopy) }
+
+func testGMACCopy(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	data := randomBytes(r, 70000)
 	g := newGMAC(data[:16])
