@@ -467,24 +467,26 @@ tailshort:
 	VPSHUFB Y14, Y0, Y0
 
 // MUL2SET sets the low (Y4), high (Y6) and middle (Y7) sums to the
-// products of the two blocks of Y0 by the two powers of H at h(SI); Y5 is
-// clobbered.
-#define MUL2SET(h) \
+// products of the two blocks of Y0 by the two powers of H at h(SI), the
+// middle ones by Karatsuba, (x₀⊕x₁)·(h₀⊕h₁) with h₀⊕h₁ at h+512(SI) (the
+// table's second half), which leaves lo ⊕ hi to add to mid at the end;
+// Y5 and Y8 are clobbered.
+#define MUL2SET(h, hk) \
 	VPCLMULQDQ $0x00, h(SI), Y0, Y4; \
 	VPCLMULQDQ $0x11, h(SI), Y0, Y6; \
-	VPCLMULQDQ $0x01, h(SI), Y0, Y7; \
-	VPCLMULQDQ $0x10, h(SI), Y0, Y5; \
-	VPXOR      Y5, Y7, Y7
+	VPSHUFD    $78, Y0, Y8; \
+	VPXOR      Y0, Y8, Y8; \
+	VPCLMULQDQ $0x00, hk(SI), Y8, Y7
 
 // MUL2ADD adds those products to the sums.
-#define MUL2ADD(h) \
+#define MUL2ADD(h, hk) \
 	VPCLMULQDQ $0x00, h(SI), Y0, Y5; \
 	VPXOR      Y5, Y4, Y4; \
 	VPCLMULQDQ $0x11, h(SI), Y0, Y5; \
 	VPXOR      Y5, Y6, Y6; \
-	VPCLMULQDQ $0x01, h(SI), Y0, Y5; \
-	VPXOR      Y5, Y7, Y7; \
-	VPCLMULQDQ $0x10, h(SI), Y0, Y5; \
+	VPSHUFD    $78, Y0, Y8; \
+	VPXOR      Y0, Y8, Y8; \
+	VPCLMULQDQ $0x00, hk(SI), Y8, Y5; \
 	VPXOR      Y5, Y7, Y7
 
 // FOLD16Y folds the 16 blocks at DX (loaded by ld) into X15: block i by
@@ -493,22 +495,24 @@ tailshort:
 // into which it is folded, last; then the lanes' sums and one reduction.
 #define FOLD16Y(ld) \
 	ld(224); \
-	MUL2SET(480); \
+	MUL2SET(480, 992); \
 	ld(192); \
-	MUL2ADD(448); \
+	MUL2ADD(448, 960); \
 	ld(160); \
-	MUL2ADD(416); \
+	MUL2ADD(416, 928); \
 	ld(128); \
-	MUL2ADD(384); \
+	MUL2ADD(384, 896); \
 	ld(96); \
-	MUL2ADD(352); \
+	MUL2ADD(352, 864); \
 	ld(64); \
-	MUL2ADD(320); \
+	MUL2ADD(320, 832); \
 	ld(32); \
-	MUL2ADD(288); \
+	MUL2ADD(288, 800); \
 	ld(0); \
 	VPXOR Y15, Y0, Y0; \
-	MUL2ADD(256); \
+	MUL2ADD(256, 768); \
+	VPXOR        Y4, Y7, Y7; \
+	VPXOR        Y6, Y7, Y7; \
 	VEXTRACTI128 $1, Y4, X5; \
 	VPXOR        X5, X4, X4; \
 	VEXTRACTI128 $1, Y6, X5; \
