@@ -28,12 +28,12 @@ func cpuid7ECX() uint32
 // (acc ⊕ X₁)·H ... , with tbl[k] = H^(32−k) and, in tbl[32+k]'s low
 // half, the sum of its halves (ghash_amd64.s).
 func ghashBlocks(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int) {
-	if wide512 {
-		ghashBlocks512(acc, tbl, data, nblocks)
-		return
-	}
 	if n := nblocks &^ 15; n > 0 {
-		ghashBlocks256(acc, tbl, data, n)
+		if wide512 {
+			ghashBlocks512(acc, tbl, data, n)
+		} else {
+			ghashBlocks256(acc, tbl, data, n)
+		}
 		data, nblocks = (*byte)(unsafe.Add(unsafe.Pointer(data), 16*n)), nblocks-n
 	}
 	if nblocks > 0 {
@@ -44,12 +44,12 @@ func ghashBlocks(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int) {
 // ghashCopy is ghashBlocks over src that also copies src's nblocks
 // blocks to dst.
 func ghashCopy(acc *[16]byte, tbl *[64][16]byte, dst, src *byte, nblocks int) {
-	if wide512 {
-		ghashCopy512(acc, tbl, dst, src, nblocks)
-		return
-	}
 	if n := nblocks &^ 15; n > 0 {
-		ghashCopy256(acc, tbl, dst, src, n)
+		if wide512 {
+			ghashCopy512(acc, tbl, dst, src, n)
+		} else {
+			ghashCopy256(acc, tbl, dst, src, n)
+		}
 		dst, src, nblocks = (*byte)(unsafe.Add(unsafe.Pointer(dst), 16*n)), (*byte)(unsafe.Add(unsafe.Pointer(src), 16*n)), nblocks-n
 	}
 	if nblocks > 0 {
@@ -64,7 +64,8 @@ func ghashBlocks512(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)
 //go:noescape
 func ghashCopy512(acc *[16]byte, tbl *[64][16]byte, dst, src *byte, nblocks int)
 
-// ghashBlocks256 and ghashCopy256 take a multiple of 16 blocks.
+// ghashBlocks512, ghashCopy512, ghashBlocks256 and ghashCopy256 take a
+// multiple of 16 blocks.
 //
 //go:noescape
 func ghashBlocks256(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)

@@ -228,14 +228,13 @@ TEXT ·gfmul(SB), NOSPLIT, $0-24
 	ADDQ       $16, SI
 
 // func ghashBlocks512(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int)
+// folds a multiple of 16 blocks (ghashTail takes the rest).
 TEXT ·ghashBlocks512(SB), NOSPLIT, $0-32
 	MOVQ acc+0(FP), DI
 	MOVQ tbl+8(FP), SI
 	MOVQ data+16(FP), DX
 	MOVQ nblocks+24(FP), CX
 	GHASH_SETUP(DI)
-	CMPQ CX, $16
-	JB   single
 	LOAD_TABLE(SI)
 	CMPQ CX, $32
 	JB   loop16
@@ -247,8 +246,8 @@ loop32:
 	SUBQ $32, CX
 	CMPQ CX, $32
 	JAE  loop32
-	CMPQ CX, $16
-	JB   single
+	TESTQ CX, CX
+	JZ   done
 
 loop16:
 	VMOVDQU64 0(DX), Z0
@@ -259,27 +258,7 @@ loop16:
 	MUL16
 	ADDQ $256, DX
 	SUBQ $16, CX
-	CMPQ CX, $16
-	JAE  loop16
-
-single:
-	TESTQ CX, CX
-	JZ    done
-	VMOVDQU (DX), X0
-	TAIL_START
-	ADDQ    $16, DX
-	DECQ    CX
-	JZ      tailred
-
-loop1:
-	VMOVDQU (DX), X0
-	SHORTMUL
-	ADDQ    $16, DX
-	DECQ    CX
-	JNZ     loop1
-
-tailred:
-	REDUCE(X15)
+	JNZ  loop16
 
 done:
 	VMOVDQU X15, (DI)
@@ -295,8 +274,6 @@ TEXT ·ghashCopy512(SB), NOSPLIT, $0-40
 	MOVQ src+24(FP), DX
 	MOVQ nblocks+32(FP), CX
 	GHASH_SETUP(DI)
-	CMPQ CX, $16
-	JB   singlec
 	LOAD_TABLE(SI)
 	CMPQ CX, $32
 	JB   loop16c
@@ -310,8 +287,8 @@ loop32c:
 	SUBQ $32, CX
 	CMPQ CX, $32
 	JAE  loop32c
-	CMPQ CX, $16
-	JB   singlec
+	TESTQ CX, CX
+	JZ   donec
 
 loop16c:
 	VMOVDQU64 0(DX), Z0
@@ -327,31 +304,7 @@ loop16c:
 	ADDQ $256, DX
 	ADDQ $256, R8
 	SUBQ $16, CX
-	CMPQ CX, $16
-	JAE  loop16c
-
-singlec:
-	TESTQ CX, CX
-	JZ    donec
-	VMOVDQU (DX), X0
-	VMOVDQU X0, (R8)
-	TAIL_START
-	ADDQ    $16, DX
-	ADDQ    $16, R8
-	DECQ    CX
-	JZ      tailredc
-
-loop1c:
-	VMOVDQU (DX), X0
-	VMOVDQU X0, (R8)
-	SHORTMUL
-	ADDQ    $16, DX
-	ADDQ    $16, R8
-	DECQ    CX
-	JNZ     loop1c
-
-tailredc:
-	REDUCE(X15)
+	JNZ  loop16c
 
 donec:
 	VMOVDQU X15, (DI)
