@@ -28,33 +28,34 @@ func cpuid7ECX() uint32
 // (acc ⊕ X₁)·H ... , with tbl[k] = H^(32−k) and, in tbl[32+k]'s low
 // half, the sum of its halves (ghash_amd64.s).
 func ghashBlocks(acc *[16]byte, tbl *[64][16]byte, data *byte, nblocks int) {
-	if n := nblocks &^ 15; n > 0 {
-		if wide512 {
-			ghashBlocks512(acc, tbl, data, n)
-		} else {
-			ghashBlocks256(acc, tbl, data, n)
-		}
-		data, nblocks = (*byte)(unsafe.Add(unsafe.Pointer(data), 16*n)), nblocks-n
+	n := nblocks &^ 15
+	switch {
+	case n > 0 && wide512:
+		ghashBlocks512(acc, tbl, data, n)
+	case n > 0:
+		ghashBlocks256(acc, tbl, data, n)
 	}
-	if nblocks > 0 {
-		ghashTail(acc, tbl, data, nblocks)
+	// Past the loops' blocks only where blocks remain: a pointer one
+	// past the data's end is invalid (checkptr).
+	if r := nblocks - n; r > 0 {
+		ghashTail(acc, tbl, (*byte)(unsafe.Add(unsafe.Pointer(data), 16*n)), r)
 	}
 }
 
 // ghashCopy is ghashBlocks over src that also copies src's nblocks
 // blocks to dst.
 func ghashCopy(acc *[16]byte, tbl *[64][16]byte, dst, src *byte, nblocks int) {
-	if n := nblocks &^ 15; n > 0 {
-		if wide512 {
-			ghashCopy512(acc, tbl, dst, src, n)
-		} else {
-			ghashCopy256(acc, tbl, dst, src, n)
-		}
-		dst, src, nblocks = (*byte)(unsafe.Add(unsafe.Pointer(dst), 16*n)), (*byte)(unsafe.Add(unsafe.Pointer(src), 16*n)), nblocks-n
+	n := nblocks &^ 15
+	switch {
+	case n > 0 && wide512:
+		ghashCopy512(acc, tbl, dst, src, n)
+	case n > 0:
+		ghashCopy256(acc, tbl, dst, src, n)
 	}
-	if nblocks > 0 {
-		copy(unsafe.Slice(dst, 16*nblocks), unsafe.Slice(src, 16*nblocks))
-		ghashTail(acc, tbl, src, nblocks)
+	if r := nblocks - n; r > 0 {
+		d, s := (*byte)(unsafe.Add(unsafe.Pointer(dst), 16*n)), (*byte)(unsafe.Add(unsafe.Pointer(src), 16*n))
+		copy(unsafe.Slice(d, 16*r), unsafe.Slice(s, 16*r))
+		ghashTail(acc, tbl, s, r)
 	}
 }
 
