@@ -291,11 +291,25 @@ func (u *UDP) parkWait(timeout time.Duration) error {
 	}
 	err := u.raw.Read(u.readable)
 	u.woken.Store(false) // a Wake during this wait is served: it returns
+	wakeMonitor()
 	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("amudp: udp wait: %w", err)
 	}
 	return nil
 }
+
+// wakeMonitor makes one ordinary system call, which wakes the Go
+// runtime's monitor thread (sysmon) if it sleeps. While every P was idle
+// (this rank parked, say) the monitor sleeps until the next timer is due
+// (a parked Wait's deadline, up to seconds away), and a goroutine that
+// the poller wakes takes a P without waking it. If this rank's program
+// then computes on its one P (GOMAXPROCS=1 on a crowded host), making
+// only the library's raw system calls or none, nothing preempts it: the
+// worker's control goroutine would answer neither the console's pings
+// (the rank judged stopped after GASNET_LIVENESS_TIMEOUT) nor the job's
+// end. Once awake, the monitor preempts a goroutine that computes for
+// 10-20 ms and polls the network for the others.
+func wakeMonitor() { unix.Syscall(unix.SYS_GETPID, 0, 0, 0) }
 
 // peek reports whether a datagram (or an error) waits on the socket,
 // without taking it: the poller wakes a parked Wait when one arrives, so

@@ -156,10 +156,10 @@ func TestDirectLaunchExits(t *testing.T) {
 				{k: 38, want: 5, env: []string{"GASNET_EXIT_TIMEOUT=1s"}},
 				{k: 38, want: 5, env: []string{"GASNET_EXIT_TIMEOUT=1s"}, busy: true},
 				{k: 5, want: 5, busy: true},
-				// Ranks 0 and 1 computing on one P for 3 s after a
+				// Ranks 0 and 1 computing on one P for 4 s after a
 				// barrier they slept in answer the hub's pings, and
 				// rank 0's hub goes on pinging (TestComputingRankAnswers).
-				{k: 39, want: 0, env: []string{"GASNET_LIVENESS_TIMEOUT=1s", "GOMAXPROCS=1"}},
+				{k: 39, want: 0, env: computingEnv},
 			} {
 				env := tc.env
 				if tc.k == 2 {

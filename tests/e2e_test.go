@@ -447,22 +447,27 @@ func TestSplitBarrierKeepsTheEnd(t *testing.T) {
 
 // TestComputingRankAnswers: ranks that compute without calling the
 // library on their one P (GOMAXPROCS=1), right after a barrier they slept
-// in, go on answering the console's pings: the job ends 0, not aborted
-// after GASNET_LIVENESS_TIMEOUT (1 s here, the computation 3 s) as a
-// stopped rank's would be (scenario 39). The Go runtime's monitor thread,
-// asleep while every P was idle, is not woken when the rank's goroutine
-// takes its P back and computes; without a timer always due soon
-// (worker's keepMonitorAwake) every run of this test failed.
+// in parked in the runtime's poller (GASNET_POLL_SPIN=0, as on a crowded
+// host), go on answering the console's pings: the job ends 0, not
+// aborted after GASNET_LIVENESS_TIMEOUT (2 s here, the computation 4 s)
+// as a stopped rank's would be (scenario 39). The Go runtime's monitor
+// thread, asleep while every P was idle, is not woken when the poller
+// hands the rank's goroutine its P back; without the system call that
+// wakes it (amudp's wakeMonitor) every run of this test failed.
 func TestComputingRankAnswers(t *testing.T) {
 	for i := range 2 {
 		marker := fmt.Sprint(t.Name(), i)
-		r := run(t, marker, []string{"GASNET_LIVENESS_TIMEOUT=1s", "GOMAXPROCS=1"}, "testexit", "3", "39")
+		r := run(t, marker, computingEnv, "testexit", "3", "39")
 		if r.code != 0 {
 			t.Errorf("run %d: exit %d, want 0\nstderr:\n%s", i, r.code, r.stderr)
 		}
 		checkNoSurvivors(t, marker, 3*time.Second)
 	}
 }
+
+// computingEnv is scenario 39's: its ranks wait parked, compute on one
+// P, and are pinged every half second.
+var computingEnv = []string{"GASNET_LIVENESS_TIMEOUT=2s", "GASNET_POLL_SPIN=0", "GOMAXPROCS=1"}
 
 // TestConsoleCostPerWorker: the console waits for its local workers
 // without a thread each (their fork server reaps them), and holds the

@@ -395,18 +395,19 @@ var Scenarios = []Scenario{
 		}
 		spin()
 	}},
-	{"ranks 0 and 1 compute (no library call, one P) for 3 s after a barrier they slept in, the others wait in a barrier", 0, func(r, n int) {
+	{"ranks 0 and 1 compute (no library call, one P) for 4 s after a barrier they slept in, the others wait in a barrier", 0, func(r, n int) {
 		attach()
 		if r > 1 {
 			time.Sleep(100 * time.Millisecond)
 		}
 		barrier()
 		if r <= 1 {
-			// The tests run it with GOMAXPROCS=1 and
-			// GASNET_LIVENESS_TIMEOUT=1s: the ranks must go on answering
-			// the pings while they compute, and rank 0 of a job a
-			// launcher started must go on sending its hub's.
-			for start := time.Now(); time.Since(start) < 3*time.Second; {
+			// The tests run it with GOMAXPROCS=1,
+			// GASNET_POLL_SPIN=0 and GASNET_LIVENESS_TIMEOUT=2s: the
+			// ranks must go on answering the pings while they
+			// compute, and rank 0 of a job a launcher started must go
+			// on sending its hub's.
+			for start := time.Now(); time.Since(start) < 4*time.Second; {
 			}
 		}
 		barrier()

@@ -402,7 +402,7 @@ tailshort:
 	RET
 
 // GHASH_SETUP256 loads the accumulator (X15), polyConst (X9) and the byte
-// swap for two blocks (Y14, whose low half is X14 for the tail).
+// swap for two blocks (Y14).
 #define GHASH_SETUP256(acc) \
 	VMOVDQU (acc), X15; \
 	VMOVDQU polyConst<>(SB), X9; \

@@ -192,7 +192,9 @@ func testGMACCopy(t *testing.T) {
 	g := newGMAC(data[:16])
 	nonce := data[16:28]
 	for hl := range 70 {
-		for _, sl := range []int{0, 1, 15, 16, 17, 31, 255, 256, 257, 300, 4096, MaxMedium} {
+		// 512 and 1024 bytes and more: a multiple of 32 blocks, the
+		// 512-bit loop's exit after its 32-block loop.
+		for _, sl := range []int{0, 1, 15, 16, 17, 31, 255, 256, 257, 300, 512, 528, 1024, 1040, 4096, MaxMedium} {
 			head, src := data[100:100+hl], data[200:200+sl]
 			want, got := make([]byte, 16), make([]byte, 16)
 			g.tag(want, nonce, append(bytes.Clone(head), src...))

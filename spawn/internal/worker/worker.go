@@ -508,7 +508,6 @@ func (w *Worker) event() {
 // program computes without polling (GASNet's testexit 5 and 9 hang there;
 // DESIGN.md §12); the console's end exits at once.
 func (w *Worker) readLoop() {
-	go keepMonitorAwake()
 	for {
 		live := time.Duration(w.liveness.Load())
 		if live > 0 {
