@@ -55,7 +55,7 @@ func ghashCopy(acc *[16]byte, tbl *[64][16]byte, dst, src *byte, nblocks int) {
 	if r := nblocks - n; r > 0 {
 		d, s := (*byte)(unsafe.Add(unsafe.Pointer(dst), 16*n)), (*byte)(unsafe.Add(unsafe.Pointer(src), 16*n))
 		copy(unsafe.Slice(d, 16*r), unsafe.Slice(s, 16*r))
-		ghashTail(acc, tbl, s, r)
+		ghashTail(acc, tbl, d, r) // what was copied, as the loops hash it
 	}
 }
 
