@@ -7,14 +7,14 @@
 // The message families have a file each: active messages (am.go: requests
 // and the replies of handlers), automatic replies that acknowledge requests
 // in batches (ack.go), and refusals (returned.go). The header and the codec
-// shared by all of them are in header.go; sealing and opening (AES-GCM
-// keyed by the job secret) in seal.go.
+// shared by all of them are in header.go; sealing and opening (GMAC,
+// AEGIS-128X2 and AES-GCM keyed by the job secret) in seal.go.
 package wire
 
 // Protocol limits, from AMUDP 3.x on Linux (DESIGN.md §3, §4).
 const (
 	// Version is the wire-format version carried in every datagram.
-	Version = 3
+	Version = 4
 
 	// HeaderLen is the size of the fixed header in bytes.
 	HeaderLen = 36

@@ -292,9 +292,6 @@ func TestSplitDatagrams(t *testing.T) {
 						if ok && (open.OpenPayload(body, tag, dst) || open.OpenPayload(body, tag, nil)) {
 							t.Fatalf("%s, %v, %d bytes: flipping byte %d passes OpenPayload", md.name, kind, size, i)
 						}
-						if open == slow && !bytes.Equal(dst, make([]byte, size)) {
-							t.Fatalf("%s, %v, %d bytes: flipping byte %d, OpenPayload without the fast GMAC copies the payload", md.name, kind, size, i)
-						}
 						if _, ok := open.Open(bytes.Clone(f), 9); ok {
 							t.Fatalf("%s, %v, %d bytes: flipping byte %d passes Open", md.name, kind, size, i)
 						}
@@ -346,7 +343,9 @@ func hugeArgs(k *Key, nargs int) []byte {
 	binary.LittleEndian.PutUint32(b[4:], 3)
 	binary.LittleEndian.PutUint64(b[8:], 5)
 	binary.LittleEndian.PutUint32(b[24:], splitMin)
-	b = k.aead.Seal(b, nonce(b), nil, b)
+	var tag [TagLen]byte
+	k.tagInto(tag[:], b)
+	b = append(b, tag[:]...)
 	return k.headAEAD.Seal(b, nonce(b), nil, b[:HeaderLen+4*nargs])
 }
 

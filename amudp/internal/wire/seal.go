@@ -9,8 +9,8 @@ import (
 	"slices"
 )
 
-// Datagram protection (DESIGN.md §4). Every datagram is sealed with
-// AES-128-GCM under a key derived from the job secret, with the 12-byte
+// Datagram protection (DESIGN.md §4). Every datagram is sealed under
+// keys derived from the job secret, with the 12-byte
 // nonce that header bytes 8–20 hold: a counter the sender advances for
 // every datagram it seals, never the same twice, then the sender's rank.
 // As ranks are distinct within a job and each rank's counter only grows,
@@ -20,21 +20,24 @@ import (
 // always authenticated, and so is what the mode adds:
 //
 //   - AuthHeader: the header and the arguments (and the payload of automatic
-//     replies, which acknowledges requests); the tag is GMAC over them.
-//   - AuthPayload (the default): the whole datagram; GMAC over it. A Long
+//     replies, which acknowledges requests).
+//   - AuthPayload (the default): the whole datagram. A Long
 //     datagram of splitMin payload bytes or more (split) carries a second
 //     tag after it, GMAC over its header and arguments under a key of their
 //     own, so that the receiver believes where the payload goes before it
 //     checks the payload and copies it there in one pass (OpenHead, then
 //     OpenPayload).
 //   - Encrypt: the header authenticated, the arguments and the payload
-//     encrypted and authenticated.
+//     encrypted and authenticated (AES-128-GCM).
+//
+// The tags of the first two are AES-128-GMAC, or AEGIS-128X2's MAC where
+// they cover fastMin bytes or more (tagInto).
 //
 // Open checks the tags before anything of the datagram is believed: a
 // forged or altered datagram, one of another job or one sealed for
 // another rank never reaches a handler. A split datagram's payload is
-// checked as it is copied into the segment, where with the fast GMAC an
-// altered one writes before it is dropped (DESIGN.md §4 bounds where).
+// checked as it is copied into the segment, where an altered one writes
+// before it is dropped (DESIGN.md §4 bounds where).
 // Replays carry a nonce already seen; the endpoint discards them (amudp's
 // receive path).
 
@@ -52,10 +55,12 @@ const (
 type Key struct {
 	aead cipher.AEAD
 	mode Mode
-	// g computes the tags (GMAC) of AuthHeader and AuthPayload that
-	// cover fastMin bytes or more, or shortMax or fewer, where the CPU
-	// runs the fast GHASH (gmac.go), nil elsewhere: aead does then, and
-	// the rest.
+	// mac computes the tags of AuthHeader and AuthPayload that cover
+	// fastMin bytes or more (AEGIS-128X2's MAC, aegis.go).
+	mac *aegisMAC
+	// g computes those that cover shortMax bytes or fewer (GMAC) where
+	// the CPU runs the fast GHASH (gmac.go), nil elsewhere: aead does
+	// then, and the rest.
 	g *gmac
 	// headAEAD and headG are aead and g under the key of the header
 	// tags of split datagrams.
@@ -68,17 +73,14 @@ func NewKey(secret []byte, mode Mode) *Key {
 	k := &Key{mode: mode}
 	k.aead, k.g = newAEAD("udpconduit datagram aes-128-gcm v2\x00", secret)
 	k.headAEAD, k.headG = newAEAD("udpconduit datagram header gmac v1\x00", secret)
+	k.mac = newAegisMAC(deriveKey("udpconduit datagram aegis-128x2 mac v1\x00", secret))
 	return k
 }
 
 // newAEAD returns AES-128-GCM, and the fast GMAC where the CPU runs it,
 // under the key that the SHA-256 of label and secret begins with.
 func newAEAD(label string, secret []byte) (cipher.AEAD, *gmac) {
-	h := sha256.New()
-	h.Write([]byte(label))
-	h.Write(secret)
-	var sum [sha256.Size]byte
-	key := h.Sum(sum[:0])[:16]
+	key := deriveKey(label, secret)
 	block, err := aes.NewCipher(key)
 	if err != nil { // a 16-byte key is always valid
 		panic(err)
@@ -90,10 +92,19 @@ func newAEAD(label string, secret []byte) (cipher.AEAD, *gmac) {
 	return aead, newGMAC(key)
 }
 
-// fastMin is the fewest bytes a tag covers for which the fast GMAC is
-// faster than crypto/cipher's AES-GCM (BenchmarkGMAC against
-// BenchmarkSeal): below it, its three calls and the AES block cost more
-// than GHASH saves.
+// deriveKey returns the 16-byte key that the SHA-256 of label and
+// secret begins with.
+func deriveKey(label string, secret []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(label))
+	h.Write(secret)
+	var sum [sha256.Size]byte
+	return h.Sum(sum[:0])[:16]
+}
+
+// fastMin is the fewest bytes a tag covers for which AEGIS-128X2's MAC
+// is faster than GMAC (BenchmarkMAC): below it, its 25 state updates of
+// initialization and finalization cost more than its updates save.
 const fastMin = 512
 
 // splitMin is the fewest payload bytes of a split datagram: from there
@@ -157,13 +168,13 @@ func (k *Key) SealPayload(b []byte, dest uint32, ctr uint64, payload []byte) []b
 
 // seal is SealPayload but for a split datagram's header tag.
 func (k *Key) seal(b []byte, payload []byte) []byte {
-	// A payload of fastMin bytes or more is copied and authenticated in
-	// one pass (AuthPayload); AuthHeader's tags, and short ones, are
-	// tagShort's, below.
-	if k.g != nil && k.mode == AuthPayload && len(b)+len(payload) >= fastMin {
+	// A payload of a datagram of fastMin bytes or more is copied and
+	// authenticated in one pass (AuthPayload); AuthHeader's tags, and
+	// short ones, are tagInto's, below.
+	if k.mode == AuthPayload && len(b)+len(payload) >= fastMin {
 		n := len(b)
 		b = slices.Grow(b, len(payload)+2*TagLen)[:n+len(payload)+TagLen]
-		k.g.tagCopy(b[n+len(payload):], nonce(b), b[:n], b[n:n+len(payload)], payload)
+		k.mac.tagCopy(b[n+len(payload):], nonce(b), b[:n], b[n:n+len(payload)], payload)
 		return b
 	}
 	b = append(b, payload...)
@@ -174,13 +185,24 @@ func (k *Key) seal(b []byte, payload []byte) []byte {
 	if end < 0 {
 		return b
 	}
-	if k.g != nil && end <= shortMax {
-		n := len(b)
-		b = slices.Grow(b, TagLen)[:n+TagLen]
-		k.g.tagShort(b[n:], nonce(b), b[:end])
-		return b
+	n := len(b)
+	b = slices.Grow(b, TagLen)[:n+TagLen]
+	k.tagInto(b[n:], b[:end])
+	return b
+}
+
+// tagInto writes to out the tag of aad, a datagram's first bytes, under
+// AuthHeader or AuthPayload: AEGIS-128X2's MAC from fastMin bytes, else
+// GMAC.
+func (k *Key) tagInto(out, aad []byte) {
+	switch {
+	case len(aad) >= fastMin:
+		k.mac.tagCopy(out, nonce(aad), aad, nil, nil)
+	case k.g != nil && len(aad) <= shortMax:
+		k.g.tagShort(out, nonce(aad), aad)
+	default:
+		k.aead.Seal(out[:0], nonce(aad), nil, aad)
 	}
-	return k.aead.Seal(b, nonce(b), nil, b[:end])
 }
 
 // covered returns the end of the bytes of datagram b[:n] that a
@@ -242,35 +264,24 @@ func (k *Key) OpenHead(b []byte, dest uint32) (body, tag []byte, ok bool) {
 // OpenPayload checks tag, which OpenHead returned with the body of a
 // split datagram, over body, and copies the payload to dst on the way
 // (dst of the payload's length, or nil for none). It reports whether the
-// tag is right; with the fast GMAC dst is written either way, one pass
-// over the payload, and without it only when the tag is right. A dst
-// of another length than the payload's fails.
+// tag is right; dst is written either way, one pass over the payload. A
+// dst of another length than the payload's fails.
 func (k *Key) OpenPayload(body, tag, dst []byte) bool {
 	start := HeaderLen + 4*int(body[3])
 	if dst != nil && len(dst) != len(body)-start {
 		return false
 	}
-	if k.g == nil || dst == nil {
-		if !k.tagOK(body, tag) {
-			return false
-		}
-		copy(dst, body[start:])
-		return true
-	}
 	var t [TagLen]byte
-	k.g.tagCopy(t[:], nonce(body), body[:start], dst, body[start:])
+	k.mac.tagCopy(t[:], nonce(body), body[:start], dst, body[start:])
 	return subtle.ConstantTimeCompare(t[:], tag) == 1
 }
 
-// tagOK reports whether tag is the GMAC of aad, a datagram's first bytes.
+// tagOK reports whether tag is the tag of aad, a datagram's first bytes
+// (tagInto).
 func (k *Key) tagOK(aad, tag []byte) bool {
-	if end := len(aad); k.g != nil && (end >= fastMin || end <= shortMax) {
-		var t [TagLen]byte
-		k.g.tag(t[:], nonce(aad), aad)
-		return subtle.ConstantTimeCompare(t[:], tag) == 1
-	}
-	_, err := k.aead.Open(nil, nonce(aad), tag, aad)
-	return err == nil
+	var t [TagLen]byte
+	k.tagInto(t[:], aad)
+	return subtle.ConstantTimeCompare(t[:], tag) == 1
 }
 
 // headTag writes to out the header tag of a split datagram whose header

@@ -1,0 +1,72 @@
+//go:build !purego
+
+package wire
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// aegisWidth says how aegisAbsorb runs on this CPU: 256 on 256-bit
+// registers (VAES: CPUID leaf 7's ECX bit 9, with AVX2), 128 on 128-bit
+// ones a lane at a time (AES-NI with AVX), 0 in Go. A variable for tests.
+var aegisWidth = func() int {
+	switch {
+	case cpu.X86.HasAES && cpu.X86.HasAVX2 && cpuid7ECX()&(1<<9) != 0:
+		return 256
+	case cpu.X86.HasAES && cpu.X86.HasAVX:
+		return 128
+	}
+	return 0
+}()
+
+// aegisAsm is aegisAbsorb in aegis_amd64.s, reporting false where this
+// CPU has no AES instructions.
+func aegisAsm(s *aegisState, dst, src []byte) bool {
+	if aegisWidth == 0 {
+		return false
+	}
+	var scratch [aegisRate]byte
+	d, inc := &scratch[0], uintptr(0)
+	if dst != nil {
+		d, inc = &dst[0], aegisRate
+	}
+	n := len(src) / aegisRate
+	if aegisWidth == 256 {
+		aegisAbsorb256(s, d, &src[0], inc, n)
+		return true
+	}
+	for lane := range uintptr(2) {
+		aegisAbsorb128((*byte)(unsafe.Add(unsafe.Pointer(&s[0][0]), 16*lane)),
+			(*byte)(unsafe.Add(unsafe.Pointer(d), 16*lane)), &src[16*lane], inc, n)
+	}
+	return true
+}
+
+// aegisInitAsm is aegisMAC.init on 256-bit registers, reporting false
+// where they are not used.
+func aegisInitAsm(s *aegisState, key, nonce *[16]byte) bool {
+	if aegisWidth != 256 {
+		return false
+	}
+	aegisInit256(s, key, nonce, &aegisC0, &aegisC1)
+	return true
+}
+
+// aegisFinalAsm is aegisMAC.finalize on 256-bit registers (aegisFinal256).
+func aegisFinalAsm(s *aegisState, out *[16]byte, lens *[2][16]byte) {
+	aegisFinal256(s, out, lens)
+}
+
+//go:noescape
+func aegisInit256(s *aegisState, key, nonce, c0, c1 *[16]byte)
+
+//go:noescape
+func aegisFinal256(s *aegisState, out *[16]byte, lens *[2][16]byte)
+
+//go:noescape
+func aegisAbsorb256(s *aegisState, dst, src *byte, dstInc uintptr, nblocks int)
+
+//go:noescape
+func aegisAbsorb128(s, dst, src *byte, dstInc uintptr, nblocks int)

@@ -1,0 +1,214 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// AEGIS-128X2's state update over 64-byte blocks (aegis_amd64.go): the
+// state's eight words in R0..R7, each new word an AES round (VAESENC) of
+// the word before it keyed by itself; words 0 and 4 also take the
+// block's two halves, M0 and M1. The eight rounds of an update are
+// independent: word 7 is kept in T before it is overwritten.
+#define UPDATE(R0, R1, R2, R3, R4, R5, R6, R7, M0, M1, T) \
+	VPXOR M0, R0, M0; \
+	VPXOR M1, R4, M1; \
+	VMOVDQU R7, T; \
+	VAESENC R7, R6, R7; \
+	VAESENC R6, R5, R6; \
+	VAESENC R5, R4, R5; \
+	VAESENC M1, R3, R4; \
+	VAESENC R3, R2, R3; \
+	VAESENC R2, R1, R2; \
+	VAESENC R1, R0, R1; \
+	VAESENC M0, T, R0
+
+// func aegisAbsorb256(s *aegisState, dst, src *byte, dstInc uintptr, nblocks int)
+// absorbs nblocks 64-byte blocks at src into s, both lanes in one 256-bit
+// register a word (VAES), and copies each to dst, which advances by
+// dstInc a block (0: a scratch block written over).
+TEXT ·aegisAbsorb256(SB), NOSPLIT, $0-40
+	MOVQ s+0(FP), AX
+	MOVQ dst+8(FP), DI
+	MOVQ src+16(FP), SI
+	MOVQ dstInc+24(FP), DX
+	MOVQ nblocks+32(FP), CX
+	VMOVDQU 0(AX), Y0
+	VMOVDQU 32(AX), Y1
+	VMOVDQU 64(AX), Y2
+	VMOVDQU 96(AX), Y3
+	VMOVDQU 128(AX), Y4
+	VMOVDQU 160(AX), Y5
+	VMOVDQU 192(AX), Y6
+	VMOVDQU 224(AX), Y7
+
+loop256:
+	VMOVDQU 0(SI), Y8
+	VMOVDQU 32(SI), Y9
+	VMOVDQU Y8, 0(DI)
+	VMOVDQU Y9, 32(DI)
+	UPDATE(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10)
+	ADDQ $64, SI
+	ADDQ DX, DI
+	DECQ CX
+	JNZ  loop256
+
+	VMOVDQU Y0, 0(AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, 64(AX)
+	VMOVDQU Y3, 96(AX)
+	VMOVDQU Y4, 128(AX)
+	VMOVDQU Y5, 160(AX)
+	VMOVDQU Y6, 192(AX)
+	VMOVDQU Y7, 224(AX)
+	VZEROUPPER
+	RET
+
+// func aegisAbsorb128(s, dst, src *byte, dstInc uintptr, nblocks int)
+// is aegisAbsorb256 of one lane on 128-bit registers (AES-NI with AVX):
+// s, dst and src point at the lane's first 16 bytes (16·lane into the
+// state and the blocks); each block gives it the 16 bytes there and 32
+// bytes on, and its words lie 32 bytes apart.
+TEXT ·aegisAbsorb128(SB), NOSPLIT, $0-40
+	MOVQ s+0(FP), AX
+	MOVQ dst+8(FP), DI
+	MOVQ src+16(FP), SI
+	MOVQ dstInc+24(FP), DX
+	MOVQ nblocks+32(FP), CX
+	VMOVDQU 0(AX), X0
+	VMOVDQU 32(AX), X1
+	VMOVDQU 64(AX), X2
+	VMOVDQU 96(AX), X3
+	VMOVDQU 128(AX), X4
+	VMOVDQU 160(AX), X5
+	VMOVDQU 192(AX), X6
+	VMOVDQU 224(AX), X7
+
+loop128:
+	VMOVDQU 0(SI), X8
+	VMOVDQU 32(SI), X9
+	VMOVDQU X8, 0(DI)
+	VMOVDQU X9, 32(DI)
+	UPDATE(X0, X1, X2, X3, X4, X5, X6, X7, X8, X9, X10)
+	ADDQ $64, SI
+	ADDQ DX, DI
+	DECQ CX
+	JNZ  loop128
+
+	VMOVDQU X0, 0(AX)
+	VMOVDQU X1, 32(AX)
+	VMOVDQU X2, 64(AX)
+	VMOVDQU X3, 96(AX)
+	VMOVDQU X4, 128(AX)
+	VMOVDQU X5, 160(AX)
+	VMOVDQU X6, 192(AX)
+	VMOVDQU X7, 224(AX)
+	RET
+
+// The context separators of AEGIS-128X2's lanes: each lane's index, then
+// the degree less one.
+DATA aegisCtx<>+0x00(SB)/8, $0x0000000000000100
+DATA aegisCtx<>+0x08(SB)/8, $0
+DATA aegisCtx<>+0x10(SB)/8, $0x0000000000000101
+DATA aegisCtx<>+0x18(SB)/8, $0
+GLOBL aegisCtx<>(SB), (NOPTR+RODATA), $32
+
+// func aegisInit256(s *aegisState, key, nonce, c0, c1 *[16]byte)
+// sets s to AEGIS-128X2's state of key and nonce (Init), with the
+// constants C0 and C1, on 256-bit registers.
+TEXT ·aegisInit256(SB), NOSPLIT, $0-40
+	MOVQ s+0(FP), AX
+	MOVQ key+8(FP), BX
+	MOVQ nonce+16(FP), CX
+	MOVQ c0+24(FP), DX
+	MOVQ c1+32(FP), SI
+	VBROADCASTI128 (BX), Y11
+	VBROADCASTI128 (CX), Y12
+	VBROADCASTI128 (DX), Y13
+	VBROADCASTI128 (SI), Y14
+	VMOVDQU aegisCtx<>(SB), Y15
+	VPXOR Y11, Y12, Y0
+	VMOVDQU Y14, Y1
+	VMOVDQU Y13, Y2
+	VMOVDQU Y14, Y3
+	VMOVDQU Y0, Y4
+	VPXOR Y11, Y13, Y5
+	VPXOR Y11, Y14, Y6
+	VMOVDQU Y5, Y7
+	MOVQ $10, CX
+
+init256:
+	VPXOR Y15, Y3, Y3
+	VPXOR Y15, Y7, Y7
+	VMOVDQU Y12, Y8
+	VMOVDQU Y11, Y9
+	UPDATE(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10)
+	DECQ CX
+	JNZ  init256
+
+	VMOVDQU Y0, 0(AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, 64(AX)
+	VMOVDQU Y3, 96(AX)
+	VMOVDQU Y4, 128(AX)
+	VMOVDQU Y5, 160(AX)
+	VMOVDQU Y6, 192(AX)
+	VMOVDQU Y7, 224(AX)
+	VZEROUPPER
+	RET
+
+
+// TAGS sets Y13 to both lanes' tags: the sum of words 0..6.
+#define TAGS \
+	VPXOR Y0, Y1, Y13; \
+	VPXOR Y2, Y13, Y13; \
+	VPXOR Y3, Y13, Y13; \
+	VPXOR Y4, Y13, Y13; \
+	VPXOR Y5, Y13, Y13; \
+	VPXOR Y6, Y13, Y13
+
+// func aegisFinal256(s *aegisState, out *[16]byte, lens *[2][16]byte)
+// writes the 128-bit tag of s (FinalizeMac of AEGIS-128X2), lens holding
+// the lengths blocks of its two finalizations: the data's length in bits
+// and the tag's, then the degree and the tag's.
+TEXT ·aegisFinal256(SB), NOSPLIT, $0-24
+	MOVQ s+0(FP), AX
+	MOVQ out+8(FP), DI
+	MOVQ lens+16(FP), SI
+	VMOVDQU 0(AX), Y0
+	VMOVDQU 32(AX), Y1
+	VMOVDQU 64(AX), Y2
+	VMOVDQU 96(AX), Y3
+	VMOVDQU 128(AX), Y4
+	VMOVDQU 160(AX), Y5
+	VMOVDQU 192(AX), Y6
+	VMOVDQU 224(AX), Y7
+	VBROADCASTI128 0(SI), Y12
+	VPXOR Y12, Y2, Y13
+	MOVQ $7, CX
+
+final1:
+	VMOVDQU Y13, Y8
+	VMOVDQU Y13, Y9
+	UPDATE(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10)
+	DECQ CX
+	JNZ  final1
+
+	// Lane 0's tag to lane 0's first block, lane 1's to its second; lane
+	// 1 takes zeros (a VEX 128-bit write clears the upper half).
+	TAGS
+	VMOVDQA X13, X8
+	VEXTRACTI128 $1, Y13, X9
+	UPDATE(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10)
+	VMOVDQU 16(SI), X12
+	VPXOR X12, X2, X13
+	MOVQ $7, CX
+
+final2:
+	VMOVDQU Y13, Y8
+	VMOVDQU Y13, Y9
+	UPDATE(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10)
+	DECQ CX
+	JNZ  final2
+
+	TAGS
+	VMOVDQU X13, (DI)
+	VZEROUPPER
+	RET

@@ -1,0 +1,155 @@
+package wire
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/hex"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// eachAegisWidth runs f with the state update on each width this CPU
+// has (aegisWidth), Go's included, and restores it.
+func eachAegisWidth(t *testing.T, f func(t *testing.T)) {
+	has := aegisWidth
+	defer func() { aegisWidth = has }()
+	for _, w := range []int{0, 128, 256} {
+		if w > has {
+			t.Logf("no %d-bit AES instructions here: not run", w)
+			continue
+		}
+		aegisWidth = w
+		t.Run(map[int]string{0: "go", 128: "128-bit", 256: "256-bit"}[w], f)
+	}
+}
+
+// TestAegisAbsorbWidths: the state update in assembly leaves the state
+// that the one in Go does, and copies what it absorbs.
+func TestAegisAbsorbWidths(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var start aegisState
+	for i := range start {
+		copy(start[i][:], randomBytes(r, 32))
+	}
+	src := randomBytes(r, 64*37)
+	var want aegisState
+	var wantDst []byte
+	eachAegisWidth(t, func(t *testing.T) {
+		for _, n := range []int{1, 2, 37} {
+			s := start
+			dst := make([]byte, 64*n)
+			aegisAbsorb(&s, dst, src[:64*n])
+			if !bytes.Equal(dst, src[:64*n]) {
+				t.Fatalf("%d blocks: dst is not a copy of src", n)
+			}
+			s2 := start
+			aegisAbsorb(&s2, nil, src[:64*n])
+			if s2 != s {
+				t.Fatalf("%d blocks: the state differs with and without a copy", n)
+			}
+			if n == 37 {
+				if wantDst == nil {
+					want, wantDst = s, dst
+				} else if s != want {
+					t.Fatalf("%d blocks: state differs from Go's", n)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkMAC: the tags of a datagram's bytes, AEGIS-128X2 against the
+// GMAC of the fast GHASH, each copying the bytes as sealing does.
+func BenchmarkMAC(b *testing.B) {
+	key := make([]byte, 16)
+	a, g := newAegisMAC(key), newGMAC(key)
+	nonce := make([]byte, 12)
+	out := make([]byte, 16)
+	block, _ := aes.NewCipher(key)
+	gcm, _ := cipher.NewGCM(block)
+	for _, n := range []int{256, 512, 4096, 65000} {
+		head, src, dst := make([]byte, 40), make([]byte, n), make([]byte, n)
+		b.Run("aegis/"+strconv.Itoa(n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				a.tagCopy(out, nonce, head, dst, src)
+			}
+		})
+		b.Run("crypto-cipher-gmac/"+strconv.Itoa(n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				copy(dst, src)
+				gcm.Seal(out[:0], nonce, nil, dst)
+			}
+		})
+		if g != nil {
+			b.Run("gmac/"+strconv.Itoa(n), func(b *testing.B) {
+				b.SetBytes(int64(n))
+				for b.Loop() {
+					g.tagCopy(out, nonce, head, dst, src)
+				}
+			})
+		}
+	}
+}
+
+// TestAegisVectors: draft-irtf-cfrg-aegis-aead-17's test vectors of the
+// AES round (A.1), AEGIS-128X2's initial state (A.4.1) and AEGISMAC-128X2
+// (A.8.2), on each width.
+func TestAegisVectors(t *testing.T) {
+	eachAegisWidth(t, func(t *testing.T) {
+		var in, rk, out [16]byte
+		copy(in[:], unhex(t, "000102030405060708090a0b0c0d0e0f"))
+		copy(rk[:], unhex(t, "101112131415161718191a1b1c1d1e1f"))
+		aesRound(&out, &in, &rk)
+		if got := hex.EncodeToString(out[:]); got != "7a7b4e5638782546a8c0477a3b813f43" {
+			t.Errorf("AESRound: %s", got)
+		}
+
+		a := newAegisMAC(unhex(t, "000102030405060708090a0b0c0d0e0f"))
+		var s aegisState
+		var n [16]byte
+		copy(n[:], unhex(t, "101112131415161718191a1b1c1d1e1f"))
+		a.init(&s, &n)
+		for _, c := range []struct {
+			j, lane int
+			want    string
+		}{
+			{0, 0, "a4fc1ad9a72942fb88bd2cabbba6509a"}, {0, 1, "80a40e392fc71084209b6c3319bdc6cc"},
+			{1, 0, "380f435cf801763b1f0c2a2f7212052d"}, {1, 1, "73796607b59b1b650ee91c152af1f18a"},
+			{2, 0, "6ee1de433ea877fa33bc0782abff2dcb"}, {2, 1, "b9fab2ab496e16d1facaffd5453cbf14"},
+			{3, 0, "85f94b0d4263bfa86fdf45a603d8b6ac"},
+		} {
+			if got := hex.EncodeToString(s[c.j][16*c.lane : 16*c.lane+16]); got != c.want {
+				t.Errorf("initial V[%d,%d] = %s, want %s", c.j, c.lane, got, c.want)
+			}
+		}
+
+		a = newAegisMAC(unhex(t, "10010000000000000000000000000000"))
+		data := unhex(t, "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122")
+		nonce := unhex(t, "10000200000000000000000000000000")
+		tag := make([]byte, 16)
+		// Every split of the data into head and src, copied or not.
+		for h := range len(data) + 1 {
+			dst := make([]byte, len(data)-h)
+			a.tagCopy(tag, nonce, data[:h], dst, data[h:])
+			if got := hex.EncodeToString(tag); got != "6873ee34e6b5c59143b6d35c5e4f2c6e" {
+				t.Fatalf("head of %d bytes: tag128 %s", h, got)
+			}
+			if !bytes.Equal(dst, data[h:]) {
+				t.Fatalf("head of %d bytes: dst is not a copy", h)
+			}
+		}
+	})
+}
+
+func unhex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
