@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"crypto/subtle"
 	"encoding/binary"
 	"math/bits"
 )
@@ -119,13 +118,6 @@ func (a *aegisMAC) tagCopy(out, nonce, head, dst, src []byte) {
 		aegisAbsorb(&s, nil, mid[:])
 	}
 	a.finalize(out, &s, total)
-}
-
-// tagOK reports whether tag is the tag of data under nonce.
-func (a *aegisMAC) tagOK(nonce, data, tag []byte) bool {
-	var t [TagLen]byte
-	a.tagCopy(t[:], nonce, data, nil, nil)
-	return subtle.ConstantTimeCompare(t[:], tag) == 1
 }
 
 // finalize writes the 128-bit tag of s, which absorbed n bytes

@@ -70,3 +70,8 @@ func aegisAbsorb256(s *aegisState, dst, src *byte, dstInc uintptr, nblocks int)
 
 //go:noescape
 func aegisAbsorb128(s, dst, src *byte, dstInc uintptr, nblocks int)
+
+// cpuid7ECX returns ECX of CPUID leaf 7, subleaf 0.
+//
+//go:noescape
+func cpuid7ECX() uint32

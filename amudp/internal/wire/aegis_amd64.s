@@ -212,3 +212,12 @@ final2:
 	VMOVDQU X13, (DI)
 	VZEROUPPER
 	RET
+
+// func cpuid7ECX() uint32 returns ECX of CPUID leaf 7, subleaf 0, whose
+// bit 9 is VAES.
+TEXT ·cpuid7ECX(SB), NOSPLIT, $0-4
+	MOVL $7, AX
+	MOVL $0, CX
+	CPUID
+	MOVL CX, ret+0(FP)
+	RET

@@ -5,16 +5,14 @@ import (
 	"math/bits"
 )
 
-// gmac computes AES-GCM tags over additional data alone (GMAC) with
-// ghash_amd64.s, faster per byte than crypto/cipher's AES-GCM on a CPU
-// with vector carry-less multiplication (VPCLMULQDQ, on 512-bit registers
-// with AVX-512, else on 256-bit ones: BenchmarkGMAC); the tags are
-// the same bytes (TestGMACMatchesGCM).
+// gmac computes AES-GCM tags over at most shortMax bytes of additional
+// data alone (GMAC) with ghash_amd64.s, in one call where crypto/cipher's
+// AES-GCM takes several (BenchmarkSeal); the tags are the same bytes
+// (TestGMACMatchesGCM).
 type gmac struct {
 	rk [11][16]byte // the AES-128 round keys, for aesEncrypt
-	// tbl holds H^32 .. H^1, in ghash_amd64.s's representation, then
-	// for each the sum of its two halves in the low one (Karatsuba's).
-	tbl [64][16]byte
+	// tbl holds H^16 .. H^1, in ghash_amd64.s's representation.
+	tbl [16][16]byte
 }
 
 // newGMAC returns the GMAC under the AES-128 key, or nil where the fast
@@ -38,36 +36,21 @@ func newGMAC(key []byte) *gmac {
 	var h1 [16]byte
 	binary.LittleEndian.PutUint64(h1[:8], lo)
 	binary.LittleEndian.PutUint64(h1[8:], hi)
-	g.tbl[31] = h1
-	for k := 30; k >= 0; k-- {
+	g.tbl[15] = h1
+	for k := 14; k >= 0; k-- {
 		gfmul(&g.tbl[k+1], &h1, &g.tbl[k])
-	}
-	for k := range 32 {
-		p := &g.tbl[k]
-		binary.LittleEndian.PutUint64(g.tbl[32+k][:8], binary.LittleEndian.Uint64(p[:8])^binary.LittleEndian.Uint64(p[8:]))
 	}
 	return g
 }
 
-// tag writes to out the AES-GCM tag of nonce (12 bytes) with aad as the
-// additional data and nothing to encrypt.
-func (g *gmac) tag(out []byte, nonce, aad []byte) {
-	if len(aad) <= shortMax {
-		g.tagShort(out, nonce, aad)
-		return
-	}
-	g.tagCopy(out, nonce, aad, nil, nil)
-}
-
 // shortMax is the most bytes tagShort takes: 15 blocks and the lengths
-// block, the table's last 16 powers of H (H^16 .. H^1).
+// block, the table's 16 powers of H.
 const shortMax = 15 * 16
 
-// tagShort is tag of at most shortMax bytes in one call of 128-bit
-// instructions: the AES block and the products overlap, and the sum of
-// products is reduced once (the 512-bit loop's setup costs more than such
-// a datagram's GHASH, and crypto/cipher's AES-GCM more than both;
-// BenchmarkSeal).
+// tagShort writes to out the AES-GCM tag of nonce (12 bytes) with aad,
+// at most shortMax bytes, as the additional data and nothing to encrypt,
+// in one call of 128-bit instructions: the AES block and the products
+// overlap, and the sum of products is reduced once.
 func (g *gmac) tagShort(out []byte, nonce, aad []byte) {
 	// The full blocks are read where they are; the partial one and the
 	// lengths block from tail.
@@ -86,54 +69,8 @@ func (g *gmac) tagShort(out []byte, nonce, aad []byte) {
 	if full > 0 {
 		data = &aad[0]
 	}
-	gmacShort(&t, &g.rk, (*[16][16]byte)(g.tbl[16:]), data, full, &tail[0], ntail, &j0)
+	gmacShort(&t, &g.rk, &g.tbl, data, full, &tail[0], ntail, &j0)
 	copy(out, t[:])
-}
-
-// tagCopy is tag over head ‖ src, copying src to dst (of src's length) on
-// the way: one pass over the bytes instead of a copy and a hash.
-func (g *gmac) tagCopy(out []byte, nonce, head, dst, src []byte) {
-	var acc [16]byte
-	n := len(head) / 16
-	if n > 0 {
-		ghashBlocks(&acc, &g.tbl, &head[0], n)
-	}
-	// The block that head's tail and src's start share; from there
-	// src's blocks are the additional data's.
-	var mid [16]byte
-	r := copy(mid[:], head[16*n:])
-	k := copy(mid[r:], src)
-	copy(dst, src[:k])
-	if r += k; r == 16 {
-		ghashBlocks(&acc, &g.tbl, &mid[0], 1)
-		if m := (len(src) - k) / 16; m > 0 {
-			ghashCopy(&acc, &g.tbl, &dst[k], &src[k], m)
-			k += 16 * m
-		}
-		r = copy(mid[:], src[k:])
-		copy(dst[k:], src[k:])
-	}
-	g.finish(out, nonce, &acc, mid[:r], len(head)+len(src))
-}
-
-// finish folds the last partial block and the lengths into acc and
-// writes the tag of an aad of total bytes.
-func (g *gmac) finish(out []byte, nonce []byte, acc *[16]byte, partial []byte, total int) {
-	var last [16]byte
-	if len(partial) > 0 {
-		copy(last[:], partial)
-		ghashBlocks(acc, &g.tbl, &last[0], 1)
-	}
-	var lens [16]byte
-	binary.BigEndian.PutUint64(lens[:8], uint64(total)*8)
-	ghashBlocks(acc, &g.tbl, &lens[0], 1)
-	var j0 [16]byte
-	copy(j0[:12], nonce)
-	j0[15] = 1
-	aesEncrypt(&g.rk, &j0, &j0)
-	for i := range 16 {
-		out[i] = acc[15-i] ^ j0[i]
-	}
 }
 
 // expandKey128 returns the round keys of an AES-128 key (FIPS 197 §5.2),
