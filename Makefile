@@ -32,6 +32,7 @@ test: deps vet
 	$(GO) test -race -short -count=1 -timeout 10m ./amudp/... ./retransmit/... ./conduit/... ./spawn/...
 	$(GO) test -count=1 -timeout 15m ./...
 	GASNET_SUPERNODE_MAXSIZE=0 GASNET_ENCRYPT=1 $(GO) test -count=1 -timeout 15m ./tests/
+	GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static ./amudp/internal/wire/
 
 unit:
 	$(GO) test -count=1 -short ./amudp/... ./retransmit/... ./spawn/... ./conduit/...
@@ -134,8 +135,10 @@ fuzz:
 # (mpiexec.hydra), libopenmpi-dev for make scale's MPI reference and
 # libmpich-dev for scripts/direct-bench.sh's (MPICH's hello);
 # nftables for the loss script; OpenSSH (sshd, ssh,
-# ssh-keygen) for the S spawner's tests, which start their own sshd.
-DEB_PKGS := gcc slurmctld slurmd slurm-client munge openmpi-bin libopenmpi-dev mpich libmpich-dev nftables iproute2 openssh-server openssh-client
+# ssh-keygen) for the S spawner's tests, which start their own sshd;
+# qemu-user-static to run the wire package's tests built for arm64 (its
+# AEGIS assembly there).
+DEB_PKGS := gcc slurmctld slurmd slurm-client munge openmpi-bin libopenmpi-dev mpich libmpich-dev nftables iproute2 openssh-server openssh-client qemu-user-static
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \

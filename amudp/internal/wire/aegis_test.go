@@ -145,3 +145,39 @@ func unhex(t *testing.T, s string) []byte {
 	}
 	return b
 }
+
+// TestAegisSplits: the tag of head ‖ src is the tag of their
+// concatenation in Go, and src is copied, however the bytes are split
+// between the two and whatever their lengths around the rate, on each
+// width.
+func TestAegisSplits(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	data := randomBytes(r, MaxDatagram)
+	a := newAegisMAC(data[:16])
+	nonce := data[16:28]
+	lengths := []int{0, 1, 63, 64, 65, 127, 128, 200, 511, 512, 4096, 65000, MaxDatagram}
+	// The tags of the whole, in Go.
+	wholes := map[int][]byte{}
+	has := aegisWidth
+	aegisWidth = 0
+	for _, n := range lengths {
+		wholes[n] = make([]byte, TagLen)
+		a.tagCopy(wholes[n], nonce, data[:n], nil, nil)
+	}
+	aegisWidth = has
+	eachAegisWidth(t, func(t *testing.T) {
+		for _, n := range lengths {
+			whole := wholes[n]
+			for _, h := range []int{0, 1, 35, 36, 63, 64, 65, 100, 128, 129, 300} {
+				if h > n {
+					continue
+				}
+				got, dst := make([]byte, TagLen), make([]byte, n-h)
+				a.tagCopy(got, nonce, data[:h], dst, data[h:n])
+				if !bytes.Equal(got, whole) || !bytes.Equal(dst, data[h:n]) {
+					t.Fatalf("%d bytes, head %d: tag %x, whole's %x; copied intact: %v", n, h, got, whole, bytes.Equal(dst, data[h:n]))
+				}
+			}
+		}
+	})
+}
