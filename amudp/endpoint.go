@@ -19,9 +19,9 @@ import (
 type Config struct {
 	// Rank is this endpoint's rank.
 	Rank int
-	// Secret is the job secret: every datagram is sealed with AES-GCM
-	// under a key derived from it (DESIGN.md §4), and one that does not
-	// open is dropped.
+	// Secret is the job secret: every datagram is sealed under keys
+	// derived from it (DESIGN.md §4), and one that does not open is
+	// dropped.
 	Secret []byte
 	// HeaderOnlyAuth leaves payloads out of the datagrams' tags
 	// (GASNET_AUTH_PAYLOAD=0), for trusted networks: headers, arguments

@@ -6,11 +6,11 @@ import (
 )
 
 // aegisMAC computes AEGIS-128X2 MAC tags (draft-irtf-cfrg-aegis-aead,
-// AEGIS-MAC of AEGIS-128X with degree 2 and 128-bit tags): AES rounds
-// over two independent lanes, 64 bytes a state update, where GHASH
-// multiplies 16 bytes at a time. It authenticates the large datagrams of
-// AuthPayload (seal.go) in about a third of GHASH's time on a CPU with
-// 256-bit AES instructions (VAES: BenchmarkMAC).
+// AEGISMAC-128X with degree 2 and 128-bit tags): AES rounds over two
+// independent lanes, 64 bytes a state update. Its tags cover fastMin
+// bytes or more (seal.go's tagInto), in under half the time of GMAC on
+// our own GHASH on a CPU with 256-bit AES instructions (VAES; BENCHMARKS.md,
+// Datagram protection).
 //
 // The state update runs on 256-bit registers where the CPU has VAES
 // (aegis_amd64.s), on 128-bit ones a lane at a time where it has AES-NI,

@@ -93,10 +93,11 @@ func BenchmarkOpenCopy(b *testing.B) {
 	}
 }
 
-// TestSealedLargeDatagrams: datagrams short and long enough for the fast
-// GMAC's two paths open under a key without it (a CPU without VPCLMULQDQ)
-// and the other way round, and fail to open with any of 300 random bits
-// flipped that the mode protects.
+// TestSealedLargeDatagrams: datagrams of every tag's length (tagShort's,
+// crypto/cipher's GMAC's, AEGIS's) open under a key without the fast
+// GMAC (a CPU without AES-NI or PCLMULQDQ) and the other way round, and
+// fail to open with any of 300 random bits flipped that the mode
+// protects. (AEGIS's widths against each other: TestAegisSplits.)
 func TestSealedLargeDatagrams(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	payload := randomBytes(r, MaxMedium)
@@ -104,7 +105,8 @@ func TestSealedLargeDatagrams(t *testing.T) {
 		fast, slow := keyPair(md.mode)
 		// 0 to 192: the datagrams tagShort covers (up to shortMax
 		// bytes with the 48 of header and arguments), and one over.
-		for _, size := range []int{0, 1, 15, 16, 100, 191, 192, 193, fastMin, 4096, MaxMedium} {
+		// fastMin-48 and one fewer: either side of AEGIS's threshold.
+		for _, size := range []int{0, 1, 15, 16, 100, 191, 192, 193, fastMin - 49, fastMin - 48, fastMin, 4096, MaxMedium} {
 			m := Message{Header: Header{Kind: KindMediumRequest, Handler: 130, NArgs: 3, Src: 2, Slot: 1, Seq: 4}, Payload: payload[:size]}
 			plain := encode(t, m)
 			for _, dir := range []struct {
@@ -144,7 +146,9 @@ func TestSealPayload(t *testing.T) {
 	}
 	for _, md := range modes {
 		key := NewKey([]byte("job secret"), md.mode)
-		for _, n := range []int{0, 1, 100, fastMin - 52, fastMin - 51, fastMin, 1000, MaxMedium} {
+		// 44 bytes of header and arguments: fastMin-44 payload bytes are
+		// the first datagram that AEGIS tags.
+		for _, n := range []int{0, 1, 100, fastMin - 45, fastMin - 44, fastMin, 1000, MaxMedium} {
 			m := Message{Header: Header{Kind: KindMediumReply, Handler: 131, NArgs: 2, Src: 1}, Payload: payload[:n]}
 			whole := key.Seal(encode(t, m), 3, 99)
 			head, err := m.AppendHead(nil)

@@ -14,8 +14,8 @@ import (
 //
 // then nargs × uint32 arguments, then length payload bytes; a sealed
 // datagram ends with a TagLen-byte tag, a large Long one with a second
-// (seal.go). Bytes 8–20, the nonce and the sender's rank, are the AES-GCM
-// nonce it is sealed with.
+// (seal.go). Bytes 8–20, the nonce and the sender's rank, are the nonce it
+// is sealed with.
 type Header struct {
 	Kind Kind
 	// Flags share the kind's byte: the kind in the low four bits, flags in

@@ -134,7 +134,7 @@ func (k *Key) TagsLen(kind Kind, inPlace bool, n int) int {
 	return TagLen
 }
 
-// nonce returns the AES-GCM nonce of datagram b (at least HeaderLen
+// nonce returns the nonce of datagram b (at least HeaderLen
 // bytes): its Nonce and Src fields.
 func nonce(b []byte) []byte { return b[8:20] }
 
@@ -146,9 +146,9 @@ func nonce(b []byte) []byte { return b[8:20] }
 func (k *Key) Seal(b []byte, dest uint32, ctr uint64) []byte { return k.SealPayload(b, dest, ctr, nil) }
 
 // SealPayload is Seal of b with payload appended, where b is a datagram
-// encoded without its payload (Message.AppendHead): with the fast GMAC and
-// the payload authenticated, the payload is copied and authenticated in
-// one pass. payload must not overlap b's backing array.
+// encoded without its payload (Message.AppendHead): under AuthPayload,
+// from fastMin bytes, the payload is copied and authenticated in one
+// pass. payload must not overlap b's backing array.
 func (k *Key) SealPayload(b []byte, dest uint32, ctr uint64, payload []byte) []byte {
 	if len(b) < HeaderLen {
 		return append(b, payload...)

@@ -60,13 +60,19 @@ func TestSealedDatagramsDropped(t *testing.T) {
 	medium.Args[0], medium.Args[1] = 0x41414141, 0x42424242
 	ack := Message{Header: Header{Kind: KindAutoReply, Src: 1, Slot: 2, Seq: 3}}
 	ack.Payload = AppendAckPair(AppendAckPair(nil, 4, 5), 6, 7)
+	// An automatic reply's acknowledgements are covered under AuthHeader
+	// too: one of fastMin bytes or more takes the other MAC.
+	bigAck := Message{Header: Header{Kind: KindAutoReply, Src: 1, Slot: 2, Seq: 3}}
+	for i := range 130 {
+		bigAck.Payload = AppendAckPair(bigAck.Payload, uint16(i), uint16(i+1))
+	}
 	long := Message{Header: Header{Kind: KindLongReply, Handler: 140, Src: 3, Slot: 1, Seq: 2, Offset: 4096}, Payload: []byte("into the segment")}
 	for _, md := range modes {
 		key, other := NewKey([]byte("job secret"), md.mode), NewKey([]byte("another job"), md.mode)
 		for _, tc := range []struct {
 			name string
 			m    Message
-		}{{"medium", medium}, {"automatic reply", ack}, {"long", long}} {
+		}{{"medium", medium}, {"automatic reply", ack}, {"large automatic reply", bigAck}, {"long", long}} {
 			name := md.name + ", " + tc.name
 			plain := encode(t, tc.m)
 			b := key.Seal(append([]byte(nil), plain...), 4, 77)

@@ -22,7 +22,7 @@ var descriptions = [...]struct{ name, text string }{
 	{"GASNET_NETWORKDEPTH", "outstanding requests per peer"},
 	{"GASNET_RECVDEPTH", "messages handled per poll; 0 = 2 × depth × min(max(1,N−1),4), at most 65534"},
 	{"GASNET_SENDDEPTH", "outstanding requests over all peers; 0 = depth × min(max(1,N−1),4); -1 = unlimited"},
-	{"GASNET_AUTH_PAYLOAD", "ours: each datagram's tag (AES-128-GCM keyed by the job secret) covers its payload too, so that a forged or altered payload never reaches a handler (a Long one of 16 KiB or more may first reach the segment where its genuine message lands); 0 authenticates headers, arguments and acknowledgements alone, for trusted networks (DESIGN.md §4 has the cost of each)"},
+	{"GASNET_AUTH_PAYLOAD", "ours: each datagram's tag (AES-GMAC, or AEGIS-128X2's MAC from 512 bytes, keyed by the job secret) covers its payload too, so that a forged or altered payload never reaches a handler (a Long one of 16 KiB or more may first reach the segment where its genuine message lands); 0 authenticates headers, arguments and acknowledgements alone, for trusted networks (DESIGN.md §4 has the cost of each)"},
 	{"GASNET_ENCRYPT", "ours: encrypt every datagram's arguments and payload with AES-128-GCM keyed by the job secret (headers stay authenticated in clear); implies GASNET_AUTH_PAYLOAD"},
 	{"GASNET_SOCKETBUFFER_INITIAL", "UDP socket buffer bytes requested at start"},
 	{"GASNET_SOCKETBUFFER_MAX", "UDP socket buffer bytes the buffers may grow to"},
