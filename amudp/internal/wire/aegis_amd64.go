@@ -2,11 +2,7 @@
 
 package wire
 
-import (
-	"unsafe"
-
-	"golang.org/x/sys/cpu"
-)
+import "golang.org/x/sys/cpu"
 
 // aegisWidth says how aegisAbsorb runs on this CPU: 256 on 256-bit
 // registers (VAES: CPUID leaf 7's ECX bit 9, with AVX2), 128 on 128-bit
@@ -20,29 +16,6 @@ var aegisWidth = func() int {
 	}
 	return 0
 }()
-
-// aegisAsm is aegisAbsorb in aegis_amd64.s, reporting false where this
-// CPU has no AES instructions.
-func aegisAsm(s *aegisState, dst, src []byte) bool {
-	if aegisWidth == 0 {
-		return false
-	}
-	var scratch [aegisRate]byte
-	d, inc := &scratch[0], uintptr(0)
-	if dst != nil {
-		d, inc = &dst[0], aegisRate
-	}
-	n := len(src) / aegisRate
-	if aegisWidth == 256 {
-		aegisAbsorb256(s, d, &src[0], inc, n)
-		return true
-	}
-	for lane := range uintptr(2) {
-		aegisAbsorb128((*byte)(unsafe.Add(unsafe.Pointer(&s[0][0]), 16*lane)),
-			(*byte)(unsafe.Add(unsafe.Pointer(d), 16*lane)), &src[16*lane], inc, n)
-	}
-	return true
-}
 
 // aegisInitAsm is aegisMAC.init on 256-bit registers, reporting false
 // where they are not used.
@@ -67,9 +40,6 @@ func aegisFinal256(s *aegisState, out *[16]byte, lens *[2][16]byte)
 
 //go:noescape
 func aegisAbsorb256(s *aegisState, dst, src *byte, dstInc uintptr, nblocks int)
-
-//go:noescape
-func aegisAbsorb128(s, dst, src *byte, dstInc uintptr, nblocks int)
 
 // cpuid7ECX returns ECX of CPUID leaf 7, subleaf 0.
 //

@@ -20,6 +20,28 @@
 	VAESENC R1, R0, R1; \
 	VAESENC M0, T, R0
 
+// LOAD8 and STORE8 move the state's eight words at base, 32 bytes apart,
+// to and from R0..R7.
+#define LOAD8(base, R0, R1, R2, R3, R4, R5, R6, R7) \
+	VMOVDQU 0(base), R0; \
+	VMOVDQU 32(base), R1; \
+	VMOVDQU 64(base), R2; \
+	VMOVDQU 96(base), R3; \
+	VMOVDQU 128(base), R4; \
+	VMOVDQU 160(base), R5; \
+	VMOVDQU 192(base), R6; \
+	VMOVDQU 224(base), R7
+
+#define STORE8(base, R0, R1, R2, R3, R4, R5, R6, R7) \
+	VMOVDQU R0, 0(base); \
+	VMOVDQU R1, 32(base); \
+	VMOVDQU R2, 64(base); \
+	VMOVDQU R3, 96(base); \
+	VMOVDQU R4, 128(base); \
+	VMOVDQU R5, 160(base); \
+	VMOVDQU R6, 192(base); \
+	VMOVDQU R7, 224(base)
+
 // func aegisAbsorb256(s *aegisState, dst, src *byte, dstInc uintptr, nblocks int)
 // absorbs nblocks 64-byte blocks at src into s, both lanes in one 256-bit
 // register a word (VAES), and copies each to dst, which advances by
@@ -30,14 +52,7 @@ TEXT ·aegisAbsorb256(SB), NOSPLIT, $0-40
 	MOVQ src+16(FP), SI
 	MOVQ dstInc+24(FP), DX
 	MOVQ nblocks+32(FP), CX
-	VMOVDQU 0(AX), Y0
-	VMOVDQU 32(AX), Y1
-	VMOVDQU 64(AX), Y2
-	VMOVDQU 96(AX), Y3
-	VMOVDQU 128(AX), Y4
-	VMOVDQU 160(AX), Y5
-	VMOVDQU 192(AX), Y6
-	VMOVDQU 224(AX), Y7
+	LOAD8(AX, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
 
 loop256:
 	VMOVDQU 0(SI), Y8
@@ -50,14 +65,7 @@ loop256:
 	DECQ CX
 	JNZ  loop256
 
-	VMOVDQU Y0, 0(AX)
-	VMOVDQU Y1, 32(AX)
-	VMOVDQU Y2, 64(AX)
-	VMOVDQU Y3, 96(AX)
-	VMOVDQU Y4, 128(AX)
-	VMOVDQU Y5, 160(AX)
-	VMOVDQU Y6, 192(AX)
-	VMOVDQU Y7, 224(AX)
+	STORE8(AX, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
 	VZEROUPPER
 	RET
 
@@ -72,14 +80,7 @@ TEXT ·aegisAbsorb128(SB), NOSPLIT, $0-40
 	MOVQ src+16(FP), SI
 	MOVQ dstInc+24(FP), DX
 	MOVQ nblocks+32(FP), CX
-	VMOVDQU 0(AX), X0
-	VMOVDQU 32(AX), X1
-	VMOVDQU 64(AX), X2
-	VMOVDQU 96(AX), X3
-	VMOVDQU 128(AX), X4
-	VMOVDQU 160(AX), X5
-	VMOVDQU 192(AX), X6
-	VMOVDQU 224(AX), X7
+	LOAD8(AX, X0, X1, X2, X3, X4, X5, X6, X7)
 
 loop128:
 	VMOVDQU 0(SI), X8
@@ -92,14 +93,7 @@ loop128:
 	DECQ CX
 	JNZ  loop128
 
-	VMOVDQU X0, 0(AX)
-	VMOVDQU X1, 32(AX)
-	VMOVDQU X2, 64(AX)
-	VMOVDQU X3, 96(AX)
-	VMOVDQU X4, 128(AX)
-	VMOVDQU X5, 160(AX)
-	VMOVDQU X6, 192(AX)
-	VMOVDQU X7, 224(AX)
+	STORE8(AX, X0, X1, X2, X3, X4, X5, X6, X7)
 	RET
 
 // The context separators of AEGIS-128X2's lanes: each lane's index, then
@@ -143,14 +137,7 @@ init256:
 	DECQ CX
 	JNZ  init256
 
-	VMOVDQU Y0, 0(AX)
-	VMOVDQU Y1, 32(AX)
-	VMOVDQU Y2, 64(AX)
-	VMOVDQU Y3, 96(AX)
-	VMOVDQU Y4, 128(AX)
-	VMOVDQU Y5, 160(AX)
-	VMOVDQU Y6, 192(AX)
-	VMOVDQU Y7, 224(AX)
+	STORE8(AX, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
 	VZEROUPPER
 	RET
 
@@ -172,14 +159,7 @@ TEXT ·aegisFinal256(SB), NOSPLIT, $0-24
 	MOVQ s+0(FP), AX
 	MOVQ out+8(FP), DI
 	MOVQ lens+16(FP), SI
-	VMOVDQU 0(AX), Y0
-	VMOVDQU 32(AX), Y1
-	VMOVDQU 64(AX), Y2
-	VMOVDQU 96(AX), Y3
-	VMOVDQU 128(AX), Y4
-	VMOVDQU 160(AX), Y5
-	VMOVDQU 192(AX), Y6
-	VMOVDQU 224(AX), Y7
+	LOAD8(AX, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
 	VBROADCASTI128 0(SI), Y12
 	VPXOR Y12, Y2, Y13
 	MOVQ $7, CX

@@ -22,22 +22,16 @@ TEXT ·aegisAbsorb128(SB), NOSPLIT, $0-40
 	MOVD src+16(FP), R2
 	MOVD dstInc+24(FP), R3
 	MOVD nblocks+32(FP), R4
-	MOVD R0, R5
-	VLD1 (R5), [V0.B16]
-	ADD  $32, R5
-	VLD1 (R5), [V1.B16]
-	ADD  $32, R5
-	VLD1 (R5), [V2.B16]
-	ADD  $32, R5
-	VLD1 (R5), [V3.B16]
-	ADD  $32, R5
-	VLD1 (R5), [V4.B16]
-	ADD  $32, R5
-	VLD1 (R5), [V5.B16]
-	ADD  $32, R5
-	VLD1 (R5), [V6.B16]
-	ADD  $32, R5
-	VLD1 (R5), [V7.B16]
+	MOVD  R0, R5
+	MOVD  $32, R6
+	VLD1.P (R5)(R6), [V0.B16]
+	VLD1.P (R5)(R6), [V1.B16]
+	VLD1.P (R5)(R6), [V2.B16]
+	VLD1.P (R5)(R6), [V3.B16]
+	VLD1.P (R5)(R6), [V4.B16]
+	VLD1.P (R5)(R6), [V5.B16]
+	VLD1.P (R5)(R6), [V6.B16]
+	VLD1.P (R5)(R6), [V7.B16]
 	VEOR V31.B16, V31.B16, V31.B16
 
 loop:
@@ -70,20 +64,14 @@ loop:
 	SUBS $1, R4
 	BNE  loop
 
-	MOVD R0, R5
-	VST1 [V0.B16], (R5)
-	ADD  $32, R5
-	VST1 [V1.B16], (R5)
-	ADD  $32, R5
-	VST1 [V2.B16], (R5)
-	ADD  $32, R5
-	VST1 [V3.B16], (R5)
-	ADD  $32, R5
-	VST1 [V4.B16], (R5)
-	ADD  $32, R5
-	VST1 [V5.B16], (R5)
-	ADD  $32, R5
-	VST1 [V6.B16], (R5)
-	ADD  $32, R5
-	VST1 [V7.B16], (R5)
+	MOVD  R0, R5
+	MOVD  $32, R6
+	VST1.P [V0.B16], (R5)(R6)
+	VST1.P [V1.B16], (R5)(R6)
+	VST1.P [V2.B16], (R5)(R6)
+	VST1.P [V3.B16], (R5)(R6)
+	VST1.P [V4.B16], (R5)(R6)
+	VST1.P [V5.B16], (R5)(R6)
+	VST1.P [V6.B16], (R5)(R6)
+	VST1.P [V7.B16], (R5)(R6)
 	RET
