@@ -12,9 +12,10 @@ import (
 // our own GHASH on a CPU with 256-bit AES instructions (VAES; BENCHMARKS.md,
 // Datagram protection).
 //
-// The state update runs on 256-bit registers where the CPU has VAES
-// (aegis_amd64.s), on 128-bit ones a lane at a time where it has AES-NI,
-// and in Go elsewhere (aesRound: table lookups, not constant-time).
+// The state update runs on 256-bit registers where the CPU has VAES, on
+// 128-bit ones a lane at a time where it has AES-NI or arm64's AES
+// extension (aegis_amd64.s, aegis_arm64.s), and in Go elsewhere
+// (aesRound: table lookups, not constant-time).
 type aegisMAC struct {
 	key [16]byte
 }
@@ -124,30 +125,27 @@ func (a *aegisMAC) tagCopy(out, nonce, head, dst, src []byte) {
 // (FinalizeMac of AEGIS-128X): each lane is finalized, both lanes' tags
 // are absorbed into lane 0, and lane 0 is finalized again.
 func (a *aegisMAC) finalize(out []byte, s *aegisState, n int) {
-	if aegisWidth == 256 {
-		var lens [2][16]byte
-		binary.LittleEndian.PutUint64(lens[0][:], uint64(n)*8)
-		binary.LittleEndian.PutUint64(lens[0][8:], 128)
-		binary.LittleEndian.PutUint64(lens[1][:], 2)
-		binary.LittleEndian.PutUint64(lens[1][8:], 128)
-		aegisFinalAsm(s, (*[16]byte)(out), &lens)
+	// The lengths blocks of the two finalizations: the data's length in
+	// bits and the tag's, then the degree and the tag's.
+	var lens [2][16]byte
+	binary.LittleEndian.PutUint64(lens[0][:], uint64(n)*8)
+	binary.LittleEndian.PutUint64(lens[0][8:], 128)
+	binary.LittleEndian.PutUint64(lens[1][:], 2)
+	binary.LittleEndian.PutUint64(lens[1][8:], 128)
+	if aegisFinalAsm(s, (*[16]byte)(out), &lens) {
 		return
 	}
 	var m [aegisRate]byte
-	final := func(l0, l1 uint64) {
-		for lane := range 2 {
-			binary.LittleEndian.PutUint64(m[16*lane:], l0)
-			binary.LittleEndian.PutUint64(m[16*lane+8:], l1)
-			for i := 16 * lane; i < 16*lane+16; i++ {
-				m[i] ^= s[2][i]
-			}
+	final := func(l *[16]byte) {
+		for i := range 32 {
+			m[i] = s[2][i] ^ l[i%16]
 		}
 		copy(m[32:], m[:32])
 		for range 7 {
 			aegisAbsorb(s, nil, m[:])
 		}
 	}
-	final(uint64(n)*8, 128)
+	final(&lens[0])
 	var blk [aegisRate]byte
 	for i := range 7 {
 		for j := range 16 {
@@ -156,7 +154,7 @@ func (a *aegisMAC) finalize(out []byte, s *aegisState, n int) {
 		}
 	}
 	aegisAbsorb(s, nil, blk[:])
-	final(2, 128) // lane 1's result is not used
+	final(&lens[1]) // lane 1's result is not used
 	var tag [16]byte
 	for i := range 7 {
 		for j := range 16 {

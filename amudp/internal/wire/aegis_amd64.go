@@ -27,9 +27,14 @@ func aegisInitAsm(s *aegisState, key, nonce *[16]byte) bool {
 	return true
 }
 
-// aegisFinalAsm is aegisMAC.finalize on 256-bit registers (aegisFinal256).
-func aegisFinalAsm(s *aegisState, out *[16]byte, lens *[2][16]byte) {
+// aegisFinalAsm is aegisMAC.finalize on 256-bit registers
+// (aegisFinal256), reporting false where they are not used.
+func aegisFinalAsm(s *aegisState, out *[16]byte, lens *[2][16]byte) bool {
+	if aegisWidth != 256 {
+		return false
+	}
 	aegisFinal256(s, out, lens)
+	return true
 }
 
 //go:noescape

@@ -16,9 +16,7 @@ var aegisWidth = func() int {
 
 func aegisInitAsm(s *aegisState, key, nonce *[16]byte) bool { return false }
 
-func aegisFinalAsm(s *aegisState, out *[16]byte, lens *[2][16]byte) {
-	panic("wire: no 256-bit AEGIS here")
-}
+func aegisFinalAsm(s *aegisState, out *[16]byte, lens *[2][16]byte) bool { return false }
 
 func aegisAbsorb256(s *aegisState, dst, src *byte, dstInc uintptr, nblocks int) {
 	panic("wire: no 256-bit AEGIS here")

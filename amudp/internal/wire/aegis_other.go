@@ -10,6 +10,4 @@ func aegisAsm(s *aegisState, dst, src []byte) bool { return false }
 
 func aegisInitAsm(s *aegisState, key, nonce *[16]byte) bool { return false }
 
-func aegisFinalAsm(s *aegisState, out *[16]byte, lens *[2][16]byte) {
-	panic("wire: no AEGIS in assembly")
-}
+func aegisFinalAsm(s *aegisState, out *[16]byte, lens *[2][16]byte) bool { return false }

@@ -275,7 +275,7 @@ func hugeArgs(k *Key, nargs int) []byte {
 	binary.LittleEndian.PutUint64(b[8:], 5)
 	binary.LittleEndian.PutUint32(b[24:], splitMin)
 	var tag [TagLen]byte
-	k.tagInto(tag[:], b)
+	k.mac.tagCopy(tag[:], nonce(b), b, nil, nil) // more than fastMin bytes
 	b = append(b, tag[:]...)
 	return k.headAEAD.Seal(b, nonce(b), nil, b[:HeaderLen+4*nargs])
 }

@@ -186,23 +186,29 @@ func (k *Key) seal(b []byte, payload []byte) []byte {
 		return b
 	}
 	n := len(b)
-	b = slices.Grow(b, TagLen)[:n+TagLen]
-	k.tagInto(b[n:], b[:end])
-	return b
+	b = slices.Grow(b, TagLen)
+	if k.fastTag(b[n:n+TagLen], b[:end]) {
+		return b[:n+TagLen]
+	}
+	return k.aead.Seal(b, nonce(b), nil, b[:end])
 }
 
-// tagInto writes to out the tag of aad, a datagram's first bytes, under
-// AuthHeader or AuthPayload: AEGIS-128X2's MAC from fastMin bytes, else
-// GMAC.
-func (k *Key) tagInto(out, aad []byte) {
+// fastTag writes to out, which has room for it, the tag of aad, a
+// datagram's first bytes, under AuthHeader or AuthPayload: AEGIS-128X2's
+// MAC from fastMin bytes, the fast GMAC up to shortMax where the CPU runs
+// it. It reports false, writing nothing, where the tag is
+// crypto/cipher's GMAC (aead), which its callers call themselves: out
+// through an interface would escape, an allocation per datagram opened.
+func (k *Key) fastTag(out, aad []byte) bool {
 	switch {
 	case len(aad) >= fastMin:
 		k.mac.tagCopy(out, nonce(aad), aad, nil, nil)
 	case k.g != nil && len(aad) <= shortMax:
 		k.g.tagShort(out, nonce(aad), aad)
 	default:
-		k.aead.Seal(out[:0], nonce(aad), nil, aad)
+		return false
 	}
+	return true
 }
 
 // covered returns the end of the bytes of datagram b[:n] that a
@@ -277,11 +283,14 @@ func (k *Key) OpenPayload(body, tag, dst []byte) bool {
 }
 
 // tagOK reports whether tag is the tag of aad, a datagram's first bytes
-// (tagInto).
+// (fastTag).
 func (k *Key) tagOK(aad, tag []byte) bool {
 	var t [TagLen]byte
-	k.tagInto(t[:], aad)
-	return subtle.ConstantTimeCompare(t[:], tag) == 1
+	if k.fastTag(t[:], aad) {
+		return subtle.ConstantTimeCompare(t[:], tag) == 1
+	}
+	_, err := k.aead.Open(nil, nonce(aad), tag, aad)
+	return err == nil
 }
 
 // headTag writes to out the header tag of a split datagram whose header
@@ -296,9 +305,14 @@ func (k *Key) headTag(out, head []byte) {
 }
 
 // headTagOK reports whether tag is the header tag of a split datagram
-// whose header and arguments are head.
+// whose header and arguments are head (crypto/cipher's through Open, as
+// tagOK's: no buffer of its own through an interface).
 func (k *Key) headTagOK(head, tag []byte) bool {
-	var t [TagLen]byte
-	k.headTag(t[:], head)
-	return subtle.ConstantTimeCompare(t[:], tag) == 1
+	if k.headG != nil && len(head) <= shortMax {
+		var t [TagLen]byte
+		k.headG.tagShort(t[:], nonce(head), head)
+		return subtle.ConstantTimeCompare(t[:], tag) == 1
+	}
+	_, err := k.headAEAD.Open(nil, nonce(head), tag, head)
+	return err == nil
 }

@@ -326,3 +326,37 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// TestSealOpenAllocateNothing: sealing into a buffer with room for the
+// tags, and opening, allocate nothing, in every mode and for every tag's
+// length (tagShort's, crypto/cipher's GMAC's, AEGIS's; a split Long's
+// two): they run once per datagram.
+func TestSealOpenAllocateNothing(t *testing.T) {
+	payload := make([]byte, MaxLong)
+	for _, md := range modes {
+		key := NewKey([]byte("job secret"), md.mode)
+		for _, c := range []struct {
+			kind Kind
+			n    int
+		}{{KindMediumRequest, 0}, {KindMediumRequest, 64}, {KindMediumRequest, 300}, {KindMediumRequest, 4096}, {KindLongRequest, splitMin}} {
+			m := Message{Header: Header{Kind: c.kind, Handler: 130, NArgs: 2, Src: 1, Slot: 1, Seq: 2}, Payload: payload[:c.n]}
+			plain := encode(t, m)
+			buf := make([]byte, len(plain), len(plain)+2*TagLen)
+			sealed := key.Seal(append(buf[:0], plain...), 3, 99)
+			scratch := make([]byte, len(sealed))
+			dst := make([]byte, c.n)
+			if a := testing.AllocsPerRun(50, func() { key.Seal(append(buf[:0], plain...), 3, 99) }); a != 0 {
+				t.Errorf("%s, %v of %d bytes: Seal allocates %.0f times", md.name, c.kind, c.n, a)
+			}
+			if a := testing.AllocsPerRun(50, func() {
+				copy(scratch, sealed)
+				body, tag, ok := key.OpenHead(scratch, 3)
+				if !ok || tag != nil && !key.OpenPayload(body, tag, dst) {
+					t.Fatalf("%s, %v of %d bytes: does not open", md.name, c.kind, c.n)
+				}
+			}); a != 0 {
+				t.Errorf("%s, %v of %d bytes: opening allocates %.0f times", md.name, c.kind, c.n, a)
+			}
+		}
+	}
+}
