@@ -307,6 +307,12 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 	}
 	var m wire.Message
 	e.directUser(&m, l.rank, num, wire.RequestKind(cat), handler, payload, off, args)
+	// As on the datagram path (sendLocked), a lone request, or one that
+	// uses up the credit, asks for its automatic reply at once; the
+	// receiver may hold the others' for a while (autoReply).
+	if n := l.outstanding(); n <= 1 || n >= e.depth {
+		m.Flags |= wire.FlagAckNow
+	}
 	if last := uint32(m.Kind)<<8 | uint32(handler); l.last.Load() != last {
 		l.last.Store(last)
 	}
@@ -445,12 +451,13 @@ func (e *Endpoint) handleDirect(b []byte) {
 			_ = e.replyDirect(l, &out)
 			return
 		}
+		now := m.Flags&wire.FlagAckNow != 0
 		t := &e.tok
 		*t = Token{ep: e, lane: l, src: src, slot: m.Slot, seq: m.Seq, isReq: true, active: true, client: int(m.Handler) >= e.reserved}
 		e.runHandler(h, t, m.Args[:m.NArgs], payload)
 		t.active = false
 		if !t.replied {
-			e.autoReply(l, num)
+			e.autoReply(l, num, now)
 		}
 		return
 	}

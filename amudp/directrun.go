@@ -1,22 +1,29 @@
 package amudp
 
-import "github.com/udpconduit/udpconduit/amudp/internal/wire"
+import (
+	"time"
+
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
+)
 
 // maxRun bounds the requests one automatic reply of the direct path
 // answers (autoReply); a peer's run beyond it is bogus (lane.settleRun).
 const maxRun = MaxNetworkDepth
 
 // autoReply answers direct request num of l's rank, whose handler did not
-// reply. A spinning poller's quick passes (holdAuto: spinOrBlock) hold
-// such answers as a run of consecutive requests and send it as one
-// record, an automatic reply numbered with its last request and carrying
-// its first as one (slot, seq) pair, when a request breaks the run, the
-// run reaches a quarter of the network depth (the sender keeps the rest
-// of its credit), or the spin ends or makes a full pass (flushAutos): a
-// flood's requests then cost the sender one reply to take in many, and
-// the credit comes back within one spin. Elsewhere, or with a network
-// depth under 8, it answers at once. Poller only.
-func (e *Endpoint) autoReply(l *lane, num uint32) {
+// reply; now: its sender asked for the answer at once (wire.FlagAckNow, a
+// lone request or one that used up its credit). A spinning poller's passes
+// (holdAuto: spinOrBlock) hold such answers as a run of consecutive
+// requests and send it as one record, an automatic reply numbered with its
+// last request and carrying its first as one (slot, seq) pair, when a
+// request breaks the run or asks for its answer at once, the run reaches a
+// quarter of the network depth (the sender keeps the rest of its credit),
+// the first run held is autoHold old at a full pass, or the spin ends
+// (flushAutos): a flood's requests then cost the sender one reply to take
+// in many, even when each takes longer to send than the poller's quick
+// passes between two full ones. Elsewhere, or with a network depth under
+// 8, it answers at once. Poller only.
+func (e *Endpoint) autoReply(l *lane, num uint32, now bool) {
 	limit := max(e.depth/4, 1)
 	if !e.holdAuto || limit == 1 {
 		e.sendAuto(l, num, num)
@@ -30,15 +37,23 @@ func (e *Endpoint) autoReply(l *lane, num uint32) {
 			e.tellRun(l)
 		}
 		if !l.autoListed {
+			if len(e.autoLanes) == 0 {
+				e.autoSince = e.clock
+			}
 			l.autoListed = true
 			e.autoLanes = append(e.autoLanes, l)
 		}
 		l.autoFirst, l.autoLast, l.autoN = num, num, 1
 	}
-	if l.autoN >= limit {
+	if now || l.autoN >= limit {
 		e.tellRun(l)
 	}
 }
+
+// autoHold bounds how long a spinning poller holds automatic direct
+// replies (autoReply), as ackDelay bounds a batch of the datagram path's:
+// the tail of a flood that its sender drains waits at most this long.
+const autoHold = 10 * time.Microsecond
 
 // directRun returns the requests a direct answer settles: its own, or
 // the run first..last an automatic reply carries (autoReply); ok false

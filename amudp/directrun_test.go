@@ -1,12 +1,14 @@
 package amudp
 
 import (
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 	"github.com/udpconduit/udpconduit/internal/testbound"
+	"github.com/udpconduit/udpconduit/retransmit"
 )
 
 // TestSettleRun: a run of answers gives back the credits of the requests
@@ -150,5 +152,136 @@ func TestDirectRun(t *testing.T) {
 		if ok != tc.ok || ok && (first != tc.first || last != tc.last) {
 			t.Errorf("%s: directRun = %d, %d, %v; want %d, %d, %v", tc.name, first, last, ok, tc.first, tc.last, tc.ok)
 		}
+	}
+}
+
+// TestAutoReplyHolds: a spinning poller (holdAuto) holds the automatic
+// answers to consecutive requests as a run, and sends it as one record
+// when a request breaks the run or asks for its answer at once, when the
+// run reaches a quarter of the network depth, or at a full pass once the
+// first run held is autoHold old; a poller that does not spin answers
+// each at once.
+func TestAutoReplyHolds(t *testing.T) {
+	type call struct {
+		num uint32
+		now bool
+	}
+	limit := uint32(DefaultNetworkDepth / 4)
+	run := func(first, n uint32) []call {
+		var cs []call
+		for i := range n {
+			cs = append(cs, call{num: first + i})
+		}
+		return cs
+	}
+	for _, tc := range []struct {
+		name  string
+		hold  bool
+		calls []call
+		sent  uint64 // records sent after the calls
+		pass  string // "young", "old": then a full pass, which sends...
+		after uint64 // ...this many records in all
+	}{
+		{"not spinning", false, run(1, 3), 3, "", 3},
+		{"a run held", true, run(1, 3), 0, "", 0},
+		{"asked at once", true, append(run(1, 2), call{3, true}), 1, "", 1},
+		{"broken", true, append(run(1, 2), call{num: 5}), 1, "", 1},
+		{"a quarter of the depth", true, run(1, limit+1), 1, "", 1},
+		{"held on at a full pass", true, run(1, 3), 0, "young", 0},
+		{"sent at a full pass once old", true, run(1, 3), 0, "old", 1},
+		{"a broken run's rest sent once old", true, append(run(1, 2), call{num: 9}), 1, "old", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eps := sharedJob(t, 2, DefaultInbox)
+			e := eps[1]
+			l := e.lane(0, false)
+			if l == nil {
+				t.Fatal("no lane to rank 0")
+			}
+			sent := func() uint64 { return e.tr.(*Shared).Stats().ShmSent }
+			e.pollMu.Lock()
+			defer e.pollMu.Unlock()
+			e.clock = e.now()
+			e.holdAuto = tc.hold
+			for _, c := range tc.calls {
+				e.autoReply(l, c.num, c.now)
+			}
+			if got := sent(); got != tc.sent {
+				t.Fatalf("%d records sent after the calls, want %d", got, tc.sent)
+			}
+			switch tc.pass {
+			case "young":
+				e.autoSince = e.now()
+			case "old":
+				e.autoSince = e.now() - retransmit.Time(2*autoHold)
+			default:
+				return
+			}
+			if err := e.pollLocked(nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := sent(); got != tc.after {
+				t.Errorf("%d records sent after a full pass, want %d", got, tc.after)
+			}
+		})
+	}
+}
+
+// TestDirectFloodRuns: a flood of large requests to a rank that waits,
+// each taking its sender longer than the waiting rank's quick passes
+// between two full ones, is answered in runs: fewer records than half
+// the requests, each handler running once.
+func TestDirectFloodRuns(t *testing.T) {
+	eps := sharedJob(t, 2, DefaultInbox)
+	var ran atomic.Int32
+	eps[1].Register(130, func(*Token, []uint32, []byte) { ran.Add(1) })
+	serve(t, eps[1])
+	const k = 256
+	payload := make([]byte, MaxMedium)
+	for range k {
+		if err := eps[0].RequestMedium(1, 130, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, eps[0], "every credit back", func() bool { return eps[0].Outstanding() == 0 })
+	if n := ran.Load(); n != k {
+		t.Errorf("%d handlers ran, want %d", n, k)
+	}
+	if r := eps[0].tr.(*Shared).Stats().ShmReceived; r > k/2 {
+		t.Errorf("%d requests answered in %d records, want runs", k, r)
+	}
+	if d := eps[0].Stats().DupReplies; d != 0 {
+		t.Errorf("%d duplicate replies", d)
+	}
+}
+
+// TestDirectAskAtOnce: a direct request asks for its answer at once
+// (wire.FlagAckNow) when it is its sender's only one outstanding to the
+// rank, or uses up the credit; the others let the rank hold theirs.
+func TestDirectAskAtOnce(t *testing.T) {
+	saved := listen
+	listen = listenShared(t, DefaultInbox)
+	eps := newJob(t, 2, Config{NetworkDepth: 3})
+	listen = saved
+	for i := range 3 {
+		if err := eps[0].RequestShort(1, 130, uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []bool
+	var m wire.Message
+	for {
+		d, ok := eps[1].shared.peekDirect()
+		if !ok {
+			break
+		}
+		if err := wire.Decode(d, &m); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m.Flags&wire.FlagAckNow != 0)
+		eps[1].shared.Release()
+	}
+	if want := []bool{true, false, true}; !slices.Equal(got, want) {
+		t.Errorf("asked at once: %v, want %v", got, want)
 	}
 }

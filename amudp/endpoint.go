@@ -214,9 +214,11 @@ type Endpoint struct {
 	apay    []byte
 
 	// holdAuto says that the pass in progress holds automatic direct
-	// replies in runs (autoReply), autoLanes the lanes with a run held.
+	// replies in runs (autoReply), autoLanes the lanes with a run held,
+	// autoSince the poll clock when the first of them was held.
 	holdAuto  bool
 	autoLanes []*lane
+	autoSince retransmit.Time
 	autoPay   [wire.AckPairLen]byte
 
 	waitMu  sync.Mutex

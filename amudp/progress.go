@@ -86,12 +86,14 @@ func (e *Endpoint) Probe() Probe {
 func (e *Endpoint) pollLocked(stop func() bool) error {
 	release.Inc(&e.passSeq)
 	defer release.Inc(&e.passSeq)
-	if len(e.autoLanes) > 0 {
-		e.flushAutos() // a spin's quick passes held them
-	}
 	e.pass++
 	e.drained = 0
 	e.clock = e.now()
+	// A spin's passes held them (autoReply); the spin's full passes hold
+	// them on for up to autoHold.
+	if len(e.autoLanes) > 0 && (!e.holdAuto || time.Duration(e.clock-e.autoSince) >= autoHold) {
+		e.flushAutos()
+	}
 	if err := e.takeRetErr(); err != nil {
 		return err
 	}
@@ -327,63 +329,12 @@ func (e *Endpoint) waitOnce(cond func() bool) error {
 // spinOrBlock polls until something happens or cond holds, spinning for
 // e.spin, then sleeps once in the kernel. The caller holds pollMu.
 func (e *Endpoint) spinOrBlock(cond func() bool) error {
-	// Between full passes, a poller with an inbox makes quick passes
-	// (directPass): a direct message costs no clock read then.
-	quick := 0
-	if e.shared != nil {
-		quick = quickPassesMixed
-		if e.shared.allShared() {
-			quick = quickPasses
-		}
+	done, err := e.spinPolls(cond)
+	if len(e.autoLanes) > 0 {
+		e.flushAutos() // the spin held them (autoReply)
 	}
-	var start retransmit.Time
-	for full := false; ; full = true {
-		for i := 0; i < quick && !e.polite; i++ {
-			e.holdAuto = true // runs of automatic replies, until the spin ends
-			n := e.directPass(cond)
-			e.holdAuto = false
-			if cond() {
-				e.flushAutos()
-				e.flushAcks(true)
-				return nil
-			}
-			// Goroutines that wait for this poller's passes look again
-			// after one that ran messages (notify, by the caller); with
-			// none, the poller goes on.
-			if n > 0 && e.waiters.Load() > 0 {
-				e.flushAutos()
-				return nil
-			}
-		}
-		if err := e.pollLocked(cond); err != nil {
-			return err
-		}
-		if !full {
-			start = e.clock
-		}
-		if cond() {
-			// The waiter leaves the network: the replies it holds back
-			// must not wait for its next poll, which may be far off.
-			e.flushAcks(true)
-			return nil
-		}
-		if e.drained > 0 {
-			return nil
-		}
-		if e.isClosed() {
-			return net.ErrClosed
-		}
-		// Goroutines waiting for this poller's passes are woken by
-		// notify when a pass drains something and by Wake when state they
-		// read changes elsewhere; an empty pass changes nothing for them,
-		// so the poller keeps to its own spin-then-sleep. (Returning to
-		// them after every empty pass kept two goroutines handing the
-		// poll back and forth without ever sleeping, burning the cores an
-		// oversubscribed host's other workers need.)
-		if !e.polite && (e.spin < 0 || time.Duration(e.clock-start) < e.spin) {
-			continue
-		}
-		break
+	if done || err != nil {
+		return err
 	}
 	timeout := maxBlock
 	if e.polite {
@@ -407,6 +358,72 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 		return nil
 	}
 	return e.tr.Wait(timeout)
+}
+
+// spinPolls is spinOrBlock's spin: passes until something happens or cond
+// holds (done), or the spin ends (done false: the caller sleeps). Its
+// passes hold automatic direct replies (autoReply), which the caller
+// sends. The caller holds pollMu.
+func (e *Endpoint) spinPolls(cond func() bool) (done bool, err error) {
+	// Between full passes, a poller with an inbox makes quick passes
+	// (directPass): a direct message costs no clock read then.
+	quick := 0
+	if e.shared != nil {
+		quick = quickPassesMixed
+		if e.shared.allShared() {
+			quick = quickPasses
+		}
+	}
+	e.holdAuto = !e.polite // runs of automatic replies, until the spin ends
+	defer func() { e.holdAuto = false }()
+	var start retransmit.Time
+	for full := false; ; full = true {
+		for i := 0; i < quick && !e.polite; i++ {
+			n := e.directPass(cond)
+			if cond() {
+				e.flushAcks(true)
+				return true, nil
+			}
+			// Goroutines that wait for this poller's passes look again
+			// after one that ran messages (notify, by the caller); with
+			// none, the poller goes on.
+			if n > 0 && e.waiters.Load() > 0 {
+				return true, nil
+			}
+		}
+		if err := e.pollLocked(cond); err != nil {
+			return true, err
+		}
+		if !full {
+			start = e.clock
+		}
+		if cond() {
+			// The waiter leaves the network: the replies it holds back
+			// must not wait for its next poll, which may be far off.
+			e.flushAcks(true)
+			return true, nil
+		}
+		if e.drained > 0 {
+			if e.polite || e.waiters.Load() > 0 {
+				return true, nil
+			}
+			start = e.clock // traffic: the spin starts again
+		}
+		if e.isClosed() {
+			return true, net.ErrClosed
+		}
+		// Goroutines waiting for this poller's passes are woken by
+		// notify when a pass drains something and by Wake when state they
+		// read changes elsewhere; an empty pass changes nothing for them,
+		// so the poller keeps to its own spin-then-sleep. (Returning to
+		// them after every empty pass kept two goroutines handing the
+		// poll back and forth without ever sleeping, burning the cores an
+		// oversubscribed host's other workers need.)
+		if !e.polite && (e.spin < 0 || time.Duration(e.clock-start) < e.spin) {
+			continue
+		}
+		return false, nil
+	}
 }
 
 // Fence makes every handler run that has ended happen before what the
