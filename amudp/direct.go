@@ -260,33 +260,36 @@ func (e *Endpoint) lane(rank int, ready bool) *lane {
 	return l
 }
 
-// directMessage fills m's header for a direct message from this rank,
-// request number num (a request's, or the one a reply answers).
-func (e *Endpoint) directMessage(m *wire.Message, num uint32, kind wire.Kind, handler int, payload []byte, off uint64, args []uint32) {
-	m.Header = wire.Header{Kind: kind, Flags: wire.FlagDirect, Handler: uint8(handler), NArgs: uint8(len(args)),
+// directHeader is the header of a direct message from this rank, request
+// number num (a request's, or the one a reply answers), with nargs
+// arguments.
+func (e *Endpoint) directHeader(num uint32, kind wire.Kind, handler int, off uint64, nargs int) wire.Header {
+	return wire.Header{Kind: kind, Flags: wire.FlagDirect, Handler: uint8(handler), NArgs: uint8(nargs),
 		Src: uint32(e.rank), Slot: uint16(num >> 16), Seq: uint16(num), Offset: off}
+}
+
+// directMessage fills m as a direct message of the library's (an
+// automatic reply, a returned request): directHeader's, with payload
+// and args.
+func (e *Endpoint) directMessage(m *wire.Message, num uint32, kind wire.Kind, handler int, payload []byte, off uint64, args []uint32) {
+	m.Header = e.directHeader(num, kind, handler, off, len(args))
 	m.Payload = payload
 	copy(m.Args[:], args)
 }
 
-// directUser fills m as a direct request or reply (kind) of the program's
-// to rank: a Long payload goes straight into rank's segment when this
-// process maps it (wire.FlagInPlace), else in the record.
-func (e *Endpoint) directUser(m *wire.Message, rank int, num uint32, kind wire.Kind, handler int, payload []byte, off uint64, args []uint32) {
-	n := len(payload)
-	inPlace := kind.Category() == Long && e.placeInPeer(rank, payload, off)
-	if inPlace {
-		payload = nil
+// directUser fills h as the header of a direct request or reply (kind) of
+// the program's to rank, with nargs arguments, and returns the payload
+// its record carries: a Long payload goes straight into rank's segment
+// when this process maps it (wire.FlagInPlace), and the record carries
+// none.
+func (e *Endpoint) directUser(h *wire.Header, rank int, num uint32, kind wire.Kind, handler int, payload []byte, off uint64, nargs int) []byte {
+	*h = e.directHeader(num, kind, handler, off, nargs)
+	h.Len = uint32(len(payload))
+	if kind.Category() == Long && e.placeInPeer(rank, payload, off) {
+		h.Flags |= wire.FlagInPlace
+		return nil
 	}
-	e.directMessage(m, num, kind, handler, payload, off, args)
-	if inPlace {
-		m.Flags, m.Len = m.Flags|wire.FlagInPlace, uint32(n)
-	}
-}
-
-// encodeDirect writes the head of m's record into h and returns it.
-func (e *Endpoint) encodeDirect(h *directHead, m *wire.Message) ([]byte, error) {
-	return m.AppendHead(h[:0])
+	return payload
 }
 
 // requestDirect sends a request to l's rank through its inbox, waiting
@@ -305,20 +308,21 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 		}
 		num, ok = l.reserve(e.depth)
 	}
-	var m wire.Message
-	e.directUser(&m, l.rank, num, wire.RequestKind(cat), handler, payload, off, args)
+	var hd wire.Header
+	kind := wire.RequestKind(cat)
+	payload = e.directUser(&hd, l.rank, num, kind, handler, payload, off, len(args))
 	// As on the datagram path (sendLocked), a lone request, or one that
 	// uses up the credit, asks for its automatic reply at once; the
 	// receiver may hold the others' for a while (autoReply).
 	if n := l.outstanding(); n <= 1 || n >= e.depth {
-		m.Flags |= wire.FlagAckNow
+		hd.Flags |= wire.FlagAckNow
 	}
-	if last := uint32(m.Kind)<<8 | uint32(handler); l.last.Load() != last {
+	if last := uint32(kind)<<8 | uint32(handler); l.last.Load() != last {
 		l.last.Store(last)
 	}
 	var h directHead
-	head, err := e.encodeDirect(&h, &m)
-	for err == nil && !e.shared.pushDirect(l.ring, l.addr, head, m.Payload, false) {
+	head, err := hd.AppendTo(h[:0], args)
+	for err == nil && !e.shared.pushDirect(l.ring, l.addr, head, payload, false) {
 		if int32(num-l.floor.Load()) <= 0 {
 			// Given up while it waited for room (checkLanes): handler 0
 			// has it as undeliverable.
@@ -383,18 +387,23 @@ func (e *Endpoint) directWait(cond func() bool) error {
 // waiting already, into the backlog.
 func (e *Endpoint) replyDirect(l *lane, m *wire.Message) error {
 	var h directHead
-	head, err := e.encodeDirect(&h, m)
+	head, err := m.AppendHead(h[:0])
 	if err != nil {
 		return err
 	}
-	if l.queued == 0 && e.shared.pushDirect(l.ring, l.addr, head, m.Payload, true) {
+	return e.replyRecord(l, head, m.Payload)
+}
+
+// replyRecord is replyDirect of a record encoded: its head and payload.
+func (e *Endpoint) replyRecord(l *lane, head, payload []byte) error {
+	if l.queued == 0 && e.shared.pushDirect(l.ring, l.addr, head, payload, true) {
 		return nil
 	}
 	var rec []byte
 	if n := len(e.backlog); n < cap(e.backlog) {
 		rec = e.backlog[:n+1][n].rec[:0] // reuse a record buffer
 	}
-	rec = append(append(rec, head...), m.Payload...)
+	rec = append(append(rec, head...), payload...)
 	e.backlog = append(e.backlog, backlogged{l: l, rec: rec})
 	l.queued++
 	return nil

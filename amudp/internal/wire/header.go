@@ -139,25 +139,38 @@ func (m *Message) AppendHead(b []byte) ([]byte, error) {
 	if m.Flags&FlagInPlace == 0 {
 		m.Len = uint32(len(m.Payload))
 	}
-	if err := m.validate(); err != nil {
+	if m.NArgs > MaxArgs {
+		return b, ErrNArgs
+	}
+	return m.Header.AppendTo(b, m.Args[:m.NArgs])
+}
+
+// AppendTo encodes h and args, h.NArgs of them, onto b as AppendHead
+// does, for a caller that holds the arguments in a slice of its own:
+// h.Len is the payload's length as it is.
+func (h *Header) AppendTo(b []byte, args []uint32) ([]byte, error) {
+	if err := h.validate(); err != nil {
 		return b, err
 	}
+	if len(args) != int(h.NArgs) {
+		return b, ErrNArgs
+	}
 	n := len(b)
-	b = grow(b, HeaderLen+4*int(m.NArgs))
+	b = grow(b, HeaderLen+4*len(args))
 	p := b[n:]
 	p[0] = Version
-	p[1] = byte(m.Kind) | m.Flags<<4
-	p[2] = m.Handler
-	p[3] = m.NArgs
-	binary.LittleEndian.PutUint32(p[4:], m.Dst)
-	binary.LittleEndian.PutUint64(p[8:], m.Nonce)
-	binary.LittleEndian.PutUint32(p[16:], m.Src)
-	binary.LittleEndian.PutUint16(p[20:], m.Slot)
-	binary.LittleEndian.PutUint16(p[22:], m.Seq)
-	binary.LittleEndian.PutUint32(p[24:], m.Len)
-	binary.LittleEndian.PutUint64(p[28:], m.Offset)
+	p[1] = byte(h.Kind) | h.Flags<<4
+	p[2] = h.Handler
+	p[3] = h.NArgs
+	binary.LittleEndian.PutUint32(p[4:], h.Dst)
+	binary.LittleEndian.PutUint64(p[8:], h.Nonce)
+	binary.LittleEndian.PutUint32(p[16:], h.Src)
+	binary.LittleEndian.PutUint16(p[20:], h.Slot)
+	binary.LittleEndian.PutUint16(p[22:], h.Seq)
+	binary.LittleEndian.PutUint32(p[24:], h.Len)
+	binary.LittleEndian.PutUint64(p[28:], h.Offset)
 	o := HeaderLen
-	for _, a := range m.Args[:m.NArgs] {
+	for _, a := range args {
 		binary.LittleEndian.PutUint32(p[o:], a)
 		o += 4
 	}

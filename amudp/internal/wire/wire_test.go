@@ -44,6 +44,19 @@ func TestAppendHead(t *testing.T) {
 		if got := append(head[len("prefix"):], m.Payload...); !bytes.Equal(got, whole) {
 			t.Errorf("%v: head and payload\n%x, want\n%x", m.Kind, got, whole)
 		}
+		// The header (its length set by AppendHead) with the arguments
+		// in a slice of the caller's.
+		h := m.Header
+		to, err := h.AppendTo(nil, m.Args[:m.NArgs])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := append(to, m.Payload...); !bytes.Equal(got, whole) {
+			t.Errorf("%v: AppendTo and payload\n%x, want\n%x", m.Kind, got, whole)
+		}
+		if _, err := h.AppendTo(nil, append(m.Args[:m.NArgs:m.NArgs], 1)); !errors.Is(err, ErrNArgs) {
+			t.Errorf("%v: AppendTo with one argument more than NArgs: %v, want %v", m.Kind, err, ErrNArgs)
+		}
 	}
 }
 
