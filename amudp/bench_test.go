@@ -251,6 +251,9 @@ func benchFlood(b *testing.B, cat Category) {
 	var got atomic.Uint64
 	eps[1].Register(130, func(*Token, []uint32, []byte) { got.Add(1) })
 	payload := make([]byte, MaxMedium)
+	for i := range payload { // memory of its own, not the zero page
+		payload[i] = byte(i)
+	}
 	b.SetBytes(MaxMedium)
 	rawT, amT := alternate(b, raw.run, sp, func(n int) {
 		for range n {

@@ -157,6 +157,7 @@ func benchSealOpen(b *testing.B, open bool) {
 		key := NewKey([]byte("job secret"), md.mode)
 		for _, n := range []int{0, 64, 1024, 8192, MaxMedium} {
 			m := Message{Header: Header{Kind: KindMediumRequest, Handler: 130, NArgs: 4}, Payload: make([]byte, n)}
+			fill(m.Payload)
 			plain, _ := m.Append(nil)
 			sealed := key.Seal(append(make([]byte, 0, len(plain)+TagLen), plain...), 1, 1)
 			buf := make([]byte, len(sealed), len(sealed)+TagLen) // Seal asks 2·TagLen of room
