@@ -85,20 +85,20 @@ type lane struct {
 // answered yet.
 func (l *lane) outstanding() int { return int(uint32(l.state.Load())) }
 
-// reserve takes a credit for a direct request and returns its number, or
-// ok false when depth requests are outstanding.
-func (l *lane) reserve(depth int) (num uint32, ok bool) {
+// reserve takes a credit for a direct request and returns its number and
+// how many are outstanding with it, or ok false when depth requests are.
+func (l *lane) reserve(depth int) (num uint32, out int, ok bool) {
 	for {
 		v := l.state.Load()
 		if int(uint32(v)) >= depth {
-			return 0, false
+			return 0, 0, false
 		}
 		if l.state.CompareAndSwap(v, v+1<<32+1) {
 			num := uint32(v>>32) + 1
 			if num == 0 {
 				l.wraps.Add(1)
 			}
-			return num, true
+			return num, int(uint32(v)) + 1, true
 		}
 	}
 }
@@ -301,12 +301,12 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 	if err := e.pollFirst(l); err != nil {
 		return err
 	}
-	num, ok := l.reserve(e.depth)
+	num, out, ok := l.reserve(e.depth)
 	for !ok {
 		if err := e.directWait(func() bool { return l.outstanding() < e.depth }); err != nil {
 			return err
 		}
-		num, ok = l.reserve(e.depth)
+		num, out, ok = l.reserve(e.depth)
 	}
 	var hd wire.Header
 	kind := wire.RequestKind(cat)
@@ -314,7 +314,7 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 	// As on the datagram path (sendLocked), a lone request, or one that
 	// uses up the credit, asks for its automatic reply at once; the
 	// receiver may hold the others' for a while (autoReply).
-	if n := l.outstanding(); n <= 1 || n >= e.depth {
+	if out == 1 || out >= e.depth {
 		hd.Flags |= wire.FlagAckNow
 	}
 	if last := uint32(kind)<<8 | uint32(handler); l.last.Load() != last {
@@ -454,19 +454,22 @@ func (e *Endpoint) handleDirect(b []byte) {
 	if m.Kind.IsRequest() {
 		payload, reason := e.handlerView(h, m, seg)
 		num := directNum(m)
+		now := m.Flags&wire.FlagAckNow != 0
 		var out wire.Message
 		if reason != ReasonNone {
 			e.directMessage(&out, num, KindReturned, int(m.Handler), nil, 0, []uint32{uint32(reason), uint32(m.Kind)})
 			_ = e.replyDirect(l, &out)
+			e.answeredNow(l, now)
 			return
 		}
-		now := m.Flags&wire.FlagAckNow != 0
 		t := &e.tok
 		*t = Token{ep: e, lane: l, src: src, slot: m.Slot, seq: m.Seq, isReq: true, active: true, client: int(m.Handler) >= e.reserved}
 		e.runHandler(h, t, m.Args[:m.NArgs], payload)
 		t.active = false
 		if !t.replied {
 			e.autoReply(l, num, now)
+		} else {
+			e.answeredNow(l, now)
 		}
 		return
 	}

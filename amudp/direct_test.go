@@ -406,10 +406,10 @@ func TestDirectGiveUpWhileFull(t *testing.T) {
 func TestLaneSent(t *testing.T) {
 	var l lane
 	l.state.Store(uint64(1<<32-2) << 32) // the last request was number 2^32-2
-	for _, want := range []uint32{1<<32 - 1, 0, 1} {
-		num, ok := l.reserve(8)
-		if !ok || num != want {
-			t.Fatalf("reserve: %d, %v; want %d", num, ok, want)
+	for i, want := range []uint32{1<<32 - 1, 0, 1} {
+		num, out, ok := l.reserve(8)
+		if !ok || num != want || out != i+1 {
+			t.Fatalf("reserve: %d, %d outstanding, %v; want %d, %d", num, out, ok, want, i+1)
 		}
 	}
 	l.unsent.Add(1)

@@ -13,12 +13,13 @@ const maxRun = MaxNetworkDepth
 // autoReply answers direct request num of l's rank, whose handler did not
 // reply; now: its sender asked for the answer at once (wire.FlagAckNow, a
 // lone request or one that used up its credit). A spinning poller's passes
-// (holdAuto: spinOrBlock) hold such answers as a run of consecutive
+// (holdAuto: spinPolls) hold such answers as a run of consecutive
 // requests and send it as one record, an automatic reply numbered with its
 // last request and carrying its first as one (slot, seq) pair, when a
-// request breaks the run or asks for its answer at once, the run reaches a
-// quarter of the network depth (the sender keeps the rest of its credit),
-// the first run held is autoHold old at a full pass, or the spin ends
+// request breaks the run or asks for its answer at once (answeredNow where
+// its handler answers it), the run reaches a quarter of the network depth
+// (the sender keeps the rest of its credit), at the first full pass that
+// finds autoSince autoHold old by the poll clock, or when the spin ends
 // (flushAutos): a flood's requests then cost the sender one reply to take
 // in many, even when each takes longer to send than the poller's quick
 // passes between two full ones. Elsewhere, or with a network depth under
@@ -50,9 +51,21 @@ func (e *Endpoint) autoReply(l *lane, num uint32, now bool) {
 	}
 }
 
-// autoHold bounds how long a spinning poller holds automatic direct
-// replies (autoReply), as ackDelay bounds a batch of the datagram path's:
-// the tail of a flood that its sender drains waits at most this long.
+// answeredNow sends l's held run, if any, when the request just answered
+// otherwise (a handler's reply, a returned request) asked for its answer
+// at once (autoReply's now): its sender is about to wait for them all.
+func (e *Endpoint) answeredNow(l *lane, now bool) {
+	if now && l.autoN > 0 {
+		e.tellRun(l)
+	}
+}
+
+// autoHold is how long a spinning poller holds automatic direct replies
+// (autoReply), as ackDelay bounds a batch of the datagram path's: they go
+// at the first full pass after it (a spin's quick passes between two full
+// ones take about a microsecond when its inbox is empty, longer when they
+// run handlers), so the tail of a flood that its sender drains waits about
+// this long.
 const autoHold = 10 * time.Microsecond
 
 // directRun returns the requests a direct answer settles: its own, or

@@ -157,10 +157,10 @@ func TestDirectRun(t *testing.T) {
 
 // TestAutoReplyHolds: a spinning poller (holdAuto) holds the automatic
 // answers to consecutive requests as a run, and sends it as one record
-// when a request breaks the run or asks for its answer at once, when the
-// run reaches a quarter of the network depth, or at a full pass once the
-// first run held is autoHold old; a poller that does not spin answers
-// each at once.
+// when a request breaks the run or asks for its answer at once (answered
+// automatically or by its handler), when the run reaches a quarter of the
+// network depth, or at a full pass once the first run held is autoHold
+// old; a poller that does not spin answers each at once.
 func TestAutoReplyHolds(t *testing.T) {
 	type call struct {
 		num uint32
@@ -177,19 +177,21 @@ func TestAutoReplyHolds(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		hold  bool
+		reply bool // after the calls, a request asking at once answered by its handler
 		calls []call
 		sent  uint64 // records sent after the calls
 		pass  string // "young", "old": then a full pass, which sends...
 		after uint64 // ...this many records in all
 	}{
-		{"not spinning", false, run(1, 3), 3, "", 3},
-		{"a run held", true, run(1, 3), 0, "", 0},
-		{"asked at once", true, append(run(1, 2), call{3, true}), 1, "", 1},
-		{"broken", true, append(run(1, 2), call{num: 5}), 1, "", 1},
-		{"a quarter of the depth", true, run(1, limit+1), 1, "", 1},
-		{"held on at a full pass", true, run(1, 3), 0, "young", 0},
-		{"sent at a full pass once old", true, run(1, 3), 0, "old", 1},
-		{"a broken run's rest sent once old", true, append(run(1, 2), call{num: 9}), 1, "old", 2},
+		{"not spinning", false, false, run(1, 3), 3, "", 3},
+		{"a run held", true, false, run(1, 3), 0, "", 0},
+		{"asked at once", true, false, append(run(1, 2), call{3, true}), 1, "", 1},
+		{"broken", true, false, append(run(1, 2), call{num: 5}), 1, "", 1},
+		{"a quarter of the depth", true, false, run(1, limit+1), 1, "", 1},
+		{"held on at a full pass", true, false, run(1, 3), 0, "young", 0},
+		{"sent at a full pass once old", true, false, run(1, 3), 0, "old", 1},
+		{"a broken run's rest sent once old", true, false, append(run(1, 2), call{num: 9}), 1, "old", 2},
+		{"a reply to a request asking at once", true, true, run(1, 2), 1, "", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eps := sharedJob(t, 2, DefaultInbox)
@@ -203,15 +205,21 @@ func TestAutoReplyHolds(t *testing.T) {
 			defer e.pollMu.Unlock()
 			e.clock = e.now()
 			e.holdAuto = tc.hold
+			defer func() { e.holdAuto = false }()
 			for _, c := range tc.calls {
 				e.autoReply(l, c.num, c.now)
+			}
+			if tc.reply {
+				e.answeredNow(l, true)
 			}
 			if got := sent(); got != tc.sent {
 				t.Fatalf("%d records sent after the calls, want %d", got, tc.sent)
 			}
 			switch tc.pass {
 			case "young":
-				e.autoSince = e.now()
+				// Held an hour from now: young whatever the scheduler
+				// does between this and the pass's clock.
+				e.autoSince = e.now() + retransmit.Time(time.Hour)
 			case "old":
 				e.autoSince = e.now() - retransmit.Time(2*autoHold)
 			default:
@@ -229,8 +237,10 @@ func TestAutoReplyHolds(t *testing.T) {
 
 // TestDirectFloodRuns: a flood of large requests to a rank that waits,
 // each taking its sender longer than the waiting rank's quick passes
-// between two full ones, is answered in runs: fewer records than half
-// the requests, each handler running once.
+// between two full ones, is answered in runs: fewer records than three
+// quarters of the requests (runs of one at each full pass, as before
+// autoHold, made about all of them; held, 27-108 of 256 on 2 busy CPUs),
+// each handler running once.
 func TestDirectFloodRuns(t *testing.T) {
 	eps := sharedJob(t, 2, DefaultInbox)
 	var ran atomic.Int32
@@ -247,7 +257,7 @@ func TestDirectFloodRuns(t *testing.T) {
 	if n := ran.Load(); n != k {
 		t.Errorf("%d handlers ran, want %d", n, k)
 	}
-	if r := eps[0].tr.(*Shared).Stats().ShmReceived; r > k/2 {
+	if r := eps[0].tr.(*Shared).Stats().ShmReceived; r > 3*k/4 {
 		t.Errorf("%d requests answered in %d records, want runs", k, r)
 	}
 	if d := eps[0].Stats().DupReplies; d != 0 {

@@ -213,9 +213,10 @@ type Endpoint struct {
 	abuf    []byte       // encoded batch of automatic replies
 	apay    []byte
 
-	// holdAuto says that the pass in progress holds automatic direct
-	// replies in runs (autoReply), autoLanes the lanes with a run held,
-	// autoSince the poll clock when the first of them was held.
+	// holdAuto says that the spin in progress (spinPolls) holds
+	// automatic direct replies in runs (autoReply), autoLanes the lanes
+	// listed with a run since the last flushAutos, and autoSince the poll
+	// clock (the last full pass's) when the first of them was listed.
 	holdAuto  bool
 	autoLanes []*lane
 	autoSince retransmit.Time

@@ -326,8 +326,10 @@ func (e *Endpoint) waitOnce(cond func() bool) error {
 	return nil
 }
 
-// spinOrBlock polls until something happens or cond holds, spinning for
-// e.spin, then sleeps once in the kernel. The caller holds pollMu.
+// spinOrBlock polls until cond holds, a pass runs messages for goroutines
+// that wait on this poller (or, polite, for its caller), or the spin of
+// e.spin without traffic ends, and then sleeps once in the kernel. It sends
+// the automatic direct replies its spin held. The caller holds pollMu.
 func (e *Endpoint) spinOrBlock(cond func() bool) error {
 	done, err := e.spinPolls(cond)
 	if len(e.autoLanes) > 0 {
@@ -360,10 +362,12 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 	return e.tr.Wait(timeout)
 }
 
-// spinPolls is spinOrBlock's spin: passes until something happens or cond
-// holds (done), or the spin ends (done false: the caller sleeps). Its
-// passes hold automatic direct replies (autoReply), which the caller
-// sends. The caller holds pollMu.
+// spinPolls is spinOrBlock's spin: passes until cond holds, a pass runs
+// messages for goroutines that wait on this poller (or, polite, for its
+// caller), the endpoint closes or a pass fails (done), or e.spin passes
+// without traffic (done false: the caller sleeps); a full pass that ran
+// messages starts the spin's time again. Its passes hold automatic direct
+// replies (autoReply), which the caller sends. The caller holds pollMu.
 func (e *Endpoint) spinPolls(cond func() bool) (done bool, err error) {
 	// Between full passes, a poller with an inbox makes quick passes
 	// (directPass): a direct message costs no clock read then.

@@ -9,9 +9,10 @@ import "encoding/binary"
 // pairs: a receiver acknowledges a run of requests in one datagram
 // (DESIGN.md §5).
 
-// FlagAckNow on a request asks the receiver to send its automatic reply at
-// the end of the poll pass instead of letting it wait for others to share
-// its datagram: the sender may be about to wait for it.
+// FlagAckNow on a request asks the receiver to send its automatic reply
+// without holding it for others to share its datagram (at the end of the
+// poll pass) or its record (on the shared-memory path, at once, with the
+// run held before it): the sender may be about to wait for it.
 const FlagAckNow uint8 = 1
 
 // AckPairLen is the size of one further (slot, seq) pair in the payload of
