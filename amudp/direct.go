@@ -277,19 +277,22 @@ func (e *Endpoint) directMessage(m *wire.Message, num uint32, kind wire.Kind, ha
 	copy(m.Args[:], args)
 }
 
-// directUser fills h as the header of a direct request or reply (kind) of
-// the program's to rank, with nargs arguments, and returns the payload
-// its record carries: a Long payload goes straight into rank's segment
-// when this process maps it (wire.FlagInPlace), and the record carries
-// none.
-func (e *Endpoint) directUser(h *wire.Header, rank int, num uint32, kind wire.Kind, handler int, payload []byte, off uint64, nargs int) []byte {
-	*h = e.directHeader(num, kind, handler, off, nargs)
-	h.Len = uint32(len(payload))
+// directUser encodes into h the head of the record of a direct request or
+// reply (kind) of the program's to rank, with flags besides
+// wire.FlagDirect, and returns it with the payload the record carries: a
+// Long payload goes straight into rank's segment when this process maps
+// it (wire.FlagInPlace), and the record carries none.
+func (e *Endpoint) directUser(h *directHead, rank int, num uint32, kind wire.Kind, flags uint8, handler int, payload []byte, off uint64, args []uint32) (head, rec []byte, err error) {
+	hd := e.directHeader(num, kind, handler, off, len(args))
+	hd.Flags |= flags
+	hd.Len = uint32(len(payload))
+	rec = payload
 	if kind.Category() == Long && e.placeInPeer(rank, payload, off) {
-		h.Flags |= wire.FlagInPlace
-		return nil
+		hd.Flags |= wire.FlagInPlace
+		rec = nil
 	}
-	return payload
+	head, err = hd.AppendTo(h[:0], args)
+	return head, rec, err
 }
 
 // requestDirect sends a request to l's rank through its inbox, waiting
@@ -308,21 +311,20 @@ func (e *Endpoint) requestDirect(l *lane, cat Category, handler int, payload []b
 		}
 		num, out, ok = l.reserve(e.depth)
 	}
-	var hd wire.Header
-	kind := wire.RequestKind(cat)
-	payload = e.directUser(&hd, l.rank, num, kind, handler, payload, off, len(args))
 	// As on the datagram path (sendLocked), a lone request, or one that
 	// uses up the credit, asks for its automatic reply at once; the
 	// receiver may hold the others' for a while (autoReply).
+	var flags uint8
 	if out == 1 || out >= e.depth {
-		hd.Flags |= wire.FlagAckNow
+		flags = wire.FlagAckNow
 	}
+	kind := wire.RequestKind(cat)
+	var h directHead
+	head, rec, err := e.directUser(&h, l.rank, num, kind, flags, handler, payload, off, args)
 	if last := uint32(kind)<<8 | uint32(handler); l.last.Load() != last {
 		l.last.Store(last)
 	}
-	var h directHead
-	head, err := hd.AppendTo(h[:0], args)
-	for err == nil && !e.shared.pushDirect(l.ring, l.addr, head, payload, false) {
+	for err == nil && !e.shared.pushDirect(l.ring, l.addr, head, rec, false) {
 		if int32(num-l.floor.Load()) <= 0 {
 			// Given up while it waited for room (checkLanes): handler 0
 			// has it as undeliverable.

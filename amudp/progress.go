@@ -89,8 +89,8 @@ func (e *Endpoint) pollLocked(stop func() bool) error {
 	e.pass++
 	e.drained = 0
 	e.clock = e.now()
-	// A spin's passes held them (autoReply); the spin's full passes hold
-	// them on for up to autoHold.
+	// A spin's passes hold them (autoReply) until the first is autoHold
+	// old; any other pass sends them.
 	if len(e.autoLanes) > 0 && (!e.holdAuto || time.Duration(e.clock-e.autoSince) >= autoHold) {
 		e.flushAutos()
 	}
@@ -331,9 +331,11 @@ func (e *Endpoint) waitOnce(cond func() bool) error {
 // e.spin without traffic ends, and then sleeps once in the kernel. It sends
 // the automatic direct replies its spin held. The caller holds pollMu.
 func (e *Endpoint) spinOrBlock(cond func() bool) error {
+	e.holdAuto = !e.polite // runs of automatic replies, until the spin ends
 	done, err := e.spinPolls(cond)
+	e.holdAuto = false
 	if len(e.autoLanes) > 0 {
-		e.flushAutos() // the spin held them (autoReply)
+		e.flushAutos()
 	}
 	if done || err != nil {
 		return err
@@ -366,8 +368,8 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 // messages for goroutines that wait on this poller (or, polite, for its
 // caller), the endpoint closes or a pass fails (done), or e.spin passes
 // without traffic (done false: the caller sleeps); a full pass that ran
-// messages starts the spin's time again. Its passes hold automatic direct
-// replies (autoReply), which the caller sends. The caller holds pollMu.
+// messages starts the spin's time again. The caller holds pollMu, and the
+// automatic direct replies its passes hold (holdAuto), which it sends.
 func (e *Endpoint) spinPolls(cond func() bool) (done bool, err error) {
 	// Between full passes, a poller with an inbox makes quick passes
 	// (directPass): a direct message costs no clock read then.
@@ -378,8 +380,6 @@ func (e *Endpoint) spinPolls(cond func() bool) (done bool, err error) {
 			quick = quickPasses
 		}
 	}
-	e.holdAuto = !e.polite // runs of automatic replies, until the spin ends
-	defer func() { e.holdAuto = false }()
 	var start retransmit.Time
 	for full := false; ; full = true {
 		for i := 0; i < quick && !e.polite; i++ {

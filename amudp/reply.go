@@ -62,15 +62,13 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 		return e.runLocal(false, cat, handler, payload, off, args)
 	}
 	if t.lane != nil {
-		var hd wire.Header
-		payload = e.directUser(&hd, t.src, uint32(t.slot)<<16|uint32(t.seq), wire.ReplyKind(cat), handler, payload, off, len(args))
-		t.replied = true
 		var h directHead
-		head, err := hd.AppendTo(h[:0], args)
+		head, rec, err := e.directUser(&h, t.src, uint32(t.slot)<<16|uint32(t.seq), wire.ReplyKind(cat), 0, handler, payload, off, args)
+		t.replied = true
 		if err != nil {
 			return err
 		}
-		return e.replyRecord(t.lane, head, payload)
+		return e.replyRecord(t.lane, head, rec)
 	}
 	m := wire.Message{Header: wire.Header{Kind: wire.ReplyKind(cat), Handler: uint8(handler), NArgs: uint8(len(args)),
 		Src: uint32(e.rank), Slot: t.slot, Seq: t.seq, Offset: off}, Payload: payload}

@@ -31,7 +31,7 @@ import (
 //     encrypted and authenticated (AES-128-GCM).
 //
 // The tags of the first two are AES-128-GMAC, or AEGIS-128X2's MAC where
-// they cover fastMin bytes or more (tagInto).
+// they cover fastMin bytes or more (fastTag).
 //
 // Open checks the tags before anything of the datagram is believed: a
 // forged or altered datagram, one of another job or one sealed for
@@ -170,7 +170,7 @@ func (k *Key) SealPayload(b []byte, dest uint32, ctr uint64, payload []byte) []b
 func (k *Key) seal(b []byte, payload []byte) []byte {
 	// A payload of a datagram of fastMin bytes or more is copied and
 	// authenticated in one pass (AuthPayload); AuthHeader's tags, and
-	// short ones, are tagInto's, below.
+	// short ones, are fastTag's or crypto/cipher's, below.
 	if k.mode == AuthPayload && len(b)+len(payload) >= fastMin {
 		n := len(b)
 		b = slices.Grow(b, len(payload)+2*TagLen)[:n+len(payload)+TagLen]
