@@ -1,6 +1,9 @@
 package shmem
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // Copy copies min(len(dst), len(src)) bytes from src to dst and returns
 // how many; dst and src must not overlap. It is for large payloads going
@@ -8,10 +11,22 @@ import "encoding/binary"
 // inbox, a Long payload or a Put into a peer's segment), or coming out
 // of it.
 func Copy(dst, src []byte) int {
-	if fastStrings && len(src) >= minStrings && len(dst) >= minStrings {
+	if useStrings(dst, src) {
 		return copyStrings(dst, src)
 	}
 	return copy(dst, src)
+}
+
+// useStrings reports whether Copy moves src into dst with REP MOVSB: where
+// the processor has fast string moves, for at least minStrings bytes, and
+// only when both lie at the same offset in a cache line. Elsewhere the
+// vector copy is faster: a REP MOVSB between other offsets was up to a
+// third slower on an AMD EPYC host, and some 20 times slower when the
+// destination lay 1 to 31 bytes past the source modulo 4096
+// (BenchmarkCopyOffsets).
+func useStrings(dst, src []byte) bool {
+	return fastStrings && len(src) >= minStrings && len(dst) >= minStrings &&
+		(uintptr(unsafe.Pointer(&dst[0]))-uintptr(unsafe.Pointer(&src[0])))%64 == 0
 }
 
 // copyStrings is Copy of at least minStrings bytes by REP MOVSB; not

@@ -2,6 +2,7 @@ package shmem
 
 import (
 	"bytes"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -25,6 +26,34 @@ func TestCopy(t *testing.T) {
 	}
 	if got := Copy(make([]byte, 10), make([]byte, 5000)); got != 10 {
 		t.Fatalf("Copy into 10 bytes returned %d", got)
+	}
+}
+
+// TestUseStrings: REP MOVSB only for minStrings bytes or more between the
+// same offsets in a cache line, and only where the processor moves
+// strings fast.
+func TestUseStrings(t *testing.T) {
+	buf := make([]byte, 4*65536)
+	for _, c := range []struct {
+		src, dst, n int
+		want        bool
+	}{
+		{0, 65536, 65000, true},
+		{0, 65536 + 64, 65000, true},
+		{46, 65536 + 46, 65000, true},
+		{0, 65536 - 4096, 65000, true},
+		{0, 65536 + 8, 65000, false},    // 8 past the source modulo 4096
+		{0, 65536 + 4104, 65000, false}, // the same, a page on
+		{0, 65536 + 1, 65000, false},
+		{46, 65536, 65000, false},
+		{0, 65536 - 8, 65000, false},
+		{0, 65536, minStrings - 1, false},
+		{0, 65536, minStrings, true},
+	} {
+		dst, src := buf[c.dst:c.dst+c.n], buf[c.src:c.src+c.n]
+		if got := useStrings(dst, src); got != (c.want && fastStrings) {
+			t.Errorf("%d bytes from offset %d to %d: REP MOVSB %v, want %v", c.n, c.src, c.dst, got, c.want && fastStrings)
+		}
 	}
 }
 
@@ -108,5 +137,33 @@ func BenchmarkCopy(b *testing.B) {
 			turn.Store(-1)
 			<-done
 		})
+	}
+}
+
+// BenchmarkCopyOffsets copies 65000 bytes within one buffer, the
+// destination d bytes past a page-aligned source plus 128 KiB, with Go's
+// copy and with Copy: the gap between them where Copy would use REP MOVSB
+// at an offset useStrings refuses (on an AMD EPYC host, d = 8: 23.5 µs
+// against 1.6; d = 46: 1.9 against 1.45).
+func BenchmarkCopyOffsets(b *testing.B) {
+	const n = 65000
+	buf := make([]byte, 4*65536+8192)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	for _, d := range []int{0, 8, 46, 2048} {
+		src := buf[4096 : 4096+n]
+		dst := buf[2*65536+d : 2*65536+d+n]
+		for _, c := range []struct {
+			name string
+			copy func(dst, src []byte) int
+		}{{"go", func(d, s []byte) int { return copy(d, s) }}, {"Copy", Copy}} {
+			b.Run(fmt.Sprintf("d=%d/%s", d, c.name), func(b *testing.B) {
+				b.SetBytes(n)
+				for range b.N {
+					c.copy(dst, src)
+				}
+			})
+		}
 	}
 }
