@@ -6,10 +6,10 @@ import (
 )
 
 // Copy copies min(len(dst), len(src)) bytes from src to dst and returns
-// how many; dst and src may overlap, as with copy. It is for large payloads going
-// into memory that another process reads next (a message into a peer's
-// inbox, a Long payload or a Put into a peer's segment), or coming out
-// of it.
+// how many; dst and src may overlap, as with copy. It is for large
+// payloads going into memory that another process reads next (a message
+// into a peer's inbox, a Long payload or a Put into a peer's segment),
+// or coming out of it.
 func Copy(dst, src []byte) int {
 	if fastStrings && len(src) >= minStrings && len(dst) >= minStrings {
 		return copyLarge(dst, src)

@@ -173,7 +173,7 @@ func BenchmarkCopy(b *testing.B) {
 // destination 124 KiB + d bytes past a page-aligned source, with Go's
 // copy, with Copy, and, where the processor moves strings fast, with REP
 // MOVSB whatever the offsets: the last is what useStrings refuses (on an
-// AMD EPYC host, d = 8: 23.5-29.3 µs against 1.5-1.6; d = 46: 1.9
+// AMD EPYC host, d = 8: 23.5-29.6 µs against 1.5-1.7; d = 46: 1.9
 // against 1.45).
 func BenchmarkCopyOffsets(b *testing.B) {
 	const n = 65000
