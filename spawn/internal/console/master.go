@@ -104,6 +104,7 @@ func Run(cfg *envconf.Config, src map[string]envconf.Source, n int, program stri
 	spec := &launch.Spec{Count: n, Program: program, Args: args,
 		Env: append([]string{ctl.EnvMaster + "=" + ln.Addr().String(), ctl.EnvSecret + "=" + secret}, fwd...)}
 	spec.Dir, _ = os.Getwd()
+	spec.Bind = cfg.CPUBind
 	outs := newOutputs(&console{out: [3]io.Writer{nil, os.Stdout, os.Stderr}}, cfg.LineBufSize)
 	outs.label, outs.dir = cfg.OutputLabel, cfg.OutputDir
 	if outs.dir != "" {

@@ -26,11 +26,15 @@ const (
 	// too crowded for shared memory by default (ShmCrowded): it makes no
 	// inbox unless GASNET_SUPERNODE_MAXSIZE is set.
 	EnvNoInbox = "GASNET_SPAWN_NOINBOX"
+	// EnvBind gives the L spawner's fork server the CPUs to bind its
+	// workers to, one each in turn (launch's bindCPUs): a comma-separated
+	// list of CPU numbers.
+	EnvBind = "GASNET_SPAWN_BIND"
 )
 
 // MarkerVars are the GASNET_ variables udpconduit reads besides its
 // settings: the worker markers the console sets for its workers.
-var MarkerVars = []string{EnvMaster, EnvSecret, EnvIndex, EnvSecretFD, EnvConnFD, EnvForkServer, EnvProcs, EnvNoInbox, EnvRoute, EnvTree}
+var MarkerVars = []string{EnvMaster, EnvSecret, EnvIndex, EnvSecretFD, EnvConnFD, EnvForkServer, EnvProcs, EnvNoInbox, EnvBind, EnvRoute, EnvTree}
 
 // EnvRoute in a worker's environment asks it to route its stdout and stderr
 // to the console over TCP (DESIGN.md §8).

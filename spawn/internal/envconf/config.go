@@ -55,6 +55,7 @@ type Config struct {
 	ReqTimeoutBackoff uint32 `envconfig:"GASNET_REQUESTTIMEOUT_BACKOFF" default:"2" range:"1..64"`
 
 	RouteOutput bool   `envconfig:"GASNET_ROUTE_OUTPUT" default:"true"`
+	CPUBind     bool   `envconfig:"GASNET_CPU_BIND" default:"true"`
 	OutputLabel bool   `envconfig:"GASNET_OUTPUT_LABEL" default:"false"`
 	OutputDir   string `envconfig:"GASNET_OUTPUT_DIR" default:""`
 	LineBufSize int    `envconfig:"GASNET_LINEBUFFERSZ" default:"1024" range:"1..1048576" special:"0=unbuffered" unit:"bytes"`

@@ -89,8 +89,16 @@ func serveForks(n int) int {
 	sock := serverFD
 	env := make([]string, 0, len(os.Environ())+1)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, ctl.EnvForkServer+"=") {
+		if !strings.HasPrefix(kv, ctl.EnvForkServer+"=") && !strings.HasPrefix(kv, ctl.EnvBind+"=") {
 			env = append(env, kv)
+		}
+	}
+	var order []int
+	if v, ok := os.LookupEnv(ctl.EnvBind); ok {
+		var err error
+		if order, err = parseCPUs(v); err != nil {
+			fmt.Fprintf(os.Stderr, "udpconduit fork server: %v\n", err)
+			return 1
 		}
 	}
 	devnull, err := syscall.Open(os.DevNull, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
@@ -155,7 +163,12 @@ func serveForks(n int) int {
 		// Under the lock until its pid is recorded: a worker that ends at
 		// once is reaped only then.
 		mu.Lock()
-		pid, fds, err := forkWorker(os.Args, append(env, ctl.EnvIndex+"="+strconv.Itoa(i)), devnull)
+		var pid int
+		var fds [3]int
+		err := startOn(cpuFor(order, i), func() (err error) {
+			pid, fds, err = forkWorker(os.Args, append(env, ctl.EnvIndex+"="+strconv.Itoa(i)), devnull)
+			return err
+		})
 		if err == nil {
 			index[pid] = i
 		}

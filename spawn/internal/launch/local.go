@@ -48,7 +48,11 @@ func (Local) Start(spec *Spec) (Launch, error) {
 	procs := localProcs(spec.Count, runtime.NumCPU(), os.Getenv("GOMAXPROCS") != "" || slices.ContainsFunc(env, func(kv string) bool {
 		return strings.HasPrefix(kv, "GOMAXPROCS=") && kv != "GOMAXPROCS="
 	}))
+	order := bindOrder(spec.Count, spec.Bind, allowedCPUs())
 	if spec.Output != nil && ForkServed(spec.Count, true) {
+		if order != nil {
+			procs = append(procs, ctl.EnvBind+"="+formatCPUs(order)) // the server's, not its workers'
+		}
 		if err := l.startServed(spec, env, procs, ctl.EncodeFrame(ctl.FrameHello, ctl.Hello{Secret: secret})); err != nil {
 			return nil, err
 		}
@@ -85,7 +89,7 @@ func (Local) Start(spec *Spec) (Launch, error) {
 		}
 		cmd.SysProcAttr = childAttr()
 		cmd.WaitDelay = time.Second
-		err = cmd.Start()
+		err = startOn(cpuFor(order, i), cmd.Start)
 		pr.Close()
 		out.closeWriters() // the worker has its own
 		if err != nil {

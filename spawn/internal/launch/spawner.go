@@ -36,6 +36,9 @@ type Spec struct {
 	// frame, a Hello (ctl.EnvConnFD). Spawners whose workers run elsewhere
 	// ignore it.
 	Control func(index int, c net.Conn)
+	// Bind asks L to bind each worker to one CPU in turn where the
+	// workers outnumber the CPUs (GASNET_CPU_BIND, bindCPUs).
+	Bind bool
 }
 
 // ProcExit reports that a process a spawner started has ended.

@@ -7,7 +7,8 @@
 // flood); with
 // "slowjoin", worker 2 sleeps a minute before conduit.Init. With PRINT_ENV
 // set to variable names, each rank first prints their values; with
-// PRINT_PROCS set, the GOMAXPROCS it runs with.
+// PRINT_PROCS set, the GOMAXPROCS it runs with; with PRINT_CPUS set, the
+// CPUs its threads may run on (threadCPUs).
 package main
 
 import (
@@ -42,6 +43,9 @@ func main() {
 	}
 	if os.Getenv("PRINT_PROCS") != "" {
 		fmt.Printf("rank %d: GOMAXPROCS %d\n", r, runtime.GOMAXPROCS(0))
+	}
+	if os.Getenv("PRINT_CPUS") != "" {
+		fmt.Printf("rank %d: CPUs %s\n", r, threadCPUs())
 	}
 	if os.Getenv("HOSTRANKS") != "" {
 		fmt.Printf("rank %d shares its host with %v\n", r, conduit.HostRanks())
@@ -164,4 +168,35 @@ func putGetRing(r int) {
 		conduit.Exit(3)
 	}
 	conduit.Barrier()
+}
+
+// threadCPUs returns the CPUs every thread of this process may run on, as
+// the kernel lists them (Cpus_allowed_list), or "differ:" and each
+// thread's where they differ.
+func threadCPUs() string {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	seen := map[string]bool{}
+	var all []string
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/status")
+		if err != nil {
+			continue // the thread has ended
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				v = strings.TrimSpace(v)
+				if !seen[v] {
+					seen[v] = true
+					all = append(all, v)
+				}
+			}
+		}
+	}
+	if len(all) == 1 {
+		return all[0]
+	}
+	return "differ: " + strings.Join(all, " ")
 }
