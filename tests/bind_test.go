@@ -12,27 +12,49 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
 
 // TestCrowdedRanksBound: where the L spawner's workers outnumber the CPUs
-// it binds each, every thread of it, to one CPU in turn (GASNET_CPU_BIND),
-// whether the console starts them or its fork server does (16 workers and
-// more); ranks that fit, and ranks with GASNET_CPU_BIND=0, run on every
-// CPU the console may.
+// and each CPU gets as many, it binds each, every thread of it, to one
+// CPU in turn (GASNET_CPU_BIND), whether the console starts them or its
+// fork server does (16 workers and more), and no worker sees the fork
+// server's marker; ranks that fit, ranks that would load the CPUs
+// unevenly, and ranks with GASNET_CPU_BIND=0 run on every CPU the console
+// may.
 func TestCrowdedRanksBound(t *testing.T) {
-	all := cpusAllowed(t)
-	n := len(strings.Split(expandCPUs(t, all), ","))
-	for _, tt := range []struct {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []string
+	for c := range 1024 {
+		if set.IsSet(c) {
+			cpus = append(cpus, strconv.Itoa(c))
+		}
+	}
+	n := len(cpus)
+	all := cpusAllowed(t) // what an unbound rank says
+	cases := []struct {
 		env   []string
 		ranks int
 		bound bool
 	}{
-		{nil, n + 1, true},
-		{nil, max(16, n+1), true}, // through the fork server
+		{nil, 2 * n, true},
+		{nil, n * ((16 + n - 1) / n), true}, // through the fork server
 		{nil, n, false},
-		{[]string{"GASNET_CPU_BIND=0"}, max(16, n+1), false},
-	} {
-		r := run(t, t.Name(), append([]string{"PRINT_CPUS=1"}, tt.env...), "printer", strconv.Itoa(tt.ranks))
+		{[]string{"GASNET_CPU_BIND=0"}, n * ((16 + n - 1) / n), false},
+	}
+	if n > 1 {
+		cases = append(cases, struct {
+			env   []string
+			ranks int
+			bound bool
+		}{nil, n + 1, false})
+	}
+	for _, tt := range cases {
+		env := append([]string{"GASNET_SPAWNFN=L", "GASNET_ROUTE_OUTPUT=1", "GASNET_CPU_BIND=1", "PRINT_CPUS=1", "PRINT_ENV=GASNET_SPAWN_BIND"}, tt.env...)
+		r := run(t, t.Name(), env, "printer", strconv.Itoa(tt.ranks))
 		if r.code != 0 {
 			t.Errorf("printer %d with %q: exit %d\nstderr:\n%s", tt.ranks, tt.env, r.code, r.stderr)
 			continue
@@ -45,17 +67,15 @@ func TestCrowdedRanksBound(t *testing.T) {
 				continue
 			}
 			per[m[1]]++
-		}
-		if !tt.bound {
-			if d := cmp.Diff(map[string]int{all: tt.ranks}, per); d != "" {
-				t.Errorf("printer %d with %q: ranks by CPUs (-want +got):\n%s", tt.ranks, tt.env, d)
+			if w := fmt.Sprintf("rank %d: GASNET_SPAWN_BIND=\"\"\n", rank); !strings.Contains(r.stdout, w) {
+				t.Errorf("printer %d with %q: want %q in stdout:\n%s", tt.ranks, tt.env, w, r.stdout)
 			}
-			continue
 		}
-		want := map[string]int{}
-		for i, c := range strings.Split(expandCPUs(t, all), ",") {
-			if k := tt.ranks/n + min(1, max(0, tt.ranks%n-i)); k > 0 {
-				want[c] = k
+		want := map[string]int{all: tt.ranks}
+		if tt.bound {
+			want = map[string]int{}
+			for _, c := range cpus {
+				want[c] = tt.ranks / n
 			}
 		}
 		if d := cmp.Diff(want, per); d != "" {
@@ -65,8 +85,9 @@ func TestCrowdedRanksBound(t *testing.T) {
 	checkNoSurvivors(t, t.Name(), 2*time.Second)
 }
 
-// cpusAllowed returns the CPUs this process may run on, as the kernel
-// lists them (Cpus_allowed_list): the workers' unless bound.
+// cpusAllowed returns the CPUs this process may run on as the kernel
+// lists them in its status (Cpus_allowed_list), as an unbound worker
+// reports them.
 func cpusAllowed(t *testing.T) string {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
@@ -77,25 +98,4 @@ func cpusAllowed(t *testing.T) string {
 		t.Fatalf("no Cpus_allowed_list in /proc/self/status:\n%s", b)
 	}
 	return string(m[1])
-}
-
-// expandCPUs turns a kernel's CPU list ("0-3,8") into its CPUs, each
-// written out ("0,1,2,3,8").
-func expandCPUs(t *testing.T, list string) string {
-	var out []string
-	for _, part := range strings.Split(list, ",") {
-		lo, hi, ok := strings.Cut(part, "-")
-		if !ok {
-			hi = lo
-		}
-		a, err1 := strconv.Atoi(lo)
-		b, err2 := strconv.Atoi(hi)
-		if err1 != nil || err2 != nil || b < a {
-			t.Fatalf("CPU list %q: not a list of CPUs", list)
-		}
-		for c := a; c <= b; c++ {
-			out = append(out, strconv.Itoa(c))
-		}
-	}
-	return strings.Join(out, ",")
 }

@@ -27,7 +27,7 @@ const (
 	// inbox unless GASNET_SUPERNODE_MAXSIZE is set.
 	EnvNoInbox = "GASNET_SPAWN_NOINBOX"
 	// EnvBind gives the L spawner's fork server the CPUs to bind its
-	// workers to, one each in turn (launch's bindCPUs): a comma-separated
+	// workers to, one each in turn (launch's bindOrder): a comma-separated
 	// list of CPU numbers.
 	EnvBind = "GASNET_SPAWN_BIND"
 )

@@ -30,7 +30,7 @@ var descriptions = [...]struct{ name, text string }{
 	{"GASNET_REQUESTTIMEOUT_INITIAL", "µs: first retransmission wait before an RTT estimate exists (and its upper bound). Unset, on a host with more ranks than CPUs it is at least 2 ms per rank per CPU (1.024 s for 1024 ranks on 2), at most GASNET_REQUESTTIMEOUT_MAX: a peer answers only when the scheduler runs it; GASNET_VERBOSEENV says so"},
 	{"GASNET_REQUESTTIMEOUT_BACKOFF", "multiplier of each further retransmission wait while the peer is silent"},
 	{"GASNET_ROUTE_OUTPUT", "route worker stdout/stderr through the console, line-buffered per worker (L and S)"},
-	{"GASNET_CPU_BIND", "ours: where the L spawner's workers outnumber the CPUs the console may run on (its affinity mask), it binds each to one of them in turn, as mpirun's --bind-to core, so that each CPU runs as many ranks from the start; 0: the kernel places and moves them"},
+	{"GASNET_CPU_BIND", "ours: where the L spawner's workers outnumber the CPUs the console may run on (its affinity mask) and divide evenly among them, it starts each bound to one of them (a logical CPU) in turn, from one that depends on the job, so that every CPU runs as many ranks from the start; elsewhere, and with 0, the kernel places and moves them"},
 	{"GASNET_OUTPUT_LABEL", "ours: prefix each routed output line with its rank, as srun -l and mpirun --tag-output do: [R] on stdout, [R stderr] on stderr (amudprun -l)"},
 	{"GASNET_OUTPUT_DIR", "ours: write each rank's routed output to files of its own in this directory (created if missing), rank.R.stdout and rank.R.stderr, instead of the console's, as mpirun --output-filename does (amudprun -output-dir DIR)"},
 	{"GASNET_LINEBUFFERSZ", "bytes of a routed output line buffer; 0 = pass bytes as they come"},

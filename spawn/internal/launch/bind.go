@@ -9,22 +9,25 @@ import (
 )
 
 // bindOrder returns the CPUs to which the L spawner binds its count
-// workers, worker i to cpus[i % len(cpus)], where bind is set and they
-// outnumber the CPUs the console may run on (allowed, its affinity mask):
-// allowed itself. Elsewhere it returns nil, and the kernel places and
-// moves the workers. Bound from the start, each CPU runs as many ranks as
-// the others: left to the kernel, a crowded host's ranks were measured to
-// run 9 on one CPU and 7 on the other for the first 100-170 ms of a job
-// of 16, and a barrier takes a turn on its CPU for each (BENCHMARKS.md).
-func bindOrder(count int, bind bool, allowed []int) []int {
-	if !bind || !ctl.Oversubscribed(count, len(allowed)) {
+// workers, worker i to the (i+from)-th of allowed (the CPUs the console
+// may run on, its affinity mask) in turn, where bind is set, the workers
+// outnumber those CPUs, and each CPU gets as many as the others (count a
+// multiple of len(allowed)): allowed, rotated by from so that the jobs
+// of one host do not all begin with its first CPU. Elsewhere it returns
+// nil, and the kernel places and moves the workers: bound unevenly, a
+// rank of a CPU with more could never move to one with fewer. Left to
+// the kernel, a crowded job of 16 ranks was traced running 9 on one CPU
+// and 7 on the other from its first barrier to 110 ms, where a barrier
+// takes a turn on its CPU for each rank (BENCHMARKS.md).
+func bindOrder(count int, bind bool, allowed []int, from int) []int {
+	if !bind || !ctl.Oversubscribed(count, len(allowed)) || count%len(allowed) != 0 {
 		return nil
 	}
-	return allowed
+	k := from % len(allowed)
+	return append(append([]int(nil), allowed[k:]...), allowed[:k]...)
 }
 
-// formatCPUs and parseCPUs carry a bindOrder to the fork server
-// (ctl.EnvBind).
+// formatCPUs writes a bindOrder for the fork server (ctl.EnvBind).
 func formatCPUs(cpus []int) string {
 	s := make([]string, len(cpus))
 	for i, c := range cpus {
@@ -33,6 +36,7 @@ func formatCPUs(cpus []int) string {
 	return strings.Join(s, ",")
 }
 
+// parseCPUs reads what formatCPUs wrote, as the fork server gets it.
 func parseCPUs(s string) ([]int, error) {
 	var cpus []int
 	for _, f := range strings.Split(s, ",") {

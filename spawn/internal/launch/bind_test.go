@@ -8,25 +8,29 @@ import (
 )
 
 // TestBindOrder: the L spawner binds its workers to the console's CPUs in
-// turn only where they outnumber them and GASNET_CPU_BIND is on, and the
-// fork server reads the order the console writes.
+// turn, from one that depends on the job, only where they outnumber the
+// CPUs, each CPU gets as many, and GASNET_CPU_BIND is on; the fork server
+// reads the order the console writes, and refuses anything else.
 func TestBindOrder(t *testing.T) {
 	for _, c := range []struct {
 		count   int
 		bind    bool
 		allowed []int
+		from    int
 		want    []int // each worker's CPU in turn, nil: none bound
 	}{
-		{3, true, []int{0, 1}, []int{0, 1, 0}},
-		{16, true, []int{0, 1}, []int{0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1}},
-		{5, true, []int{2, 5, 7}, []int{2, 5, 7, 2, 5}},
-		{2, true, []int{3}, []int{3, 3}},
-		{2, true, []int{0, 1}, nil}, // as many as the CPUs
-		{1, true, []int{0, 1}, nil},
-		{16, false, []int{0, 1}, nil},
-		{16, true, nil, nil}, // the kernel did not say
+		{4, true, []int{0, 1}, 0, []int{0, 1, 0, 1}},
+		{4, true, []int{0, 1}, 7, []int{1, 0, 1, 0}},
+		{16, true, []int{0, 1}, 2, []int{0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1}},
+		{6, true, []int{2, 5, 7}, 1, []int{5, 7, 2, 5, 7, 2}},
+		{2, true, []int{3}, 5, []int{3, 3}},
+		{3, true, []int{0, 1}, 0, nil}, // CPU 0 would run two, CPU 1 one
+		{2, true, []int{0, 1}, 0, nil}, // as many as the CPUs
+		{1, true, []int{0, 1}, 0, nil},
+		{16, false, []int{0, 1}, 0, nil},
+		{16, true, nil, 0, nil}, // the kernel did not say
 	} {
-		order := bindOrder(c.count, c.bind, c.allowed)
+		order := bindOrder(c.count, c.bind, c.allowed, c.from)
 		var got []int
 		if order != nil {
 			for i := range c.count {
@@ -36,7 +40,7 @@ func TestBindOrder(t *testing.T) {
 			t.Errorf("cpuFor(nil, 0) = %d, want -1", cpuFor(order, 0))
 		}
 		if d := cmp.Diff(c.want, got); d != "" {
-			t.Errorf("bindOrder(%d, %v, %v) (-want +got):\n%s", c.count, c.bind, c.allowed, d)
+			t.Errorf("bindOrder(%d, %v, %v, %d) (-want +got):\n%s", c.count, c.bind, c.allowed, c.from, d)
 		}
 		if order == nil {
 			continue

@@ -255,7 +255,10 @@ func (l *localLaunch) startServed(spec *Spec, env, procs []string, greeting []by
 	mine, theirs := os.NewFile(uintptr(s[0]), "fork server"), os.NewFile(uintptr(s[1]), "fork server")
 	cmd := exec.Command(spec.Program, spec.Args...)
 	cmd.Dir = spec.Dir
-	cmd.Env = append(append(append(os.Environ(), env...), procs...), ctl.EnvConnFD+"=3", ctl.EnvForkServer+"="+strconv.Itoa(spec.Count))
+	// The binding is the console's to give (local.go), not one found in
+	// its own environment.
+	own := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, ctl.EnvBind+"=") })
+	cmd.Env = append(append(append(own, env...), procs...), ctl.EnvConnFD+"=3", ctl.EnvForkServer+"="+strconv.Itoa(spec.Count))
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.SysProcAttr = childAttr()

@@ -48,7 +48,7 @@ func (Local) Start(spec *Spec) (Launch, error) {
 	procs := localProcs(spec.Count, runtime.NumCPU(), os.Getenv("GOMAXPROCS") != "" || slices.ContainsFunc(env, func(kv string) bool {
 		return strings.HasPrefix(kv, "GOMAXPROCS=") && kv != "GOMAXPROCS="
 	}))
-	order := bindOrder(spec.Count, spec.Bind, allowedCPUs())
+	order := bindOrder(spec.Count, spec.Bind, allowedCPUs(), os.Getpid())
 	if spec.Output != nil && ForkServed(spec.Count, true) {
 		if order != nil {
 			procs = append(procs, ctl.EnvBind+"="+formatCPUs(order)) // the server's, not its workers'

@@ -37,7 +37,7 @@ type Spec struct {
 	// ignore it.
 	Control func(index int, c net.Conn)
 	// Bind asks L to bind each worker to one CPU in turn where the
-	// workers outnumber the CPUs (GASNET_CPU_BIND, bindCPUs).
+	// workers outnumber the CPUs (GASNET_CPU_BIND, bindOrder).
 	Bind bool
 }
 
