@@ -16,16 +16,20 @@ type Run struct {
 	l Link
 	c Call
 	p *Plan
+	// acc holds a reduction's result from Shared until the run's next
+	// reduction, which reuses it: no allocation a reduction.
+	acc []byte
 }
 
 // New returns the collective c of the member at the end of l.
 func New(l Link, p *Plan, c Call) *Run { return &Run{l: l, c: c, p: p} }
 
 // Reset makes r the collective c of the member at the end of l, as New
-// would, reusing r.
+// would, reusing r and its buffer of a reduction's result (Shared).
 func (r *Run) Reset(l Link, p *Plan, c Call) {
+	acc := r.acc
 	*r = Run{} // then field by field: a literal would be built, then copied
-	r.l, r.c, r.p = l, c, p
+	r.l, r.c, r.p, r.acc = l, c, p, acc
 }
 
 // Refuse fails the collective on every member for this member's own

@@ -115,9 +115,13 @@ func Check(posts []Post) (big bool, err error) {
 
 // Reduced is a reduction's result from every member's post: their
 // vectors combined in team rank order, the same bits wherever it is
-// computed.
-func Reduced(posts []Post, combine Combine) ([]byte, error) {
-	acc := append([]byte{}, posts[0].Data...)
+// computed, never nil (a root's result, even of empty vectors). It is
+// appended to acc[:0], whose memory it reuses.
+func Reduced(acc []byte, posts []Post, combine Combine) ([]byte, error) {
+	if acc == nil {
+		acc = []byte{}
+	}
+	acc = append(acc[:0], posts[0].Data...)
 	for m := 1; m < len(posts); m++ {
 		if len(posts[m].Data) != len(acc) {
 			return nil, Failure{Why: fmt.Sprintf("team rank %d posted a vector of %d bytes, team rank 0 of %d", m, len(posts[m].Data), len(acc))}.Err()
@@ -138,7 +142,8 @@ type Result struct {
 }
 
 // Shared is the result of this member's collective from every member's
-// post, as Check found them in order.
+// post, as Check found them in order. A reduction's lies in r's buffer
+// (Run.acc) until r's next reduction, Reset or not.
 func (r *Run) Shared(posts []Post, combine Combine) (Result, error) {
 	n, me, root := r.l.Size(), r.l.Rank(), r.c.Root
 	bad := func(m int) error {
@@ -153,7 +158,10 @@ func (r *Run) Shared(posts []Post, combine Combine) (Result, error) {
 		if r.c.Kind == Reduce && me != root {
 			return Result{}, nil
 		}
-		acc, err := Reduced(posts, combine)
+		acc, err := Reduced(r.acc, posts, combine)
+		if err == nil {
+			r.acc = acc
+		}
 		return Result{Data: acc}, err
 	case Gather:
 		if me != root {

@@ -122,3 +122,46 @@ func TestOpCombineMadeOnce(t *testing.T) {
 		t.Errorf("OpCombine and its combine: %v allocations, want none", n)
 	}
 }
+
+// TestSharedReductionReusesBuffer: a team's run reduces one call after
+// another (Reset, then Shared) into one buffer: each result is that
+// call's, and once the first has sized the buffer a reduction allocates
+// nothing.
+func TestSharedReductionReusesBuffer(t *testing.T) {
+	const n = 3
+	call := Call{Kind: AllReduce, Op: Sum, Elem: amo.Uint64, Len: 1}
+	l := &memLink{net: newMemNet(n), me: 1}
+	r := New(l, nil, call)
+	posts := make([]Post, n)
+	for m := range posts {
+		posts[m] = Post{Call: call, Data: make([]byte, 8)}
+	}
+	combine := OpCombine(Sum, amo.Uint64)
+	var failed error
+	reduce := func(k uint64) uint64 {
+		for m, p := range posts {
+			binary.LittleEndian.PutUint64(p.Data, k+uint64(m))
+		}
+		r.Reset(l, nil, call)
+		v, err := r.Shared(posts, combine)
+		if err != nil && failed == nil {
+			failed = err
+		}
+		return binary.LittleEndian.Uint64(v.Data)
+	}
+	for k := range uint64(4) {
+		if got, want := reduce(k), n*k+n*(n-1)/2; got != want {
+			t.Fatalf("reduction %d: %d, want %d", k, got, want)
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { reduce(7) }); a != 0 {
+		t.Errorf("a reduction allocates %v times, want 0", a)
+	}
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	// A root's result of empty vectors is empty, not nil.
+	if v, err := Reduced(nil, []Post{{Call: call, Data: []byte{}}}, combine); v == nil || err != nil {
+		t.Errorf("Reduced of one empty vector: %v, %v; want an empty result", v, err)
+	}
+}
