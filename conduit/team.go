@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/udpconduit/udpconduit/conduit/internal/coll"
 )
@@ -67,8 +68,13 @@ type Team struct {
 
 	// box keeps what comes for its collectives over messages: last, as
 	// collectives on words do not read it, so that the fields they do
-	// read lie together.
-	box coll.Box
+	// read lie together; then the probe of a wait for a message
+	// (teamCall.Recv), one timer for the team, set again at each wait
+	// that does not end at once, and what it probes, under probeMu.
+	box     coll.Box
+	probe   *time.Timer
+	probeMu sync.Mutex
+	probing probeWait
 }
 
 // World returns the team of the whole job.

@@ -1,9 +1,11 @@
 package conduit
 
 // Tests of teams at their edges: concurrent splits, a non-blocking
-// collective cut short by the job's end, forged sizes in an assembly.
+// collective cut short by the job's end, forged sizes in an assembly,
+// waits that only a probe ends.
 
 import (
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -63,6 +65,28 @@ func TestNonBlockingCutShort(t *testing.T) {
 		if res.Code != 3 || res.Ends[0] != "terminated" {
 			t.Errorf("job ended %d, %q; want 3 with rank 0 terminated", res.Code, res.Ends)
 		}
+	})
+}
+
+// TestProbeEndsMismatchedWaits: over messages, rank 0 reduces to itself
+// and the others to rank 1. Rank 2 sends its vector to rank 1, in both
+// trees its parent, and leaves; ranks 0 and 1 each wait for the other,
+// which sends it nothing: only the probe each sends after probeAfter
+// (teamCall.Recv) tells the other what it waits in, and both then fail
+// with ErrCollectiveMismatch instead of hanging. Twice, so that the
+// team's probe timer is set again.
+func TestProbeEndsMismatchedWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 3
+		runJob(t, n, memNet(amudptest.New(11, 0, 0, 100*time.Microsecond)), false, func(j *Job) {
+			for round := range 2 {
+				root := min(j.Rank(), 1)
+				_, err := Reduce(j.World(), root, Sum, []uint64{1})
+				if j.Rank() < 2 && !errors.Is(err, ErrCollectiveMismatch) {
+					t.Errorf("round %d, rank %d: reduce to root %d: %v; want ErrCollectiveMismatch", round, j.Rank(), root, err)
+				}
+			}
+		})
 	})
 }
 

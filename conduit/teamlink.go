@@ -77,14 +77,9 @@ func (c *teamCall) Recv(from int, want coll.Call) (int, coll.Header, []byte, err
 		return done
 	}
 	if !poll() {
-		probeCall := *c // the team reuses c for its next collective
-		probe := time.AfterFunc(probeAfter, func() {
-			meta, root, length := coll.Header{Call: want}.Pack()
-			// A member that cannot be told ends with the job.
-			_ = probeCall.request(from, meta|probeStep<<24, root, length, nil)
-		})
+		t.armProbe(c, from, want)
 		err := j.collWait(poll)
-		probe.Stop()
+		t.disarmProbe()
 		if err != nil {
 			return 0, coll.Header{}, nil, err
 		}
@@ -93,6 +88,55 @@ func (c *teamCall) Recv(from int, want coll.Call) (int, coll.Header, []byte, err
 		return 0, coll.Header{}, nil, f.Err()
 	}
 	return src, h, data, nil
+}
+
+// probeWait is a wait that the team's probe timer probes: the call (a
+// copy, as the team reuses its call for the next collective), the team
+// rank waited for and the call waited in; armed until the wait ends or
+// the probe goes.
+type probeWait struct {
+	call  teamCall
+	from  int
+	want  coll.Call
+	armed bool
+}
+
+// armProbe has the team's probe timer probe from after probeAfter, for
+// c's wait in want: one timer for the team, set again at each wait, so
+// that a wait allocates nothing. In the call's turn on the team.
+func (t *Team) armProbe(c *teamCall, from int, want coll.Call) {
+	t.probeMu.Lock()
+	t.probing = probeWait{call: *c, from: from, want: want, armed: true}
+	t.probeMu.Unlock()
+	if t.probe == nil {
+		t.probe = time.AfterFunc(probeAfter, t.sendProbe)
+		return
+	}
+	t.probe.Reset(probeAfter)
+}
+
+// disarmProbe ends the wait that armProbe armed: its probe, if not gone
+// yet, does not go.
+func (t *Team) disarmProbe() {
+	t.probe.Stop()
+	t.probeMu.Lock()
+	t.probing.armed = false
+	t.probeMu.Unlock()
+}
+
+// sendProbe, the probe timer's function, tells the member waited for
+// what this rank waits in, where the wait is still armed.
+func (t *Team) sendProbe() {
+	t.probeMu.Lock()
+	p := t.probing
+	t.probing.armed = false
+	t.probeMu.Unlock()
+	if !p.armed {
+		return
+	}
+	meta, root, length := coll.Header{Call: p.want}.Pack()
+	// A member that cannot be told ends with the job.
+	_ = p.call.request(p.from, meta|probeStep<<24, root, length, nil)
 }
 
 // Fail marks the collective failed here and tells every other member.
