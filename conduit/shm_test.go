@@ -60,7 +60,7 @@ func TestHierTree(t *testing.T) {
 		t.Helper()
 		plan := &coll.Plan{Leaders: leaders}
 		for r, w := range want {
-			parent, children := plan.Tree(0, r, len(leaders))
+			parent, children := plan.Tree(0, r, len(leaders), nil)
 			if parent != w.parent || !cmp.Equal(children, w.children, cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b int) bool { return a < b })) {
 				t.Errorf("leaders %v: rank %d: parent %d, children %v; want %d, %v", leaders, r, parent, children, w.parent, w.children)
 			}
@@ -102,13 +102,13 @@ func TestHierTreeShape(t *testing.T) {
 			plan := &coll.Plan{Leaders: leaders}
 			parents := make([]int, n)
 			for r := range n {
-				p, children := plan.Tree(root, r, n)
+				p, children := plan.Tree(root, r, n, nil)
 				parents[r] = p
 				if (r == root) != (p < 0) {
 					t.Fatalf("trial %d, root %d: rank %d has parent %d", trial, root, r, p)
 				}
 				for _, c := range children {
-					if cp, _ := plan.Tree(root, c, n); cp != r {
+					if cp, _ := plan.Tree(root, c, n, nil); cp != r {
 						t.Fatalf("trial %d, root %d: rank %d lists %d as a child, whose parent is %v", trial, root, r, c, cp)
 					}
 					if leaders[c] != leaders[r] && !(isHead(r) && isHead(c)) {

@@ -67,8 +67,10 @@ const TreeAlltoallMax = 256 << 10
 // members: binomial, or in two levels over p.Leaders (a binomial tree over
 // each group's members rooted at its head, root in root's group and the
 // leader in the others, and one over the heads rooted at root; children
-// come smallest subtree first, the heads' before the group's).
-func (p *Plan) Tree(root, me, n int) (parent int, children []int) {
+// come smallest subtree first, the heads' before the group's). The
+// children are appended to buf[:0], whose memory they reuse.
+func (p *Plan) Tree(root, me, n int, buf []int) (parent int, children []int) {
+	children = buf[:0]
 	if p == nil || p.Leaders == nil {
 		v := binomial.Rel(me, root, n)
 		parent = -1

@@ -19,17 +19,21 @@ type Run struct {
 	// acc holds a reduction's result from Shared until the run's next
 	// reduction, which reuses it: no allocation a reduction.
 	acc []byte
+	// kids holds a member's children in a tree (Plan.Tree) while it
+	// passes a broadcast down or a reduction up.
+	kids []int
 }
 
 // New returns the collective c of the member at the end of l.
 func New(l Link, p *Plan, c Call) *Run { return &Run{l: l, c: c, p: p} }
 
 // Reset makes r the collective c of the member at the end of l, as New
-// would, reusing r and its buffer of a reduction's result (Shared).
+// would, reusing r and its buffers (a reduction's result, a tree's
+// children).
 func (r *Run) Reset(l Link, p *Plan, c Call) {
-	acc := r.acc
+	acc, kids := r.acc, r.kids
 	*r = Run{} // then field by field: a literal would be built, then copied
-	r.l, r.c, r.p, r.acc = l, c, p, acc
+	r.l, r.c, r.p, r.acc, r.kids = l, c, p, acc, kids
 }
 
 // Refuse fails the collective on every member for this member's own
@@ -147,7 +151,8 @@ func (r *Run) Broadcast(data []byte) ([]byte, error) {
 
 // bcast passes data down the tree rooted at root.
 func (r *Run) bcast(root int, data []byte, step int) ([]byte, error) {
-	parent, children := r.p.Tree(root, r.l.Rank(), r.l.Size())
+	parent, children := r.p.Tree(root, r.l.Rank(), r.l.Size(), r.kids)
+	r.kids = children
 	if parent >= 0 {
 		b, err := r.recv(parent, step)
 		if err != nil {
@@ -166,7 +171,8 @@ func (r *Run) bcast(root int, data []byte, step int) ([]byte, error) {
 // reduce combines the members' acc up the tree rooted at root: the root
 // returns the combination, the others nil. combine may overwrite acc.
 func (r *Run) reduce(root int, acc []byte, step int, combine func(acc, in []byte) ([]byte, error)) ([]byte, error) {
-	parent, children := r.p.Tree(root, r.l.Rank(), r.l.Size())
+	parent, children := r.p.Tree(root, r.l.Rank(), r.l.Size(), r.kids)
+	r.kids = children
 	for _, c := range children {
 		in, err := r.recv(c, step)
 		if err != nil {

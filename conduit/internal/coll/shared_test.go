@@ -165,3 +165,33 @@ func TestSharedReductionReusesBuffer(t *testing.T) {
 		t.Errorf("Reduced of one empty vector: %v, %v; want an empty result", v, err)
 	}
 }
+
+// TestTreeReusesBuffer: a binomial tree's children, appended to the
+// buffer given, are each member's, and a buffer once large enough makes
+// a member's tree allocate nothing.
+func TestTreeReusesBuffer(t *testing.T) {
+	var p *Plan // binomial
+	const n, root = 13, 5
+	var buf []int
+	count := 0
+	for me := range n {
+		parent, kids := p.Tree(root, me, n, buf)
+		buf = kids
+		if (parent < 0) != (me == root) {
+			t.Errorf("member %d: parent %d with root %d", me, parent, root)
+		}
+		for _, c := range kids {
+			if cp, _ := p.Tree(root, c, n, nil); cp != me {
+				t.Errorf("member %d's child %d has parent %d", me, c, cp)
+			}
+		}
+		count += len(kids)
+	}
+	if count != n-1 {
+		t.Errorf("%d children in all, want %d", count, n-1)
+	}
+	buf = make([]int, 0, 8)
+	if a := testing.AllocsPerRun(100, func() { _, buf = p.Tree(root, root, n, buf) }); a != 0 {
+		t.Errorf("the root's tree allocates %v times, want 0", a)
+	}
+}
