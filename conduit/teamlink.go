@@ -90,12 +90,12 @@ func (c *teamCall) Recv(from int, want coll.Call) (int, coll.Header, []byte, err
 	return src, h, data, nil
 }
 
-// probeWait is a wait that the team's probe timer probes: the call (a
-// copy, as the team reuses its call for the next collective), the team
+// probeWait is a wait that the team's probe timer probes: the number of
+// the collective (the team reuses its call for the next one), the team
 // rank waited for and the call waited in; armed until the wait ends or
 // the probe goes.
 type probeWait struct {
-	call  teamCall
+	seq   uint64
 	from  int
 	want  coll.Call
 	armed bool
@@ -106,7 +106,7 @@ type probeWait struct {
 // that a wait allocates nothing. In the call's turn on the team.
 func (t *Team) armProbe(c *teamCall, from int, want coll.Call) {
 	t.probeMu.Lock()
-	t.probing = probeWait{call: *c, from: from, want: want, armed: true}
+	t.probing = probeWait{seq: c.seq, from: from, want: want, armed: true}
 	t.probeMu.Unlock()
 	if t.probe == nil {
 		t.probe = time.AfterFunc(probeAfter, t.sendProbe)
@@ -136,7 +136,7 @@ func (t *Team) sendProbe() {
 	}
 	meta, root, length := coll.Header{Call: p.want}.Pack()
 	// A member that cannot be told ends with the job.
-	_ = p.call.request(p.from, meta|probeStep<<24, root, length, nil)
+	_ = (&teamCall{t: t, seq: p.seq}).request(p.from, meta|probeStep<<24, root, length, nil)
 }
 
 // Fail marks the collective failed here and tells every other member.
