@@ -297,49 +297,6 @@ func TestOversubscribedWorkers(t *testing.T) {
 	checkNoSurvivors(t, t.Name(), 2*time.Second)
 }
 
-// TestCrowdedRanksRunOneP: ranks that outnumber their host's CPUs run
-// with GOMAXPROCS=1 (the L spawner starts them so, and takes the setting
-// out of their environment again), as rank 0 says in verbose mode; ranks
-// that fit keep the runtime's default; the user's GOMAXPROCS, in the
-// console's environment or forwarded, wins.
-func TestCrowdedRanksRunOneP(t *testing.T) {
-	cpus := runtime.NumCPU()
-	// The runtime's own choice, which a cgroup's CPU limit may set below
-	// cpus (and which ignores a GOMAXPROCS this process was given).
-	runtime.SetDefaultGOMAXPROCS()
-	def := runtime.GOMAXPROCS(0)
-	for _, tt := range []struct {
-		env   []string
-		n     int
-		procs int    // each rank's GOMAXPROCS
-		seen  string // the GOMAXPROCS its environment shows
-		say   string // rank 0's verbose line, "" for none
-	}{
-		{[]string{"GOMAXPROCS="}, cpus + 1, 1, "", fmt.Sprintf("GOMAXPROCS=1: %d ranks share this host's %d CPUs (set GOMAXPROCS to choose)", cpus+1, cpus)},
-		{[]string{"GOMAXPROCS="}, 1, def, "", ""},
-		{[]string{"GOMAXPROCS=2"}, cpus + 1, 2, "2", ""},
-		{[]string{"GOMAXPROCS=", "GASNET_FORWARD_ENV=GOMAXPROCS=3"}, cpus + 1, 3, "3", ""},
-	} {
-		env := append([]string{"GASNET_VERBOSEENV=1", "PRINT_PROCS=1", "PRINT_ENV=GOMAXPROCS"}, tt.env...)
-		r := run(t, t.Name(), env, "printer", strconv.Itoa(tt.n))
-		if r.code != 0 {
-			t.Errorf("printer %d with %q: exit %d\nstderr:\n%s", tt.n, tt.env, r.code, r.stderr)
-			continue
-		}
-		for rank := range tt.n {
-			for _, w := range []string{fmt.Sprintf("rank %d: GOMAXPROCS %d\n", rank, tt.procs), fmt.Sprintf("rank %d: GOMAXPROCS=%q\n", rank, tt.seen)} {
-				if !strings.Contains(r.stdout, w) {
-					t.Errorf("printer %d with %q: want %q in stdout:\n%s", tt.n, tt.env, w, r.stdout)
-				}
-			}
-		}
-		if said := strings.Contains(r.stderr, "rank 0: GOMAXPROCS="); said != (tt.say != "") || !strings.Contains(r.stderr, tt.say) {
-			t.Errorf("printer %d with %q: want rank 0 to say %q; stderr:\n%s", tt.n, tt.env, tt.say, r.stderr)
-		}
-	}
-	checkNoSurvivors(t, t.Name(), 2*time.Second)
-}
-
 // TestReceiveThread: with GASNET_RCV_THREAD=1 a rank that computes without
 // polling still runs handlers and replies (about 350 ms sooner here); without
 // it, the reply waits until the rank polls again.

@@ -22,6 +22,10 @@ const (
 	// EnvProcs says that the L spawner set GOMAXPROCS=1 for this worker
 	// (see launch.Local); the worker removes both from its environment.
 	EnvProcs = "GASNET_SPAWN_PROCS"
+	// EnvTunables says that the L spawner set GLIBC_TUNABLES for this
+	// worker (see launch.Local); the worker removes both from its
+	// environment.
+	EnvTunables = "GASNET_SPAWN_TUNABLES"
 	// EnvNoInbox says that the L spawner started this worker on a host
 	// too crowded for shared memory by default (ShmCrowded): it makes no
 	// inbox unless GASNET_SUPERNODE_MAXSIZE is set.
@@ -34,7 +38,7 @@ const (
 
 // MarkerVars are the GASNET_ variables udpconduit reads besides its
 // settings: the worker markers the console sets for its workers.
-var MarkerVars = []string{EnvMaster, EnvSecret, EnvIndex, EnvSecretFD, EnvConnFD, EnvForkServer, EnvProcs, EnvNoInbox, EnvBind, EnvRoute, EnvTree}
+var MarkerVars = []string{EnvMaster, EnvSecret, EnvIndex, EnvSecretFD, EnvConnFD, EnvForkServer, EnvProcs, EnvTunables, EnvNoInbox, EnvBind, EnvRoute, EnvTree}
 
 // EnvRoute in a worker's environment asks it to route its stdout and stderr
 // to the console over TCP (DESIGN.md §8).

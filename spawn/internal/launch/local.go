@@ -45,9 +45,11 @@ func (Local) Start(spec *Spec) (Launch, error) {
 	host, _ := os.Hostname()
 	var wg sync.WaitGroup
 	env, secret := withoutSecret(spec.Env)
-	procs := localProcs(spec.Count, runtime.NumCPU(), os.Getenv("GOMAXPROCS") != "" || slices.ContainsFunc(env, func(kv string) bool {
-		return strings.HasPrefix(kv, "GOMAXPROCS=") && kv != "GOMAXPROCS="
-	}))
+	procs := localProcs(spec.Count, runtime.NumCPU(), func(k string) bool {
+		return os.Getenv(k) != "" || slices.ContainsFunc(env, func(kv string) bool {
+			return strings.HasPrefix(kv, k+"=") && kv != k+"="
+		})
+	})
 	order := bindOrder(spec.Count, spec.Bind, allowedCPUs(), os.Getpid())
 	if spec.Output != nil && ForkServed(spec.Count, true) {
 		if order != nil {
@@ -174,23 +176,39 @@ func closeAll(fs []*os.File) {
 }
 
 // localProcs returns the settings that start each of count workers on one
-// host of cpus CPUs with one P (GOMAXPROCS=1) when they outnumber the CPUs
-// and the user did not set GOMAXPROCS (set; an empty value, which the
-// runtime ignores, is not set), as each worker would choose
-// after its welcome anyway (see conduit's procsMode): set at the start, the
-// runtime never sets up the second P, which saves the job CPU
-// (BENCHMARKS.md, Scale). ctl.EnvProcs tells the
-// worker to take GOMAXPROCS out of its environment again, so the program
-// sees the environment its user gave.
-func localProcs(count, cpus int, set bool) []string {
+// host of cpus CPUs where they outnumber the CPUs, for those of them that
+// the user did not set (set; an empty value, which the runtime and glibc
+// ignore, is not set):
+//   - one P (GOMAXPROCS=1), as each worker would choose after its welcome
+//     anyway (see conduit's procsMode): set at the start, the runtime
+//     never sets up the second P, which saves the job CPU (BENCHMARKS.md,
+//     Scale);
+//   - no restartable-sequences area (GLIBC_TUNABLES=glibc.pthread.rseq=0)
+//     in a program linked with glibc, which registers one for each thread
+//     that the kernel then updates at every return to the thread after a
+//     switch: a crowded rank takes a turn on its CPU at each wait, and the
+//     update made every turn dearer (BENCHMARKS.md, Crowded hosts). Go
+//     uses none; a C library of the program's that does (tcmalloc, say)
+//     works without one, more slowly.
+//
+// ctl.EnvProcs and ctl.EnvTunables tell the worker to take them out of its
+// environment again, so the program, and what it starts, sees the
+// environment its user gave.
+func localProcs(count, cpus int, set func(string) bool) []string {
 	var env []string
 	if ctl.ShmCrowded(count, cpus) {
 		env = append(env, ctl.EnvNoInbox+"=1") // see Worker.SpawnedCrowded
 	}
-	if set || !ctl.Oversubscribed(count, cpus) {
+	if !ctl.Oversubscribed(count, cpus) {
 		return env
 	}
-	return append(env, "GOMAXPROCS=1", ctl.EnvProcs+"=1")
+	if !set("GOMAXPROCS") {
+		env = append(env, "GOMAXPROCS=1", ctl.EnvProcs+"=1")
+	}
+	if !set("GLIBC_TUNABLES") {
+		env = append(env, "GLIBC_TUNABLES=glibc.pthread.rseq=0", ctl.EnvTunables+"=1")
+	}
+	return env
 }
 
 // add tracks the started process cmd of worker i until it ends; then

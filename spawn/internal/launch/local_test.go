@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,22 +19,29 @@ import (
 // that has each worker take it out of its environment, and marks them to
 // make no inbox when they are more than 512 to a CPU.
 func TestLocalProcs(t *testing.T) {
+	procs := []string{"GOMAXPROCS=1", ctl.EnvProcs + "=1"}
+	rseq := []string{"GLIBC_TUNABLES=glibc.pthread.rseq=0", ctl.EnvTunables + "=1"}
+	both := append(slices.Clip(procs), rseq...)
 	for _, c := range []struct {
 		count, cpus int
-		set         bool
+		set         []string // the variables the user set
 		want        []string
 	}{
-		{3, 2, false, []string{"GOMAXPROCS=1", ctl.EnvProcs + "=1"}},
-		{8, 2, false, []string{"GOMAXPROCS=1", ctl.EnvProcs + "=1"}},
-		{64, 2, false, []string{"GOMAXPROCS=1", ctl.EnvProcs + "=1"}},
-		{1024, 2, false, []string{"GOMAXPROCS=1", ctl.EnvProcs + "=1"}},
-		{1025, 2, false, []string{ctl.EnvNoInbox + "=1", "GOMAXPROCS=1", ctl.EnvProcs + "=1"}},
-		{2, 2, false, nil},
-		{1, 8, false, nil},
-		{1025, 2, true, []string{ctl.EnvNoInbox + "=1"}},
+		{3, 2, nil, both},
+		{8, 2, nil, both},
+		{64, 2, nil, both},
+		{1024, 2, nil, both},
+		{1025, 2, nil, append([]string{ctl.EnvNoInbox + "=1"}, both...)},
+		{2, 2, nil, nil},
+		{1, 8, nil, nil},
+		{1025, 2, []string{"GOMAXPROCS", "GLIBC_TUNABLES"}, []string{ctl.EnvNoInbox + "=1"}},
+		{4, 2, []string{"GOMAXPROCS"}, rseq},
+		{4, 2, []string{"GLIBC_TUNABLES"}, procs},
+		{2, 2, []string{"GOMAXPROCS"}, nil},
 	} {
-		if d := cmp.Diff(c.want, localProcs(c.count, c.cpus, c.set)); d != "" {
-			t.Errorf("localProcs(%d, %d, %v) (-want +got):\n%s", c.count, c.cpus, c.set, d)
+		set := func(k string) bool { return slices.Contains(c.set, k) }
+		if d := cmp.Diff(c.want, localProcs(c.count, c.cpus, set)); d != "" {
+			t.Errorf("localProcs(%d, %d, set %q) (-want +got):\n%s", c.count, c.cpus, c.set, d)
 		}
 	}
 }

@@ -428,7 +428,10 @@ func (w *Worker) Join(cfg *envconf.Config, udp netip.AddrPort, inbox string, net
 		os.Unsetenv("GOMAXPROCS") // the L spawner's, not the user's
 		w.ProcsSet = true
 	}
-	for _, k := range []string{ctl.EnvMaster, ctl.EnvSecret, ctl.EnvSecretFD, ctl.EnvConnFD, ctl.EnvIndex, ctl.EnvRoute, ctl.EnvProcs, ctl.EnvNoInbox} {
+	if os.Getenv(ctl.EnvTunables) != "" {
+		os.Unsetenv("GLIBC_TUNABLES") // likewise
+	}
+	for _, k := range []string{ctl.EnvMaster, ctl.EnvSecret, ctl.EnvSecretFD, ctl.EnvConnFD, ctl.EnvIndex, ctl.EnvRoute, ctl.EnvProcs, ctl.EnvTunables, ctl.EnvNoInbox} {
 		os.Unsetenv(k) // children of this worker are not workers
 	}
 	go w.readLoop()

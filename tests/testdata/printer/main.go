@@ -8,7 +8,9 @@
 // "slowjoin", worker 2 sleeps a minute before conduit.Init. With PRINT_ENV
 // set to variable names, each rank first prints their values; with
 // PRINT_PROCS set, the GOMAXPROCS it runs with; with PRINT_CPUS set, the
-// CPUs its threads may run on (threadCPUs).
+// CPUs its threads may run on (threadCPUs); with PRINT_RSEQ set, whether
+// glibc registered a restartable-sequences area for its thread (rseqState)
+// and the GLIBC_TUNABLES it was started with.
 package main
 
 import (
@@ -46,6 +48,9 @@ func main() {
 	}
 	if os.Getenv("PRINT_CPUS") != "" {
 		fmt.Printf("rank %d: CPUs %s\n", r, threadCPUs())
+	}
+	if os.Getenv("PRINT_RSEQ") != "" {
+		fmt.Printf("rank %d: rseq %s; started with GLIBC_TUNABLES=%q\n", r, rseqState(), startEnv("GLIBC_TUNABLES"))
 	}
 	if os.Getenv("HOSTRANKS") != "" {
 		fmt.Printf("rank %d shares its host with %v\n", r, conduit.HostRanks())
