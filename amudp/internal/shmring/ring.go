@@ -33,7 +33,9 @@
 // job's liveness rules end such a job (the consumer's other peers
 // fall back when the queue fills). A consumer that finds the ring empty
 // far into its area moves both ends back to the start, where the cache is
-// warm (hotSpan).
+// warm (hotSpan); a producer of a large record pads to the end and writes
+// it at the start where the records in flight leave room there
+// (rewindFrom).
 package shmring
 
 import (
@@ -68,7 +70,8 @@ const (
 	// that messages exchanged one at a time (a ping-pong, the rounds of
 	// a collective) reuse the same few cache lines and pages instead of
 	// walking the whole area, touching each page first with a page fault.
-	// A ring that fills (a flood) uses all of it.
+	// A flood of small records uses all of it; of large ones, its first
+	// quarter or so (rewindFrom); a ring that fills, all of it.
 	hotSpan = 16384
 
 	// AreaSize is the size of Area.
@@ -223,6 +226,16 @@ func RecordSize(n int) int {
 // took 680 ns for 65000 bytes 52 bytes off that offset, 510 at it.
 const skipFrom = 4096
 
+// rewindFrom is the size (the sum of Push's parts) from which a record
+// goes back to the start of the data area where the records in flight
+// leave room there (rewind), instead of after the last: a flood of large
+// records whose consumer keeps up then walks the first quarter of the
+// area or so, in lines the CPUs' caches still hold, instead of all of it
+// (65000-byte Mediums into a 4 MiB inbox: BENCHMARKS.md). The pad it
+// takes, from the tail to the end, holds room until the consumer passes
+// it, and is taken only where a quarter of the area stays free.
+const rewindFrom = 4096
+
 // MaxRecord is the largest record (the sum of Push's parts) a ring of
 // capacity bytes takes: a quarter of it, so that a full ring still holds
 // several.
@@ -278,8 +291,11 @@ func (r *Ring) push(kind uint32, a, b []byte) bool {
 		}
 		off := t & r.mask // a multiple of align: its header fits
 		pad = 0
-		if off+need > c {
+		switch {
+		case off+need > c:
 			pad = c - off
+		case n >= rewindFrom && off >= hotSpan:
+			pad = r.rewind(t, need)
 		}
 		// The head as this view last read it is at most the head (it
 		// only grows), so a record that fits below it fits: the head's
@@ -316,6 +332,22 @@ func (r *Ring) push(kind uint32, a, b []byte) bool {
 	shmem.Copy(r.data[o+uint64(len(a)):], b)
 	r.commit(t, kind|uint32(skip)<<8, uint32(n))
 	return true
+}
+
+// rewind returns the pad that moves a record of need bytes reserved at
+// the tail t back to the start of the data area (rewindFrom), or 0 where
+// that would leave less than a quarter of the area free, the records in
+// flight included: their room then lies below t's offset in the area. It
+// reads the head, which a small record's push does not (push).
+func (r *Ring) rewind(t, need uint64) uint64 {
+	c, off := uint64(len(r.data)), t&r.mask
+	h := r.head.Load()
+	d := t - h
+	if h%align != 0 || d > off || off-d < need+c/4 {
+		return 0
+	}
+	r.seenHead.Store(h)
+	return c - off
 }
 
 // commit writes the header of the record at position p, a multiple of

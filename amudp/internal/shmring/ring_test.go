@@ -3,6 +3,7 @@ package shmring
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -38,16 +39,23 @@ func pop(t testing.TB, r *Ring) []byte {
 
 // TestModel: random pushes and pops of random sizes agree with a FIFO
 // model: every record pushed comes out once, in order, byte for byte; a
-// push is refused only when the model's bytes in flight leave no room; the
-// ring wraps many times.
+// push is refused only when the room the model holds (each record's
+// reservation, its pad included) leaves none; a push that rewinds (a
+// large record sent back to the start of the area, rewindFrom) leaves a
+// quarter of the area free; the ring wraps many times.
 func TestModel(t *testing.T) {
+	type entry struct {
+		rec      []byte
+		reserved int // the record's room and the pad before it
+	}
+	rewinds := 0
 	check := func(seed uint64, capShift uint8) bool {
 		capacity := MinCapacity << (capShift % 4)
 		rng := rand.New(rand.NewPCG(seed, 7))
 		r, _ := newRing(t, capacity)
-		var model [][]byte
-		inFlight := 0 // bytes reserved, pads excluded
-		pushed := 0
+		var model []entry
+		inFlight := 0 // bytes reserved, pads included
+		pushed, rewound := 0, 0
 		for step := 0; step < 3000; step++ {
 			if rng.IntN(3) > 0 {
 				n := rng.IntN(MaxRecord(capacity) + 1)
@@ -56,18 +64,28 @@ func TestModel(t *testing.T) {
 					rec[i] = byte(rng.Uint32())
 				}
 				k := rng.IntN(n + 1)
+				before := r.tail.Load()
 				ok := r.Push(rec[:k], rec[k:])
 				need := (recHeader + n + align - 1) &^ (align - 1)
 				if !ok && inFlight+need <= capacity-MaxRecord(capacity)-recHeader-align {
-					// Padding wastes at most one record's room.
+					// Padding to the end wastes at most one record's room.
 					t.Logf("seed %d: push of %d refused with %d of %d in flight", seed, n, inFlight, capacity)
 					return false
 				}
-				if ok {
-					model = append(model, rec)
-					inFlight += need
-					pushed++
+				if !ok {
+					continue
 				}
+				reserved := int(r.tail.Load() - before)
+				if off := int(before) & (capacity - 1); reserved > RecordSize(n) && off+RecordSize(n) <= capacity {
+					rewound++
+					if free := capacity - inFlight - reserved; n < rewindFrom || free < capacity/4 {
+						t.Logf("seed %d: a push of %d rewound from %d, leaving %d of %d free", seed, n, off, free, capacity)
+						return false
+					}
+				}
+				model = append(model, entry{rec, reserved})
+				inFlight += reserved
+				pushed++
 				continue
 			}
 			got := pop(t, r)
@@ -77,22 +95,84 @@ func TestModel(t *testing.T) {
 				}
 				continue
 			}
-			if !bytes.Equal(got, model[0]) {
-				t.Logf("seed %d: popped %d bytes, want %d", seed, len(got), len(model[0]))
+			if !bytes.Equal(got, model[0].rec) {
+				t.Logf("seed %d: popped %d bytes, want %d", seed, len(got), len(model[0].rec))
 				return false
 			}
-			inFlight -= (recHeader + len(model[0]) + align - 1) &^ (align - 1)
+			inFlight -= model[0].reserved
 			model = model[1:]
 		}
 		for _, want := range model {
-			if got := pop(t, r); !bytes.Equal(got, want) {
+			if got := pop(t, r); !bytes.Equal(got, want.rec) {
 				return false
 			}
 		}
+		rewinds += rewound
 		return pop(t, r) == nil && r.Empty() && pushed*MinCapacity/4 > capacity
 	}
 	if err := quick.Check(check, &quick.Config{MaxCount: 40}); err != nil {
 		t.Error(err)
+	}
+	if rewinds == 0 {
+		t.Error("no push rewound: the model checked none")
+	}
+}
+
+// TestRewind: a flood of records from rewindFrom bytes, whose consumer
+// keeps lag records in flight, goes back to the start of a large area
+// once a quarter of it stays free, and so stays within its first quarter
+// and a few records; smaller records, or a consumer that lets the ring
+// fill, walk all of it; after a rewind, a record of MaxRecord bytes still
+// fits.
+func TestRewind(t *testing.T) {
+	const capacity = 1 << 22
+	tests := []struct {
+		size, lag, pushes int
+		within            int // the farthest a record may start
+	}{
+		{65000, 0, 500, capacity/4 + 2*RecordSize(65000)},
+		{65000, 3, 500, capacity/4 + 5*RecordSize(65000)},
+		{rewindFrom, 1, 5000, capacity/4 + 3*RecordSize(rewindFrom)},
+		{rewindFrom - 1, 1, 5000, capacity}, // below rewindFrom
+		{65000, 60, 500, capacity},          // fills the ring
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%d/lag%d", tt.size, tt.lag), func(t *testing.T) {
+			r, mem := newRing(t, capacity)
+			data := uintptr(unsafe.Pointer(&mem[HeaderSize]))
+			var inFlight [][]byte
+			far := 0
+			for i := range tt.pushes {
+				rec := make([]byte, tt.size)
+				binary.LittleEndian.PutUint64(rec, uint64(i))
+				if !r.Push(rec[:8], rec[8:]) {
+					// A full ring: the consumer takes one.
+					if len(inFlight) < tt.lag {
+						t.Fatalf("push %d refused with %d in flight", i, len(inFlight))
+					}
+				} else {
+					inFlight = append(inFlight, rec)
+				}
+				for len(inFlight) > tt.lag {
+					got, ok, err := r.Peek()
+					if !ok || err != nil || !bytes.Equal(got, inFlight[0]) {
+						t.Fatalf("push %d: got %d bytes, ok %v, err %v", i, len(got), ok, err)
+					}
+					far = max(far, int(uintptr(unsafe.Pointer(&got[0]))-data))
+					r.Advance()
+					inFlight = inFlight[1:]
+				}
+				if free := capacity - int(r.tail.Load()-r.own.Load()); free < capacity/4 && len(inFlight) <= tt.lag && tt.within < capacity {
+					t.Fatalf("push %d left %d of %d free", i, free, capacity)
+				}
+			}
+			if far > tt.within {
+				t.Errorf("a record started at offset %d, past %d", far, tt.within)
+			}
+			if tt.within == capacity && far < capacity/2 {
+				t.Errorf("the records went no farther than %d of %d", far, capacity)
+			}
+		})
 	}
 }
 
@@ -195,12 +275,17 @@ func TestSkip(t *testing.T) {
 // finds it empty (hotSpan).
 func TestProducers(t *testing.T) {
 	for _, capacity := range []int{MinCapacity, 4 * hotSpan} {
-		t.Run(strconv.Itoa(capacity), func(t *testing.T) { testProducers(t, capacity) })
+		t.Run(strconv.Itoa(capacity), func(t *testing.T) { testProducers(t, capacity, 0, 20000) })
 	}
+	// Records that rewind (rewindFrom), while other producers reserve.
+	t.Run("large", func(t *testing.T) { testProducers(t, 16*hotSpan, rewindFrom, 2000) })
 }
 
-func testProducers(t *testing.T, capacity int) {
-	const producers, each = 4, 20000
+// testProducers: producers push each records of base bytes and up to 39
+// more into a ring of capacity bytes; the consumer takes every record of
+// each producer once, in its order.
+func testProducers(t *testing.T, capacity, base, each int) {
+	const producers = 4
 	r, _ := newRing(t, capacity)
 	var wg sync.WaitGroup
 	for p := range producers {
@@ -208,11 +293,11 @@ func testProducers(t *testing.T, capacity int) {
 		go func() {
 			defer wg.Done()
 			var hdr [12]byte
-			body := make([]byte, 40)
+			body := make([]byte, base+40)
 			for i := range each {
 				binary.LittleEndian.PutUint32(hdr[0:], uint32(p))
 				binary.LittleEndian.PutUint64(hdr[4:], uint64(i))
-				for !r.Push(hdr[:], body[:i%len(body)]) {
+				for !r.Push(hdr[:], body[:base+i%40]) {
 				}
 			}
 		}()
@@ -227,7 +312,7 @@ func testProducers(t *testing.T, capacity int) {
 			continue
 		}
 		p, i := binary.LittleEndian.Uint32(rec), binary.LittleEndian.Uint64(rec[4:])
-		if int(p) >= producers || i != next[p] || len(rec) != 12+int(i)%40 {
+		if int(p) >= producers || i != next[p] || len(rec) != 12+base+int(i)%40 {
 			t.Fatalf("record %d of producer %d (%d bytes), want %d", i, p, len(rec), next[p])
 		}
 		next[p]++
