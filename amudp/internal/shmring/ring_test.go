@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"testing/quick"
+	"time"
 	"unsafe"
 )
 
@@ -443,6 +444,44 @@ func BenchmarkPingPong(b *testing.B) {
 	}
 	<-done
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "µs/rtt")
+}
+
+// BenchmarkFlood: one goroutine pushes 65000-byte records (a Medium's
+// header and payload) into a 4 MiB ring as fast as another, spinning on
+// it, takes them: amudp's shared-memory Medium flood without the rest of
+// the endpoint. It reports each push's time as a multiple of the same
+// pushes, each taken at once by the pushing goroutine, measured first
+// (x-alone): the cost of the consumer on another core, cache lines
+// moving between the two.
+func BenchmarkFlood(b *testing.B) {
+	r, _ := newRing(b, 4<<20)
+	head, payload := make([]byte, 36), make([]byte, 65000)
+	take := func() {
+		for _, ok, _ := r.Peek(); !ok; _, ok, _ = r.Peek() {
+		}
+		r.Advance()
+	}
+	start := time.Now()
+	for range b.N {
+		r.PushMessage(head, payload)
+		take()
+	}
+	alone := time.Since(start)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range b.N {
+			take()
+		}
+	}()
+	b.SetBytes(int64(len(payload)))
+	b.ResetTimer()
+	for range b.N {
+		for !r.PushMessage(head, payload) {
+		}
+	}
+	<-done
+	b.ReportMetric(float64(b.Elapsed())/float64(alone), "x-alone")
 }
 
 // TestMessageRecords: Peek tells a record that PushMessage wrote from one
