@@ -367,9 +367,11 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 // spinPolls is spinOrBlock's spin: passes until cond holds, a pass runs
 // messages for goroutines that wait on this poller (or, polite, for its
 // caller), the endpoint closes or a pass fails (done), or e.spin passes
-// without traffic (done false: the caller sleeps); a full pass that ran
-// messages starts the spin's time again. The caller holds pollMu, and the
-// automatic direct replies its passes hold (holdAuto), which it sends.
+// without traffic (done false: the caller sleeps); a pass that ran
+// messages, full or quick, starts the spin's time again (a quick one's at
+// the next full pass, which reads the clock). The caller holds pollMu,
+// and the automatic direct replies its passes hold (holdAuto), which it
+// sends.
 func (e *Endpoint) spinPolls(cond func() bool) (done bool, err error) {
 	// Between full passes, a poller with an inbox makes quick passes
 	// (directPass): a direct message costs no clock read then.
@@ -382,8 +384,10 @@ func (e *Endpoint) spinPolls(cond func() bool) (done bool, err error) {
 	}
 	var start retransmit.Time
 	for full := false; ; full = true {
+		ran := false // a quick pass ran messages
 		for i := 0; i < quick && !e.polite; i++ {
 			n := e.directPass(cond)
+			ran = ran || n > 0
 			if cond() {
 				e.flushAcks(true)
 				return true, nil
@@ -412,6 +416,8 @@ func (e *Endpoint) spinPolls(cond func() bool) (done bool, err error) {
 				return true, nil
 			}
 			start = e.clock // traffic: the spin starts again
+		} else if ran {
+			start = e.clock
 		}
 		if e.isClosed() {
 			return true, net.ErrClosed

@@ -55,3 +55,40 @@ func TestPendingSleep(t *testing.T) {
 		t.Errorf("bound after 40 sleeps over the same reservation: %v, want %v", d, maxBlockPolite)
 	}
 }
+
+// TestSpinGoesOnWhileDirectMessagesCome: a waiter's poller that keeps
+// running direct messages, in the quick passes between its full ones,
+// keeps spinning: it sleeps in the kernel (and its peer rings its
+// doorbell) only after a whole spin without one. The sender sends a
+// request after each sleep of 100 µs (about a millisecond on some
+// hosts: time.Sleep's resolution), many spins long; each sleep of the
+// receiver must follow a gap in the sending of at least half its spin.
+func TestSpinGoesOnWhileDirectMessagesCome(t *testing.T) {
+	eps, trs, inboxes := sharedPair(t)
+	for _, tr := range trs {
+		tr.SetInboxes(inboxes)
+		tr.SetAllShared(true)
+	}
+	const spin = 4 * time.Millisecond
+	eps[1].spin = spin
+	var ran atomic.Int64
+	eps[1].Register(10, func(*Token, []uint32, []byte) { ran.Add(1) })
+	serve(t, eps[1])
+	const sends = 400
+	gaps := 0
+	last := time.Now()
+	for range sends {
+		time.Sleep(100 * time.Microsecond)
+		if time.Since(last) >= spin/2 {
+			gaps++
+		}
+		if err := eps[0].RequestShort(1, 10); err != nil {
+			t.Fatal(err)
+		}
+		last = time.Now()
+	}
+	waitFor(t, eps[0], "the answers", func() bool { return ran.Load() == sends && eps[0].Outstanding() == 0 })
+	if bells := trs[0].Stats().Doorbells; bells > uint64(gaps)+1 {
+		t.Errorf("the receiver slept %d times while requests came (%d gaps of %v or more): its spin did not start again", bells, gaps, spin/2)
+	}
+}
