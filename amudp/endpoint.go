@@ -227,6 +227,7 @@ type Endpoint struct {
 	gen     uint64
 	waiters atomic.Int32
 	blocked atomic.Bool
+	sleeps  atomic.Uint64 // the poller's sleeps in the kernel (spinOrBlock)
 	// The background poller (Progress): fg counts the goroutines that
 	// wait (WaitUntil, a request waiting for credit), which it steps
 	// aside for; bgPolling says that it holds pollMu.

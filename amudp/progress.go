@@ -361,6 +361,7 @@ func (e *Endpoint) spinOrBlock(cond func() bool) error {
 	if cond() { // a Wake between our check and blocked=true
 		return nil
 	}
+	e.sleeps.Add(1)
 	return e.tr.Wait(timeout)
 }
 

@@ -329,8 +329,8 @@ func (r *Ring) push(kind uint32, a, b []byte) bool {
 	}
 	// The second part first: the consumer spins on the commit word, whose
 	// cache line the first part shares, and the line then moves between
-	// the two once per record, not again in the middle of a large copy
-	// (BenchmarkFlood).
+	// the two once per record, not again in the middle of a large copy,
+	// unless the second part starts in that line too (BenchmarkFlood).
 	o := t&r.mask + recHeader + skip
 	shmem.Copy(r.data[o+uint64(len(a)):], b)
 	shmem.Copy(r.data[o:], a)

@@ -457,13 +457,22 @@ func BenchmarkFlood(b *testing.B) {
 	r, _ := newRing(b, 4<<20)
 	head, payload := make([]byte, 36), make([]byte, 65000)
 	take := func() {
-		for _, ok, _ := r.Peek(); !ok; _, ok, _ = r.Peek() {
+		for {
+			_, ok, err := r.Peek()
+			if err != nil {
+				panic(err) // on the consumer's goroutine, where b.Fatal may not be called
+			}
+			if ok {
+				break
+			}
 		}
 		r.Advance()
 	}
 	start := time.Now()
 	for range b.N {
-		r.PushMessage(head, payload)
+		if !r.PushMessage(head, payload) {
+			b.Fatal("an empty ring refused a record")
+		}
 		take()
 	}
 	alone := time.Since(start)
