@@ -403,22 +403,17 @@ func (e *Endpoint) spinPolls(cond func() bool) (done bool, err error) {
 		if err := e.pollLocked(cond); err != nil {
 			return true, err
 		}
-		if !full {
-			start = e.clock
-		}
 		if cond() {
 			// The waiter leaves the network: the replies it holds back
 			// must not wait for its next poll, which may be far off.
 			e.flushAcks(true)
 			return true, nil
 		}
-		if e.drained > 0 {
-			if e.polite || e.waiters.Load() > 0 {
-				return true, nil
-			}
-			start = e.clock // traffic: the spin starts again
-		} else if ran {
-			start = e.clock
+		if e.drained > 0 && (e.polite || e.waiters.Load() > 0) {
+			return true, nil
+		}
+		if !full || ran || e.drained > 0 {
+			start = e.clock // the first pass, or traffic: the spin starts again
 		}
 		if e.isClosed() {
 			return true, net.ErrClosed
