@@ -74,6 +74,11 @@ type reqSlot struct {
 	kind      Kind
 	handler   uint8
 	buf       []byte // the sealed request, kept for retransmission
+	// prepared: taken by a Prepared request not yet committed, its
+	// payload written into buf by the caller; prepGen counts the slot's
+	// prepared requests.
+	prepared bool
+	prepGen  uint32
 	// replyNonce is the nonce of the last reply accepted for this slot;
 	// a reply with a nonce no greater is a replay.
 	replyNonce uint64
@@ -484,7 +489,9 @@ func (e *Endpoint) placeInPeer(rank int, payload []byte, off uint64) bool {
 	if v == nil || off > uint64(len(v)) || uint64(len(payload)) > uint64(len(v))-off {
 		return false
 	}
-	shmem.Copy(v[off:], payload)
+	if &v[off] != &payload[0] { // a Prepared request's payload is there already
+		shmem.Copy(v[off:], payload)
+	}
 	return true
 }
 

@@ -71,3 +71,43 @@ func TestLongInPlace(t *testing.T) {
 		t.Errorf("rank 1 received %d Long messages in place, one of them sent with no mapping; want 1", n)
 	}
 }
+
+// TestPreparedLongInPlace: a prepared Long request to a peer whose
+// segment this process maps gives the destination itself as its buffer,
+// and its datagram carries no payload.
+func TestPreparedLongInPlace(t *testing.T) {
+	saved := listen
+	listen = listenShared(t, 1<<20)
+	t.Cleanup(func() { listen = saved })
+	eps := newJob(t, 2, Config{})
+	for _, e := range eps {
+		e.SetSegment(make([]byte, 8192))
+		e.SetPeerSegments(func(r int) []byte { return eps[r].Segment() })
+	}
+	var mu sync.Mutex
+	var seen []byte
+	eps[1].Register(130, func(_ *Token, _ []uint32, p []byte) {
+		mu.Lock()
+		seen = append([]byte(nil), p...)
+		mu.Unlock()
+	})
+	serve(t, eps[1])
+	pr, err := eps[0].PrepareRequest(1, Long, 3000, 0, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &pr.Payload()[0] != &eps[1].Segment()[200] {
+		t.Fatal("a prepared Long to a mapped peer is not staged at its destination")
+	}
+	copy(pr.Payload(), bytes.Repeat([]byte("staged "), 500))
+	if err := pr.Commit(130, 2000); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, eps[0], "the handler", func() bool { mu.Lock(); defer mu.Unlock(); return seen != nil })
+	if want := bytes.Repeat([]byte("staged "), 500)[:2000]; !bytes.Equal(seen, want) {
+		t.Errorf("handler saw %q...", seen[:min(len(seen), 20)])
+	}
+	if n := eps[1].Stats().InPlace; n != 1 {
+		t.Errorf("rank 1 received %d Long messages in place, want 1", n)
+	}
+}

@@ -84,22 +84,9 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	if l := e.laneTo(dest); l != nil {
 		return e.requestDirect(l, cat, handler, payload, off, args)
 	}
-	// Every request polls first (DESIGN.md §3), unless a poll pass ended
-	// within the last pollFirstGap: that pass was this request's poll, and
-	// a syscall that would find the socket empty is most of a round trip's
-	// overhead on a virtual machine.
-	// The clock read here also starts the request's retransmission timer
-	// (a read is not free on a virtual machine), unless a poll pass or a
-	// wait for credit comes between.
-	now := e.now()
-	if time.Duration(int64(now)-e.lastPass.Load()) >= pollFirstGap && e.pollMu.TryLock() {
-		err := e.pollLocked(nil)
-		e.pollMu.Unlock()
-		e.notify()
-		if err != nil {
-			return err
-		}
-		now = e.now()
+	now, err := e.pollBeforeRequest()
+	if err != nil {
+		return err
 	}
 	// A Long payload to a peer whose segment this process maps goes
 	// straight there, outside the lock (a first use maps it).
@@ -108,42 +95,74 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 	if inPlace {
 		payload = nil
 	}
+	size := wire.HeaderLen + 4*len(args) + len(payload) + e.key.TagsLen(wire.RequestKind(cat), inPlace, len(payload))
+	p, now, err := e.creditFor(dest, size, now)
+	if err != nil {
+		return err
+	}
+	return e.sendLocked(p, dest, cat, handler, payload, off, args, n, inPlace, size, now)
+}
+
+// pollBeforeRequest polls once before a request over the network, as
+// every request does (DESIGN.md §3), unless a poll pass ended within the
+// last pollFirstGap: that pass was this request's poll, and a syscall
+// that would find the socket empty is most of a round trip's overhead on
+// a virtual machine. It returns the time, which also starts the
+// request's retransmission timer (a read is not free on a virtual
+// machine) unless a wait for credit comes between.
+func (e *Endpoint) pollBeforeRequest() (retransmit.Time, error) {
+	now := e.now()
+	if time.Duration(int64(now)-e.lastPass.Load()) >= pollFirstGap && e.pollMu.TryLock() {
+		err := e.pollLocked(nil)
+		e.pollMu.Unlock()
+		e.notify()
+		if err != nil {
+			return now, err
+		}
+		now = e.now()
+	}
+	return now, nil
+}
+
+// creditFor waits until a request of size bytes may go to rank dest over
+// the network and returns with e.mu held, dest's peer state and the time
+// (now, or a later reading after a wait). On an error e.mu is not held.
+func (e *Endpoint) creditFor(dest, size int, now retransmit.Time) (*peerState, retransmit.Time, error) {
 	e.mu.Lock()
 	if e.addrs == nil {
 		e.mu.Unlock()
-		return ErrNoPeers
+		return nil, now, ErrNoPeers
 	}
 	if dest < 0 || dest >= len(e.addrs) {
 		n := len(e.addrs)
 		e.mu.Unlock()
-		return fmt.Errorf("%w: rank %d, job of %d", ErrBadRank, dest, n)
+		return nil, now, fmt.Errorf("%w: rank %d, job of %d", ErrBadRank, dest, n)
 	}
 	if !e.addrs[dest].IsValid() {
 		e.mu.Unlock()
-		return fmt.Errorf("%w: rank %d", ErrNoAddress, dest)
+		return nil, now, fmt.Errorf("%w: rank %d", ErrNoAddress, dest)
 	}
 	p := e.peerLocked(dest)
 	e.routeLocked(p)
-	size := wire.HeaderLen + 4*len(args) + len(payload) + e.key.TagsLen(wire.RequestKind(cat), inPlace, len(payload))
 	for !e.creditLocked(p, size) {
 		e.mu.Unlock()
 		if e.interrupted() {
-			return ErrInterrupted
+			return nil, now, ErrInterrupted
 		}
 		e.fg.Add(1)
 		err := e.waitOnce(func() bool { return e.hasCredit(p, size) || e.interrupted() })
 		e.leaveWait()
 		if err != nil {
-			return err
+			return nil, now, err
 		}
 		now = e.now()
 		e.mu.Lock()
 	}
 	if e.closed {
 		e.mu.Unlock()
-		return net.ErrClosed
+		return nil, now, net.ErrClosed
 	}
-	return e.sendLocked(p, dest, cat, handler, payload, off, args, n, inPlace, size, now)
+	return p, now, nil
 }
 
 // sendLocked sends a request to p (rank dest) for which it has credit, of
@@ -151,6 +170,18 @@ func (e *Endpoint) request(dest int, cat Category, handler int, payload []byte, 
 // inPlace), its retransmission timer started at now. e.mu held; it
 // releases it.
 func (e *Endpoint) sendLocked(p *peerState, dest int, cat Category, handler int, payload []byte, off uint64, args []uint32, n int, inPlace bool, size int, now retransmit.Time) error {
+	slot, s := e.takeSlotLocked(p, size)
+	m := wire.Message{Header: wire.Header{Kind: wire.RequestKind(cat), Handler: uint8(handler), NArgs: uint8(len(args)),
+		Src: uint32(e.rank), Slot: slot, Offset: off, Len: uint32(len(payload))}, Payload: payload}
+	if inPlace {
+		m.Flags, m.Len = wire.FlagInPlace, uint32(n)
+	}
+	return e.launchLocked(p, dest, slot, s, &m, args, 0, now)
+}
+
+// takeSlotLocked takes a slot of p and the credits of a request of size
+// bytes, which creditLocked said p has. e.mu held.
+func (e *Endpoint) takeSlotLocked(p *peerState, size int) (uint16, *reqSlot) {
 	slot, ok := p.pool.acquire()
 	if !ok {
 		// creditLocked held under e.mu, which is still held: p has a
@@ -162,27 +193,30 @@ func (e *Endpoint) sendLocked(p *peerState, dest int, cat Category, handler int,
 	p.bytes.take(size)
 	s := p.newReq(slot)
 	s.size = size
+	return slot, s
+}
+
+// launchLocked encodes m (its Len set) and args into slot s of p (rank
+// dest), followed by m.Payload or, where staged > 0, by the staged bytes
+// a Prepared request wrote after the header in s.buf; seals it, starts
+// its retransmission timer at now and sends it. e.mu held; it releases it.
+func (e *Endpoint) launchLocked(p *peerState, dest int, slot uint16, s *reqSlot, m *wire.Message, args []uint32, staged int, now retransmit.Time) error {
 	s.seq++
-	m := wire.Message{Header: wire.Header{Kind: wire.RequestKind(cat), Handler: uint8(handler), NArgs: uint8(len(args)),
-		Src: uint32(e.rank), Slot: slot, Seq: s.seq, Offset: off}, Payload: payload}
+	m.Seq = s.seq
 	// Ask for the automatic reply at once when this is the only request in
 	// flight to p (a lone request, as in a ping-pong) or when it uses up p's
 	// credit (this sender is about to wait for replies). Otherwise the
 	// receiver batches replies (see ackBatch).
-	if inPlace {
-		m.Flags, m.Len = wire.FlagInPlace, uint32(n)
-	}
-	if e.depth-p.pool.available() == 1 || !e.creditLocked(p, size) {
+	if e.depth-p.pool.available() == 1 || !e.creditLocked(p, s.size) {
 		m.Flags |= wire.FlagAckNow
 	}
-	copy(m.Args[:], args)
 	var err error
-	if s.buf, err = m.AppendHead(s.buf[:0]); err != nil {
+	if s.buf, err = m.Header.AppendTo(s.buf[:0], args); err != nil {
 		e.releaseLocked(p, slot)
 		e.mu.Unlock()
 		return err
 	}
-	s.buf = e.seal(s.buf, p.rank, m.Payload)
+	s.buf = e.seal(s.buf[:len(s.buf)+staged], p.rank, m.Payload)
 	s.inflight, s.freeLater, s.sending = true, false, 1
 	s.kind, s.handler, s.epoch = m.Kind, m.Handler, p.epoch
 	s.h = e.tracker.Add(now, p.rtt.Timeout(e.rcfg))

@@ -1,0 +1,219 @@
+package amudp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
+)
+
+// ErrNotPrepared: Commit of a Prepared request that was already committed
+// or released, or that Prepare did not return.
+var ErrNotPrepared = errors.New("amudp: request not prepared, or already committed")
+
+// Prepared is a request whose payload the caller writes into the buffer
+// the endpoint gives (Payload) before it sends it (Commit): GASNet-EX's
+// negotiated-payload request with a GASNet-provided buffer. Over the
+// network the buffer is the datagram the endpoint keeps for
+// retransmission, so the payload is written once, by the caller, instead
+// of copied from the caller's buffer; a Long one to a peer whose segment
+// this process maps is its destination itself. Elsewhere (a peer through
+// shared memory, this rank) it is a buffer of the endpoint's, sent at
+// Commit as RequestMedium or RequestLong send theirs.
+//
+// Prepare holds one of the destination's credits until Commit or
+// Release; a Prepared is committed or released once, by one goroutine.
+type Prepared struct {
+	e       *Endpoint
+	p       *peerState // over the network; nil for the other kinds
+	scratch *scratchBuf
+	payload []byte
+	dest    int
+	cat     Category
+	off     uint64
+	nargs   int
+	slot    uint16
+	gen     uint32
+	head    int // bytes of the header and arguments before payload in the slot's buffer
+}
+
+// scratchBuf is the buffer of a Prepared request that is not staged in a
+// datagram; live while its request is prepared.
+type scratchBuf struct {
+	b    [MaxMedium]byte
+	live bool
+	gen  uint32 // counts the requests prepared in it
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratchBuf) }}
+
+// PrepareRequest prepares a Medium or Long request (cat) of up to n
+// payload bytes and nargs arguments to rank dest, a Long one written at
+// offset of dest's segment (ignored for a Medium), waiting for credit as
+// a request does. The caller writes the payload into Payload and sends
+// it with Commit.
+func (e *Endpoint) PrepareRequest(dest int, cat Category, n, nargs int, offset uint64) (Prepared, error) {
+	switch {
+	case cat != Medium && cat != Long:
+		return Prepared{}, fmt.Errorf("amudp: prepared request of category %v; accepted: Medium, Long", cat)
+	case n < 0 || n > MaxMedium:
+		return Prepared{}, fmt.Errorf("%w (got %d)", ErrPayloadTooBig, n)
+	case nargs < 0 || nargs > MaxArgs:
+		return Prepared{}, fmt.Errorf("%w (got %d)", ErrTooManyArgs, nargs)
+	case e.inHandler():
+		return Prepared{}, ErrRequestInHandler
+	}
+	if cat == Medium {
+		offset = 0
+	}
+	pr := Prepared{e: e, dest: dest, cat: cat, off: offset, nargs: nargs}
+	if cat == Long {
+		if v := e.peerView(dest, offset, n); v != nil {
+			pr.payload = v
+			return pr, nil
+		}
+	}
+	if dest == e.rank || e.laneTo(dest) != nil {
+		pr.scratch = scratchPool.Get().(*scratchBuf)
+		pr.scratch.live = true
+		pr.scratch.gen++
+		pr.gen = pr.scratch.gen
+		pr.payload = pr.scratch.b[:n]
+		return pr, nil
+	}
+	now, err := e.pollBeforeRequest()
+	if err != nil {
+		return Prepared{}, err
+	}
+	size := wire.HeaderLen + 4*nargs + n + e.key.TagsLen(wire.RequestKind(cat), false, n)
+	p, _, err := e.creditFor(dest, size, now)
+	if err != nil {
+		return Prepared{}, err
+	}
+	slot, s := e.takeSlotLocked(p, size)
+	s.prepared = true
+	s.prepGen++
+	pr.p, pr.slot, pr.gen = p, slot, s.prepGen
+	pr.head = wire.HeaderLen + 4*nargs
+	s.buf = slices.Grow(s.buf[:0], size)[:pr.head+n]
+	pr.payload = s.buf[pr.head:]
+	e.mu.Unlock()
+	return pr, nil
+}
+
+// Payload returns the buffer the request's payload is written into: n
+// bytes, PrepareRequest's.
+func (pr *Prepared) Payload() []byte { return pr.payload }
+
+// Commit sends the prepared request to handler with the first n bytes of
+// Payload (n at most its length) and args (as many as prepared). An
+// error leaves the request released: nothing was sent.
+func (pr *Prepared) Commit(handler, n int, args ...uint32) error {
+	e := pr.e
+	if e == nil {
+		return ErrNotPrepared
+	}
+	err := checkMessage(pr.cat, handler, nil, args)
+	if err == nil && (n < 0 || n > len(pr.payload)) {
+		err = fmt.Errorf("amudp: commit of %d payload bytes; prepared %d", n, len(pr.payload))
+	}
+	if err == nil && len(args) != pr.nargs {
+		err = fmt.Errorf("%w: commit with %d arguments; prepared %d", ErrTooManyArgs, len(args), pr.nargs)
+	}
+	if err != nil {
+		if rerr := pr.Release(); rerr != nil {
+			return rerr
+		}
+		return err
+	}
+	if pr.p == nil {
+		payload, sc := pr.payload[:n], pr.scratch
+		if sc != nil {
+			if !sc.live || sc.gen != pr.gen {
+				return ErrNotPrepared
+			}
+			sc.live = false
+		}
+		pr.e, pr.scratch = nil, nil
+		err := e.request(pr.dest, pr.cat, handler, payload, pr.off, args)
+		if sc != nil {
+			scratchPool.Put(sc)
+		}
+		return err
+	}
+	e.mu.Lock()
+	s, err := pr.claimLocked()
+	if err != nil {
+		e.mu.Unlock()
+		return err
+	}
+	// The credit taken at Prepare counted n bytes of payload at most.
+	size := pr.head + n + e.key.TagsLen(wire.RequestKind(pr.cat), false, n)
+	pr.p.bytes.give(s.size - size)
+	s.size = size
+	m := wire.Message{Header: wire.Header{Kind: wire.RequestKind(pr.cat), Handler: uint8(handler), NArgs: uint8(len(args)),
+		Src: uint32(e.rank), Slot: pr.slot, Offset: pr.off, Len: uint32(n)}}
+	if e.closed {
+		e.releaseLocked(pr.p, pr.slot)
+		e.mu.Unlock()
+		return net.ErrClosed
+	}
+	return e.launchLocked(pr.p, pr.dest, pr.slot, s, &m, args, n, e.now())
+}
+
+// Release gives back a prepared request's credit and buffer without
+// sending it.
+func (pr *Prepared) Release() error {
+	e := pr.e
+	if e == nil {
+		return ErrNotPrepared
+	}
+	pr.e = nil
+	if pr.p == nil {
+		if sc := pr.scratch; sc != nil {
+			if !sc.live || sc.gen != pr.gen {
+				return ErrNotPrepared
+			}
+			sc.live = false
+			pr.scratch = nil
+			scratchPool.Put(sc)
+		}
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := pr.claimLocked(); err != nil {
+		return err
+	}
+	e.releaseLocked(pr.p, pr.slot)
+	return nil
+}
+
+// claimLocked ends the prepared state of pr's slot, which must still be
+// pr's. e.mu held.
+func (pr *Prepared) claimLocked() (*reqSlot, error) {
+	s := pr.p.req(pr.slot)
+	if !s.prepared || s.prepGen != pr.gen {
+		return nil, ErrNotPrepared
+	}
+	s.prepared = false
+	pr.e = nil
+	return s, nil
+}
+
+// peerView returns n bytes of rank's segment at off where this process
+// maps it, else nil.
+func (e *Endpoint) peerView(rank int, off uint64, n int) []byte {
+	f := e.views.Load()
+	if f == nil || n == 0 {
+		return nil
+	}
+	v := (*f)(rank)
+	if v == nil || off > uint64(len(v)) || uint64(n) > uint64(len(v))-off {
+		return nil
+	}
+	return v[off : off+uint64(n) : off+uint64(n)]
+}
