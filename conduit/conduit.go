@@ -88,6 +88,9 @@ var (
 	ErrBadHandler = amudp.ErrBadHandler
 	// ErrInterrupted: a wait ended because the rank's endpoint closed.
 	ErrInterrupted = amudp.ErrInterrupted
+	// ErrNotPrepared: Commit of a Prepared already committed, or not
+	// returned by a Prepare call.
+	ErrNotPrepared = amudp.ErrNotPrepared
 )
 
 // Limits.

@@ -88,6 +88,24 @@ func RequestLong(dest, handler int, payload []byte, offset uint64, args ...uint3
 	return on0("RequestLong", func(j *Job) error { return j.RequestLong(dest, handler, payload, offset, args...) })
 }
 
+// PrepareRequestMedium is Job.PrepareRequestMedium.
+func PrepareRequestMedium(dest, n, nargs int) (Prepared, error) {
+	j, err := job("PrepareRequestMedium")
+	if err != nil {
+		return Prepared{}, err
+	}
+	return j.PrepareRequestMedium(dest, n, nargs)
+}
+
+// PrepareRequestLong is Job.PrepareRequestLong.
+func PrepareRequestLong(dest, n, nargs int, offset uint64) (Prepared, error) {
+	j, err := job("PrepareRequestLong")
+	if err != nil {
+		return Prepared{}, err
+	}
+	return j.PrepareRequestLong(dest, n, nargs, offset)
+}
+
 // Poll is Job.Poll.
 func Poll() error { return on0("Poll", (*Job).Poll) }
 

@@ -1,0 +1,76 @@
+package conduit
+
+import "github.com/udpconduit/udpconduit/amudp"
+
+// Prepared is a request whose payload the program writes into the
+// conduit's own buffer (Payload) before it sends it (Commit): GASNet-EX's
+// negotiated-payload request with a GASNet-provided buffer
+// (gex_AM_PrepareRequestMedium, gex_AM_CommitRequestMedium). Over UDP the
+// buffer is the datagram the conduit keeps for retransmission, so a
+// payload the program builds there is not copied again before it goes;
+// a Long to a rank whose segment this rank maps (LocalView) is written at
+// its destination. Elsewhere it is a buffer of the conduit's, copied at
+// Commit as RequestMedium copies the program's.
+//
+// A Prepared holds one of the destination's credits until Commit: commit
+// each one once, from the goroutine that prepared it, before that
+// goroutine prepares or sends another request (GASNet-EX asks the same).
+type Prepared struct {
+	j  *Job
+	pr amudp.Prepared
+}
+
+// PrepareRequestMedium prepares a Medium request to dest of up to n
+// payload bytes (0..MaxMedium) with nargs arguments, waiting for credit
+// as RequestMedium does.
+func (j *Job) PrepareRequestMedium(dest, n, nargs int) (Prepared, error) {
+	return j.prepare(dest, amudp.Medium, n, nargs, 0)
+}
+
+// PrepareRequestLong prepares a Long request to dest of up to n payload
+// bytes, written at offset of dest's segment, with nargs arguments.
+func (j *Job) PrepareRequestLong(dest, n, nargs int, offset uint64) (Prepared, error) {
+	return j.prepare(dest, amudp.Long, n, nargs, offset)
+}
+
+func (j *Job) prepare(dest int, cat amudp.Category, n, nargs int, offset uint64) (Prepared, error) {
+	ep := j.enter()
+	if !j.attached.Load() {
+		return Prepared{}, ErrNotAttached
+	}
+	if cat == amudp.Long {
+		if err := j.checkRemote(dest, offset, n); err != nil {
+			return Prepared{}, err
+		}
+	}
+	pr, err := ep.PrepareRequest(dest, cat, n, nargs, offset)
+	if err != nil {
+		return Prepared{}, j.done(err)
+	}
+	return Prepared{j: j, pr: pr}, nil
+}
+
+// Payload returns the buffer to write the payload into: n bytes,
+// PrepareRequestMedium's or PrepareRequestLong's. It is the conduit's
+// until Commit and must not be used after.
+func (p *Prepared) Payload() []byte { return p.pr.Payload() }
+
+// Commit sends the request to handler (128..255) with the first n bytes
+// of Payload and args, as many as prepared. A second Commit, or one of a
+// Prepared that no Prepare returned, is an error; so is a bad handler,
+// n or number of arguments, and then the request is not sent and its
+// credit returns.
+func (p *Prepared) Commit(handler, n int, args ...uint32) error {
+	j := p.j
+	if j == nil {
+		return ErrNotPrepared
+	}
+	p.j = nil
+	if _, err := j.clientCall(handler); err != nil {
+		if rerr := p.pr.Release(); rerr != nil {
+			return rerr
+		}
+		return err
+	}
+	return j.done(p.pr.Commit(handler, n, args...))
+}
