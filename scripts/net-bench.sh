@@ -3,7 +3,9 @@
 # (testam 2 with GASNET_SUPERNODE_MAXSIZE=1, so that every message goes by
 # UDP on loopback) in each protection mode -- header-only MAC
 # (GASNET_AUTH_PAYLOAD=0), payload MAC (the default) and encryption
-# (GASNET_ENCRYPT=1) -- next to the raw-UDP floors of scripts/netbench/udpfloor.c
+# (GASNET_ENCRYPT=1), the first two also with requests prepared in the
+# conduit's buffer (testam -np-gb: no copy of the payload before the MAC
+# or the send) -- next to the raw-UDP floors of scripts/netbench/udpfloor.c
 # (ping-pong; streams without and with sendmmsg/recvmmsg batching), all in
 # one run (make net-bench). The modes and the floors take turns, ROUNDS
 # times, and each cell is the median of the rounds. Figures, not a test:
@@ -20,14 +22,15 @@ trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -o "$tmp/udpfloor" scripts/netbench/udpfloor.c
 echo "nproc $(nproc); $iters iterations, $rounds rounds"
 
-modes=(header payload encrypt)
-declare -A menv=([header]=GASNET_AUTH_PAYLOAD=0 [payload]=GASNET_AUTH_PAYLOAD=1 [encrypt]=GASNET_ENCRYPT=1)
+modes=(header header-np payload payload-np encrypt)
+declare -A menv=([header]=GASNET_AUTH_PAYLOAD=0 [header-np]=GASNET_AUTH_PAYLOAD=0 [payload]=GASNET_AUTH_PAYLOAD=1 [payload-np]=GASNET_AUTH_PAYLOAD=1 [encrypt]=GASNET_ENCRYPT=1)
+declare -A margs=([header-np]=-np-gb [payload-np]=-np-gb)
 window() { if [ "$1" -ge 8192 ]; then echo "64 16"; else echo "1024 64"; fi; }
 for r in $(seq "$rounds"); do
   for m in "${modes[@]}"; do
     # testam's lines: "NAME SIZE B ITERS iters VALUE µs/... [MB/s]".
     env GASNET_SPAWNFN=L GASNET_SUPERNODE_MAXSIZE=1 "${menv[$m]}" \
-      ./bin/testam 2 -sizes "$sizes" -iters "$iters" |
+      ./bin/testam 2 -sizes "$sizes" -iters "$iters" ${margs[$m]:-} |
       awk -v m="$m" '{ print m, $1, $2, $6 }' >>"$tmp/am"
   done
   "$tmp/udpfloor" pp 8 "$((iters * 5))" | awk '{ print "floor pp", $2, $3 }' >>"$tmp/floor"
@@ -47,8 +50,8 @@ med() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 rtt_floor=$(med "floor pp 8" "$tmp/floor")
 echo
-echo "| test | bytes | header-only MAC | payload MAC (default) | encrypted | raw floor | floor batched |"
-echo "|---|---|---|---|---|---|---|"
+echo "| test | bytes | header-only MAC | header-only, prepared | payload MAC (default) | payload MAC, prepared | encrypted | raw floor | floor batched |"
+echo "|---|---|---|---|---|---|---|---|---|"
 row="| short round trip, µs (ratio to floor) | 0 |"
 for m in "${modes[@]}"; do
   v=$(med "$m short_rtt 0" "$tmp/am")

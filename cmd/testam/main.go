@@ -101,7 +101,7 @@ var handlers = []conduit.HandlerEntry{
 }
 
 func main() {
-	conduit.Usage = "[-json] [-iters K] [-sizes LIST] [-coll | -barrier | -allreduce | -atomics | -rma] [-cpuprofile FILE]"
+	conduit.Usage = "[-json] [-iters K] [-sizes LIST] [-np-gb] [-coll | -barrier | -allreduce | -atomics | -rma] [-cpuprofile FILE]"
 	conduit.Init()
 	fs := flag.NewFlagSet("testam", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -111,6 +111,7 @@ func main() {
 	red := fs.Bool("allreduce", false, "time six loops of one-element all-reduces over every rank instead")
 	atom := fs.Bool("atomics", false, "measure fetch-and-add throughput from every rank instead")
 	rmaMode := fs.Bool("rma", false, "measure blocking Put and Get latency and bandwidth instead")
+	np := fs.Bool("np-gb", false, "send the requests of the AM tests prepared in the conduit's buffer (PrepareRequestMedium, PrepareRequestLong), as GASNet's testam -np-gb")
 	profile := fs.String("cpuprofile", "", "rank 0 writes a CPU profile of its run to this file")
 	iters := fs.Int("iters", 10000, "iterations of each measurement")
 	sizes := fs.String("sizes", "", "comma-separated payload sizes in bytes, 1.."+strconv.Itoa(conduit.MaxMedium)+" (with -rma 1.."+strconv.Itoa(rmaSegment)+")")
@@ -119,6 +120,8 @@ func main() {
 	}
 	if n := btoi(*coll) + btoi(*bar) + btoi(*red) + btoi(*atom) + btoi(*rmaMode); n > 1 {
 		usage("-coll, -barrier, -allreduce, -atomics and -rma: accepted: at most one of them")
+	} else if n == 1 && *np {
+		usage("-np-gb: accepted only with the AM tests (none of -coll, -barrier, -allreduce, -atomics, -rma)")
 	}
 	parse, segment, def := parseSizes, conduit.MaxLong, defaultSzs
 	if *rmaMode {
@@ -185,7 +188,7 @@ func main() {
 			die("%v", err)
 		}
 	} else if conduit.Rank() == 0 {
-		if err := measure(peer, *iters, szs, emit); err != nil {
+		if err := measure(peer, *iters, szs, *np, emit); err != nil {
 			die("%v", err)
 		}
 	}
@@ -218,7 +221,7 @@ func startProfile(path string) (func(), error) {
 }
 
 func usage(format string, a ...any) {
-	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST] [-coll | -barrier | -allreduce | -atomics | -rma] [-cpuprofile FILE]", format, a...)
+	cli.BadArgs("testam", "testam N [-json] [-iters K] [-sizes LIST] [-np-gb] [-coll | -barrier | -allreduce | -atomics | -rma] [-cpuprofile FILE]", format, a...)
 }
 
 // btoi is 1 for true.
@@ -380,7 +383,10 @@ func parseSizes(s string) ([]int, error) {
 }
 
 // measure runs every test against peer and reports each result.
-func measure(peer, iters int, sizes []int, emit func(Result)) error {
+// With np the Medium and Long requests are prepared in the conduit's
+// buffer and committed, the payload left as the buffer holds it, as
+// GASNet's testam -np-gb sends its source buffer untouched by default.
+func measure(peer, iters int, sizes []int, np bool, emit func(Result)) error {
 	payload := make([]byte, conduit.MaxMedium)
 	for i := range payload {
 		payload[i] = byte(i)
@@ -431,9 +437,27 @@ func measure(peer, iters int, sizes []int, emit func(Result)) error {
 		return nil
 	}
 	medium := func(h int) func(int) error {
+		if np {
+			return func(sz int) error {
+				pr, err := conduit.PrepareRequestMedium(peer, sz, 0)
+				if err != nil {
+					return err
+				}
+				return pr.Commit(h, sz)
+			}
+		}
 		return func(sz int) error { return conduit.RequestMedium(peer, h, payload[:sz]) }
 	}
 	long := func(h int) func(int) error {
+		if np {
+			return func(sz int) error {
+				pr, err := conduit.PrepareRequestLong(peer, sz, 0, 0)
+				if err != nil {
+					return err
+				}
+				return pr.Commit(h, sz)
+			}
+		}
 		return func(sz int) error { return conduit.RequestLong(peer, h, payload[:sz], 0) }
 	}
 	plan := []struct {
