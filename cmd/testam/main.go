@@ -4,7 +4,7 @@
 // requests flooded up to the network depth (DESIGN.md §11). With N=1, rank 0
 // measures against itself (loopback, no network).
 //
-//	./testam N [-json] [-iters K] [-sizes 64,1024,65000]
+//	./testam N [-json] [-iters K] [-sizes 64,1024,65000] [-np-gb]
 //	./testam N -coll [-json] [-iters K]
 //	./testam N -barrier [-json] [-iters K]
 //	./testam N -allreduce [-json] [-iters K]
