@@ -37,11 +37,16 @@ func TestPreparedRequests(t *testing.T) {
 					j.Exit(1)
 				}
 				if j.Rank() == 0 {
+					// Each Long has its own bytes of the segment: one
+					// written over another's before its handler runs
+					// would be the program's race.
+					off := uint64(0)
 					for _, n := range []int{0, 9, 5000, MaxMedium} {
 						for _, long := range []bool{false, true} {
 							var pr Prepared
 							if long {
-								pr, err = j.PrepareRequestLong(1, MaxMedium, 1, 100)
+								pr, err = j.PrepareRequestLong(1, n, 1, off)
+								off += uint64(n)
 							} else {
 								pr, err = j.PrepareRequestMedium(1, MaxMedium, 1)
 							}
