@@ -468,6 +468,7 @@ func (e *Endpoint) handleDirect(b []byte) {
 		*t = Token{ep: e, lane: l, src: src, slot: m.Slot, seq: m.Seq, isReq: true, active: true, client: int(m.Handler) >= e.reserved}
 		e.runHandler(h, t, m.Args[:m.NArgs], payload)
 		t.active = false
+		t.closeReply()
 		if !t.replied {
 			e.autoReply(l, num, now)
 		} else {

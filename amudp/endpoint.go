@@ -167,7 +167,10 @@ type Endpoint struct {
 	key      *wire.Key
 	// nonces counts the datagrams this endpoint sealed: each takes the
 	// next value as its nonce (wire.Key.Seal).
-	nonces   atomic.Uint64
+	nonces atomic.Uint64
+	// prepIDs counts the replies prepared (Token.PrepareReply): each
+	// takes the next value as its id.
+	prepIDs  atomic.Uint64
 	depth    int
 	spin     time.Duration
 	polite   bool
@@ -203,10 +206,13 @@ type Endpoint struct {
 	router  Router
 	routing atomic.Bool // router set: datagrams flagged wire.FlagRouted (read without a lock)
 
-	pollMu  sync.Mutex // held by the poller; guards the fields below
-	rbuf    []byte
-	msg     wire.Message
-	tok     Token
+	pollMu sync.Mutex // held by the poller; guards the fields below
+	rbuf   []byte
+	msg    wire.Message
+	tok    Token
+	// tokOpen is the id of the reply prepared in tok's handler, until it
+	// is committed or released or the handler returns (Token.open).
+	tokOpen atomic.Uint64
 	pass    uint64
 	resends []slotRef
 	gaveUp  []Returned

@@ -4,6 +4,7 @@ package amudp
 
 import (
 	"bytes"
+	"errors"
 	"sync"
 	"testing"
 )
@@ -73,41 +74,68 @@ func TestLongInPlace(t *testing.T) {
 }
 
 // TestPreparedLongInPlace: a prepared Long request to a peer whose
-// segment this process maps gives the destination itself as its buffer,
-// and its datagram carries no payload.
+// segment this process maps, through shared memory or over the network,
+// gives the destination itself as its buffer, its message carries no
+// payload, and a stale copy committed after it is ErrNotPrepared.
 func TestPreparedLongInPlace(t *testing.T) {
-	saved := listen
-	listen = listenShared(t, 1<<20)
-	t.Cleanup(func() { listen = saved })
-	eps := newJob(t, 2, Config{})
-	for _, e := range eps {
-		e.SetSegment(make([]byte, 8192))
-		e.SetPeerSegments(func(r int) []byte { return eps[r].Segment() })
+	for _, shared := range []bool{true, false} {
+		t.Run(map[bool]string{true: "shared", false: "udp"}[shared], func(t *testing.T) {
+			if shared {
+				saved := listen
+				listen = listenShared(t, 1<<20)
+				t.Cleanup(func() { listen = saved })
+			}
+			eps := newJob(t, 2, Config{})
+			for _, e := range eps {
+				e.SetSegment(make([]byte, 8192))
+				e.SetPeerSegments(func(r int) []byte { return eps[r].Segment() })
+			}
+			var mu sync.Mutex
+			var seen []byte
+			runs := 0
+			eps[1].Register(130, func(_ *Token, _ []uint32, p []byte) {
+				mu.Lock()
+				seen = append([]byte(nil), p...)
+				runs++
+				mu.Unlock()
+			})
+			serve(t, eps[1])
+			pr, err := eps[0].PrepareRequest(1, Long, 3000, 0, 200)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if &pr.Payload()[0] != &eps[1].Segment()[200] {
+				t.Fatal("a prepared Long to a mapped peer is not staged at its destination")
+			}
+			copy(pr.Payload(), bytes.Repeat([]byte("staged "), 500))
+			stale := pr
+			if err := pr.Commit(130, 2000); err != nil {
+				t.Fatal(err)
+			}
+			if err := stale.Commit(130, 2000); !errors.Is(err, ErrNotPrepared) {
+				t.Errorf("commit of a stale copy: %v, want ErrNotPrepared", err)
+			}
+			waitFor(t, eps[0], "the handler", func() bool { mu.Lock(); defer mu.Unlock(); return seen != nil })
+			waitFor(t, eps[0], "the credit", func() bool { return eps[0].Outstanding() == 0 })
+			mu.Lock()
+			defer mu.Unlock()
+			if want := bytes.Repeat([]byte("staged "), 500)[:2000]; !bytes.Equal(seen, want) {
+				t.Errorf("handler saw %q...", seen[:min(len(seen), 20)])
+			}
+			if runs != 1 {
+				t.Errorf("the handler ran %d times, want 1", runs)
+			}
+			if n := eps[1].Stats().InPlace; n != 1 {
+				t.Errorf("rank 1 received %d Long messages in place, want 1", n)
+			}
+		})
 	}
-	var mu sync.Mutex
-	var seen []byte
-	eps[1].Register(130, func(_ *Token, _ []uint32, p []byte) {
-		mu.Lock()
-		seen = append([]byte(nil), p...)
-		mu.Unlock()
-	})
-	serve(t, eps[1])
-	pr, err := eps[0].PrepareRequest(1, Long, 3000, 0, 200)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if &pr.Payload()[0] != &eps[1].Segment()[200] {
-		t.Fatal("a prepared Long to a mapped peer is not staged at its destination")
-	}
-	copy(pr.Payload(), bytes.Repeat([]byte("staged "), 500))
-	if err := pr.Commit(130, 2000); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, eps[0], "the handler", func() bool { mu.Lock(); defer mu.Unlock(); return seen != nil })
-	if want := bytes.Repeat([]byte("staged "), 500)[:2000]; !bytes.Equal(seen, want) {
-		t.Errorf("handler saw %q...", seen[:min(len(seen), 20)])
-	}
-	if n := eps[1].Stats().InPlace; n != 1 {
-		t.Errorf("rank 1 received %d Long messages in place, want 1", n)
-	}
+}
+
+// TestPreparedReplyInPlace is TestPreparedReply to requesters whose
+// segments the replier maps, through shared memory and over the network:
+// a Long reply's buffer is its destination.
+func TestPreparedReplyInPlace(t *testing.T) {
+	t.Run("shared", func(t *testing.T) { preparedReplies(t, Config{}, true, true) })
+	t.Run("udp", func(t *testing.T) { preparedReplies(t, Config{}, false, true) })
 }

@@ -32,6 +32,7 @@ func (e *Endpoint) runLocal(isReq bool, cat Category, handler int, payload []byt
 	t := &Token{ep: e, src: e.rank, isReq: isReq, active: true, self: true, client: handler >= e.reserved}
 	e.runLocalHandler(h, t, append([]uint32(nil), args...), view)
 	t.active = false
+	t.closeReply()
 	return nil
 }
 

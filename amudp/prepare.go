@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 )
@@ -24,8 +25,13 @@ var ErrNotPrepared = errors.New("amudp: request not prepared, or already committ
 // shared memory, this rank) it is a buffer of the endpoint's, sent at
 // Commit as RequestMedium or RequestLong send theirs.
 //
-// Prepare holds one of the destination's credits until Commit or
-// Release; a Prepared is committed or released once, by one goroutine.
+// Over the network Prepare takes one of the destination's credits and a
+// slot, held until Commit or Release (the request counts as outstanding
+// meanwhile); elsewhere Commit waits for credit as a request does. A
+// Long staged at its destination is in the peer's segment as soon as it
+// is written: released, or committed shorter, the bytes stay there. A
+// Prepared, and every copy of it, is committed or released once, by one
+// goroutine.
 type Prepared struct {
 	e       *Endpoint
 	p       *peerState // over the network; nil for the other kinds
@@ -38,6 +44,12 @@ type Prepared struct {
 	slot    uint16
 	gen     uint32
 	head    int // bytes of the header and arguments before payload in the slot's buffer
+	// A reply's (Token.PrepareReply): its token and id (Token.prep), and
+	// whether it is staged in the buffer of the request's stored reply.
+	tok     *Token
+	id      uint64
+	open    *atomic.Uint64
+	inReply bool
 }
 
 // scratchBuf is the buffer of a Prepared request that is not staged in a
@@ -72,16 +84,13 @@ func (e *Endpoint) PrepareRequest(dest int, cat Category, n, nargs int, offset u
 	pr := Prepared{e: e, dest: dest, cat: cat, off: offset, nargs: nargs}
 	if cat == Long {
 		if v := e.peerView(dest, offset, n); v != nil {
+			pr.useScratch(0) // its generation tells a stale copy
 			pr.payload = v
 			return pr, nil
 		}
 	}
 	if dest == e.rank || e.laneTo(dest) != nil {
-		pr.scratch = scratchPool.Get().(*scratchBuf)
-		pr.scratch.live = true
-		pr.scratch.gen++
-		pr.gen = pr.scratch.gen
-		pr.payload = pr.scratch.b[:n]
+		pr.useScratch(n)
 		return pr, nil
 	}
 	now, err := e.pollBeforeRequest()
@@ -98,7 +107,8 @@ func (e *Endpoint) PrepareRequest(dest int, cat Category, n, nargs int, offset u
 	s.prepGen++
 	pr.p, pr.slot, pr.gen = p, slot, s.prepGen
 	pr.head = wire.HeaderLen + 4*nargs
-	s.buf = slices.Grow(s.buf[:0], size)[:pr.head+n]
+	// Sealing asks for a tag's room more than the tags take.
+	s.buf = slices.Grow(s.buf[:0], size+wire.TagLen)[:pr.head+n]
 	pr.payload = s.buf[pr.head:]
 	e.mu.Unlock()
 	return pr, nil
@@ -116,6 +126,9 @@ func (pr *Prepared) Commit(handler, n int, args ...uint32) error {
 	if e == nil {
 		return ErrNotPrepared
 	}
+	if pr.tok != nil {
+		return pr.commitReply(handler, n, args)
+	}
 	err := checkMessage(pr.cat, handler, nil, args)
 	if err == nil && (n < 0 || n > len(pr.payload)) {
 		err = fmt.Errorf("amudp: commit of %d payload bytes; prepared %d", n, len(pr.payload))
@@ -131,17 +144,12 @@ func (pr *Prepared) Commit(handler, n int, args ...uint32) error {
 	}
 	if pr.p == nil {
 		payload, sc := pr.payload[:n], pr.scratch
-		if sc != nil {
-			if !sc.live || sc.gen != pr.gen {
-				return ErrNotPrepared
-			}
-			sc.live = false
+		if !pr.claimScratch() {
+			return ErrNotPrepared
 		}
-		pr.e, pr.scratch = nil, nil
+		pr.e = nil
 		err := e.request(pr.dest, pr.cat, handler, payload, pr.off, args)
-		if sc != nil {
-			scratchPool.Put(sc)
-		}
+		putScratch(sc)
 		return err
 	}
 	e.mu.Lock()
@@ -159,6 +167,7 @@ func (pr *Prepared) Commit(handler, n int, args ...uint32) error {
 	if e.closed {
 		e.releaseLocked(pr.p, pr.slot)
 		e.mu.Unlock()
+		e.Wake()
 		return net.ErrClosed
 	}
 	return e.launchLocked(pr.p, pr.dest, pr.slot, s, &m, args, n, e.now())
@@ -172,24 +181,58 @@ func (pr *Prepared) Release() error {
 		return ErrNotPrepared
 	}
 	pr.e = nil
+	if pr.tok != nil {
+		return pr.releaseReply()
+	}
 	if pr.p == nil {
-		if sc := pr.scratch; sc != nil {
-			if !sc.live || sc.gen != pr.gen {
-				return ErrNotPrepared
-			}
-			sc.live = false
-			pr.scratch = nil
-			scratchPool.Put(sc)
+		sc := pr.scratch
+		if !pr.claimScratch() {
+			return ErrNotPrepared
 		}
+		putScratch(sc)
 		return nil
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if _, err := pr.claimLocked(); err != nil {
+		e.mu.Unlock()
 		return err
 	}
 	e.releaseLocked(pr.p, pr.slot)
+	e.mu.Unlock()
+	e.Wake() // a request waiting for the credit goes on
 	return nil
+}
+
+// useScratch makes n bytes of a buffer from the pool pr's payload.
+func (pr *Prepared) useScratch(n int) {
+	pr.scratch = scratchPool.Get().(*scratchBuf)
+	pr.scratch.live = true
+	pr.scratch.gen++
+	pr.gen = pr.scratch.gen
+	pr.payload = pr.scratch.b[:n]
+}
+
+// claimScratch ends pr's hold on its scratch buffer, if it has one, and
+// reports false when the buffer is no longer pr's (a copy of pr was
+// committed or released).
+func (pr *Prepared) claimScratch() bool {
+	sc := pr.scratch
+	if sc == nil {
+		return true
+	}
+	if !sc.live || sc.gen != pr.gen {
+		return false
+	}
+	sc.live = false
+	pr.scratch = nil
+	return true
+}
+
+// putScratch returns a claimed scratch buffer, if any, to the pool.
+func putScratch(sc *scratchBuf) {
+	if sc != nil {
+		scratchPool.Put(sc)
+	}
 }
 
 // claimLocked ends the prepared state of pr's slot, which must still be

@@ -205,6 +205,7 @@ func (e *Endpoint) handleRequest(m *wire.Message, src int, pend unchecked) {
 	*t = Token{ep: e, peer: p, src: src, slot: m.Slot, seq: m.Seq, isReq: true, active: true, client: int(m.Handler) >= e.reserved}
 	e.runHandler(h, t, m.Args[:m.NArgs], payload)
 	t.active = false
+	t.closeReply()
 	if !t.replied {
 		// Store the automatic reply for a retransmitted request, but send
 		// it with the others of this pass (DESIGN.md §5: still the reply).

@@ -2,6 +2,7 @@ package amudp
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 )
@@ -20,6 +21,19 @@ type Token struct {
 	self    bool
 	lane    *lane // a direct request's sender (direct.go)
 	client  bool  // runs a handler at or above Config.Reserved
+	// prep is the id of the reply prepared and not yet committed or
+	// released (PrepareReply), else 0; open holds it too, for a
+	// Prepared's Commit to check from any goroutine, until the handler
+	// returns (closeReply).
+	prep uint64
+	open *atomic.Uint64
+}
+
+// closeReply ends, when its handler returns, the reply t left prepared.
+func (t *Token) closeReply() {
+	if t.prep != 0 {
+		t.open.Store(0)
+	}
 }
 
 // Source returns the rank of the message's sender.
@@ -50,13 +64,13 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 	if t.replied {
 		return ErrAlreadyReplied
 	}
-	if err := checkMessage(cat, handler, payload, args); err != nil {
+	if t.prep != 0 {
+		return fmt.Errorf("%w: a reply is prepared; commit or release it", ErrAlreadyReplied)
+	}
+	if err := t.checkReply(cat, handler, payload, args); err != nil {
 		return err
 	}
 	e := t.ep
-	if t.client && handler < e.reserved {
-		return fmt.Errorf("%w: a client handler may reply only to client handlers %d..%d (got %d)", e.reservedErr, e.reserved, NumHandlers-1, handler)
-	}
 	if t.self {
 		t.replied = true
 		return e.runLocal(false, cat, handler, payload, off, args)
@@ -78,6 +92,17 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 	copy(m.Args[:], args)
 	t.replied = true
 	return e.sendReply(t.peer, t.slot, &m)
+}
+
+// checkReply checks a reply's handler, payload and arguments.
+func (t *Token) checkReply(cat Category, handler int, payload []byte, args []uint32) error {
+	if err := checkMessage(cat, handler, payload, args); err != nil {
+		return err
+	}
+	if e := t.ep; t.client && handler < e.reserved {
+		return fmt.Errorf("%w: a client handler may reply only to client handlers %d..%d (got %d)", e.reservedErr, e.reserved, NumHandlers-1, handler)
+	}
+	return nil
 }
 
 // sendReply stores m as the slot's reply and sends it. Poller only.

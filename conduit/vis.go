@@ -338,11 +338,17 @@ func (j *Job) registerVIS(hs map[int]amudp.Handler) {
 		for _, n := range lens {
 			total += n
 		}
-		out := make([]byte, 0, total)
-		for i, off := range offs {
-			out = append(out, seg[off:off+uint64(lens[i])]...)
+		// The pieces are gathered into the reply's own buffer.
+		pr, err := t.PrepareReply(amudp.Medium, total, 3, 0)
+		if err != nil {
+			t.ReplyMedium(hVisGetReply, nil, args[0], args[1], 1)
+			return
 		}
-		t.ReplyMedium(hVisGetReply, out, args[0], args[1], 0)
+		out := pr.Payload()
+		for i, off := range offs {
+			out = out[copy(out, seg[off:off+uint64(lens[i])]):]
+		}
+		pr.Commit(hVisGetReply, total, args[0], args[1], 0)
 	}
 	hs[hVisGetReply] = func(t *amudp.Token, args []uint32, p []byte) {
 		if len(args) != 3 || t.IsRequest() {

@@ -1,0 +1,125 @@
+package amudp
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
+)
+
+// PrepareReply prepares the reply of the request t's handler runs for: a
+// Medium or Long one (cat) of up to n payload bytes and nargs arguments,
+// a Long one written at offset of the requester's segment (ignored for a
+// Medium), as GASNet-EX's gex_AM_PrepareReplyMedium and
+// gex_AM_PrepareReplyLong. Over the network its payload buffer is that of
+// the reply the endpoint keeps for a retransmitted request, so a payload
+// the handler builds there is not copied again; a Long one to a
+// requester whose segment this process maps is its destination. The
+// handler commits or releases it before it returns; one it leaves
+// prepared is not sent, and the automatic reply goes instead. While it is
+// prepared the token sends no other reply.
+func (t *Token) PrepareReply(cat Category, n, nargs int, offset uint64) (Prepared, error) {
+	switch {
+	case t == nil || !t.active || !t.isReq:
+		return Prepared{}, ErrNotInHandler
+	case t.replied || t.prep != 0:
+		return Prepared{}, ErrAlreadyReplied
+	case cat != Medium && cat != Long:
+		return Prepared{}, fmt.Errorf("amudp: prepared reply of category %v; accepted: Medium, Long", cat)
+	case n < 0 || n > MaxMedium:
+		return Prepared{}, fmt.Errorf("%w (got %d)", ErrPayloadTooBig, n)
+	case nargs < 0 || nargs > MaxArgs:
+		return Prepared{}, fmt.Errorf("%w (got %d)", ErrTooManyArgs, nargs)
+	}
+	if cat == Medium {
+		offset = 0
+	}
+	e := t.ep
+	t.prep = e.prepIDs.Add(1)
+	if t.open == nil {
+		if t.self {
+			t.open = new(atomic.Uint64)
+		} else {
+			t.open = &e.tokOpen
+		}
+	}
+	t.open.Store(t.prep)
+	pr := Prepared{e: e, tok: t, id: t.prep, open: t.open, dest: t.src, cat: cat, off: offset, nargs: nargs}
+	if cat == Long {
+		if v := e.peerView(t.src, offset, n); v != nil {
+			pr.payload = v
+			return pr, nil
+		}
+	}
+	if t.self || t.lane != nil {
+		pr.useScratch(n)
+		return pr, nil
+	}
+	// The stored reply of t's slot is the poller's, which runs this
+	// handler: nothing else writes it before the handler returns.
+	r := t.peer.rxAt(t.slot)
+	pr.head = wire.HeaderLen + 4*nargs
+	size := pr.head + n + e.key.TagsLen(wire.ReplyKind(cat), false, n)
+	r.reply = slices.Grow(r.reply[:0], size+wire.TagLen)[:pr.head+n] // as PrepareRequest
+	r.replied = false
+	pr.payload = r.reply[pr.head:]
+	pr.inReply = true
+	return pr, nil
+}
+
+// mine reports whether pr is the reply its token has prepared now, in
+// the handler that prepared it: its ids are never reused, and the token
+// forgets it at commit, release or the handler's return.
+func (pr *Prepared) mine() bool {
+	return pr.open.Load() == pr.id
+}
+
+// commitReply is Commit of a prepared reply.
+func (pr *Prepared) commitReply(handler, n int, args []uint32) error {
+	t, e, sc := pr.tok, pr.e, pr.scratch
+	pr.e = nil
+	if !pr.mine() || !pr.claimScratch() {
+		return ErrNotPrepared
+	}
+	defer putScratch(sc)
+	t.prep = 0
+	pr.open.Store(0)
+	err := t.checkReply(pr.cat, handler, nil, args)
+	if err == nil && (n < 0 || n > len(pr.payload)) {
+		err = fmt.Errorf("amudp: commit of %d payload bytes; prepared %d", n, len(pr.payload))
+	}
+	if err == nil && len(args) != pr.nargs {
+		err = fmt.Errorf("%w: commit with %d arguments; prepared %d", ErrTooManyArgs, len(args), pr.nargs)
+	}
+	if err != nil {
+		return err
+	}
+	if !pr.inReply {
+		return t.reply(pr.cat, handler, pr.payload[:n], pr.off, args)
+	}
+	p := t.peer
+	r := p.rxAt(t.slot)
+	m := wire.Header{Kind: wire.ReplyKind(pr.cat), Handler: uint8(handler), NArgs: uint8(len(args)),
+		Src: uint32(e.rank), Slot: t.slot, Seq: t.seq, Offset: pr.off, Len: uint32(n)}
+	if r.reply, err = m.AppendTo(r.reply[:0], args); err != nil {
+		return err
+	}
+	r.reply = e.seal(r.reply[:pr.head+n], p.rank, nil)
+	r.replied, t.replied = true, true
+	e.stats.sent.Add(1)
+	return e.tr.Send(r.reply, p.to())
+}
+
+// releaseReply is Release of a prepared reply: the handler may reply
+// otherwise, or leave the automatic reply to go.
+func (pr *Prepared) releaseReply() error {
+	sc := pr.scratch
+	if !pr.mine() || !pr.claimScratch() {
+		return ErrNotPrepared
+	}
+	putScratch(sc)
+	pr.tok.prep = 0
+	pr.open.Store(0)
+	return nil
+}
