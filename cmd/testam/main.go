@@ -53,6 +53,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -100,6 +101,22 @@ var handlers = []conduit.HandlerEntry{
 	{Index: hSink, Fn: func(*conduit.Token, []uint32, []byte) { sunk.Add(1) }},
 }
 
+// npHandlers replace handlers' Medium and Long ones under -np-gb: their
+// replies are prepared in the conduit's buffer and committed with the
+// payload as the buffer holds it, as GASNet's testam -np-gb replies.
+var npHandlers = []conduit.HandlerEntry{
+	{Index: hMedium, Fn: func(t *conduit.Token, _ []uint32, p []byte) {
+		if pr, err := t.PrepareReplyMedium(len(p), 0); err == nil {
+			pr.Commit(hMediumR, len(p))
+		}
+	}},
+	{Index: hLong, Fn: func(t *conduit.Token, _ []uint32, p []byte) {
+		if pr, err := t.PrepareReplyLong(len(p), 0, 0); err == nil {
+			pr.Commit(hLongR, len(p))
+		}
+	}},
+}
+
 func main() {
 	conduit.Usage = "[-json] [-iters K] [-sizes LIST] [-np-gb] [-coll | -barrier | -allreduce | -atomics | -rma] [-cpuprofile FILE]"
 	conduit.Init()
@@ -111,7 +128,7 @@ func main() {
 	red := fs.Bool("allreduce", false, "time six loops of one-element all-reduces over every rank instead")
 	atom := fs.Bool("atomics", false, "measure fetch-and-add throughput from every rank instead")
 	rmaMode := fs.Bool("rma", false, "measure blocking Put and Get latency and bandwidth instead")
-	np := fs.Bool("np-gb", false, "send the requests of the AM tests prepared in the conduit's buffer (PrepareRequestMedium, PrepareRequestLong), as GASNet's testam -np-gb")
+	np := fs.Bool("np-gb", false, "send the requests and replies of the AM tests prepared in the conduit's buffer (PrepareRequestMedium, PrepareReplyMedium and the Long ones), as GASNet's testam -np-gb")
 	profile := fs.String("cpuprofile", "", "rank 0 writes a CPU profile of its run to this file")
 	iters := fs.Int("iters", 10000, "iterations of each measurement")
 	sizes := fs.String("sizes", "", "comma-separated payload sizes in bytes, 1.."+strconv.Itoa(conduit.MaxMedium)+" (with -rma 1.."+strconv.Itoa(rmaSegment)+")")
@@ -143,7 +160,14 @@ func main() {
 			usage("%v", err)
 		}
 	}
-	if _, err := conduit.Attach(handlers, segment); err != nil {
+	hs := handlers
+	if *np {
+		hs = slices.DeleteFunc(slices.Clone(handlers), func(h conduit.HandlerEntry) bool {
+			return slices.ContainsFunc(npHandlers, func(n conduit.HandlerEntry) bool { return n.Index == h.Index })
+		})
+		hs = append(hs, npHandlers...)
+	}
+	if _, err := conduit.Attach(hs, segment); err != nil {
 		die("attach: %v", err)
 	}
 	if err := conduit.Barrier(); err != nil {
