@@ -68,14 +68,10 @@ var scratchPool = sync.Pool{New: func() any { return new(scratchBuf) }}
 // a request does. The caller writes the payload into Payload and sends
 // it with Commit.
 func (e *Endpoint) PrepareRequest(dest int, cat Category, n, nargs int, offset uint64) (Prepared, error) {
-	switch {
-	case cat != Medium && cat != Long:
-		return Prepared{}, fmt.Errorf("amudp: prepared request of category %v; accepted: Medium, Long", cat)
-	case n < 0 || n > MaxMedium:
-		return Prepared{}, fmt.Errorf("%w (got %d)", ErrPayloadTooBig, n)
-	case nargs < 0 || nargs > MaxArgs:
-		return Prepared{}, fmt.Errorf("%w (got %d)", ErrTooManyArgs, nargs)
-	case e.inHandler():
+	if err := checkPrepare("request", cat, n, nargs); err != nil {
+		return Prepared{}, err
+	}
+	if e.inHandler() {
 		return Prepared{}, ErrRequestInHandler
 	}
 	if cat == Medium {
@@ -112,6 +108,20 @@ func (e *Endpoint) PrepareRequest(dest int, cat Category, n, nargs int, offset u
 	pr.payload = s.buf[pr.head:]
 	e.mu.Unlock()
 	return pr, nil
+}
+
+// checkPrepare checks the category, payload size and number of arguments
+// of a prepared request or reply (what).
+func checkPrepare(what string, cat Category, n, nargs int) error {
+	switch {
+	case cat != Medium && cat != Long:
+		return fmt.Errorf("amudp: prepared %s of category %v; accepted: Medium, Long", what, cat)
+	case n < 0 || n > MaxMedium:
+		return fmt.Errorf("%w (got %d)", ErrPayloadTooBig, n)
+	case nargs < 0 || nargs > MaxArgs:
+		return fmt.Errorf("%w (got %d)", ErrTooManyArgs, nargs)
+	}
+	return nil
 }
 
 // Payload returns the buffer the request's payload is written into: n

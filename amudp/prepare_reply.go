@@ -25,12 +25,9 @@ func (t *Token) PrepareReply(cat Category, n, nargs int, offset uint64) (Prepare
 		return Prepared{}, ErrNotInHandler
 	case t.replied || t.prep != 0:
 		return Prepared{}, ErrAlreadyReplied
-	case cat != Medium && cat != Long:
-		return Prepared{}, fmt.Errorf("amudp: prepared reply of category %v; accepted: Medium, Long", cat)
-	case n < 0 || n > MaxMedium:
-		return Prepared{}, fmt.Errorf("%w (got %d)", ErrPayloadTooBig, n)
-	case nargs < 0 || nargs > MaxArgs:
-		return Prepared{}, fmt.Errorf("%w (got %d)", ErrTooManyArgs, nargs)
+	}
+	if err := checkPrepare("reply", cat, n, nargs); err != nil {
+		return Prepared{}, err
 	}
 	if cat == Medium {
 		offset = 0
