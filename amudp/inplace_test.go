@@ -21,14 +21,7 @@ import (
 // mappings of one page (each endpoint maps its peer's inbox again), so
 // this file builds without -race.
 func TestLongInPlace(t *testing.T) {
-	saved := listen
-	listen = listenShared(t, 1<<20)
-	t.Cleanup(func() { listen = saved })
-	eps := newJob(t, 2, Config{})
-	for _, e := range eps {
-		e.SetSegment(make([]byte, 8192))
-		e.SetPeerSegments(func(r int) []byte { return eps[r].Segment() })
-	}
+	eps := mappedJob(t, true)
 	payload := bytes.Repeat([]byte("in place "), 500)
 	var mu sync.Mutex
 	var req, rep []byte
@@ -80,16 +73,7 @@ func TestLongInPlace(t *testing.T) {
 func TestPreparedLongInPlace(t *testing.T) {
 	for _, shared := range []bool{true, false} {
 		t.Run(map[bool]string{true: "shared", false: "udp"}[shared], func(t *testing.T) {
-			if shared {
-				saved := listen
-				listen = listenShared(t, 1<<20)
-				t.Cleanup(func() { listen = saved })
-			}
-			eps := newJob(t, 2, Config{})
-			for _, e := range eps {
-				e.SetSegment(make([]byte, 8192))
-				e.SetPeerSegments(func(r int) []byte { return eps[r].Segment() })
-			}
+			eps := mappedJob(t, shared)
 			var mu sync.Mutex
 			var seen []byte
 			runs := 0
@@ -138,4 +122,21 @@ func TestPreparedLongInPlace(t *testing.T) {
 func TestPreparedReplyInPlace(t *testing.T) {
 	t.Run("shared", func(t *testing.T) { preparedReplies(t, Config{}, true, true) })
 	t.Run("udp", func(t *testing.T) { preparedReplies(t, Config{}, false, true) })
+}
+
+// mappedJob is a job of two endpoints, over Shared transports or UDP,
+// each with an 8 KiB segment and the other's mapped (SetPeerSegments).
+func mappedJob(t *testing.T, shared bool) []*Endpoint {
+	t.Helper()
+	var eps []*Endpoint
+	if shared {
+		eps = sharedJob(t, 2, 1<<20)
+	} else {
+		eps = newJob(t, 2, Config{})
+	}
+	for _, e := range eps {
+		e.SetSegment(make([]byte, 8192))
+		e.SetPeerSegments(func(r int) []byte { return eps[r].Segment() })
+	}
+	return eps
 }
