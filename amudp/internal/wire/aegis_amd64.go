@@ -17,25 +17,45 @@ var aegisWidth = func() int {
 	return 0
 }()
 
-// aegisInitAsm is aegisMAC.init on 256-bit registers, reporting false
-// where they are not used.
+// aegisInitAsm is aegisMAC.init in assembly, on 256-bit registers or a
+// lane at a time on 128-bit ones, reporting false where neither runs.
 func aegisInitAsm(s *aegisState, key, nonce *[16]byte) bool {
-	if aegisWidth != 256 {
+	switch aegisWidth {
+	case 256:
+		aegisInit256(s, key, nonce, &aegisC0, &aegisC1)
+	case 128:
+		for lane := range 2 {
+			aegisInit128(&s[0][16*lane], key, nonce, &aegisC0, &aegisC1, &aegisLaneCtx[lane])
+		}
+	default:
 		return false
 	}
-	aegisInit256(s, key, nonce, &aegisC0, &aegisC1)
 	return true
 }
 
-// aegisFinalAsm is aegisMAC.finalize on 256-bit registers
-// (aegisFinal256), reporting false where they are not used.
+// aegisLaneCtx is each lane's context separator: its index, then the
+// degree less one.
+var aegisLaneCtx = [2][16]byte{{0, 1}, {1, 1}}
+
+// aegisFinalAsm is aegisMAC.finalize in assembly (aegisFinal256,
+// aegisFinal128), reporting false where neither runs.
 func aegisFinalAsm(s *aegisState, out *[16]byte, lens *[2][16]byte) bool {
-	if aegisWidth != 256 {
+	switch aegisWidth {
+	case 256:
+		aegisFinal256(s, out, lens)
+	case 128:
+		aegisFinal128(s, out, lens)
+	default:
 		return false
 	}
-	aegisFinal256(s, out, lens)
 	return true
 }
+
+//go:noescape
+func aegisInit128(s *byte, key, nonce, c0, c1, ctx *[16]byte)
+
+//go:noescape
+func aegisFinal128(s *aegisState, out *[16]byte, lens *[2][16]byte)
 
 //go:noescape
 func aegisInit256(s *aegisState, key, nonce, c0, c1 *[16]byte)

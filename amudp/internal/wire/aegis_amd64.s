@@ -201,3 +201,102 @@ TEXT ·cpuid7ECX(SB), NOSPLIT, $0-4
 	CPUID
 	MOVL CX, ret+0(FP)
 	RET
+
+// func aegisInit128(s *byte, key, nonce, c0, c1, ctx *[16]byte) is
+// aegisInit256 of one lane on 128-bit registers (AES-NI with AVX): s
+// points at the lane's first 16 bytes, its words 32 bytes apart, and ctx
+// is the lane's context separator.
+TEXT ·aegisInit128(SB), NOSPLIT, $0-48
+	MOVQ s+0(FP), AX
+	MOVQ key+8(FP), BX
+	MOVQ nonce+16(FP), CX
+	MOVQ c0+24(FP), DX
+	MOVQ c1+32(FP), SI
+	MOVQ ctx+40(FP), DI
+	VMOVDQU (BX), X11
+	VMOVDQU (CX), X12
+	VMOVDQU (DX), X13
+	VMOVDQU (SI), X14
+	VMOVDQU (DI), X15
+	VPXOR X11, X12, X0
+	VMOVDQU X14, X1
+	VMOVDQU X13, X2
+	VMOVDQU X14, X3
+	VMOVDQU X0, X4
+	VPXOR X11, X13, X5
+	VPXOR X11, X14, X6
+	VMOVDQU X5, X7
+	MOVQ $10, CX
+
+init128:
+	VPXOR X15, X3, X3
+	VPXOR X15, X7, X7
+	VMOVDQU X12, X8
+	VMOVDQU X11, X9
+	UPDATE(X0, X1, X2, X3, X4, X5, X6, X7, X8, X9, X10)
+	DECQ CX
+	JNZ  init128
+
+	STORE8(AX, X0, X1, X2, X3, X4, X5, X6, X7)
+	RET
+
+// TAG128(T) sets T to one lane's tag: the sum of words 0..6.
+#define TAG128(T) \
+	VPXOR X0, X1, T; \
+	VPXOR X2, T, T; \
+	VPXOR X3, T, T; \
+	VPXOR X4, T, T; \
+	VPXOR X5, T, T; \
+	VPXOR X6, T, T
+
+// func aegisFinal128(s *aegisState, out *[16]byte, lens *[2][16]byte) is
+// aegisFinal256 on 128-bit registers, a lane at a time: lane 1 is
+// finalized, then lane 0, which absorbs both tags and is finalized
+// again (lane 1's state after that is never used).
+TEXT ·aegisFinal128(SB), NOSPLIT, $0-24
+	MOVQ s+0(FP), AX
+	MOVQ out+8(FP), DI
+	MOVQ lens+16(FP), SI
+	VMOVDQU 0(SI), X12
+	LEAQ 16(AX), BX
+	LOAD8(BX, X0, X1, X2, X3, X4, X5, X6, X7)
+	VPXOR X12, X2, X13
+	MOVQ $7, CX
+
+final128lane1:
+	VMOVDQU X13, X8
+	VMOVDQU X13, X9
+	UPDATE(X0, X1, X2, X3, X4, X5, X6, X7, X8, X9, X10)
+	DECQ CX
+	JNZ  final128lane1
+
+	TAG128(X11)
+	LOAD8(AX, X0, X1, X2, X3, X4, X5, X6, X7)
+	VPXOR X12, X2, X13
+	MOVQ $7, CX
+
+final128lane0:
+	VMOVDQU X13, X8
+	VMOVDQU X13, X9
+	UPDATE(X0, X1, X2, X3, X4, X5, X6, X7, X8, X9, X10)
+	DECQ CX
+	JNZ  final128lane0
+
+	// Lane 0's tag as the first block, lane 1's as the second.
+	TAG128(X8)
+	VMOVDQU X11, X9
+	UPDATE(X0, X1, X2, X3, X4, X5, X6, X7, X8, X9, X10)
+	VMOVDQU 16(SI), X12
+	VPXOR X12, X2, X13
+	MOVQ $7, CX
+
+final128again:
+	VMOVDQU X13, X8
+	VMOVDQU X13, X9
+	UPDATE(X0, X1, X2, X3, X4, X5, X6, X7, X8, X9, X10)
+	DECQ CX
+	JNZ  final128again
+
+	TAG128(X13)
+	VMOVDQU X13, (DI)
+	RET
