@@ -11,13 +11,15 @@ import (
 	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 )
 
-// ErrNotPrepared: Commit of a Prepared request that was already committed
-// or released, or that Prepare did not return.
+// ErrNotPrepared: Commit or Release of a Prepared request or reply that
+// was already committed or released (or, a reply, whose handler
+// returned), or that no Prepare returned.
 var ErrNotPrepared = errors.New("amudp: request not prepared, or already committed")
 
-// Prepared is a request whose payload the caller writes into the buffer
-// the endpoint gives (Payload) before it sends it (Commit): GASNet-EX's
-// negotiated-payload request with a GASNet-provided buffer. Over the
+// Prepared is a request (or a handler's reply: Token.PrepareReply) whose
+// payload the caller writes into the buffer the endpoint gives (Payload)
+// before it sends it (Commit): GASNet-EX's negotiated-payload messages
+// with a GASNet-provided buffer. Over the
 // network the buffer is the datagram the endpoint keeps for
 // retransmission, so the payload is written once, by the caller, instead
 // of copied from the caller's buffer; a Long one to a peer whose segment
@@ -124,13 +126,15 @@ func checkPrepare(what string, cat Category, n, nargs int) error {
 	return nil
 }
 
-// Payload returns the buffer the request's payload is written into: n
-// bytes, PrepareRequest's.
+// Payload returns the buffer the payload is written into: n bytes,
+// PrepareRequest's or PrepareReply's. It is the endpoint's after Commit
+// or Release.
 func (pr *Prepared) Payload() []byte { return pr.payload }
 
-// Commit sends the prepared request to handler with the first n bytes of
-// Payload (n at most its length) and args (as many as prepared). An
-// error leaves the request released: nothing was sent.
+// Commit sends the prepared request or reply to handler with the first n
+// bytes of Payload (n at most its length) and args (as many as prepared).
+// An error of the arguments leaves it released, nothing sent; one of the
+// transport's comes after the message was stored for retransmission.
 func (pr *Prepared) Commit(handler, n int, args ...uint32) error {
 	e := pr.e
 	if e == nil {

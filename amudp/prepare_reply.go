@@ -16,9 +16,9 @@ import (
 // the reply the endpoint keeps for a retransmitted request, so a payload
 // the handler builds there is not copied again; a Long one to a
 // requester whose segment this process maps is its destination. The
-// handler commits or releases it before it returns; one it leaves
-// prepared is not sent, and the automatic reply goes instead. While it is
-// prepared the token sends no other reply.
+// handler commits or releases it before it returns, on its own
+// goroutine; one it leaves prepared is not sent, and the automatic reply
+// goes instead. While it is prepared the token sends no other reply.
 func (t *Token) PrepareReply(cat Category, n, nargs int, offset uint64) (Prepared, error) {
 	switch {
 	case t == nil || !t.active || !t.isReq:
@@ -65,23 +65,25 @@ func (t *Token) PrepareReply(cat Category, n, nargs int, offset uint64) (Prepare
 	return pr, nil
 }
 
-// mine reports whether pr is the reply its token has prepared now, in
-// the handler that prepared it: its ids are never reused, and the token
-// forgets it at commit, release or the handler's return.
-func (pr *Prepared) mine() bool {
-	return pr.open.Load() == pr.id
+// claimReply ends pr's prepared state and reports whether it was the
+// reply its token has prepared now, in the handler that prepared it: ids
+// are never reused, the token forgets its own at the handler's return,
+// and of two copies of pr only one claims it. The handler commits or
+// releases it: a copy committed on another goroutine while the handler
+// returns races with the poller.
+func (pr *Prepared) claimReply() bool {
+	return pr.open.CompareAndSwap(pr.id, 0)
 }
 
 // commitReply is Commit of a prepared reply.
 func (pr *Prepared) commitReply(handler, n int, args []uint32) error {
 	t, e, sc := pr.tok, pr.e, pr.scratch
 	pr.e = nil
-	if !pr.mine() || !pr.claimScratch() {
+	if !pr.claimReply() || !pr.claimScratch() {
 		return ErrNotPrepared
 	}
 	defer putScratch(sc)
 	t.prep = 0
-	pr.open.Store(0)
 	err := t.checkReply(pr.cat, handler, nil, args)
 	if err == nil && (n < 0 || n > len(pr.payload)) {
 		err = fmt.Errorf("amudp: commit of %d payload bytes; prepared %d", n, len(pr.payload))
@@ -112,11 +114,10 @@ func (pr *Prepared) commitReply(handler, n int, args []uint32) error {
 // otherwise, or leave the automatic reply to go.
 func (pr *Prepared) releaseReply() error {
 	sc := pr.scratch
-	if !pr.mine() || !pr.claimScratch() {
+	if !pr.claimReply() || !pr.claimScratch() {
 		return ErrNotPrepared
 	}
 	putScratch(sc)
 	pr.tok.prep = 0
-	pr.open.Store(0)
 	return nil
 }

@@ -1,12 +1,16 @@
 package amudp
 
 import (
+	"bytes"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/udpconduit/udpconduit/amudp/internal/wire"
 )
 
 // TestPreparedReply: a handler's reply whose payload it wrote into the
@@ -184,13 +188,9 @@ func TestPreparedReplyMisuse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := eps[0].RequestShort(1, 140, 4); err != nil {
-		t.Fatal(err)
-	}
 	waitFor(t, eps[0], "the credits", func() bool { return eps[0].Outstanding() == 0 })
-	waitFor(t, eps[0], "the reply after Release", func() bool { mu.Lock(); defer mu.Unlock(); return replies == 1 })
+	// The last of them left its reply prepared: nothing prepared since.
 	mu.Lock()
-	defer mu.Unlock()
 	if len(kept) != 3 {
 		t.Fatalf("%d replies left prepared, want 3", len(kept))
 	}
@@ -199,7 +199,70 @@ func TestPreparedReplyMisuse(t *testing.T) {
 			t.Errorf("commit after the handler returned: %v, want ErrNotPrepared", err)
 		}
 	}
+	mu.Unlock()
+	if err := eps[0].RequestShort(1, 140, 4); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, eps[0], "the reply after Release", func() bool { mu.Lock(); defer mu.Unlock(); return replies == 1 })
+	waitFor(t, eps[0], "the credits", func() bool { return eps[0].Outstanding() == 0 })
+	mu.Lock()
+	defer mu.Unlock()
 	if replies != 1 {
 		t.Errorf("%d replies ran, want 1", replies)
+	}
+}
+
+// TestPreparedReplyResent: a prepared reply is the reply stored for its
+// request: a retransmission of the request gets the same datagram again,
+// sealed, in each protection mode, and the handler runs once.
+func TestPreparedReplyResent(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		cfg  Config
+		wire wire.Mode
+	}{{"payload", Config{}, wire.AuthPayload}, {"header", Config{HeaderOnlyAuth: true}, wire.AuthHeader}, {"encrypt", Config{Encrypt: true}, wire.Encrypt}} {
+		for _, cat := range []Category{Medium, Long} {
+			t.Run(mode.name+"/"+cat.String(), func(t *testing.T) {
+				e, raw := wireJob(t, mode.cfg)
+				e.SetSegment(make([]byte, 4096))
+				var ran atomic.Int32
+				e.Register(140, func(tk *Token, _ []uint32, _ []byte) {
+					ran.Add(1)
+					pr, err := tk.PrepareReply(cat, 3000, 1, 512)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for i := range pr.Payload() {
+						pr.Payload()[i] = byte(i * 3)
+					}
+					if err := pr.Commit(141, 2000, 7); err != nil {
+						t.Error(err)
+					}
+				})
+				serve(t, e)
+				m := wire.Message{Header: wire.Header{Kind: KindShortRequest, Handler: 140, Src: 1, Seq: 1}}
+				b, _ := m.Append(nil)
+				req := wire.NewKey([]byte("wire secret"), mode.wire).Seal(b, 0, 100)
+				raw.Send(req, e.LocalAddr())
+				first := recvMsg(t, raw)
+				want := make([]byte, 2000)
+				for i := range want {
+					want[i] = byte(i * 3)
+				}
+				if first.Kind != wire.ReplyKind(cat) || first.Handler != 141 || first.NArgs != 1 || first.Args[0] != 7 || !bytes.Equal(first.Payload, want) {
+					t.Fatalf("reply %v to handler %d, args %v, %d payload bytes; want a %v to 141, [7], the 2000 bytes committed",
+						first.Kind, first.Handler, first.Args[:first.NArgs], len(first.Payload), wire.ReplyKind(cat))
+				}
+				raw.Send(req, e.LocalAddr())
+				again := recvMsg(t, raw)
+				if d := cmp.Diff(first, again); d != "" {
+					t.Errorf("the reply sent again differs (-first +again):\n%s", d)
+				}
+				if ran.Load() != 1 {
+					t.Errorf("the handler ran %d times, want 1", ran.Load())
+				}
+			})
+		}
 	}
 }

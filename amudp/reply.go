@@ -22,9 +22,9 @@ type Token struct {
 	lane    *lane // a direct request's sender (direct.go)
 	client  bool  // runs a handler at or above Config.Reserved
 	// prep is the id of the reply prepared and not yet committed or
-	// released (PrepareReply), else 0; open holds it too, for a
-	// Prepared's Commit to check from any goroutine, until the handler
-	// returns (closeReply).
+	// released (PrepareReply), else 0; open holds it too, atomically,
+	// until the handler returns (closeReply), so that a copy of the
+	// Prepared committed after that finds it gone.
 	prep uint64
 	open *atomic.Uint64
 }

@@ -54,9 +54,10 @@ func (j *Job) prepare(dest int, cat amudp.Category, n, nargs int, offset uint64)
 	return Prepared{j: j, pr: pr}, nil
 }
 
-// Payload returns the buffer to write the payload into: n bytes,
-// PrepareRequestMedium's or PrepareRequestLong's. It is the conduit's
-// until Commit and must not be used after.
+// Payload returns the buffer to write the payload into: the n bytes
+// prepared (PrepareRequestMedium, PrepareRequestLong, or a Token's
+// PrepareReplyMedium or PrepareReplyLong). It is the conduit's after
+// Commit and must not be used then.
 func (p *Prepared) Payload() []byte { return p.pr.Payload() }
 
 // Commit sends the request or reply to handler (128..255) with the first

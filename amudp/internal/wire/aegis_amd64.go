@@ -4,9 +4,10 @@ package wire
 
 import "golang.org/x/sys/cpu"
 
-// aegisWidth says how aegisAbsorb runs on this CPU: 256 on 256-bit
-// registers (VAES: CPUID leaf 7's ECX bit 9, with AVX2), 128 on 128-bit
-// ones a lane at a time (AES-NI with AVX), 0 in Go. A variable for tests.
+// aegisWidth says how AEGIS (aegisAbsorb, its initialization and
+// finalization) runs on this CPU: 256 on 256-bit registers (VAES: CPUID
+// leaf 7's ECX bit 9, with AVX2), 128 on 128-bit ones a lane at a time
+// (AES-NI with AVX), 0 in Go. A variable for tests.
 var aegisWidth = func() int {
 	switch {
 	case cpu.X86.HasAES && cpu.X86.HasAVX2 && cpuid7ECX()&(1<<9) != 0:
