@@ -14,7 +14,40 @@ func Copy(dst, src []byte) int {
 	if fastStrings && len(src) >= minStrings && len(dst) >= minStrings {
 		return copyLarge(dst, src)
 	}
+	if len(src) > chunk && len(dst) > chunk {
+		return copyChunks(dst, src)
+	}
 	return copy(dst, src)
+}
+
+// chunk and cachedMax bound the copies of copyChunks: Go's copy moves 1
+// MiB or more with non-temporal stores, around the caches, on amd64, and
+// memory Copy writes is read next by another process (a Put into its
+// segment, a Get out of it), which then reads it from DRAM. Copy moves up
+// to cachedMax bytes in pieces of chunk, which stay in the caches
+// (BENCHMARKS.md, Next to GASNet-EX, the thirtieth whole run: a Put of 1
+// MiB at about twice the rate);
+// above cachedMax, more than a host's last-level cache holds, copy's
+// non-temporal stores spare the caches.
+const (
+	chunk     = 512 << 10
+	cachedMax = 8 << 20
+)
+
+// copyChunks is Copy of more than chunk bytes, in pieces of chunk up to
+// cachedMax bytes where dst and src do not overlap.
+//
+//go:noinline
+func copyChunks(dst, src []byte) int {
+	n := min(len(dst), len(src))
+	if n > cachedMax || !apart(dst, src) {
+		return copy(dst, src)
+	}
+	for off := 0; off < n; off += chunk {
+		end := min(off+chunk, n)
+		copy(dst[off:end], src[off:end])
+	}
+	return n
 }
 
 // useStrings reports whether Copy moves src into dst with REP MOVSB: where
@@ -49,6 +82,9 @@ func sameLine(dst, src []byte) bool {
 //go:noinline
 func copyLarge(dst, src []byte) int {
 	if !useStrings(dst, src) {
+		if len(src) > chunk && len(dst) > chunk {
+			return copyChunks(dst, src)
+		}
 		return copy(dst, src)
 	}
 	n := min(len(dst), len(src))

@@ -10,7 +10,7 @@ import (
 )
 
 func TestCopy(t *testing.T) {
-	for _, n := range []int{0, 1, 100, minStrings - 1, minStrings, minStrings + 1, 65000, 1 << 20} {
+	for _, n := range []int{0, 1, 100, minStrings - 1, minStrings, minStrings + 1, 65000, chunk, 1 << 20, 3<<20 + 5, cachedMax + 1} {
 		src := make([]byte, n+64)
 		for i := range src {
 			src[i] = byte(i * 7)
@@ -34,7 +34,12 @@ func TestCopy(t *testing.T) {
 // by a whole number of cache lines (REP MOVSB's offsets) or not, get the
 // source's bytes as they were, as copy's do.
 func TestCopyOverlap(t *testing.T) {
-	const n = 65000
+	for _, n := range []int{65000, 3 << 20} {
+		testCopyOverlap(t, n)
+	}
+}
+
+func testCopyOverlap(t *testing.T, n int) {
 	for _, shift := range []int{-4096, -64, -8, 8, 64, 128, 4096} {
 		buf := make([]byte, n+8192)
 		for i := range buf {
@@ -42,7 +47,7 @@ func TestCopyOverlap(t *testing.T) {
 		}
 		want := append([]byte(nil), buf[4096:4096+n]...)
 		if got := Copy(buf[4096+shift:4096+shift+n], buf[4096:4096+n]); got != n || !bytes.Equal(buf[4096+shift:4096+shift+n], want) {
-			t.Errorf("shift %d: returned %d, bytes equal %v", shift, got, bytes.Equal(buf[4096+shift:4096+shift+n], want))
+			t.Errorf("%d bytes, shift %d: returned %d, bytes equal %v", n, shift, got, bytes.Equal(buf[4096+shift:4096+shift+n], want))
 		}
 	}
 }
