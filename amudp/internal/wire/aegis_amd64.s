@@ -104,6 +104,18 @@ DATA aegisCtx<>+0x10(SB)/8, $0x0000000000000101
 DATA aegisCtx<>+0x18(SB)/8, $0
 GLOBL aegisCtx<>(SB), (NOPTR+RODATA), $32
 
+// INIT8 sets R0..R7 to AEGIS's state before its ten initial updates,
+// from the key K, the nonce N and the constants C0 and C1.
+#define INIT8(K, N, C0, C1, R0, R1, R2, R3, R4, R5, R6, R7) \
+	VPXOR K, N, R0; \
+	VMOVDQU C1, R1; \
+	VMOVDQU C0, R2; \
+	VMOVDQU C1, R3; \
+	VMOVDQU R0, R4; \
+	VPXOR K, C0, R5; \
+	VPXOR K, C1, R6; \
+	VMOVDQU R5, R7
+
 // func aegisInit256(s *aegisState, key, nonce, c0, c1 *[16]byte)
 // sets s to AEGIS-128X2's state of key and nonce (Init), with the
 // constants C0 and C1, on 256-bit registers.
@@ -118,14 +130,7 @@ TEXT ·aegisInit256(SB), NOSPLIT, $0-40
 	VBROADCASTI128 (DX), Y13
 	VBROADCASTI128 (SI), Y14
 	VMOVDQU aegisCtx<>(SB), Y15
-	VPXOR Y11, Y12, Y0
-	VMOVDQU Y14, Y1
-	VMOVDQU Y13, Y2
-	VMOVDQU Y14, Y3
-	VMOVDQU Y0, Y4
-	VPXOR Y11, Y13, Y5
-	VPXOR Y11, Y14, Y6
-	VMOVDQU Y5, Y7
+	INIT8(Y11, Y12, Y13, Y14, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
 	MOVQ $10, CX
 
 init256:
@@ -218,14 +223,7 @@ TEXT ·aegisInit128(SB), NOSPLIT, $0-48
 	VMOVDQU (DX), X13
 	VMOVDQU (SI), X14
 	VMOVDQU (DI), X15
-	VPXOR X11, X12, X0
-	VMOVDQU X14, X1
-	VMOVDQU X13, X2
-	VMOVDQU X14, X3
-	VMOVDQU X0, X4
-	VPXOR X11, X13, X5
-	VPXOR X11, X14, X6
-	VMOVDQU X5, X7
+	INIT8(X11, X12, X13, X14, X0, X1, X2, X3, X4, X5, X6, X7)
 	MOVQ $10, CX
 
 init128:
