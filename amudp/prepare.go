@@ -46,8 +46,10 @@ type Prepared struct {
 	slot    uint16
 	gen     uint32
 	head    int // bytes of the header and arguments before payload in the slot's buffer
-	// A reply's (Token.PrepareReply): its token and id (Token.prep), and
-	// whether it is staged in the buffer of the request's stored reply.
+	// A reply's (Token.PrepareReply): its token, its id and where the
+	// token holds it (Token.open, copied so that a stale copy of pr reads
+	// no field of a token the poller reuses), and whether it is staged in
+	// the buffer of the request's stored reply.
 	tok     *Token
 	id      uint64
 	open    *atomic.Uint64
@@ -143,14 +145,7 @@ func (pr *Prepared) Commit(handler, n int, args ...uint32) error {
 	if pr.tok != nil {
 		return pr.commitReply(handler, n, args)
 	}
-	err := checkMessage(pr.cat, handler, nil, args)
-	if err == nil && (n < 0 || n > len(pr.payload)) {
-		err = fmt.Errorf("amudp: commit of %d payload bytes; prepared %d", n, len(pr.payload))
-	}
-	if err == nil && len(args) != pr.nargs {
-		err = fmt.Errorf("%w: commit with %d arguments; prepared %d", ErrTooManyArgs, len(args), pr.nargs)
-	}
-	if err != nil {
+	if err := pr.checkCommit(checkMessage(pr.cat, handler, nil, args), n, args); err != nil {
 		if rerr := pr.Release(); rerr != nil {
 			return rerr
 		}
@@ -214,6 +209,21 @@ func (pr *Prepared) Release() error {
 	e.releaseLocked(pr.p, pr.slot)
 	e.mu.Unlock()
 	e.Wake() // a request waiting for the credit goes on
+	return nil
+}
+
+// checkCommit returns err, a check of the handler and arguments, or else
+// the error of committing n payload bytes and args where pr was prepared
+// with its payload's length and nargs.
+func (pr *Prepared) checkCommit(err error, n int, args []uint32) error {
+	switch {
+	case err != nil:
+		return err
+	case n < 0 || n > len(pr.payload):
+		return fmt.Errorf("amudp: commit of %d payload bytes; prepared %d", n, len(pr.payload))
+	case len(args) != pr.nargs:
+		return fmt.Errorf("%w: commit with %d arguments; prepared %d", ErrTooManyArgs, len(args), pr.nargs)
+	}
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package amudp
 
 import (
-	"fmt"
 	"slices"
 	"sync/atomic"
 
@@ -23,7 +22,7 @@ func (t *Token) PrepareReply(cat Category, n, nargs int, offset uint64) (Prepare
 	switch {
 	case t == nil || !t.active || !t.isReq:
 		return Prepared{}, ErrNotInHandler
-	case t.replied || t.prep != 0:
+	case t.replied || t.prepared():
 		return Prepared{}, ErrAlreadyReplied
 	}
 	if err := checkPrepare("reply", cat, n, nargs); err != nil {
@@ -33,7 +32,6 @@ func (t *Token) PrepareReply(cat Category, n, nargs int, offset uint64) (Prepare
 		offset = 0
 	}
 	e := t.ep
-	t.prep = e.prepIDs.Add(1)
 	if t.open == nil {
 		if t.self {
 			t.open = new(atomic.Uint64)
@@ -41,8 +39,9 @@ func (t *Token) PrepareReply(cat Category, n, nargs int, offset uint64) (Prepare
 			t.open = &e.tokOpen
 		}
 	}
-	t.open.Store(t.prep)
-	pr := Prepared{e: e, tok: t, id: t.prep, open: t.open, dest: t.src, cat: cat, off: offset, nargs: nargs}
+	id := e.prepIDs.Add(1)
+	t.open.Store(id)
+	pr := Prepared{e: e, tok: t, id: id, open: t.open, dest: t.src, cat: cat, off: offset, nargs: nargs}
 	if cat == Long {
 		if v := e.peerView(t.src, offset, n); v != nil {
 			pr.payload = v
@@ -59,7 +58,6 @@ func (t *Token) PrepareReply(cat Category, n, nargs int, offset uint64) (Prepare
 	pr.head = wire.HeaderLen + 4*nargs
 	size := pr.head + n + e.key.TagsLen(wire.ReplyKind(cat), false, n)
 	r.reply = slices.Grow(r.reply[:0], size+wire.TagLen)[:pr.head+n] // as PrepareRequest
-	r.replied = false
 	pr.payload = r.reply[pr.head:]
 	pr.inReply = true
 	return pr, nil
@@ -83,15 +81,7 @@ func (pr *Prepared) commitReply(handler, n int, args []uint32) error {
 		return ErrNotPrepared
 	}
 	defer putScratch(sc)
-	t.prep = 0
-	err := t.checkReply(pr.cat, handler, nil, args)
-	if err == nil && (n < 0 || n > len(pr.payload)) {
-		err = fmt.Errorf("amudp: commit of %d payload bytes; prepared %d", n, len(pr.payload))
-	}
-	if err == nil && len(args) != pr.nargs {
-		err = fmt.Errorf("%w: commit with %d arguments; prepared %d", ErrTooManyArgs, len(args), pr.nargs)
-	}
-	if err != nil {
+	if err := pr.checkCommit(t.checkReply(pr.cat, handler, nil, args), n, args); err != nil {
 		return err
 	}
 	if !pr.inReply {
@@ -101,6 +91,7 @@ func (pr *Prepared) commitReply(handler, n int, args []uint32) error {
 	r := p.rxAt(t.slot)
 	m := wire.Header{Kind: wire.ReplyKind(pr.cat), Handler: uint8(handler), NArgs: uint8(len(args)),
 		Src: uint32(e.rank), Slot: t.slot, Seq: t.seq, Offset: pr.off, Len: uint32(n)}
+	var err error
 	if r.reply, err = m.AppendTo(r.reply[:0], args); err != nil {
 		return err
 	}
@@ -118,6 +109,5 @@ func (pr *Prepared) releaseReply() error {
 		return ErrNotPrepared
 	}
 	putScratch(sc)
-	pr.tok.prep = 0
 	return nil
 }

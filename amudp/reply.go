@@ -21,17 +21,19 @@ type Token struct {
 	self    bool
 	lane    *lane // a direct request's sender (direct.go)
 	client  bool  // runs a handler at or above Config.Reserved
-	// prep is the id of the reply prepared and not yet committed or
-	// released (PrepareReply), else 0; open holds it too, atomically,
-	// until the handler returns (closeReply), so that a copy of the
-	// Prepared committed after that finds it gone.
-	prep uint64
+	// open holds the id of the reply prepared (PrepareReply) and not
+	// yet committed or released, else 0, until the handler returns
+	// (closeReply); atomic, so that a copy of the Prepared committed
+	// after that finds it gone. nil until the handler prepares one.
 	open *atomic.Uint64
 }
 
+// prepared reports whether t's handler has a reply prepared now.
+func (t *Token) prepared() bool { return t.open != nil && t.open.Load() != 0 }
+
 // closeReply ends, when its handler returns, the reply t left prepared.
 func (t *Token) closeReply() {
-	if t.prep != 0 {
+	if t.open != nil {
 		t.open.Store(0)
 	}
 }
@@ -64,7 +66,7 @@ func (t *Token) reply(cat Category, handler int, payload []byte, off uint64, arg
 	if t.replied {
 		return ErrAlreadyReplied
 	}
-	if t.prep != 0 {
+	if t.prepared() {
 		return fmt.Errorf("%w: a reply is prepared; commit or release it", ErrAlreadyReplied)
 	}
 	if err := t.checkReply(cat, handler, payload, args); err != nil {

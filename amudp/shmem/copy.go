@@ -34,8 +34,8 @@ const (
 	cachedMax = 8 << 20
 )
 
-// copyChunks is Copy of more than chunk bytes, in pieces of chunk up to
-// cachedMax bytes where dst and src do not overlap.
+// copyChunks is Copy by Go's copy: in pieces of chunk, up to cachedMax
+// bytes, where dst and src do not overlap.
 //
 //go:noinline
 func copyChunks(dst, src []byte) int {
@@ -82,10 +82,7 @@ func sameLine(dst, src []byte) bool {
 //go:noinline
 func copyLarge(dst, src []byte) int {
 	if !useStrings(dst, src) {
-		if len(src) > chunk && len(dst) > chunk {
-			return copyChunks(dst, src)
-		}
-		return copy(dst, src)
+		return copyChunks(dst, src)
 	}
 	n := min(len(dst), len(src))
 	movsb(&dst[0], &src[0], uintptr(n))

@@ -101,20 +101,21 @@ var handlers = []conduit.HandlerEntry{
 	{Index: hSink, Fn: func(*conduit.Token, []uint32, []byte) { sunk.Add(1) }},
 }
 
-// npHandlers replace handlers' Medium and Long ones under -np-gb: their
-// replies are prepared in the conduit's buffer and committed with the
-// payload as the buffer holds it, as GASNet's testam -np-gb replies.
-var npHandlers = []conduit.HandlerEntry{
-	{Index: hMedium, Fn: func(t *conduit.Token, _ []uint32, p []byte) {
+// npHandlers replace handlers' Medium and Long ones, by index, under
+// -np-gb: their replies are prepared in the conduit's buffer and
+// committed with the payload as the buffer holds it, as GASNet's testam
+// -np-gb replies.
+var npHandlers = map[int]conduit.Handler{
+	hMedium: func(t *conduit.Token, _ []uint32, p []byte) {
 		if pr, err := t.PrepareReplyMedium(len(p), 0); err == nil {
 			pr.Commit(hMediumR, len(p))
 		}
-	}},
-	{Index: hLong, Fn: func(t *conduit.Token, _ []uint32, p []byte) {
+	},
+	hLong: func(t *conduit.Token, _ []uint32, p []byte) {
 		if pr, err := t.PrepareReplyLong(len(p), 0, 0); err == nil {
 			pr.Commit(hLongR, len(p))
 		}
-	}},
+	},
 }
 
 func main() {
@@ -160,12 +161,11 @@ func main() {
 			usage("%v", err)
 		}
 	}
-	hs := handlers
-	if *np {
-		hs = slices.DeleteFunc(slices.Clone(handlers), func(h conduit.HandlerEntry) bool {
-			return slices.ContainsFunc(npHandlers, func(n conduit.HandlerEntry) bool { return n.Index == h.Index })
-		})
-		hs = append(hs, npHandlers...)
+	hs := slices.Clone(handlers)
+	for i := range hs {
+		if fn := npHandlers[hs[i].Index]; *np && fn != nil {
+			hs[i].Fn = fn
+		}
 	}
 	if _, err := conduit.Attach(hs, segment); err != nil {
 		die("attach: %v", err)
