@@ -105,9 +105,9 @@ func deriveKey(label string, secret []byte) []byte {
 // fastMin is the fewest bytes a tag covers for which AEGIS-128X2's MAC
 // is faster than GMAC (BenchmarkMAC) on 256-bit registers: below it, its
 // 25 state updates of initialization and finalization cost more than its
-// updates save. A lane at a time on 128-bit registers they cost about
-// twice as much, and GMAC stays ahead past it (BENCHMARKS.md, Datagram
-// protection: 221 ns against 127 at 512 bytes on Zen 2).
+// updates save. A lane at a time on 128-bit registers they cost more,
+// and GMAC stays ahead past it (BENCHMARKS.md, Datagram protection: 221
+// ns against 127 at 512 bytes on Zen 2).
 const fastMin = 512
 
 // splitMin is the fewest payload bytes of a split datagram: from there
