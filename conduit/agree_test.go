@@ -1,10 +1,13 @@
 package conduit
 
-// Tests of the ranks' agreement on their posts (teamwords.go: digest,
-// agree, settle).
+// Tests of the ranks' agreement on their posts (agree.go: digest,
+// agree, settle, the accumulator).
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -53,6 +56,43 @@ func TestDigest(t *testing.T) {
 		{"a length", coll.Post{Call: coll.Call{Kind: coll.AllReduce, Len: 1}}},
 		{"big", coll.Post{Call: coll.Call{Kind: coll.Barrier}, Big: true}},
 		{"refused", coll.Post{Call: coll.Call{Kind: coll.Barrier}, Refused: true}},
+	} {
+		if d := digest(rec(c.p)); d != 0 {
+			t.Errorf("%s: digest %#x, want none (0)", c.name, d)
+		}
+	}
+	// Reductions of one integer element that accumulate: a digest of
+	// the call with digestAcc, whatever the element, one of its own by
+	// call; the others none.
+	elem := func(k amo.Kind, v byte) []byte { return append(make([]byte, k.Size()-1), v) }
+	for _, c := range []coll.Call{
+		{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Uint64, Len: 1},
+		{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Int64, Len: 1},
+		{Kind: coll.AllReduce, Op: coll.Min, Elem: amo.Int32, Len: 1},
+		{Kind: coll.AllReduce, Op: coll.Xor, Elem: amo.Uint32, Len: 1},
+		{Kind: coll.Reduce, Op: coll.Sum, Elem: amo.Uint64, Len: 1},
+		{Kind: coll.Reduce, Op: coll.Sum, Elem: amo.Uint64, Len: 1, Root: 3},
+	} {
+		d := digest(rec(coll.Post{Call: c, Data: elem(c.Elem, 1)}))
+		if d&digestAcc == 0 || d&1 != 0 || d != digest(rec(coll.Post{Call: c, Data: elem(c.Elem, 2)})) {
+			t.Errorf("%v: digest %#x, want one with digestAcc, even, the same for another element", c, d)
+		}
+		if o, ok := seen[d]; ok {
+			t.Errorf("%v and %v: the same digest %#x", o, c, d)
+		}
+		seen[d] = c
+	}
+	for _, c := range []struct {
+		name string
+		p    coll.Post
+	}{
+		{"two elements", coll.Post{Call: coll.Call{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Uint64, Len: 2}, Data: make([]byte, 16)}},
+		{"a float", coll.Post{Call: coll.Call{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Float64, Len: 1}, Data: make([]byte, 8)}},
+		{"a product", coll.Post{Call: coll.Call{Kind: coll.AllReduce, Op: coll.Prod, Elem: amo.Uint64, Len: 1}, Data: make([]byte, 8)}},
+		{"a program's operator", coll.Post{Call: coll.Call{Kind: coll.AllReduce, Op: coll.OpFunc, Elem: amo.Uint64, Len: 1}, Data: make([]byte, 8)}},
+		{"refused", coll.Post{Call: coll.Call{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Uint64, Len: 1}, Data: make([]byte, 8), Refused: true}},
+		{"a datum short of its length", coll.Post{Call: coll.Call{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Uint64, Len: 1}, Data: make([]byte, 4)}},
+		{"an all-gather", coll.Post{Call: coll.Call{Kind: coll.AllGather, Len: 1}, Data: make([]byte, 8)}},
 	} {
 		if d := digest(rec(c.p)); d != 0 {
 			t.Errorf("%s: digest %#x, want none (0)", c.name, d)
@@ -127,33 +167,106 @@ func TestWordsDatalessMismatch(t *testing.T) {
 }
 
 // TestSettle: the rank that settles finds its own digest (the posts the
-// same: verdict n and 1, the word reset) or agreeDiffer there; any other
-// value is a corrupted inbox, and no verdict is stored.
+// same: verdict n and verdictSame, or, where the digest accumulates, n
+// and verdictAcc with the accumulator's word by the release word) or
+// agreeDiffer there, and resets the agreement word and the accumulator;
+// any other value is a corrupted inbox, and no verdict is stored.
 func TestSettle(t *testing.T) {
-	const n, d = 9, 6
+	const n, d, dAcc, acc = 9, 6, digestAcc | 6, 0x1234
 	for _, c := range []struct {
-		word    uint64
-		verdict uint64
-		bad     bool
+		d, word, verdict, result uint64
+		bad                      bool
 	}{
-		{d, n<<1 | 1, false},
-		{0, 0, true},
-		{4, 0, true},
-		{agreeDiffer + 2, 0, true},
+		{d, d, n<<2 | verdictSame, 0, false},
+		{dAcc, dAcc, n<<2 | verdictAcc, acc, false},
+		{d, 0, 0, 0, true},
+		{d, 4, 0, 0, true},
+		{dAcc, d, 0, 0, true},
+		{d, agreeDiffer + 2, 0, 0, true},
 	} {
 		w := &words{group: []int{0}, addrs: make([]netip.AddrPort, 1)}
 		lead := make([]byte, 128)
 		word(lead, offAgree).Store(c.word)
-		err := w.settle(lead, n, d, nil)
+		word(lead, offAcc).Store(acc)
+		err := w.settle(lead, n, c.d, nil)
 		var ie *amudp.InboxError
 		if got := errors.As(err, &ie); got != c.bad {
-			t.Errorf("agreement word %#x: %v; want a corrupted inbox: %v", c.word, err, c.bad)
+			t.Errorf("digest %#x, agreement word %#x: %v; want a corrupted inbox: %v", c.d, c.word, err, c.bad)
 		}
-		if v := word(lead, offVerdict).Load(); v != c.verdict {
-			t.Errorf("agreement word %#x: verdict %#x, want %#x", c.word, v, c.verdict)
+		if v, r := word(lead, offVerdict).Load(), word(lead, offResult).Load(); v != c.verdict || r != c.result {
+			t.Errorf("digest %#x, agreement word %#x: verdict %#x and result %#x, want %#x and %#x", c.d, c.word, v, r, c.verdict, c.result)
 		}
-		if !c.bad && word(lead, offAgree).Load() != 0 {
-			t.Errorf("agreement word %#x: not reset", c.word)
+		if !c.bad && (word(lead, offAgree).Load() != 0 || word(lead, offAcc).Load() != 0) {
+			t.Errorf("digest %#x, agreement word %#x: not reset", c.d, c.word)
 		}
+	}
+}
+
+// TestWordsAccumulated: counted, a reduction of one integer element by
+// Sum, Min, Max, And, Or or Xor accumulates (the verdict says
+// verdictAcc), and every rank gets what the operator folds, the root
+// alone for Reduce, with elements at their types' edges; operators that
+// differ among the ranks are ErrCollectiveMismatch on every rank; and
+// reductions after that, or after ones that did not accumulate, start
+// from zero again.
+func TestWordsAccumulated(t *testing.T) {
+	const n = 5
+	m := wordModes[1]
+	res, _ := runJob(t, n, m.net(t), false, func(j *Job) {
+		me, w := j.Rank(), j.World()
+		if !j.words.counted {
+			t.Fatalf("rank %d: mode %s is not counted", me, m.name)
+		}
+		accumulated := func() bool { return word(*j.words.areas[0].Load(), offVerdict).Load()&verdictAcc != 0 }
+		bits := [n]uint64{0, 1<<63 | 1<<31, math.MaxUint64, 0x7fffffff_fffffffe, 0x1234_5678_9abc_def0}
+		for _, op := range []Op{Sum, Min, Max, And, Or, Xor} {
+			accumulatedCase[int32](t, w, op, bits, accumulated)
+			accumulatedCase[uint32](t, w, op, bits, accumulated)
+			accumulatedCase[int64](t, w, op, bits, accumulated)
+			accumulatedCase[uint64](t, w, op, bits, accumulated)
+		}
+		got, err := Reduce(w, 3, Sum, []uint64{uint64(me) + 1})
+		if want := map[bool][]uint64{true: {n * (n + 1) / 2}}[me == 3]; err != nil || !cmp.Equal(got, want) || !accumulated() {
+			t.Errorf("rank %d: Reduce to 3: %v, %v; want %v, accumulated: %v", me, got, err, want, accumulated())
+		}
+		if _, err := AllReduce(w, []Op{Sum, Max}[me%2], []int64{1}); !errors.Is(err, ErrCollectiveMismatch) || accumulated() {
+			t.Errorf("rank %d: all-reductions by Sum and Max: %v, accumulated: %v", me, err, accumulated())
+		}
+		for i, f := range []func() error{
+			func() error { return nil },
+			func() error { _, err := AllReduce(w, Sum, []int64{1, 2}); return err },
+			func() error { _, err := AllReduce(w, Prod, []int64{2}); return err },
+			w.Barrier,
+		} {
+			if err := f(); err != nil {
+				t.Errorf("rank %d, case %d: %v", me, i, err)
+			}
+			got, err := AllReduceNB(w, Sum, []int64{int64(me)}).Wait()
+			if want := []int64{n * (n - 1) / 2}; err != nil || !cmp.Equal(got, want) || !accumulated() {
+				t.Errorf("rank %d, case %d: AllReduceNB: %v, %v; want %v, accumulated: %v", me, i, got, err, want, accumulated())
+			}
+		}
+	})
+	want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
+	if d := cmp.Diff(want, res); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+// accumulatedCase is an all-reduction by op of one element of T, each
+// rank's the low bits of its bits, on w, which TestWordsAccumulated
+// checks against coll.OpCombine's fold in rank order.
+func accumulatedCase[T Word](t *testing.T, w *Team, op Op, bits [5]uint64, accumulated func() bool) {
+	t.Helper()
+	k, size := kindOf[T](), sizeOf[T]()
+	elem := func(r int) []byte { return binary.LittleEndian.AppendUint64(nil, bits[r])[:size] }
+	want := elem(0)
+	for r := 1; r < len(bits); r++ {
+		coll.OpCombine(coll.Op(op), k)(want, elem(r))
+	}
+	me := w.Rank()
+	got, err := AllReduce(w, op, decodeTo(make([]T, 1), elem(me)))
+	if err != nil || !bytes.Equal(encodeVec(got), want) || !accumulated() {
+		t.Errorf("rank %d: AllReduce %v of %v: %v (%x), %v; want %x, accumulated: %v", me, op, k, got, encodeVec(got), err, want, accumulated())
 	}
 }

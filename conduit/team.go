@@ -44,6 +44,7 @@ type Team struct {
 	arena   []byte
 	sameRec []byte
 	reduced []byte   // the record of a reduction's result (reducePosts)
+	accOut  [8]byte  // an accumulated reduction's result (accumulated)
 	vec     []byte   // a reduction's vector of up to maxPost bytes (packVec), a split NB one's until it completes
 	slab    []uint64 // what remains of the slab of small results (resultVec)
 	// ops: what remains of chunks of split NB collectives, one chunk for

@@ -98,8 +98,11 @@ func (c *teamCall) post(w *words, p coll.Post) error {
 	}
 	if w.counted {
 		c.digest = digest(c.t.rec)
-		if c.digest == 0 {
+		switch {
+		case c.digest == 0:
 			w.stage(c.lead, c.t.rec, n)
+		case c.digest&digestAcc != 0:
+			accumulate(c.lead, c.call, c.t.rec[postHeader-8:])
 		}
 		agree(c.lead, c.digest)
 	}
@@ -235,9 +238,12 @@ func (c *teamCall) read(w *words, posts bool) ([]coll.Post, bool, error) {
 	n, lead := c.seq, c.lead
 	if w.counted {
 		switch v := word(lead, offVerdict).Load(); {
-		case v>>1 != n:
-			return nil, false, w.corrupt(0, "its verdict on the posts is for collective %#x, for %d", v>>1, n)
-		case v&1 != 0:
+		case v>>2 != n || v&verdictAcc != 0 && c.digest&digestAcc == 0:
+			return nil, false, w.corrupt(0, "its verdict on the posts is %#x, for collective %d", v, n)
+		case v&verdictAcc != 0:
+			c.result, c.reduced = accumulated(c.t, c.call, word(lead, offResult).Load()), true
+			return nil, false, nil
+		case v&verdictSame != 0:
 			return c.allSame(w, n, posts)
 		}
 	}
@@ -457,79 +463,6 @@ func (w *words) combinePosts(n uint64, reduce func() []byte) error {
 	}
 	binary.LittleEndian.PutUint64(lead[offCombined:], n)
 	binary.LittleEndian.PutUint64(lead[offCombined+8:], total)
-	return nil
-}
-
-// Where every rank maps every area (words.counted), the ranks agree on
-// whether their posts are the same in a word of the leader's area, on
-// the cache line of the count of arrivals that each rank changes anyway
-// (offAgree): each enters its post's digest there before it arrives
-// (agree), and the rank that completes the count reads it (settle). Only
-// where the posts differ, or one has no digest, does it copy them into
-// the leader's buffer; its verdict lies by the release word
-// (offVerdict), which every rank has just read. A barrier whose ranks
-// agree then reads no other rank's slot or buffer.
-
-// agreeDiffer, in the agreement word: posts differ, or one has no digest.
-const agreeDiffer = 1
-
-// digest returns the digest of a post's record rec, which two records
-// share only when they are the same: for a record without datum, flags,
-// root or length (a barrier's), its header's first word, made even and
-// not 0; for any other, 0, none.
-func digest(rec []byte) uint64 {
-	if len(rec) != postHeader-8 || binary.LittleEndian.Uint64(rec) != 0 ||
-		binary.LittleEndian.Uint64(rec[12:]) != 0 || binary.LittleEndian.Uint32(rec[20:]) != 0 {
-		return 0
-	}
-	return (uint64(binary.LittleEndian.Uint32(rec[8:])) + 1) << 1
-}
-
-// agree enters digest d (0: none) of this rank's post into the agreement
-// word of the leader's area lead: the first rank's digest, or
-// agreeDiffer once a rank's differs or it has none. Before the rank
-// arrives; the rank that completes the count resets it (settle).
-func agree(lead []byte, d uint64) {
-	g := word(lead, offAgree)
-	if d != 0 {
-		v := g.Load()
-		if v == 0 && g.CompareAndSwap(0, d) {
-			return
-		}
-		if v == 0 {
-			v = g.Load()
-		}
-		if v == d {
-			return
-		}
-	}
-	g.Store(agreeDiffer)
-}
-
-// settle decides, for the rank whose arrival completed the count of
-// collective n, whether every post is its own (digest d): it resets the
-// agreement word, copies the posts into the leader's buffer where they
-// differ (combinePosts), and stores the verdict: n, and whether they are
-// the same.
-func (w *words) settle(lead []byte, n, d uint64, reduce func() []byte) error {
-	g := word(lead, offAgree)
-	// This rank's agree left its digest there, or agreeDiffer.
-	v := g.Load()
-	if v != d && v != agreeDiffer {
-		return w.corrupt(0, "its agreement word holds %#x in collective %d", v, n)
-	}
-	same := v == d
-	g.Store(0)
-	if !same {
-		if err := w.combinePosts(n, reduce); err != nil {
-			return err
-		}
-	}
-	verdict := n << 1
-	if same {
-		verdict |= 1
-	}
-	word(lead, offVerdict).Store(verdict)
 	return nil
 }
 

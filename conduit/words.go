@@ -40,8 +40,15 @@ var (
 // The collectives' agreement word and verdict (teamwords.go), on the
 // cache lines of their count of arrivals and release word.
 const (
-	offAgree   = 16
+	offAgree = 16
+	// offAcc, on the same line, is the accumulator of a reduction of
+	// one integer element (coll.Accumulable), into which each rank
+	// combines its element before it arrives; offResult, on the
+	// release line, the element that the rank completing the arrivals
+	// found there (teamwords.go).
+	offAcc     = 24
 	offVerdict = 80
+	offResult  = 96
 	// offSleepers, on the release words' line, counts the group's
 	// ranks that wait for a release and may sleep in the kernel
 	// (wordWait): where none do, a release rings no bell.

@@ -186,16 +186,26 @@ func TestWordsLayout(t *testing.T) {
 			}
 		}
 	}
-	// The words of the release line: each of its own, on that line.
-	line := map[int]string{}
-	for _, w := range []struct {
+	// The words of the count's line and of the release line: each of
+	// its own, on its line.
+	type lineWord struct {
 		name string
 		off  int
-	}{{"collectives' release", syncColl.release}, {"start-up's release", syncStart.release}, {"verdict", offVerdict}, {"sleepers", offSleepers}} {
-		if w.off%8 != 0 || w.off/64 != syncColl.release/64 || line[w.off] != "" {
-			t.Errorf("%s at %d: not a word of its own on the release line [%d, %d) (%q there)", w.name, w.off, syncColl.release, syncColl.release+64, line[w.off])
+	}
+	for _, l := range []struct {
+		at    int
+		words []lineWord
+	}{
+		{syncColl.arrive, []lineWord{{"collectives' count", syncColl.arrive}, {"start-up's count", syncStart.arrive}, {"agreement", offAgree}, {"accumulator", offAcc}}},
+		{syncColl.release, []lineWord{{"collectives' release", syncColl.release}, {"start-up's release", syncStart.release}, {"verdict", offVerdict}, {"sleepers", offSleepers}, {"reduction's result", offResult}}},
+	} {
+		line := map[int]string{}
+		for _, w := range l.words {
+			if w.off%8 != 0 || w.off/64 != l.at/64 || line[w.off] != "" {
+				t.Errorf("%s at %d: not a word of its own on the line [%d, %d) (%q there)", w.name, w.off, l.at, l.at+64, line[w.off])
+			}
+			line[w.off] = w.name
 		}
-		line[w.off] = w.name
 	}
 	// The staged posts: a line for each rank of a counted group, in the
 	// last page of the inbox's header (the area begins 256 bytes in).
