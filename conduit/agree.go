@@ -90,11 +90,11 @@ func accumulate(lead []byte, call coll.Call, e []byte) {
 	}
 }
 
-// accumulated returns the result u of call, a reduction that
-// accumulated, decoded into t's buffer of it.
-func accumulated(t *Team, call coll.Call, u uint64) []byte {
-	b := t.accOut[:call.Elem.Size()]
-	coll.AccOut(call.Op, call.Elem, u, b)
+// accumulated returns the result u of c, a reduction that accumulated,
+// decoded into c's buffer of it.
+func (c *teamCall) accumulated(u uint64) []byte {
+	b := c.accOut[:c.call.Elem.Size()]
+	coll.AccOut(c.call.Op, c.call.Elem, u, b)
 	return b
 }
 

@@ -44,7 +44,6 @@ type Team struct {
 	arena   []byte
 	sameRec []byte
 	reduced []byte   // the record of a reduction's result (reducePosts)
-	accOut  [8]byte  // an accumulated reduction's result (accumulated)
 	vec     []byte   // a reduction's vector of up to maxPost bytes (packVec), a split NB one's until it completes
 	slab    []uint64 // what remains of the slab of small results (resultVec)
 	// ops: what remains of chunks of split NB collectives, one chunk for
@@ -212,10 +211,12 @@ type teamCall struct {
 	// combine: a reduction's by one of the library's operators, which
 	// the rank that completes the arrivals may apply for every rank
 	// (reducePosts); reduced: this rank read that result, result, which
-	// lies in the leader's buffer (reducedPost).
+	// lies in the leader's buffer (reducedPost), or in accOut where the
+	// reduction accumulated (accumulated).
 	combine coll.Combine
 	reduced bool
 	result  []byte
+	accOut  [8]byte
 }
 
 // begin starts this rank's next collective on the team, call, in the

@@ -241,7 +241,7 @@ func (c *teamCall) read(w *words, posts bool) ([]coll.Post, bool, error) {
 		case v>>2 != n || v&verdictAcc != 0 && c.digest&digestAcc == 0:
 			return nil, false, w.corrupt(0, "its verdict on the posts is %#x, for collective %d", v, n)
 		case v&verdictAcc != 0:
-			c.result, c.reduced = accumulated(c.t, c.call, word(lead, offResult).Load()), true
+			c.result, c.reduced = c.accumulated(word(lead, offResult).Load()), true
 			return nil, false, nil
 		case v&verdictSame != 0:
 			return c.allSame(w, n, posts)
