@@ -20,8 +20,10 @@ import (
 )
 
 // TestDigest: a record without datum, flags, root or length has a digest,
-// even and not 0, that differs by call (kind, operator, element type);
-// any other record has none.
+// even and not 0, that differs by call (kind, operator, element type); so
+// does one of a reduction of one integer element that accumulates,
+// marked digestAcc, whatever its element, and by root too; any other
+// record has none.
 func TestDigest(t *testing.T) {
 	rec := func(p coll.Post) []byte { return appendRecord(nil, p) }
 	barrier := digest(rec(coll.Post{Call: coll.Call{Kind: coll.Barrier}}))
@@ -30,6 +32,12 @@ func TestDigest(t *testing.T) {
 	}
 	// Calls without datum, root or length, each with a digest of its own.
 	seen := map[uint64]coll.Call{}
+	unique := func(c coll.Call, d uint64) {
+		if o, ok := seen[d]; ok {
+			t.Errorf("%v and %v: the same digest %#x", o, c, d)
+		}
+		seen[d] = c
+	}
 	for _, c := range []coll.Call{
 		{Kind: coll.Barrier},
 		{Kind: coll.Broadcast},
@@ -42,28 +50,11 @@ func TestDigest(t *testing.T) {
 		if d == 0 || d&1 != 0 {
 			t.Errorf("%v: digest %#x, want even and not 0", c, d)
 		}
-		if o, ok := seen[d]; ok {
-			t.Errorf("%v and %v: the same digest %#x", o, c, d)
-		}
-		seen[d] = c
-	}
-	for _, c := range []struct {
-		name string
-		p    coll.Post
-	}{
-		{"a datum", coll.Post{Call: coll.Call{Kind: coll.Barrier}, Data: []byte{0}}},
-		{"a root", coll.Post{Call: coll.Call{Kind: coll.Broadcast, Root: 1}}},
-		{"a length", coll.Post{Call: coll.Call{Kind: coll.AllReduce, Len: 1}}},
-		{"big", coll.Post{Call: coll.Call{Kind: coll.Barrier}, Big: true}},
-		{"refused", coll.Post{Call: coll.Call{Kind: coll.Barrier}, Refused: true}},
-	} {
-		if d := digest(rec(c.p)); d != 0 {
-			t.Errorf("%s: digest %#x, want none (0)", c.name, d)
-		}
+		unique(c, d)
 	}
 	// Reductions of one integer element that accumulate: a digest of
 	// the call with digestAcc, whatever the element, one of its own by
-	// call; the others none.
+	// call. Any other record has none.
 	elem := func(k amo.Kind, v byte) []byte { return append(make([]byte, k.Size()-1), v) }
 	for _, c := range []coll.Call{
 		{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Uint64, Len: 1},
@@ -77,15 +68,17 @@ func TestDigest(t *testing.T) {
 		if d&digestAcc == 0 || d&1 != 0 || d != digest(rec(coll.Post{Call: c, Data: elem(c.Elem, 2)})) {
 			t.Errorf("%v: digest %#x, want one with digestAcc, even, the same for another element", c, d)
 		}
-		if o, ok := seen[d]; ok {
-			t.Errorf("%v and %v: the same digest %#x", o, c, d)
-		}
-		seen[d] = c
+		unique(c, d)
 	}
 	for _, c := range []struct {
 		name string
 		p    coll.Post
 	}{
+		{"a datum", coll.Post{Call: coll.Call{Kind: coll.Barrier}, Data: []byte{0}}},
+		{"a root", coll.Post{Call: coll.Call{Kind: coll.Broadcast, Root: 1}}},
+		{"a length", coll.Post{Call: coll.Call{Kind: coll.AllReduce, Len: 1}}},
+		{"big", coll.Post{Call: coll.Call{Kind: coll.Barrier}, Big: true}},
+		{"refused", coll.Post{Call: coll.Call{Kind: coll.Barrier}, Refused: true}},
 		{"two elements", coll.Post{Call: coll.Call{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Uint64, Len: 2}, Data: make([]byte, 16)}},
 		{"a float", coll.Post{Call: coll.Call{Kind: coll.AllReduce, Op: coll.Sum, Elem: amo.Float64, Len: 1}, Data: make([]byte, 8)}},
 		{"a product", coll.Post{Call: coll.Call{Kind: coll.AllReduce, Op: coll.Prod, Elem: amo.Uint64, Len: 1}, Data: make([]byte, 8)}},
