@@ -43,12 +43,12 @@ const (
 	verdictAcc  = 2
 )
 
-// digest returns the digest of a post's record rec, which two records
-// share only when they are the same: for a record without datum, flags,
-// root or length (a barrier's), its header's first word, made even and
-// not 0; for one that accumulates (accumulates), its header with
+// digest returns the digest of a post's record rec: for a record without
+// datum, flags, root or length (a barrier's), its header's first word,
+// made even and not 0, which two records share only when they are the
+// same; for one that accumulates (accumulates), its header with
 // digestAcc, which two such records share where their calls are the
-// same; for any other, 0, none.
+// same, whatever their elements; for any other, 0, none.
 func digest(rec []byte) uint64 {
 	if len(rec) < postHeader-8 || binary.LittleEndian.Uint32(rec[20:]) != 0 {
 		return 0
@@ -121,9 +121,12 @@ func agree(lead []byte, d uint64) {
 
 // settle decides, for the rank whose arrival completed the count of
 // collective n, whether every post is its own (digest d): it resets the
-// agreement word, copies the posts into the leader's buffer where they
-// differ (combinePosts), and stores the verdict: n, and whether they are
-// the same.
+// agreement word and the accumulator; where the digests agree on a
+// reduction that accumulates, it stores the accumulator's word by the
+// release word (offResult); where they differ, it copies the posts into
+// the leader's buffer (combinePosts); and it stores the verdict: n, and
+// whether the posts are the same (verdictSame) or the result
+// accumulated (verdictAcc).
 func (w *words) settle(lead []byte, n, d uint64, reduce func() []byte) error {
 	g := word(lead, offAgree)
 	// This rank's agree left its digest there, or agreeDiffer.

@@ -143,7 +143,7 @@ func TestWordsDatalessMismatch(t *testing.T) {
 			// The settling rank reset the agreement: the ranks agree
 			// on this barrier's posts.
 			if w := j.words; w.counted {
-				if v := word(*w.areas[0].Load(), offVerdict).Load(); v&1 == 0 {
+				if v := word(*w.areas[0].Load(), offVerdict).Load(); v&verdictSame == 0 {
 					t.Errorf("mode %s, rank %d: verdict %#x on the next barrier, want the posts the same", m.name, j.Rank(), v)
 				}
 			}
@@ -199,9 +199,10 @@ func TestSettle(t *testing.T) {
 // Sum, Min, Max, And, Or or Xor accumulates (the verdict says
 // verdictAcc), and every rank gets what the operator folds, the root
 // alone for Reduce, with elements at their types' edges; operators that
-// differ among the ranks are ErrCollectiveMismatch on every rank; and
-// reductions after that, or after ones that did not accumulate, start
-// from zero again.
+// differ among the ranks, roots that differ, or a barrier among them
+// are ErrCollectiveMismatch on every rank; 60 in a row lose no element;
+// and reductions after a mismatch, or after ones that did not
+// accumulate, start from zero again.
 func TestWordsAccumulated(t *testing.T) {
 	const n = 5
 	m := wordModes[1]
@@ -225,6 +226,25 @@ func TestWordsAccumulated(t *testing.T) {
 		if _, err := AllReduce(w, []Op{Sum, Max}[me%2], []int64{1}); !errors.Is(err, ErrCollectiveMismatch) || accumulated() {
 			t.Errorf("rank %d: all-reductions by Sum and Max: %v, accumulated: %v", me, err, accumulated())
 		}
+		if _, err := Reduce(w, me%2, Sum, []int64{1}); !errors.Is(err, ErrCollectiveMismatch) || accumulated() {
+			t.Errorf("rank %d: reductions to roots 0 and 1: %v, accumulated: %v", me, err, accumulated())
+		}
+		var err2 error
+		if me == 2 {
+			err2 = w.Barrier()
+		} else {
+			_, err2 = AllReduce(w, Sum, []int64{1})
+		}
+		if !errors.Is(err2, ErrCollectiveMismatch) || accumulated() {
+			t.Errorf("rank %d: all-reductions and a barrier: %v, accumulated: %v", me, err2, accumulated())
+		}
+		// Many in a row, each with its own elements: none lost.
+		for i := range 60 {
+			got, err := AllReduce(w, Sum, []uint64{uint64(i*n + me)})
+			if want := []uint64{uint64(i*n*n + n*(n-1)/2)}; err != nil || !cmp.Equal(got, want) {
+				t.Fatalf("rank %d: all-reduction %d: %v, %v; want %v", me, i, got, err, want)
+			}
+		}
 		for i, f := range []func() error{
 			func() error { return nil },
 			func() error { _, err := AllReduce(w, Sum, []int64{1, 2}); return err },
@@ -243,6 +263,48 @@ func TestWordsAccumulated(t *testing.T) {
 	want := jobResult{Ends: slices.Repeat([]string{"returned"}, n)}
 	if d := cmp.Diff(want, res); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+// TestReadVerdict: a counted rank reads a verdict for its own
+// collective that its digest could have led to: the posts the same where
+// it has a digest that does not accumulate, a result accumulated (which
+// it decodes for its call) where its digest accumulates, neither where
+// the leader found them different. Any other verdict, or another
+// collective's, is a corrupted inbox.
+func TestReadVerdict(t *testing.T) {
+	const n = 5
+	call := coll.Call{Kind: coll.AllReduce, Op: coll.Min, Elem: amo.Int32, Len: 1}
+	min := []byte{0xfe, 0xff, 0xff, 0xff} // -2
+	acc := digest(appendRecord(nil, coll.Post{Call: call, Data: min}))
+	barrier := digest(appendRecord(nil, coll.Post{Call: coll.Call{Kind: coll.Barrier}}))
+	for _, c := range []struct {
+		name    string
+		digest  uint64
+		verdict uint64
+		bad     bool
+	}{
+		{"accumulated", acc, n<<2 | verdictAcc, false},
+		{"accumulated, another collective's", acc, (n+1)<<2 | verdictAcc, true},
+		{"accumulated and the same", acc, n<<2 | verdictAcc | verdictSame, true},
+		{"the same, this post accumulating", acc, n<<2 | verdictSame, true},
+		{"the same, this post without digest", 0, n<<2 | verdictSame, true},
+		{"accumulated, this post a barrier's", barrier, n<<2 | verdictAcc, true},
+		{"accumulated, this post without digest", 0, n<<2 | verdictAcc, true},
+	} {
+		lead := make([]byte, amudp.AreaSize)
+		word(lead, offVerdict).Store(c.verdict)
+		word(lead, offResult).Store(coll.AccIn(call.Op, call.Elem, min)) // one rank's
+		w := &words{group: []int{0}, addrs: make([]netip.AddrPort, 1), counted: true}
+		tc := &teamCall{t: &Team{}, seq: n, call: call, lead: lead, digest: c.digest}
+		_, _, err := tc.read(w, true)
+		var ie *amudp.InboxError
+		if got := errors.As(err, &ie); got != c.bad {
+			t.Errorf("%s: %v; want a corrupted inbox: %v", c.name, err, c.bad)
+		}
+		if !c.bad && (!tc.reduced || !bytes.Equal(tc.result, min)) {
+			t.Errorf("%s: result %x (reduced %v), want %x", c.name, tc.result, tc.reduced, min)
+		}
 	}
 }
 

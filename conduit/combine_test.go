@@ -59,7 +59,7 @@ func TestWordsSamePosts(t *testing.T) {
 				}
 				// Counted, the verdict of the ranks' agreement says so
 				// for posts that have a digest, with no buffer (settle).
-				buf := w.counted && word(a, offVerdict).Load()&1 != 0 ||
+				buf := w.counted && word(a, offVerdict).Load()&verdictSame != 0 ||
 					binary.LittleEndian.Uint64(a[offCombined+8:])&combinedSame != 0
 				if built := len(j.World().sameRec) > 0; built != buf {
 					t.Errorf("rank %d: the leader says one post: %v; built from this rank's: %v", me, buf, built)

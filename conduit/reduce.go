@@ -66,9 +66,9 @@ func reduceFuncT[T Word](t *Team, root int, f func(a, b T) T, v []T, all bool) (
 }
 
 // reduceBytes runs a reduction of the packed vector acc, which it may
-// overwrite. Its result may lie in shared memory (Team.collected) until
-// the team's next collective, or in the team's run (coll.Run.Shared)
-// until its next reduction.
+// overwrite. Its result may lie in shared memory or the team's call
+// (Team.collected) until the team's next collective, or in the team's run
+// (coll.Run.Shared) until its next reduction.
 func reduceBytes(t *Team, root int, op coll.Op, k amo.Kind, acc []byte, combine coll.Combine, all bool) ([]byte, error) {
 	v, err := t.collect(reduceCall(root, op, k, acc, all), acc, nil, combine)
 	return v.Data, err

@@ -40,8 +40,8 @@ type splitColl struct {
 
 // keeper takes a split collective's result as it completes (keep), while
 // a reduction's result reduced for every rank still lies in the leader's
-// buffer, which the team's next collective rewrites: it copies what it
-// keeps of it.
+// buffer or the call, which the team's next collective rewrites: it
+// copies what it keeps of it.
 type keeper interface{ keep(v coll.Result) }
 
 // splitOp is a split NB collective and its Handle, made in one: dec,
@@ -55,7 +55,8 @@ type splitOp[T any] struct {
 }
 
 // decoder makes a handle's result of a collective's on t (decode), in
-// the rank's turn on t: a copy of what lies in the leader's buffer.
+// the rank's turn on t: a copy of what lies in the leader's buffer or the
+// call.
 type decoder[T any] interface {
 	decode(t *Team, v coll.Result) T
 }

@@ -202,8 +202,9 @@ func (t *Team) onWords() bool {
 // (teamCall.post): the exchange's synchronisation and reading, and the
 // result; over messages where the posts did not fit. A reduction's
 // result reduced for every rank (c.reduced) lies in the leader's buffer
-// of shared memory until this rank's next collective on the team; every
-// other result is the caller's.
+// of shared memory, or in the call (an accumulated one), until this
+// rank's next collective on the team; every other result is the
+// caller's.
 func (t *Team) collected(c *teamCall, data []byte, parts [][]byte, combine coll.Combine) (coll.Result, error) {
 	w, call := t.j.words, c.call
 	err := c.await(w)
@@ -218,8 +219,8 @@ func (t *Team) collected(c *teamCall, data []byte, parts [][]byte, combine coll.
 		return coll.Result{}, c.end(nil)
 	}
 	if err == nil && c.reduced {
-		// The result, reduced for every rank (reducePosts), in the
-		// leader's buffer.
+		// The result, reduced for every rank (reducePosts) in the
+		// leader's buffer, or accumulated (teamCall.accumulated).
 		var v []byte
 		if call.Kind == coll.AllReduce || call.Root == t.me {
 			v = c.result // not nil, as coll.Reduced's

@@ -49,14 +49,16 @@ var errOverMessages = errors.New("conduit: the posts go over messages")
 // barrier's are, counted or by dissemination, none. A rank rewrites its
 // slot of parity n&1 only at collective n+2, which it enters after every
 // rank has arrived at n+1, each after it read n; the leader's buffer
-// (combinePosts), its agreement word and verdict (settle), likewise at
-// n+1. A split NB collective posts at its call and completes the rest at
+// (combinePosts), its agreement word, accumulator, verdict and result
+// (settle), likewise at n+1. A split NB collective posts at its call and completes the rest at
 // its Wait or Test (splitnb.go).
 
 // post writes p, this rank's post, into its slot and arrives at the
 // call's synchronisation: by dissemination, it rings the next rank's
-// bell; else arriveGroup, where the leader's agreement word gets the
-// post's digest first if counted.
+// bell; else arriveGroup, where, if counted, the leader's agreement word
+// gets the post's digest first, and its accumulator the post's element
+// where the post accumulates (a post without digest goes to its staged
+// line instead).
 func (c *teamCall) post(w *words, p coll.Post) error {
 	j, n := c.t.j, c.seq
 	own, err := w.area(w.me)
@@ -233,12 +235,17 @@ func (c *teamCall) ready(w *words) bool {
 // read returns, after await, every rank's post of the call, by rank, and
 // whether they are all the same; where posts is false and they are, none;
 // where the leader's buffer holds a reduction's result for every rank,
-// none, and c.result is that result (reducedPost).
+// none, and c.result is that result (reducedPost), as where the reduction
+// accumulated (c.accumulated). A verdict that this rank's digest could
+// not have led to is corrupt: same posts where it has no digest or one
+// that accumulates, or a result accumulated where its post does not.
 func (c *teamCall) read(w *words, posts bool) ([]coll.Post, bool, error) {
 	n, lead := c.seq, c.lead
 	if w.counted {
 		switch v := word(lead, offVerdict).Load(); {
-		case v>>2 != n || v&verdictAcc != 0 && c.digest&digestAcc == 0:
+		case v>>2 != n || v&(verdictSame|verdictAcc) == verdictSame|verdictAcc ||
+			v&verdictAcc != 0 && c.digest&digestAcc == 0 ||
+			v&verdictSame != 0 && (c.digest == 0 || c.digest&digestAcc != 0):
 			return nil, false, w.corrupt(0, "its verdict on the posts is %#x, for collective %d", v, n)
 		case v&verdictAcc != 0:
 			c.result, c.reduced = c.accumulated(word(lead, offResult).Load()), true

@@ -37,15 +37,15 @@ var (
 	syncStart = groupSync{arrive: 8, release: 72, rounds: -1, sleep: true}
 )
 
-// The collectives' agreement word and verdict (teamwords.go), on the
-// cache lines of their count of arrivals and release word.
+// The collectives' agreement word and verdict (agree.go), on the cache
+// lines of their count of arrivals and release word.
 const (
 	offAgree = 16
 	// offAcc, on the same line, is the accumulator of a reduction of
 	// one integer element (coll.Accumulable), into which each rank
-	// combines its element before it arrives; offResult, on the
-	// release line, the element that the rank completing the arrivals
-	// found there (teamwords.go).
+	// combines its encoded element before it arrives; offResult, on
+	// the release line, the word that the rank completing the arrivals
+	// found there, which each rank decodes (agree.go).
 	offAcc     = 24
 	offVerdict = 80
 	offResult  = 96

@@ -29,8 +29,9 @@ const (
 
 // Accumulable returns how a reduction by op of one element of kind k
 // combines in an accumulator, and whether it does: Sum, Min, Max, And,
-// Or and Xor of integers (Prod has no encoding whose identity is zero,
-// and float sums depend on their order).
+// Or and Xor of integers. Prod has no encoding whose identity is zero;
+// float sums depend on their order, and float Min and Max on how Go's
+// min and max treat NaN and signed zeros, which no encoding keeps.
 func Accumulable(op Op, k amo.Kind) (AccCombine, bool) {
 	if k.IsFloat() || k.Size() == 0 {
 		return 0, false
