@@ -6,6 +6,7 @@ package conduit
 
 import (
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/udpconduit/udpconduit/conduit/internal/amo"
 	"github.com/udpconduit/udpconduit/conduit/internal/coll"
@@ -57,7 +58,8 @@ func digest(rec []byte) uint64 {
 	if len(rec) == postHeader-8 && binary.LittleEndian.Uint64(rec) == 0 && binary.LittleEndian.Uint64(rec[12:]) == 0 {
 		return (uint64(meta) + 1) << 1
 	}
-	if accumulates(rec) && meta < 1<<24 && root < 1<<24 {
+	// Step 0 (accumulates) leaves meta below 1<<24.
+	if accumulates(rec) && root < 1<<24 {
 		return digestAcc | uint64(meta)<<25 | uint64(root)<<1
 	}
 	return 0
@@ -77,17 +79,8 @@ func accumulates(rec []byte) bool {
 // accumulate combines element e of call, whose post accumulates, into
 // the accumulator of the leader's area lead.
 func accumulate(lead []byte, call coll.Call, e []byte) {
-	acc, _ := coll.Accumulable(call.Op, call.Elem)
-	u, a := coll.AccIn(call.Op, call.Elem, e), word(lead, offAcc)
-	switch acc {
-	case coll.AccAdd:
-		a.Add(u)
-	case coll.AccOr:
-		a.Or(u)
-	default:
-		for v := a.Load(); !a.CompareAndSwap(v, acc.Combine(v, u)); v = a.Load() {
-		}
-	}
+	op, _ := coll.Accumulable(call.Op, call.Elem)
+	amo.Apply(unsafe.Pointer(word(lead, offAcc)), amo.Uint64, op, coll.AccIn(call.Op, call.Elem, e), 0)
 }
 
 // accumulated returns the result u of c, a reduction that accumulated,

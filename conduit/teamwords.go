@@ -50,8 +50,8 @@ var errOverMessages = errors.New("conduit: the posts go over messages")
 // slot of parity n&1 only at collective n+2, which it enters after every
 // rank has arrived at n+1, each after it read n; the leader's buffer
 // (combinePosts), its agreement word, accumulator, verdict and result
-// (settle), likewise at n+1. A split NB collective posts at its call and completes the rest at
-// its Wait or Test (splitnb.go).
+// (settle), likewise at n+1. A split NB collective posts at its call and
+// completes the rest at its Wait or Test (splitnb.go).
 
 // post writes p, this rank's post, into its slot and arrives at the
 // call's synchronisation: by dissemination, it rings the next rank's
@@ -242,15 +242,20 @@ func (c *teamCall) ready(w *words) bool {
 func (c *teamCall) read(w *words, posts bool) ([]coll.Post, bool, error) {
 	n, lead := c.seq, c.lead
 	if w.counted {
-		switch v := word(lead, offVerdict).Load(); {
-		case v>>2 != n || v&(verdictSame|verdictAcc) == verdictSame|verdictAcc ||
-			v&verdictAcc != 0 && c.digest&digestAcc == 0 ||
-			v&verdictSame != 0 && (c.digest == 0 || c.digest&digestAcc != 0):
+		// The one verdict besides "they differ" (no flag) that this
+		// rank's digest could lead to.
+		agreed := uint64(verdictSame)
+		if c.digest&digestAcc != 0 {
+			agreed = verdictAcc
+		}
+		v := word(lead, offVerdict).Load()
+		switch flags := v & (verdictSame | verdictAcc); {
+		case v>>2 != n || flags != 0 && (c.digest == 0 || flags != agreed):
 			return nil, false, w.corrupt(0, "its verdict on the posts is %#x, for collective %d", v, n)
-		case v&verdictAcc != 0:
+		case flags == verdictAcc:
 			c.result, c.reduced = c.accumulated(word(lead, offResult).Load()), true
 			return nil, false, nil
-		case v&verdictSame != 0:
+		case flags == verdictSame:
 			return c.allSame(w, n, posts)
 		}
 	}

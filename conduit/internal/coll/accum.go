@@ -11,40 +11,30 @@ import (
 // arrive, where they share memory: the member that completes the
 // arrivals then has the result in that word, with no member's post to
 // read. Every operator that Accumulable accepts is made, by an encoding
-// of the element (AccIn), one of four that a word of zero starts and
-// that the members may combine in any order (add, or, xor, unsigned
-// max); AccOut decodes the word back into the element.
+// of the element (AccIn), one of four atomic operations on an unsigned
+// 64-bit word (amo.Add, Or, Xor or Max: amo.Apply does them) that a word
+// of zero starts and that the members may apply in any order; AccOut
+// decodes the word back into the element.
 
-// AccCombine says how a member combines an encoded element into the
-// accumulator.
-type AccCombine uint8
-
-// The accumulator's combines.
-const (
-	AccAdd AccCombine = iota + 1 // wrapping sum
-	AccOr
-	AccXor
-	AccMax // unsigned maximum
-)
-
-// Accumulable returns how a reduction by op of one element of kind k
-// combines in an accumulator, and whether it does: Sum, Min, Max, And,
-// Or and Xor of integers. Prod has no encoding whose identity is zero;
-// float sums depend on their order, and float Min and Max on how Go's
-// min and max treat NaN and signed zeros, which no encoding keeps.
-func Accumulable(op Op, k amo.Kind) (AccCombine, bool) {
+// Accumulable returns the atomic operation by which a reduction by op of
+// one element of kind k combines into an accumulator (a word of kind
+// amo.Uint64), and whether it does: Sum, Min, Max, And, Or and Xor of
+// integers. Prod has no encoding whose identity is zero; float sums
+// depend on their order, and float Min and Max on how Go's min and max
+// treat NaN and signed zeros, which no encoding keeps.
+func Accumulable(op Op, k amo.Kind) (amo.Op, bool) {
 	if k.IsFloat() || k.Size() == 0 {
 		return 0, false
 	}
 	switch op {
 	case Sum:
-		return AccAdd, true
+		return amo.Add, true
 	case Min, Max:
-		return AccMax, true
+		return amo.Max, true
 	case And, Or:
-		return AccOr, true
+		return amo.Or, true
 	case Xor:
-		return AccXor, true
+		return amo.Xor, true
 	}
 	return 0, false
 }
@@ -82,20 +72,6 @@ func AccOut(op Op, k amo.Kind, u uint64, b []byte) {
 		return
 	}
 	binary.LittleEndian.PutUint64(b, u)
-}
-
-// Combine returns the accumulator word a with encoded element u
-// combined into it.
-func (c AccCombine) Combine(a, u uint64) uint64 {
-	switch c {
-	case AccAdd:
-		return a + u
-	case AccOr:
-		return a | u
-	case AccXor:
-		return a ^ u
-	}
-	return max(a, u)
 }
 
 // loadElem returns element b of kind k zero-extended.

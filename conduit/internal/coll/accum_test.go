@@ -12,6 +12,7 @@ import (
 
 // TestAccumulator: for every operator and integer kind that Accumulable
 // accepts, members' elements combined into an accumulator in any order
+// (amo.Compute of Accumulable's operation on an unsigned 64-bit word)
 // decode to what OpCombine folds in member order, edge values included;
 // Prod and float kinds are not accumulable.
 func TestAccumulator(t *testing.T) {
@@ -43,7 +44,7 @@ func TestAccumulator(t *testing.T) {
 				}
 				var a uint64
 				for _, i := range r.Perm(n) {
-					a = acc.Combine(a, AccIn(op, k, elems[i]))
+					a = amo.Compute(amo.Uint64, acc, a, AccIn(op, k, elems[i]), 0)
 				}
 				got := make([]byte, size)
 				AccOut(op, k, a, got)
