@@ -12,9 +12,9 @@ import (
 // arrivals then has the result in that word, with no member's post to
 // read. Every operator that Accumulable accepts is made, by an encoding
 // of the element (AccIn), one of four atomic operations on an unsigned
-// 64-bit word (amo.Add, Or, Xor or Max: amo.Apply does them) that a word
-// of zero starts and that the members may apply in any order; AccOut
-// decodes the word back into the element.
+// 64-bit word (amo.Add, Or, Xor or Max, as amo.Compute computes them)
+// that a word of zero starts and that the members may apply in any
+// order; AccOut decodes the word back into the element.
 
 // Accumulable returns the atomic operation by which a reduction by op of
 // one element of kind k combines into an accumulator (a word of kind
