@@ -89,10 +89,10 @@ type Shared struct {
 	inbox *shmInbox
 	self  [addrLen]byte
 
-	peers atomic.Pointer[map[netip.AddrPort]*shmPeer]
+	peers atomic.Pointer[shmPeers]
 	// last is the peer Send last found in peers, or nil: most sends go
 	// to the peer of the send before (a ping-pong, a flood, a reply),
-	// and the map's lookup hashes the address each time.
+	// and a lookup hashes the address each time.
 	last atomic.Pointer[shmPeer]
 	mu   sync.Mutex // serialises mapping peers' inboxes
 
@@ -172,8 +172,7 @@ func NewShared(udp Transport, size int) (*Shared, error) {
 	t := &Shared{udp: udp, inbox: in}
 	t.udpPeriod.Store(udpEvery)
 	putAddr(t.self[:], udp.LocalAddr())
-	m := map[netip.AddrPort]*shmPeer{}
-	t.peers.Store(&m)
+	t.peers.Store(&shmPeers{})
 	return t, nil
 }
 
@@ -194,17 +193,7 @@ type Inbox struct {
 // the later counts. A datagram to any other address goes by UDP. It may
 // be called once, before or while datagrams flow.
 func (t *Shared) SetInboxes(inboxes []Inbox) {
-	m := make(map[netip.AddrPort]*shmPeer, len(inboxes))
-	all := make([]shmPeer, len(inboxes)) // one allocation for a host of 1024 ranks, not 1024
-	self := t.udp.LocalAddr()
-	for i, in := range inboxes {
-		if in.Path != "" && in.Addr != self {
-			p := &all[i]
-			p.addr, p.path = in.Addr, in.Path
-			m[in.Addr] = p
-		}
-	}
-	t.peers.Store(&m)
+	t.peers.Store(newShmPeers(inboxes, t.udp.LocalAddr()))
 	t.last.Store(nil)
 	// Every peer that may now send direct messages here (Endpoint's direct
 	// path) is in m, and this rank can map its inbox to answer.
@@ -215,7 +204,7 @@ func (t *Shared) SetInboxes(inboxes []Inbox) {
 // that peer takes direct messages (its SetInboxes has run: ready; a
 // rank that answers one needs no mark), else nil.
 func (t *Shared) directRing(to netip.AddrPort, ready bool) *shmring.Ring {
-	p := (*t.peers.Load())[to]
+	p := t.peers.Load().get(to)
 	if p == nil {
 		return nil
 	}
@@ -281,7 +270,7 @@ func (s ShmStats) String() string {
 func (t *Shared) Send(b []byte, to netip.AddrPort) error {
 	p := t.last.Load()
 	if p == nil || p.addr != to {
-		if p = (*t.peers.Load())[to]; p != nil {
+		if p = t.peers.Load().get(to); p != nil {
 			t.last.Store(p)
 		}
 	}
@@ -480,7 +469,7 @@ func (t *Shared) Area(to netip.AddrPort) []byte {
 	if to == t.udp.LocalAddr() {
 		return t.inbox.ring.Area()
 	}
-	p := (*t.peers.Load())[to]
+	p := t.peers.Load().get(to)
 	if p == nil {
 		return nil
 	}
@@ -494,26 +483,25 @@ func (t *Shared) Area(to netip.AddrPort) []byte {
 // changed (see Area): a peer asleep in Wait, or about to sleep, wakes. Call
 // it after the change. It does nothing for a peer that shares no memory
 // with this rank.
-func (t *Shared) Notify(to netip.AddrPort) error { return t.notify((*t.peers.Load())[to], to) }
+func (t *Shared) Notify(to netip.AddrPort) error { return t.notify(t.peers.Load().get(to)) }
 
 // Bell is Notify of one peer without finding it by its address each
 // time, for a rank that notifies the same peers again and again.
 type Bell struct {
-	t  *Shared
-	p  *shmPeer // nil: the peer shares no memory with this rank
-	to netip.AddrPort
+	t *Shared
+	p *shmPeer // nil: the peer shares no memory with this rank
 }
 
 // Bell returns the bell of the peer at to, as SetInboxes named it.
 func (t *Shared) Bell(to netip.AddrPort) Bell {
-	return Bell{t: t, p: (*t.peers.Load())[to], to: to}
+	return Bell{t: t, p: t.peers.Load().get(to)}
 }
 
 // Ring is Notify of the bell's peer.
-func (b Bell) Ring() error { return b.t.notify(b.p, b.to) }
+func (b Bell) Ring() error { return b.t.notify(b.p) }
 
-// notify is Notify of peer p at to.
-func (t *Shared) notify(p *shmPeer, to netip.AddrPort) error {
+// notify is Notify of peer p.
+func (t *Shared) notify(p *shmPeer) error {
 	if p == nil {
 		return nil
 	}
@@ -522,7 +510,7 @@ func (t *Shared) notify(p *shmPeer, to netip.AddrPort) error {
 		return nil
 	}
 	t.doorbells.Add(1)
-	return t.udp.Send(doorbell, to)
+	return t.udp.Send(doorbell, p.addr)
 }
 
 // Wake makes a current or the next Wait return.

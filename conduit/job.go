@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,7 +137,7 @@ func (j *Job) done(err error) error {
 // HostRanks and the abort message.
 func (j *Job) setHosts(hosts []string) {
 	j.hosts = hosts
-	j.hostRank = j.hostRank[:0]
+	j.hostRank = slices.Grow(j.hostRank[:0], count(hosts, hosts[j.rank]))
 	for r, h := range hosts {
 		if h == hosts[j.rank] {
 			j.hostRank = append(j.hostRank, r)

@@ -48,13 +48,24 @@ func shmLeaders(hosts, inboxes []string, max int) []int {
 // shmGroup returns the ranks of rank's group (shmLeaders), in order: those
 // that exchange messages with it through shared memory. rank is in it.
 func shmGroup(leaders []int, rank int) []int {
-	var g []int
+	g := make([]int, 0, count(leaders, leaders[rank]))
 	for r, l := range leaders {
 		if l == leaders[rank] {
 			g = append(g, r)
 		}
 	}
 	return g
+}
+
+// count returns how many of s are v.
+func count[T comparable](s []T, v T) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }
 
 // groupSize says the size of the shared-memory groups, for verbose mode.

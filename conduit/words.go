@@ -109,7 +109,7 @@ const (
 // active messages.
 type words struct {
 	sh     *amudp.Shared
-	addrs  []netip.AddrPort // of the group's ranks, in group order
+	addrs  []netip.AddrPort // of every rank of the job, by rank
 	bells  []amudp.Bell     // Notify of each, in group order
 	group  []int            // the group's ranks, in order; group[0] leads
 	me     int              // this rank's index in group
@@ -138,10 +138,9 @@ type words struct {
 // sh, whose inboxes SetInboxes named; addrs are every rank's addresses.
 func newWords(sh *amudp.Shared, addrs []netip.AddrPort, group []int, rank int) *words {
 	w := &words{sh: sh, group: group, whole: len(group) == len(addrs), areas: make([]atomic.Pointer[[]byte], len(group)),
-		addrs: make([]netip.AddrPort, 0, len(group)), bells: make([]amudp.Bell, 0, len(group))}
+		addrs: addrs, bells: make([]amudp.Bell, len(group))}
 	for i, r := range group {
-		w.addrs = append(w.addrs, addrs[r])
-		w.bells = append(w.bells, sh.Bell(addrs[r]))
+		w.bells[i] = sh.Bell(addrs[r])
 		if r == rank {
 			w.me = i
 		}
@@ -184,7 +183,7 @@ func (w *words) area(i int) ([]byte, error) {
 	if a := w.areas[i].Load(); a != nil {
 		return *a, nil
 	}
-	a := w.sh.Area(w.addrs[i])
+	a := w.sh.Area(w.addrs[w.group[i]])
 	if len(a) != amudp.AreaSize {
 		return nil, fmt.Errorf("shared memory: the inbox of rank %d, in this rank's group, cannot be mapped", w.group[i])
 	}
@@ -200,7 +199,7 @@ func (w *words) area(i int) ([]byte, error) {
 // returns; a look at words in a wait's condition returns true on it, and
 // the wait then fails with it (wordWait).
 func (w *words) corrupt(i int, format string, a ...any) error {
-	err := &amudp.InboxError{Rank: w.group[i], Addr: w.addrs[i], By: w.group[w.me], What: fmt.Sprintf(format, a...)}
+	err := &amudp.InboxError{Rank: w.group[i], Addr: w.addrs[w.group[i]], By: w.group[w.me], What: fmt.Sprintf(format, a...)}
 	if !w.bad.CompareAndSwap(nil, err) {
 		return w.bad.Load()
 	}

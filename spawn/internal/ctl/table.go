@@ -233,9 +233,9 @@ func appendInbox(b []byte, path string) []byte {
 }
 
 // readInbox reads an inbox that appendInbox wrote: a path spelt out, or,
-// for the /proc/PID/fd/FD form, "" and the path appended to procs (one
-// buffer for every rank's, made into one string at the end).
-func readInbox(d *varenc.Decoder, procs *[]byte) (path string, proc bool) {
+// for the /proc/PID/fd/FD form, "" and the path written to procs (one
+// buffer for the n ranks' paths, cut into each one's at the end).
+func readInbox(d *varenc.Decoder, procs *strings.Builder, n int) (path string, proc bool) {
 	switch d.Uint() {
 	case inboxNone:
 		return "", false
@@ -244,12 +244,13 @@ func readInbox(d *varenc.Decoder, procs *[]byte) (path string, proc bool) {
 		if d.Bad {
 			return "", false
 		}
-		if *procs == nil {
-			// Room for the rest of the ranks' paths: the PIDs and
-			// descriptors of one job have about as many digits.
-			*procs = make([]byte, 0, len(d.B)*4)
+		if procs.Cap() == 0 {
+			// Room for every rank's path: the PIDs and descriptors of
+			// one job have about as many digits.
+			procs.Grow(n * 24)
 		}
-		*procs = appendProcFD(*procs, pid, fd)
+		var b [64]byte
+		procs.Write(appendProcFD(b[:0], pid, fd))
 		return "", true
 	case inboxPath:
 		if s := d.String(); s != "" {
@@ -324,10 +325,10 @@ func DecodeTable(b []byte, n int) (Table, error) {
 	if ns > 0 {
 		t.Nets = make([][]Net, n)
 	}
-	// The /proc paths are built into one buffer; ends holds each one's
-	// rank and where it ends there.
-	var procs []byte
-	var ends [][2]int
+	// The /proc paths are built into one buffer; ends holds, by rank,
+	// where each one ends there (0: none).
+	var procs strings.Builder
+	var ends []int32
 	for r := range n {
 		h := d.Uint()
 		if d.Bad || h >= uint64(len(hosts)) {
@@ -335,8 +336,11 @@ func DecodeTable(b []byte, n int) (Table, error) {
 		}
 		t.Hosts[r], t.Addrs[r] = hosts[h], readAddr(&d)
 		var proc bool
-		if t.Inboxes[r], proc = readInbox(&d, &procs); proc {
-			ends = append(ends, [2]int{r, len(procs)})
+		if t.Inboxes[r], proc = readInbox(&d, &procs, n); proc {
+			if ends == nil {
+				ends = make([]int32, n)
+			}
+			ends[r] = int32(procs.Len())
 		}
 		switch set := d.Uint(); {
 		case d.Bad || set > uint64(ns):
@@ -348,9 +352,11 @@ func DecodeTable(b []byte, n int) (Table, error) {
 	if d.Bad || len(d.B) != 0 {
 		return Table{}, bad
 	}
-	all, start := string(procs), 0
-	for _, e := range ends {
-		t.Inboxes[e[0]], start = all[start:e[1]], e[1]
+	all, start := procs.String(), int32(0)
+	for r, e := range ends {
+		if e > 0 {
+			t.Inboxes[r], start = all[start:e], e
+		}
 	}
 	return t, nil
 }
